@@ -1,0 +1,41 @@
+"""memlane: durable memory for AI agents.
+
+Two verbs for two questions: exact lookup when the agent knows the address
+(``get``, ``fetch``, ``list``, ``summarize``), search when it knows a topic
+(``search``). One SQLite file by default.
+"""
+
+from .errors import (
+    BackendUnavailableError,
+    EmbedderError,
+    EmbedderMismatchError,
+    MemlaneError,
+    NotFoundError,
+    SchemaVersionError,
+    StoreError,
+    ValidationError,
+)
+from .memory import Memory, open
+from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendUnavailableError",
+    "EmbedderError",
+    "EmbedderMismatchError",
+    "Envelope",
+    "Hit",
+    "Item",
+    "MemlaneError",
+    "Memory",
+    "Namespace",
+    "NotFoundError",
+    "Page",
+    "SchemaVersionError",
+    "Stats",
+    "StoreError",
+    "ValidationError",
+    "Version",
+    "open",
+]

@@ -1,0 +1,62 @@
+"""Every public memlane exception, under one root.
+
+Each class also subclasses the builtin whose meaning it shares, so callers that
+already catch ``ValueError`` or ``KeyError`` keep working. Messages say what to
+do next.
+"""
+
+from __future__ import annotations
+
+
+class MemlaneError(Exception):
+    """Root of every error memlane raises on purpose."""
+
+
+class ValidationError(MemlaneError, ValueError):
+    """Input was refused at the boundary; nothing was written.
+
+    ``field`` names the offending argument (``namespace``, ``key``, ``ttl``...).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class NotFoundError(MemlaneError, KeyError):
+    """The addressed item, version or object does not exist (or has expired)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "not found"
+
+
+class StoreError(MemlaneError):
+    """The storage backend failed; the underlying driver error is chained."""
+
+
+class SchemaVersionError(StoreError):
+    """The database was written by a newer memlane than this one."""
+
+
+class BackendUnavailableError(MemlaneError, NotImplementedError):
+    """A URL named a backend, or a feature, this installation cannot serve."""
+
+
+class EmbedderError(MemlaneError):
+    """An embedder could not be loaded, or failed while embedding."""
+
+
+class EmbedderMismatchError(EmbedderError):
+    """The store's vectors were made by a different embedder than the one requested."""
+
+
+__all__ = [
+    "BackendUnavailableError",
+    "EmbedderError",
+    "EmbedderMismatchError",
+    "MemlaneError",
+    "NotFoundError",
+    "SchemaVersionError",
+    "StoreError",
+    "ValidationError",
+]

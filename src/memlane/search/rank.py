@@ -1,0 +1,102 @@
+"""Nominate, fuse, confirm: the ranked read pipeline.
+
+1. *Nominate*: each channel proposes up to ``candidate_k`` refs with a raw score.
+2. *Fuse*: Reciprocal Rank Fusion, ``score = sum(1 / (rrf_k + rank))`` over the
+   channels that found a ref. RRF orders results; its scores are not calibrated
+   relevance and are only comparable inside one answer.
+3. *Confirm*: candidates are re-read from the live rows, best first, in chunks,
+   until ``limit + 1`` survive (the extra one tells whether the answer was
+   truncated). Whatever is expired, deleted or no longer matches what was
+   indexed is dropped and counted: an index can cost recall, never put a stale
+   answer in front of the caller.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..model import Hit, Item
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+MAX_TERMS = 64
+
+
+def terms(query: str) -> list[str]:
+    """Plain lowercase word tokens of a query, de-duplicated, in order.
+
+    Only word characters survive, so quotes, ``AND``/``NEAR`` operators, ``*``
+    and parentheses can never be parsed as index syntax: a backend quotes each
+    term and ORs them.
+    """
+    seen: dict[str, None] = {}
+    for tok in _WORD.findall(query.lower()):
+        if tok not in seen:
+            seen[tok] = None
+            if len(seen) >= MAX_TERMS:
+                break
+    return list(seen)
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A fused candidate: internal ref plus what each channel said about it."""
+
+    ref: int
+    score: float = 0.0
+    ranks: dict[str, int] = field(default_factory=dict)
+    channel_scores: dict[str, float] = field(default_factory=dict)
+    # version each channel saw when it indexed the item; None = always current
+    versions: dict[str, int] = field(default_factory=dict)
+
+
+def fuse(
+    nominations: Mapping[str, Sequence[tuple[int, float]]],
+    *,
+    rrf_k: int = 60,
+    weights: Mapping[str, float] | None = None,
+) -> list[Candidate]:
+    """Reciprocal Rank Fusion of per-channel ``(ref, raw_score)`` lists (best first).
+
+    Ties in fused score are broken by the ref so results are deterministic.
+    """
+    by_ref: dict[int, Candidate] = {}
+    for channel, hits in nominations.items():
+        weight = 1.0 if weights is None else weights.get(channel, 1.0)
+        for rank, (ref, raw) in enumerate(hits, 1):
+            cand = by_ref.get(ref)
+            if cand is None:
+                cand = by_ref[ref] = Candidate(ref)
+            cand.score += weight / (rrf_k + rank)
+            cand.ranks[channel] = rank
+            cand.channel_scores[channel] = raw
+    return sorted(by_ref.values(), key=lambda c: (-c.score, c.ref))
+
+
+def confirm(
+    candidates: Sequence[Candidate],
+    hydrate: Callable[[Sequence[int]], Mapping[int, Item]],
+    limit: int,
+) -> tuple[list[Hit], int, bool]:
+    """Re-read candidates best first until ``limit`` + 1 are confirmed.
+
+    Returns:
+        ``(hits, dropped, truncated)``.
+    """
+    hits: list[Hit] = []
+    dropped = 0
+    want = limit + 1
+    pos = 0
+    while pos < len(candidates) and len(hits) < want:
+        chunk = candidates[pos : pos + max(want - len(hits), 8)]
+        pos += len(chunk)
+        live = hydrate([cand.ref for cand in chunk])
+        for cand in chunk:
+            item = live.get(cand.ref)
+            if item is None or any(v != item.version for v in cand.versions.values()):
+                dropped += 1
+                continue
+            hits.append(Hit(item, round(cand.score, 10), cand.ranks, cand.channel_scores))
+    truncated = len(hits) > limit
+    return hits[:limit], dropped, truncated

@@ -1,0 +1,133 @@
+"""The storage interface every backend implements.
+
+The :class:`~memlane.memory.Memory` facade validates input, reads the clock
+and generates ids; a :class:`Store` only moves already-valid rows in and out of
+its database. Namespaces arrive as tuples, times as aware UTC datetimes, values
+as canonical JSON text, so a backend never re-validates and never builds SQL
+from user strings.
+
+Reads take ``now`` so that expiry is applied by the query itself: an expired
+row is invisible on every read path before ``cleanup`` deletes it.
+
+One conformance suite (``tests/conformance``) runs against every backend.
+"""
+
+from __future__ import annotations
+
+import builtins
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from ..model import Item, Namespace, Stats, Version
+
+
+class PutRow(NamedTuple):
+    """One validated write. ``value``/``metadata`` are canonical JSON text."""
+
+    id: str
+    namespace: Namespace
+    key: str
+    value: str
+    value_type: str
+    text: str
+    metadata: str
+    author: str | None
+    expires_at: datetime | None
+
+
+class Store(ABC):
+    """Abstract storage backend: the exact verbs plus the lexical channel.
+
+    Capabilities are class attributes so that callers and tests can ask
+    before they use a feature.
+    """
+
+    backend: str = "abstract"
+    supports_lexical: bool = True
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the data lives (a file path, a server URL without password)."""
+
+    @abstractmethod
+    def put_many(self, rows: Sequence[PutRow], now: datetime) -> builtins.list[Item]:
+        """Upsert rows in one transaction; replaced versions go to history."""
+
+    @abstractmethod
+    def get(self, namespace: Namespace, key: str, now: datetime) -> Item | None:
+        """The live item at an address, or ``None``."""
+
+    @abstractmethod
+    def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
+        """Live items for many addresses in one round trip, in input order."""
+
+    @abstractmethod
+    def fetch(self, key: str, prefix: Namespace, limit: int, now: datetime) -> builtins.list[Item]:
+        """Live items with exactly this key under a namespace prefix, newest first."""
+
+    @abstractmethod
+    def list(
+        self,
+        prefix: Namespace,
+        key_prefix: str,
+        limit: int,
+        after: tuple[Namespace, str] | None,
+        now: datetime,
+    ) -> builtins.list[Item]:
+        """Live items in address order, strictly after ``after``."""
+
+    @abstractmethod
+    def namespaces(self, prefix: Namespace, now: datetime) -> builtins.list[Namespace]:
+        """Distinct namespaces holding live items under a prefix, sorted."""
+
+    @abstractmethod
+    def addresses(self, prefix: Namespace, key_prefix: str, now: datetime) -> Iterator[tuple[Namespace, str]]:
+        """Every live address under the prefixes (feeds ``summarize``)."""
+
+    @abstractmethod
+    def delete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
+        """Delete a live item, keeping it in history; ``False`` if missing."""
+
+    @abstractmethod
+    def clear(self, prefix: Namespace, now: datetime, author: str | None) -> int:
+        """Delete every item under a non-empty prefix; returns live items deleted."""
+
+    @abstractmethod
+    def history(self, namespace: Namespace, key: str) -> builtins.list[Version]:
+        """Past versions of an address, newest first."""
+
+    @abstractmethod
+    def cleanup(self, now: datetime) -> int:
+        """Physically delete expired rows; returns how many."""
+
+    @abstractmethod
+    def stats(self, now: datetime) -> Stats:
+        """Counts and size."""
+
+    @abstractmethod
+    def lexical(self, terms: Sequence[str], prefix: Namespace, k: int) -> builtins.list[tuple[int, float]]:
+        """BM25 nomination: ``(ref, score)`` best first, higher score is better.
+
+        ``terms`` are plain words; the backend quotes them, so user text is
+        never parsed as index query syntax. Expiry is *not* applied here: the
+        confirm step owns it.
+        """
+
+    @abstractmethod
+    def hydrate(self, refs: Sequence[int], now: datetime) -> dict[int, Item]:
+        """Re-read candidates by internal ref from live rows in one snapshot."""
+
+    @abstractmethod
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        """Every stored row (items, then history) as JSON-ready dicts."""
+
+    @abstractmethod
+    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
+        """Write exported records back verbatim in one transaction; returns rows written."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections. Idempotent."""

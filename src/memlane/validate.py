@@ -1,0 +1,219 @@
+"""Boundary validation: every argument is checked once, here, before storage.
+
+Each check raises :class:`~memlane.errors.ValidationError` naming the field, so
+nothing half-valid ever reaches a backend. Namespace parsing is cached because
+agents write to the same few namespaces over and over.
+"""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+import math
+import re
+from functools import lru_cache
+from typing import Any
+
+from .errors import ValidationError
+from .model import Namespace
+
+MAX_SEGMENTS = 8
+MAX_SEGMENT_CHARS = 128
+MAX_KEY_CHARS = 256
+MAX_VALUE_CHARS = 16 * 1024 * 1024
+MAX_TEXT_CHARS = 16 * 1024 * 1024
+MAX_METADATA_CHARS = 64 * 1024
+MAX_TTL_SECONDS = 100 * 365.25 * 86400
+MAX_QUERY_CHARS = 4096
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _namespace_from_parts(parts: tuple[Any, ...], field: str, allow_empty: bool) -> Namespace:
+    if not parts:
+        if allow_empty:
+            return ()
+        raise ValidationError(field, "is empty; give 1 to 8 segments, e.g. ('user', '123')")
+    if len(parts) > MAX_SEGMENTS:
+        raise ValidationError(field, f"has {len(parts)} segments; at most {MAX_SEGMENTS}")
+    for seg in parts:
+        if not isinstance(seg, str):
+            raise ValidationError(field, f"segment {seg!r} is not a string")
+        if not seg:
+            raise ValidationError(field, "has an empty segment")
+        if len(seg) > MAX_SEGMENT_CHARS:
+            raise ValidationError(field, f"segment is {len(seg)} characters; at most 128")
+        if "/" in seg:
+            raise ValidationError(field, f"segment {seg!r} contains '/'; pass a tuple of segments")
+        if _CONTROL.search(seg):
+            raise ValidationError(field, f"segment {seg!r} contains a control character")
+    return tuple(parts)
+
+
+@lru_cache(maxsize=4096)
+def _cached_namespace(raw: str | tuple[Any, ...], field: str, allow_empty: bool) -> Namespace:
+    if isinstance(raw, str):
+        parts: tuple[Any, ...] = tuple(raw.split("/")) if raw else ()
+    else:
+        parts = raw
+    return _namespace_from_parts(parts, field, allow_empty)
+
+
+def namespace(raw: Any, field: str = "namespace", *, allow_empty: bool = False) -> Namespace:
+    """Parse a namespace given as a tuple/list of segments or as text ``a/b``.
+
+    Args:
+        raw: the namespace as given by the caller.
+        field: the argument name reported in errors.
+        allow_empty: accept ``()`` / ``""`` (a prefix meaning "everything").
+    """
+    if isinstance(raw, list):
+        raw = tuple(raw)
+    if not isinstance(raw, str | tuple):
+        raise ValidationError(field, f"must be a tuple of strings or 'a/b' text, not {type(raw).__name__}")
+    try:
+        return _cached_namespace(raw, field, allow_empty)
+    except TypeError:  # unhashable segment (e.g. a list inside the tuple)
+        return _namespace_from_parts(raw if isinstance(raw, tuple) else (raw,), field, allow_empty)
+
+
+def key(raw: Any, field: str = "key") -> str:
+    """Check a key: 1..256 characters, no control characters, no empty path segment."""
+    if not isinstance(raw, str):
+        raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
+    if not raw:
+        raise ValidationError(field, "is empty")
+    if len(raw) > MAX_KEY_CHARS:
+        raise ValidationError(field, f"is {len(raw)} characters; at most {MAX_KEY_CHARS}")
+    if _CONTROL.search(raw):
+        raise ValidationError(field, "contains a control character")
+    if raw[0] == "." or raw[-1] == "." or ".." in raw:
+        raise ValidationError(field, f"{raw!r} has an empty taxonomy segment (leading, trailing or doubled '.')")
+    return raw
+
+
+def key_prefix(raw: Any, field: str = "key_prefix") -> str:
+    """Check a key prefix; ``""`` means every key, one trailing ``.`` is dropped."""
+    if raw is None or raw == "":
+        return ""
+    if isinstance(raw, str) and raw.endswith(".") and len(raw) > 1:
+        raw = raw[:-1]
+    return key(raw, field)
+
+
+def _check_keys(value: Any, field: str) -> None:
+    # json.dumps would silently turn {1: "a"} into {"1": "a"}: refuse instead,
+    # so every stored value round-trips to exactly what was written.
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    raise ValidationError(field, f"object key {k!r} is not a string")
+                if isinstance(v, dict | list | tuple):
+                    stack.append(v)
+        elif isinstance(node, list | tuple):
+            stack.extend(v for v in node if isinstance(v, dict | list | tuple))
+
+
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+
+def canonical_json(value: Any, field: str, max_chars: int) -> str:
+    """Canonical JSON (sorted keys, no NaN/Infinity) of a JSON-compatible value."""
+    if isinstance(value, dict | list | tuple):
+        _check_keys(value, field)
+    try:
+        out = _ENCODER.encode(value)
+    except ValueError as e:
+        raise ValidationError(field, "contains NaN or Infinity; JSON numbers must be finite") from e
+    except TypeError as e:
+        raise ValidationError(field, f"is not JSON-serialisable ({e})") from e
+    except RecursionError as e:
+        raise ValidationError(field, "is nested too deeply") from e
+    if len(out) > max_chars:
+        raise ValidationError(field, f"is {len(out):,} characters as JSON; at most {max_chars:,}")
+    return out
+
+
+_TYPES: dict[type, str] = {
+    str: "string",
+    bool: "boolean",
+    int: "number",
+    float: "number",
+    list: "list",
+    tuple: "list",
+    dict: "object",
+    type(None): "null",
+}
+
+
+def value(raw: Any, field: str = "value") -> tuple[str, str]:
+    """Return ``(canonical_json, value_type)`` for a value."""
+    if type(raw) is str:  # the common case, without the encoder's Python-level checks
+        if len(raw) > MAX_VALUE_CHARS // 2:
+            return canonical_json(raw, field, MAX_VALUE_CHARS), "string"
+        return _encode_str(raw), "string"
+    vtype = _TYPES.get(type(raw))
+    if vtype is None:
+        # subclasses of the JSON types (IntEnum, OrderedDict...) are accepted by their base
+        for base, name in _TYPES.items():
+            if isinstance(raw, base):
+                vtype = name
+                break
+        else:
+            raise ValidationError(field, f"{type(raw).__name__} is not a JSON value")
+    if vtype == "number" and isinstance(raw, float) and not math.isfinite(raw):
+        raise ValidationError(field, "must be finite; NaN and Infinity are not JSON")
+    return canonical_json(raw, field, MAX_VALUE_CHARS), vtype
+
+
+def text(raw: Any, field: str = "text") -> str:
+    """Check an explicit search text."""
+    if not isinstance(raw, str):
+        raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
+    if len(raw) > MAX_TEXT_CHARS:
+        raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_TEXT_CHARS:,}")
+    return raw
+
+
+def metadata(raw: Any, field: str = "metadata") -> str:
+    """Canonical JSON of a metadata object (``None`` means ``{}``)."""
+    if raw is None:
+        return "{}"
+    if not isinstance(raw, dict):
+        raise ValidationError(field, f"must be a JSON object (dict), not {type(raw).__name__}")
+    return canonical_json(raw, field, MAX_METADATA_CHARS)
+
+
+def ttl(raw: Any, field: str = "ttl") -> float | None:
+    """Check a time-to-live in seconds: positive and finite, or ``None``."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise ValidationError(field, f"must be a number of seconds, not {type(raw).__name__}")
+    if not math.isfinite(raw) or raw <= 0:
+        raise ValidationError(field, f"must be positive and finite seconds, got {raw!r}")
+    if raw > MAX_TTL_SECONDS:
+        raise ValidationError(field, f"is longer than 100 years ({raw!r} s); omit ttl to keep forever")
+    return float(raw)
+
+
+def limit(raw: Any, field: str = "limit", *, maximum: int = 10_000) -> int:
+    """Check a positive integer limit."""
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ValidationError(field, f"must be an integer, not {type(raw).__name__}")
+    if raw < 1 or raw > maximum:
+        raise ValidationError(field, f"must be between 1 and {maximum}, got {raw}")
+    return raw
+
+
+def query(raw: Any, field: str = "query") -> str:
+    """Check a search query string."""
+    if not isinstance(raw, str):
+        raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
+    if len(raw) > MAX_QUERY_CHARS:
+        raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_QUERY_CHARS:,}")
+    return raw

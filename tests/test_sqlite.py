@@ -1,0 +1,161 @@
+"""SQLite-only behaviour: concurrency between processes, crash safety, the file itself."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import memlane
+from memlane import SchemaVersionError, StoreError
+
+
+def _python(code: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+WRITER = """
+import sys, memlane
+path, tag = sys.argv[1], sys.argv[2]
+with memlane.open(path) as mem:
+    print("ready", flush=True)
+    sys.stdin = None
+    for i in range(2000):
+        mem.put(("writer", tag), f"item.{i}", {"i": i, "tag": tag})
+"""
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path):
+    path = str(tmp_path / "shared.db")
+    memlane.open(path).close()  # create the schema first, like a deployed store
+    procs = [_python(WRITER, path, tag) for tag in ("a", "b")]
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+    with memlane.open(path) as mem:
+        assert mem.stats().active_items == 4000
+        for tag in ("a", "b"):
+            page = mem.list(("writer", tag), limit=5000)
+            assert sorted(i.value["i"] for i in page.items) == list(range(2000))
+
+
+KILLED = """
+import sys, memlane
+from memlane.store import sqlite as backend
+path = sys.argv[1]
+mem = memlane.open(path)
+mem.put_many([{"namespace": "before", "key": f"k{i}", "value": i} for i in range(100)])
+original = backend.SqliteStore._put_segment
+def traced(self, *a, **kw):
+    out = original(self, *a, **kw)
+    print("segment", flush=True)
+    return out
+backend.SqliteStore._put_segment = traced
+# the repeated address splits the batch into segments inside ONE transaction
+records = [{"namespace": "batch", "key": f"k{i}", "value": "x" * 200} for i in range(60000)]
+records += [{"namespace": "batch", "key": "k0", "value": "again"}] * 3
+mem.put_many(records)
+print("committed", flush=True)
+"""
+
+
+def test_sigkill_mid_put_many_leaves_file_consistent(tmp_path):
+    path = str(tmp_path / "crash.db")
+    proc = _python(KILLED, path)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == "segment", proc.stderr.read() if proc.stderr else ""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    raw.execute("INSERT INTO items_fts (items_fts) VALUES ('integrity-check')")
+    raw.close()
+    with memlane.open(path) as mem:
+        assert len(mem.list("before", limit=1000).items) == 100
+        assert mem.list("batch").items == []
+        assert mem.search("x" * 200).hits == []
+        mem.put("after", "k", "writable")
+        assert mem.get("after", "k").value == "writable"
+
+
+def test_wal_and_busy_timeout(tmp_path):
+    with memlane.open(str(tmp_path / "m.db")) as mem:
+        conn = mem.store.connection  # type: ignore[attr-defined]
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+
+
+def test_migrations_are_recorded_and_newer_schema_refused(tmp_path):
+    path = str(tmp_path / "m.db")
+    with memlane.open(path) as mem:
+        assert [name for name, _ in mem.store.migrations()] == ["m001_initial"]  # type: ignore[attr-defined]
+    raw = sqlite3.connect(path)
+    raw.execute("INSERT INTO _memlane_migrations VALUES ('m999_future', '2030-01-01')")
+    raw.commit()
+    raw.close()
+    with pytest.raises(SchemaVersionError, match="upgrade memlane"):
+        memlane.open(path)
+
+
+def test_not_a_database_is_a_clear_error(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("this is not sqlite " * 100)
+    with pytest.raises(StoreError, match="notes.txt"):
+        memlane.open(str(path))
+    assert path.read_text().startswith("this is not sqlite")
+
+
+def test_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(StoreError, match="does not exist"):
+        memlane.open(str(tmp_path / "nope" / "m.db"))
+
+
+def test_urls_and_default_path(tmp_path, monkeypatch):
+    with memlane.open(f"sqlite:///{tmp_path}/u.db") as mem:
+        mem.put("a", "k", 1)
+    assert (tmp_path / "u.db").exists()
+    monkeypatch.setenv("MEMLANE_DB", str(tmp_path / "env.db"))
+    with memlane.open() as mem:
+        mem.put("a", "k", 1)
+    assert (tmp_path / "env.db").exists()
+    monkeypatch.delenv("MEMLANE_DB")
+    monkeypatch.chdir(tmp_path)
+    with memlane.open() as mem:
+        assert mem.store.location == "memlane.db"
+    with pytest.raises(memlane.BackendUnavailableError):
+        memlane.open("mysql://x")
+
+
+def test_closed_memory_refuses_work(tmp_path):
+    mem = memlane.open(str(tmp_path / "m.db"))
+    mem.close()
+    mem.close()
+    with pytest.raises(StoreError, match="closed"):
+        mem.get("a", "k")
+
+
+def test_threads_share_one_memory(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with memlane.open(str(tmp_path / "m.db")) as mem:
+
+        def work(t: int) -> None:
+            for i in range(200):
+                mem.put(("t", str(t)), f"k{i}", i)
+                assert mem.get(("t", str(t)), f"k{i}").value == i
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(work, range(4)))
+        assert mem.stats().active_items == 800
