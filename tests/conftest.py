@@ -51,7 +51,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> str:  # type: ignore[
 @pytest.fixture
 def mem(store_url: str, clock: FakeClock) -> Iterator[memlane.Memory]:
     """A fresh memory on each backend, driven by the fake clock."""
-    m = memlane.open(store_url, clock=clock)
+    m = memlane.open(store_url, clock=clock, embedder="fake")
     yield m
     m.close()
 
@@ -59,4 +59,5 @@ def mem(store_url: str, clock: FakeClock) -> Iterator[memlane.Memory]:
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("MEMLANE_DB", raising=False)
+    monkeypatch.delenv("MEMLANE_EMBEDDER", raising=False)
     monkeypatch.chdir(tmp_path)

@@ -27,7 +27,7 @@ def _python(code: str, *args: str) -> subprocess.Popen[str]:
 WRITER = """
 import sys, memlane
 path, tag = sys.argv[1], sys.argv[2]
-with memlane.open(path) as mem:
+with memlane.open(path, embedder=None) as mem:
     print("ready", flush=True)
     sys.stdin = None
     for i in range(2000):
@@ -37,12 +37,12 @@ with memlane.open(path) as mem:
 
 def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     path = str(tmp_path / "shared.db")
-    memlane.open(path).close()  # create the schema first, like a deployed store
+    memlane.open(path, embedder=None).close()  # create the schema first, like a deployed store
     procs = [_python(WRITER, path, tag) for tag in ("a", "b")]
     for p in procs:
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
-    with memlane.open(path) as mem:
+    with memlane.open(path, embedder=None) as mem:
         assert mem.stats().active_items == 4000
         for tag in ("a", "b"):
             page = mem.list(("writer", tag), limit=5000)
@@ -53,7 +53,7 @@ KILLED = """
 import sys, memlane
 from memlane.store import sqlite as backend
 path = sys.argv[1]
-mem = memlane.open(path)
+mem = memlane.open(path, embedder=None)
 mem.put_many([{"namespace": "before", "key": f"k{i}", "value": i} for i in range(100)])
 original = backend.SqliteStore._put_segment
 def traced(self, *a, **kw):
@@ -82,10 +82,10 @@ def test_sigkill_mid_put_many_leaves_file_consistent(tmp_path):
     assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     raw.execute("INSERT INTO items_fts (items_fts) VALUES ('integrity-check')")
     raw.close()
-    with memlane.open(path) as mem:
+    with memlane.open(path, embedder=None) as mem:
         assert len(mem.list("before", limit=1000).items) == 100
         assert mem.list("batch").items == []
-        assert mem.search("x" * 200).hits == []
+        assert mem.search("x" * 200, channels=["lexical"]).hits == []
         mem.put("after", "k", "writable")
         assert mem.get("after", "k").value == "writable"
 
@@ -100,7 +100,7 @@ def test_wal_and_busy_timeout(tmp_path):
 def test_migrations_are_recorded_and_newer_schema_refused(tmp_path):
     path = str(tmp_path / "m.db")
     with memlane.open(path) as mem:
-        assert [name for name, _ in mem.store.migrations()] == ["m001_initial"]  # type: ignore[attr-defined]
+        assert [name for name, _ in mem.store.migrations()] == ["m001_initial", "m002_vectors"]  # type: ignore[attr-defined]
     raw = sqlite3.connect(path)
     raw.execute("INSERT INTO _memlane_migrations VALUES ('m999_future', '2030-01-01')")
     raw.commit()
@@ -149,7 +149,7 @@ def test_closed_memory_refuses_work(tmp_path):
 def test_threads_share_one_memory(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    with memlane.open(str(tmp_path / "m.db")) as mem:
+    with memlane.open(str(tmp_path / "m.db"), embedder="fake") as mem:
 
         def work(t: int) -> None:
             for i in range(200):

@@ -7,6 +7,7 @@ Two verbs for two questions: exact lookup when the agent knows the address
 
 from .errors import (
     BackendUnavailableError,
+    ChooserError,
     EmbedderError,
     EmbedderMismatchError,
     MemlaneError,
@@ -17,11 +18,14 @@ from .errors import (
 )
 from .memory import Memory, open
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version
+from .search.choose import Chooser, OpenAIChooser
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailableError",
+    "Chooser",
+    "ChooserError",
     "EmbedderError",
     "EmbedderMismatchError",
     "Envelope",
@@ -31,6 +35,7 @@ __all__ = [
     "Memory",
     "Namespace",
     "NotFoundError",
+    "OpenAIChooser",
     "Page",
     "SchemaVersionError",
     "Stats",

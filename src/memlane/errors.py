@@ -50,8 +50,13 @@ class EmbedderMismatchError(EmbedderError):
     """The store's vectors were made by a different embedder than the one requested."""
 
 
+class ChooserError(MemlaneError):
+    """A recall chooser failed: its service errored or answered nonsense."""
+
+
 __all__ = [
     "BackendUnavailableError",
+    "ChooserError",
     "EmbedderError",
     "EmbedderMismatchError",
     "MemlaneError",

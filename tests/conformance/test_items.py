@@ -88,7 +88,7 @@ def test_generated_key_when_key_is_none(mem):
     note = mem.put("notes", None, "remember the milk")
     assert note.key == note.id and len(note.key) == 32
     assert mem.get("notes", note.key).value == "remember the milk"
-    assert [h.key for h in mem.search("milk").hits] == [note.key]
+    assert [h.key for h in mem.search("milk", channels=["lexical"]).hits] == [note.key]
 
 
 def test_namespace_isolation(mem):
@@ -198,8 +198,8 @@ def test_put_many_mixing_new_and_existing(mem):
     old = mem.put("a", "x", "old")
     items = mem.put_many([{"namespace": "a", "key": "x", "value": "new"}, {"namespace": "a", "key": "y", "value": 1}])
     assert items[0].id == old.id and items[0].version == 2
-    assert mem.search("new").hits[0].key == "x"
-    assert mem.search("old").hits == []
+    assert mem.search("new", channels=["lexical"]).hits[0].key == "x"
+    assert mem.search("old", channels=["lexical"]).hits == []
 
 
 def test_put_many_refuses_a_bad_record_and_writes_nothing(mem):

@@ -16,7 +16,7 @@ def test_expired_items_are_missing_everywhere_before_cleanup(mem, clock):
     assert [i.key for i in mem.list("room").items] == ["long"]
     assert mem.namespaces() == [("room", "a")]
     assert mem.summarize() == {"room/a": {"long": 1}}
-    envelope = mem.search("zebra")
+    envelope = mem.search("zebra", channels=["lexical"])
     assert [h.key for h in envelope.hits] == ["long"]
     assert envelope.dropped_by_hydration == 2
     stats = mem.stats()
@@ -49,4 +49,4 @@ def test_writing_over_an_expired_item_starts_a_new_item(mem, clock):
     new = mem.put("a", "k", "new")
     assert new.id != old.id and new.version == 1 and new.created_at == clock.now
     assert mem.history("a", "k")[0].change == "expire"
-    assert mem.search("old").hits == []
+    assert mem.search("old", channels=["lexical"]).hits == []

@@ -52,25 +52,32 @@ class Candidate:
 
 
 def fuse(
-    nominations: Mapping[str, Sequence[tuple[int, float]]],
+    nominations: Mapping[str, Sequence[tuple[int, float] | tuple[int, float, int]]],
     *,
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
-    """Reciprocal Rank Fusion of per-channel ``(ref, raw_score)`` lists (best first).
+    """Reciprocal Rank Fusion of per-channel nominations (best first).
 
+    A nomination is ``(ref, raw_score)``, or ``(ref, raw_score, version)``
+    when the channel's index may lag the item (vectors): the confirm step then
+    drops the candidate unless the live item still has that version.
+    ``weights`` scale each channel's ``1 / (rrf_k + rank)`` (default 1.0).
     Ties in fused score are broken by the ref so results are deterministic.
     """
     by_ref: dict[int, Candidate] = {}
     for channel, hits in nominations.items():
         weight = 1.0 if weights is None else weights.get(channel, 1.0)
-        for rank, (ref, raw) in enumerate(hits, 1):
+        for rank, nomination in enumerate(hits, 1):
+            ref, raw = nomination[0], nomination[1]
             cand = by_ref.get(ref)
             if cand is None:
                 cand = by_ref[ref] = Candidate(ref)
             cand.score += weight / (rrf_k + rank)
             cand.ranks[channel] = rank
             cand.channel_scores[channel] = raw
+            if len(nomination) > 2:
+                cand.versions[channel] = nomination[2]  # type: ignore[misc]
     return sorted(by_ref.values(), key=lambda c: (-c.score, c.ref))
 
 

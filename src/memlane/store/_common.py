@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import json.scanner
-from datetime import datetime
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
+from ..errors import ValidationError
 from ..model import Item, Namespace, Version
 
 ITEM_COLUMNS = (
@@ -136,3 +138,66 @@ def version_record(r: Any) -> dict[str, Any]:
     out["item_id"] = out.pop("id")
     out.update(change=r[12], changed_at=r[13], changed_by=r[14])
     return out
+
+
+CHANGES = ("replace", "delete", "clear", "expire", "import")
+
+
+def _time(rec: dict[str, Any], name: str, *, optional: bool = False) -> str | None:
+    raw = rec.get(name) if optional else rec[name]
+    if raw is None and optional:
+        return None
+    if not isinstance(raw, str):
+        raise ValueError(f"{name} {raw!r} is not an ISO 8601 string")
+    parsed = datetime.fromisoformat(raw)
+    if parsed.tzinfo is None:
+        raise ValueError(f"{name} {raw!r} has no timezone")
+    return ts(parsed.astimezone(UTC))
+
+
+def import_rows(records: Iterable[dict[str, Any]]) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """Validate exported records into ``("item", ITEM_COLUMNS row)`` / ``("version", HISTORY_COLUMNS row)``.
+
+    Raises:
+        ValidationError: naming the record number; callers run this inside
+            their transaction so a bad record imports nothing.
+    """
+    from .. import validate as v
+
+    for n, rec in enumerate(records, 1):
+        try:
+            kind = rec["record"]
+            if kind not in ("item", "version"):
+                raise ValidationError("record", f"unknown record kind {kind!r}")
+            value_json, value_type = v.value(rec["value"])
+            version = rec["version"]
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                raise ValueError(f"version {version!r} is not a positive integer")
+            item_id = rec["id" if kind == "item" else "item_id"]
+            if not isinstance(item_id, str) or not item_id:
+                raise ValueError("id is not a non-empty string")
+            author = rec.get("author")
+            if author is not None and not isinstance(author, str):
+                raise ValueError("author is not a string")
+            row: tuple[Any, ...] = (
+                item_id,
+                "/".join(v.namespace(rec["namespace"])),
+                v.key(rec["key"]),
+                value_json,
+                value_type,
+                v.text(rec["text"]),
+                v.metadata(rec.get("metadata")),
+                author,
+                _time(rec, "created_at"),
+                _time(rec, "updated_at"),
+                _time(rec, "expires_at", optional=True),
+                version,
+            )
+            if kind == "version":
+                if rec["change"] not in CHANGES:
+                    raise ValueError(f"change {rec['change']!r} is not one of {', '.join(CHANGES)}")
+                row += (rec["change"], _time(rec, "changed_at"), rec.get("changed_by"))
+        except (KeyError, TypeError, ValueError) as e:
+            what = str(e) if isinstance(e, ValidationError) else f"malformed ({e!r})"
+            raise ValidationError("record", f"record {n}: {what}; nothing was imported") from e
+        yield kind, row

@@ -35,6 +35,7 @@ class PutRow(NamedTuple):
     metadata: str
     author: str | None
     expires_at: datetime | None
+    vector: bytes | None = None  # float32 embedding of ``text``, if the memory has an embedder
 
 
 class Store(ABC):
@@ -121,12 +122,44 @@ class Store(ABC):
         """Re-read candidates by internal ref from live rows in one snapshot."""
 
     @abstractmethod
+    def vector(self, query: Sequence[float], prefix: Namespace, k: int) -> builtins.list[tuple[int, float, int]]:
+        """Cosine nomination over stored vectors: ``(ref, similarity, version_embedded)``."""
+
+    @abstractmethod
+    def vector_backlog(self, limit: int, *, after: int = 0) -> builtins.list[tuple[int, int, str]]:
+        """Items (ref above ``after``) whose vector is missing or stale: ``(ref, version, text)``."""
+
+    @abstractmethod
+    def count_vectors(self) -> tuple[int, int]:
+        """``(items with a current vector, items without one)``."""
+
+    @abstractmethod
+    def put_vectors(self, rows: Sequence[tuple[int, int, bytes]]) -> int:
+        """Store ``(ref, version, blob)`` vectors where the item is still at that version."""
+
+    @abstractmethod
+    def drop_vectors(self) -> None:
+        """Delete every vector."""
+
+    @abstractmethod
+    def get_meta(self, name: str) -> str | None:
+        """A value from the store's metadata (the recorded embedder...)."""
+
+    @abstractmethod
+    def set_meta(self, name: str, value: str) -> None:
+        """Set a store metadata value."""
+
+    @abstractmethod
     def export_records(self) -> Iterator[dict[str, Any]]:
         """Every stored row (items, then history) as JSON-ready dicts."""
 
     @abstractmethod
-    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
-        """Write exported records back verbatim in one transaction; returns rows written."""
+    def import_records(self, records: Iterable[dict[str, Any]], now: datetime) -> int:
+        """Write exported records back verbatim in one transaction; returns rows written.
+
+        Rows already present exactly are skipped; a different live row at an
+        imported address goes to history with ``change="import"``.
+        """
 
     @abstractmethod
     def close(self) -> None:

@@ -27,12 +27,15 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import SchemaVersionError, StoreError, ValidationError
+from ..errors import SchemaVersionError, StoreError
 from ..model import Item, Namespace, Stats, Version
 from . import _common as c
 from .base import PutRow, Store
+
+if TYPE_CHECKING:
+    from ..search.vectors import VectorCache
 
 BUSY_TIMEOUT_S = 30.0
 _CHUNK = 400  # addresses per statement; 2 variables each stays far below SQLite's limit
@@ -82,6 +85,7 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
                 changed_by TEXT
             )""",
             "CREATE INDEX item_history_address ON item_history (namespace, key, seq)",
+            "CREATE INDEX item_history_item ON item_history (item_id, version)",
             """CREATE VIRTUAL TABLE items_fts USING fts5(
                 text, content='items', content_rowid='rowid',
                 tokenize='porter unicode61 remove_diacritics 2'
@@ -105,7 +109,35 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
             "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
         ],
     ),
+    (
+        "m002_vectors",
+        [
+            # one vector per item, stamped with the item version it was made from
+            # and a write sequence number that lets caches load only what changed
+            """CREATE TABLE item_vectors (
+                item_rowid INTEGER PRIMARY KEY,
+                version INTEGER NOT NULL,
+                seq INTEGER NOT NULL,
+                embedding BLOB NOT NULL
+            )""",
+            "CREATE INDEX item_vectors_seq ON item_vectors (seq)",
+            "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+            "INSERT INTO counters (name, value) VALUES ('vector_deletes', 0)",
+            """CREATE TRIGGER items_vectors_delete AFTER DELETE ON items BEGIN
+                DELETE FROM item_vectors WHERE item_rowid = old.rowid;
+            END""",
+            """CREATE TRIGGER item_vectors_deleted AFTER DELETE ON item_vectors BEGIN
+                UPDATE counters SET value = value + 1 WHERE name = 'vector_deletes';
+            END""",
+        ],
+    ),
 ]
+_PUT_VECTOR = """
+INSERT INTO item_vectors (item_rowid, version, seq, embedding)
+SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ?
+ON CONFLICT (item_rowid) DO UPDATE SET
+    version = excluded.version, seq = excluded.seq, embedding = excluded.embedding
+"""
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = ? AND key = ?"
 _HISTORY_COPY = f"""
@@ -171,6 +203,9 @@ class SqliteStore(Store):
         except sqlite3.DatabaseError as e:
             raise StoreError(f"cannot open {path!r} as a memlane SQLite database: {e}") from e
         self._closed = False
+        self._own_writes = 0
+        self._vectors: VectorCache | None = None
+        self._vectors_seen: tuple[int, int] | None = None
         self.migrate()
 
     # -- plumbing ---------------------------------------------------------
@@ -189,6 +224,7 @@ class SqliteStore(Store):
     def _write(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             self._check_open()
+            self._own_writes += 1
             conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -274,8 +310,14 @@ class SqliteStore(Store):
         at = c.ts(now)
         out: builtins.list[Item] = []
         with self._write() as conn:
+            seq = None
             for segment in _unique_segments(rows):
                 out.extend(self._put_segment(conn, segment, now, at))
+                vectors = [(r.vector, "/".join(r.namespace), r.key) for r in segment if r.vector is not None]
+                if vectors:
+                    if seq is None:
+                        seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM item_vectors").fetchone()[0]
+                    conn.executemany(_PUT_VECTOR, [(seq, *v) for v in vectors])
         return out
 
     def _put_segment(
@@ -540,6 +582,96 @@ class SqliteStore(Store):
             rows = self._conn.execute(sql, (*refs, c.ts(now))).fetchall()
         return {r[0]: c.row_to_item(r[1:]) for r in rows}
 
+    # -- vectors ----------------------------------------------------------
+
+    def _vector_cache(self, dimension: int) -> VectorCache:
+        """The vector cache, brought up to date with the table (call under the lock).
+
+        ``PRAGMA data_version`` changes when another connection commits, and
+        ``_own_writes`` when this one does; only then is the table consulted.
+        """
+        from ..search.vectors import VectorCache
+
+        cache = self._vectors
+        if cache is None or cache.dimension != dimension:
+            cache = self._vectors = VectorCache(dimension)
+            self._vectors_seen = None
+        seen = (self._conn.execute("PRAGMA data_version").fetchone()[0], self._own_writes)
+        if seen == self._vectors_seen:
+            return cache
+        conn = self._conn
+        conn.execute("BEGIN")
+        try:
+            seq, deletes = conn.execute(
+                "SELECT (SELECT coalesce(max(seq), 0) FROM item_vectors), "
+                "(SELECT value FROM counters WHERE name = 'vector_deletes')"
+            ).fetchone()
+            if deletes != cache.deletes:
+                cache.reset()
+            if seq > cache.seq:
+                cache.apply(
+                    conn.execute(
+                        "SELECT v.item_rowid, v.version, i.namespace, v.embedding FROM item_vectors v "
+                        "JOIN items i ON i.rowid = v.item_rowid WHERE v.seq > ?",
+                        (cache.seq,),
+                    )
+                )
+            cache.seq, cache.deletes = seq, deletes
+        finally:
+            conn.execute("COMMIT")
+        self._vectors_seen = seen
+        return cache
+
+    def vector(self, query: Sequence[float], prefix: Namespace, k: int) -> builtins.list[tuple[int, float, int]]:
+        """Cosine nomination: ``(ref, similarity, version_embedded)`` best first."""
+        with self._lock:
+            self._check_open()
+            cache = self._vector_cache(len(query))
+            return cache.search(query, "/".join(prefix), k)
+
+    def vector_cache_bytes(self) -> int:
+        """Memory held by this process's vector cache."""
+        return 0 if self._vectors is None else self._vectors.nbytes
+
+    def vector_backlog(self, limit: int, *, after: int = 0) -> builtins.list[tuple[int, int, str]]:
+        """Items whose vector is missing or older than the item: ``(ref, version, text)``."""
+        with self._lock:
+            self._check_open()
+            return self._conn.execute(
+                "SELECT i.rowid, i.version, i.text FROM items i LEFT JOIN item_vectors v ON v.item_rowid = i.rowid "
+                "WHERE i.rowid > ? AND (v.item_rowid IS NULL OR v.version <> i.version) ORDER BY i.rowid LIMIT ?",
+                (after, limit),
+            ).fetchall()
+
+    def count_vectors(self) -> tuple[int, int]:
+        """``(items with a current vector, items without one)``."""
+        with self._lock:
+            self._check_open()
+            current, total = self._conn.execute(
+                "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.rowid = v.item_rowid "
+                "AND i.version = v.version), (SELECT count(*) FROM items)"
+            ).fetchone()
+        return current, total - current
+
+    def put_vectors(self, rows: Sequence[tuple[int, int, bytes]]) -> int:
+        """Store vectors for ``(ref, version, blob)``; skipped where the item moved on since."""
+        with self._write() as conn:
+            seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM item_vectors").fetchone()[0]
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT INTO item_vectors (item_rowid, version, seq, embedding) "
+                "SELECT rowid, version, ?, ? FROM items WHERE rowid = ? AND version = ? "
+                "ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, seq = excluded.seq, "
+                "embedding = excluded.embedding",
+                [(seq, blob, ref, version) for ref, version, blob in rows],
+            )
+            return conn.total_changes - before
+
+    def drop_vectors(self) -> None:
+        """Delete every vector (before a rebuild with another embedder)."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM item_vectors")
+
     # -- export / import --------------------------------------------------
 
     def export_records(self) -> Iterator[dict[str, Any]]:
@@ -552,65 +684,43 @@ class SqliteStore(Store):
         for r in versions:
             yield c.version_record(r)
 
-    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
-        """Write exported records verbatim; an existing address is replaced."""
-        from .. import validate as v
+    def import_records(self, records: Iterable[dict[str, Any]], now: datetime) -> int:
+        """Write exported records verbatim in one transaction; returns rows written.
 
-        count = 0
+        Idempotent: a row already present exactly as exported is skipped, so
+        importing the same file twice changes nothing. An address holding a
+        different live row is replaced; that row goes to history as ``import``.
+        """
+        at = c.ts(now)
+        written = 0
         with self._write() as conn:
-            first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
-            for n, rec in enumerate(records, 1):
-                try:
-                    kind = rec["record"]
-                    ns = "/".join(v.namespace(rec["namespace"]))
-                    key = v.key(rec["key"])
-                    value_json, value_type = v.value(rec["value"])
-                    meta = v.metadata(rec.get("metadata"))
-                    text = v.text(rec["text"])
-                    times = [rec["created_at"], rec["updated_at"]]
-                    for t in times:
-                        datetime.fromisoformat(t)
-                    common = (
-                        ns,
-                        key,
-                        value_json,
-                        value_type,
-                        text,
-                        meta,
-                        rec.get("author"),
-                        *times,
-                        rec.get("expires_at"),
-                        int(rec["version"]),
-                    )
-                    if kind == "item":
-                        conn.execute(
-                            f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 12)}) "
-                            "ON CONFLICT (namespace, key) DO UPDATE SET id = excluded.id, value = excluded.value, "
-                            "value_type = excluded.value_type, text = excluded.text, metadata = excluded.metadata, "
-                            "author = excluded.author, created_at = excluded.created_at, "
-                            "updated_at = excluded.updated_at, expires_at = excluded.expires_at, "
-                            "version = excluded.version",
-                            (rec["id"], *common),
-                        )
-                    elif kind == "version":
-                        conn.execute(
-                            f"INSERT INTO item_history ({c.HISTORY_COLUMNS}) VALUES ({','.join('?' * 15)})",
-                            (
-                                rec["item_id"],
-                                *common,
-                                rec["change"],
-                                rec["changed_at"],
-                                rec.get("changed_by"),
-                            ),
-                        )
-                    else:
-                        raise ValidationError("record", f"unknown record kind {kind!r}")
-                except (KeyError, TypeError, ValueError) as e:
-                    what = str(e) if isinstance(e, ValidationError) else f"malformed ({e!r})"
-                    raise ValidationError("record", f"record {n}: {what}; nothing was imported") from e
-                count += 1
-            _index_new_rows(conn, first)
-        return count
+            for kind, row in c.import_rows(records):
+                if kind == "item":
+                    ns, key = row[1], row[2]
+                    current = conn.execute(
+                        f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = ? AND key = ?", (ns, key)
+                    ).fetchone()
+                    if current == row:
+                        continue
+                    if current is not None:
+                        conn.execute(_HISTORY_COPY + "namespace = ? AND key = ?", ("import", at, None, ns, key))
+                        conn.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, key))
+                    ref = conn.execute(
+                        f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 12)})", row
+                    ).lastrowid
+                    # indexed one by one: a deleted row's rowid may be reused, so a range would miss it
+                    conn.execute("INSERT INTO items_fts (rowid, text) VALUES (?, ?)", (ref, row[5]))
+                else:
+                    exists = conn.execute(
+                        "SELECT 1 FROM item_history "
+                        "WHERE item_id = ? AND version = ? AND change = ? AND changed_at = ?",
+                        (row[0], row[11], row[12], row[13]),
+                    ).fetchone()
+                    if exists:
+                        continue
+                    conn.execute(f"INSERT INTO item_history ({c.HISTORY_COLUMNS}) VALUES ({','.join('?' * 15)})", row)
+                written += 1
+        return written
 
     def close(self) -> None:
         """Close the connection."""

@@ -1,0 +1,710 @@
+"""Key-value benchmark: memlane's exact verbs and BM25 search against raw sqlite3.
+
+Usage::
+
+    python bench/kv.py --n 100000 [--n 1000000] [--json OUT] [--dir DIR]
+
+For each N, in one process and one run, this builds three SQLite files from
+the same deterministic records:
+
+* ``memlane.db``  through the public API (``Memory.put_many``, batches of 5,000:
+  validation, upsert check, history triggers, secondary indexes, FTS5);
+* ``raw.db``      a plain table with the same columns and the same
+  ``UNIQUE(namespace, key)`` index, filled with ``executemany``;
+* ``raw_fts.db``  the same plain table plus an FTS5 external-content index
+  (same tokenizer), filled in bulk with one ``INSERT .. SELECT`` per batch
+  inside the batch's transaction (what memlane does too).
+
+and then measures, warm: ``put_many`` throughput, ``get`` and ``get_many``
+latency, BM25 ``search`` latency and bytes per item, printing each figure next
+to its raw baseline, the ratio and the goal. Files live in a temporary
+directory that is removed afterwards unless ``--dir`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import random
+import sqlite3
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import memlane
+from memlane.search import rank
+from memlane.store.sqlite import MIGRATIONS
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _util import (  # noqa: E402
+    Goal,
+    Stopwatch,
+    db_size,
+    fmt_bytes,
+    fmt_num,
+    format_table,
+    machine_info,
+    profile_top,
+    progress,
+    ratio,
+    summarize,
+    time_calls_interleaved,
+    write_json,
+)
+
+GOAL_PUT = Goal("put_many >= 50,000 items/s", 50_000, higher_is_better=True)
+GOAL_GET = Goal("get <= 1.5x raw (p50)", 1.5)
+GOAL_SEARCH = Goal("search <= 1.5x raw FTS5 (p50)", 1.5)
+
+COLUMNS = "id, namespace, key, value, value_type, text, metadata, author, created_at, updated_at, expires_at, version"
+RAW_GET = f"SELECT {COLUMNS} FROM items WHERE namespace=? AND key=?"
+RAW_INSERT = f"INSERT INTO items ({COLUMNS}) VALUES ({', '.join('?' * 12)})"
+RAW_FTS_FILL = "INSERT INTO items_fts (rowid, text) SELECT rowid, text FROM items WHERE rowid > ?"
+# The query shape named in the brief: join first, then order every match by BM25.
+RAW_SEARCH_JOIN = (
+    "SELECT i.* FROM items_fts JOIN items i ON i.rowid = items_fts.rowid "
+    "WHERE items_fts MATCH ? ORDER BY bm25(items_fts) LIMIT 10"
+)
+# The tighter raw form: top 10 from the index alone, then read only those rows
+# (what memlane does in two statements: nominate, then hydrate).
+RAW_SEARCH_TOPK = (
+    "SELECT i.* FROM (SELECT rowid AS r, bm25(items_fts) AS s FROM items_fts "
+    "WHERE items_fts MATCH ? ORDER BY s LIMIT 10) AS top JOIN items i ON i.rowid = top.r ORDER BY top.s"
+)
+
+
+# -- deterministic data ---------------------------------------------------------
+
+_COMMON_WORDS = """
+the user prefers dark theme meeting project deadline team review code release notes
+customer support ticket issue fixed bug feature request design document summary email
+call schedule weekly sync budget report quarter plan goal task status blocked done
+progress draft final version update change config setting editor font size language
+python rust typescript database query index cache memory agent model prompt context
+search result ranking latency throughput error timeout retry deploy server client api
+key value store file backup restore migration schema table column row record history
+travel flight hotel booking dinner restaurant coffee morning evening weekend holiday
+birthday family friend colleague manager contact phone address city country office
+remote hybrid onboarding training workshop conference talk slides demo feedback survey
+invoice payment refund subscription plan pricing discount order shipping delivery
+recipe vegetarian allergy peanut gluten spicy sweet breakfast lunch gym running yoga
+music playlist podcast book article paper research experiment dataset benchmark metric
+security password token access permission role admin audit compliance policy privacy
+monday tuesday wednesday thursday friday january february march april may june july
+august september october november december urgent important later maybe never always
+""".split()
+_SYLLABLES = "ka lo mi nu pe ra si to vu ze bri dan fel gor hin jas kel lum mor nix".split()
+
+
+def build_vocabulary(size: int = 4000) -> list[str]:
+    """Fixed vocabulary: common English words first, then pseudo-words (names, jargon).
+
+    Order matters: documents draw words with a Zipf distribution over this
+    list, so the English words are the frequent ones and pseudo-words the tail.
+    """
+    vocab = list(dict.fromkeys(_COMMON_WORDS))
+    seen = set(vocab)
+    for n in (2, 3, 4):
+        for parts in itertools.product(_SYLLABLES, repeat=n):
+            word = "".join(parts)
+            if word not in seen:
+                seen.add(word)
+                vocab.append(word)
+            if len(vocab) >= size:
+                return vocab
+    return vocab
+
+
+class Corpus:
+    """Records and addresses as pure functions of an item number and the seed.
+
+    ``address(i)`` needs no stored state, so lookups on 1M items draw random
+    existing addresses without keeping a million keys in memory.
+    """
+
+    KEY_TEMPLATES = (
+        "preferences.ui.theme.{i}",
+        "preferences.editor.{w}.{i}",
+        "notes.2024.{i}",
+        "notes.2025.{m:02d}.{i}",
+        "projects.{w}.status.{i}",
+        "facts.{w}.{i}",
+        "contacts.{w}.email.{i}",
+        "tasks.{w}.{i}",
+        "episodes.2025.{m:02d}.{i}",
+        "profile.{w}.{i}",
+    )
+    OBJECT_KINDS = frozenset({4, 7})  # projects.* and tasks.* hold JSON objects
+
+    def __init__(self, seed: int, tenants: int, users: int, vocab_size: int = 4000) -> None:
+        self.seed = seed
+        self.vocab = build_vocabulary(vocab_size)
+        self.namespaces = [("tenant", f"t{t:03d}", "user", f"u{u:03d}") for t in range(tenants) for u in range(users)]
+        self.ns_texts = ["/".join(ns) for ns in self.namespaces]
+        # Zipf (s = 1.07) cumulative weights for document words
+        acc = 0.0
+        self._cum: list[float] = []
+        for r in range(1, len(self.vocab) + 1):
+            acc += 1.0 / r**1.07
+            self._cum.append(acc)
+
+    def _ns_index(self, i: int) -> int:
+        # items arrive in sessions of 4 consecutive writes to one namespace;
+        # sessions pick namespaces uniformly at random (splitmix64 of the session)
+        z = (i // 4 + self.seed * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        return (z ^ (z >> 31)) % len(self.namespaces)
+
+    def address(self, i: int) -> tuple[int, str]:
+        """``(namespace index, key)`` of item ``i``."""
+        kind = i % len(self.KEY_TEMPLATES)
+        word = self.vocab[(i * 31 + 7) % 200]
+        key = self.KEY_TEMPLATES[kind].format(i=i, w=word, m=i % 12 + 1)
+        return self._ns_index(i), key
+
+    def _words(self, rng: random.Random, lo: int, hi: int) -> str:
+        return " ".join(rng.choices(self.vocab, cum_weights=self._cum, k=rng.randint(lo, hi)))
+
+    def batch(self, start: int, stop: int) -> list[dict[str, Any]]:
+        """Records ``start..stop-1`` (deterministic for a given seed)."""
+        rng = random.Random(self.seed * 1_000_003 + start)
+        out: list[dict[str, Any]] = []
+        for i in range(start, stop):
+            ns_i, key = self.address(i)
+            kind = i % len(self.KEY_TEMPLATES)
+            value: Any
+            if kind in self.OBJECT_KINDS:
+                value = {
+                    "title": self._words(rng, 3, 6),
+                    "body": self._words(rng, 8, 20),
+                    "status": rng.choice(("open", "blocked", "done")),
+                    "priority": rng.randint(1, 5),
+                    "tags": rng.sample(self.vocab[:200], 2),
+                }
+            else:
+                value = self._words(rng, 10, 30)
+            rec: dict[str, Any] = {"namespace": self.namespaces[ns_i], "key": key, "value": value}
+            if rng.random() < 0.2:
+                rec["metadata"] = {
+                    "source": rng.choice(("chat", "tool", "import")),
+                    "confidence": round(rng.random(), 2),
+                }
+            out.append(rec)
+        return out
+
+    def query(self, rng: random.Random) -> str:
+        """A 1-3 word query, words uniform over the vocabulary (mostly tail terms)."""
+        return " ".join(rng.choice(self.vocab) for _ in range(rng.randint(1, 3)))
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def raw_rows(corpus: Corpus, records: list[dict[str, Any]], now: str) -> list[tuple[Any, ...]]:
+    """The same records as plain 12-column rows (built outside any timed section)."""
+    rows = []
+    for rec in records:
+        value = rec["value"]
+        if isinstance(value, str):
+            value_json, vtype, text = json.dumps(value, ensure_ascii=False), "string", value
+        else:
+            value_json = canonical(value)
+            vtype, text = "object", value_json
+        meta = canonical(rec["metadata"]) if "metadata" in rec else "{}"
+        rows.append(
+            (
+                os.urandom(16).hex(),
+                "/".join(rec["namespace"]),
+                rec["key"],
+                value_json,
+                vtype,
+                text,
+                meta,
+                None,
+                now,
+                now,
+                None,
+                1,
+            )
+        )
+    return rows
+
+
+# -- raw baseline databases -------------------------------------------------------
+
+
+def _memlane_ddl(prefix: str) -> str:
+    for _name, statements in MIGRATIONS:
+        for sql in statements:
+            if sql.lstrip().startswith(prefix):
+                return sql
+    raise RuntimeError(f"memlane schema has no statement starting {prefix!r}")
+
+
+MIRRORED_PRAGMAS = ("journal_mode", "synchronous", "cache_size", "mmap_size", "temp_store", "page_size")
+
+
+def connection_pragmas(conn: sqlite3.Connection) -> dict[str, Any]:
+    """The settings that shape I/O cost, as memlane's connection has them."""
+    return {name: conn.execute(f"PRAGMA {name}").fetchone()[0] for name in MIRRORED_PRAGMAS}
+
+
+def open_raw(path: Path, with_fts: bool, pragmas: dict[str, Any]) -> sqlite3.Connection:
+    """A plain table with memlane's exact ``items`` DDL (+ its FTS5 DDL).
+
+    ``pragmas`` (read from memlane's own connection) are applied first, so the
+    baseline gets the same journal, sync level, page cache and mmap as memlane
+    and the comparison isolates what memlane does above SQLite.
+    """
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"PRAGMA page_size = {int(pragmas['page_size'])}")
+    for name in ("journal_mode", "synchronous", "cache_size", "mmap_size", "temp_store"):
+        value = pragmas[name]
+        conn.execute(f"PRAGMA {name} = {value if isinstance(value, int) else repr(value)}")
+    got = connection_pragmas(conn)
+    assert got == pragmas, (got, pragmas)
+    conn.execute(_memlane_ddl("CREATE TABLE items ("))
+    if with_fts:
+        fts = _memlane_ddl("CREATE VIRTUAL TABLE items_fts")
+        assert "porter unicode61 remove_diacritics 2" in fts, fts
+        conn.execute(fts)
+    return conn
+
+
+def raw_insert(conn: sqlite3.Connection, rows: list[tuple[Any, ...]], with_fts: bool) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    if with_fts:
+        first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
+        conn.executemany(RAW_INSERT, rows)
+        conn.execute(RAW_FTS_FILL, (first,))
+    else:
+        conn.executemany(RAW_INSERT, rows)
+    conn.execute("COMMIT")
+
+
+def object_sizes(conn: sqlite3.Connection) -> dict[str, int]:
+    """Bytes per table/index from the ``dbstat`` virtual table (empty if unavailable)."""
+    try:
+        rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")
+        return {name: size for name, size in rows}
+    except sqlite3.DatabaseError:
+        return {}
+
+
+# -- one run --------------------------------------------------------------------
+
+
+def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    corpus = Corpus(args.seed, args.tenants, args.users)
+    paths = {name: workdir / f"{name}.db" for name in ("memlane", "raw", "raw_fts")}
+    for p in paths.values():
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{p}{suffix}").unlink(missing_ok=True)
+
+    # Lexical only: this benchmark is about the key-value store and BM25;
+    # embedding cost belongs to bench/retrieval.py.
+    mem = memlane.open(str(paths["memlane"]), embedder=None)
+    pragmas = connection_pragmas(mem.store.connection)
+    raw = open_raw(paths["raw"], with_fts=False, pragmas=pragmas)
+    raw_fts = open_raw(paths["raw_fts"], with_fts=True, pragmas=pragmas)
+    result: dict[str, Any] = {
+        "n": n,
+        "params": {
+            "batch": args.batch,
+            "tenants": args.tenants,
+            "users_per_tenant": args.users,
+            "namespaces": len(corpus.namespaces),
+            "vocabulary": len(corpus.vocab),
+            "seed": args.seed,
+        },
+        "pragmas": pragmas,
+    }
+
+    # 1. put_many --------------------------------------------------------------
+    progress(f"N={n:,}: building memlane.db, raw.db and raw_fts.db in batches of {args.batch:,}")
+    sw = {"memlane": Stopwatch(), "raw": Stopwatch(), "raw_fts": Stopwatch()}
+    gen = Stopwatch()
+    batches = math.ceil(n / args.batch)
+    for b in range(batches):
+        start, stop = b * args.batch, min(n, (b + 1) * args.batch)
+        with gen:
+            records = corpus.batch(start, stop)
+            rows = raw_rows(corpus, records, datetime.now(UTC).isoformat(timespec="microseconds"))
+        jobs: list[tuple[str, Any, tuple[Any, ...]]] = [
+            ("memlane", mem.put_many, (records,)),
+            ("raw", raw_insert, (raw, rows, False)),
+            ("raw_fts", raw_insert, (raw_fts, rows, True)),
+        ]
+        for name, fn, fn_args in jobs[b % 3 :] + jobs[: b % 3]:  # rotate to spread drift
+            with sw[name]:
+                fn(*fn_args)
+        if (b + 1) % max(1, batches // 10) == 0 or b + 1 == batches:
+            progress(
+                f"  {stop:,}/{n:,} items; memlane {sw['memlane'].rate(stop):,.0f}/s, "
+                f"raw {sw['raw'].rate(stop):,.0f}/s, raw+fts {sw['raw_fts'].rate(stop):,.0f}/s"
+            )
+    result["put_many"] = {
+        name: {"seconds": round(s.seconds, 3), "items_per_s": round(s.rate(n), 1)} for name, s in sw.items()
+    }
+    result["put_many"]["data_generation_seconds"] = round(gen.seconds, 3)
+
+    mconn = mem.store.connection
+    _sanity_check(corpus, mem, raw, n, args.seed)
+
+    # 5. file size (measured now; reads do not change it) ------------------------
+    sizes: dict[str, Any] = {}
+    for name, conn in (("memlane", mconn), ("raw", raw), ("raw_fts", raw_fts)):
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = db_size(paths[name])
+        sizes[name] = {
+            "bytes": size,
+            "bytes_per_item": round(size / n, 1),
+            "objects": object_sizes(conn) if args.dbstat else {},
+        }
+    result["size"] = sizes
+
+    # 2. get -----------------------------------------------------------------------
+    rng = random.Random(args.seed + 1)
+    warm = min(2000, args.lookups)
+    picks = [corpus.address(rng.randrange(n)) for _ in range(args.lookups + warm)]
+    mem_args = [(corpus.namespaces[ns_i], key) for ns_i, key in picks]
+    raw_args = [(corpus.ns_texts[ns_i], key) for ns_i, key in picks]
+    execute = raw.execute
+
+    def raw_get(ns: str, key: str) -> Any:
+        return execute(RAW_GET, (ns, key)).fetchone()
+
+    progress(f"N={n:,}: get x {args.lookups:,} (+{warm:,} warm-up) per side")
+    assert all(mem.get(*a) is not None for a in mem_args[:100]), "get missed an existing address"
+    samples = time_calls_interleaved(
+        {"memlane": (mem.get, mem_args), "raw": (raw_get, raw_args)}, rounds=args.rounds, warmup=warm
+    )
+    result["get"] = {k: summarize(v).to_dict() for k, v in samples.items()}
+    result["get"]["ratio_p50"] = ratio(result["get"]["memlane"]["p50_us"], result["get"]["raw"]["p50_us"])
+
+    # 3. get_many(100) -------------------------------------------------------------
+    progress(f"N={n:,}: get_many(100) x {args.get_many:,} per side")
+    groups = [[corpus.address(i) for i in rng.sample(range(n), 100)] for _ in range(args.get_many + 50)]
+    gm_mem = [([(corpus.namespaces[i], k) for i, k in g],) for g in groups]
+    gm_raw = [([(corpus.ns_texts[i], k) for i, k in g],) for g in groups]
+    # (namespace, key) IN (VALUES ...) makes SQLite 3.40 scan the table; IN over a
+    # CTE of the same VALUES uses the UNIQUE index (the plan is recorded below).
+    in_sql = (
+        "WITH wanted (ns, k) AS (VALUES "
+        + ", ".join(["(?, ?)"] * 100)
+        + f") SELECT {COLUMNS} FROM items WHERE (namespace, key) IN (SELECT ns, k FROM wanted)"
+    )
+    gm_raw_in = [([p for a in g for p in a],) for (g,) in gm_raw]
+    plan = [r[-1] for r in raw.execute("EXPLAIN QUERY PLAN " + in_sql, gm_raw_in[0][0])]
+
+    def raw_loop(addrs: list[tuple[str, str]]) -> Any:
+        return [execute(RAW_GET, a).fetchone() for a in addrs]
+
+    def raw_in(params: list[str]) -> Any:
+        return execute(in_sql, params).fetchall()
+
+    assert len(raw_in(gm_raw_in[0][0])) == 100 and all(mem.get_many(gm_mem[0][0]))
+    samples = time_calls_interleaved(
+        {"memlane": (mem.get_many, gm_mem), "raw_loop": (raw_loop, gm_raw), "raw_in": (raw_in, gm_raw_in)},
+        rounds=args.rounds,
+        warmup=50,
+    )
+    gm = {k: summarize(v).to_dict() for k, v in samples.items()}
+    gm["ratio_p50_vs_loop"] = ratio(gm["memlane"]["p50_us"], gm["raw_loop"]["p50_us"])
+    gm["ratio_p50_vs_in"] = ratio(gm["memlane"]["p50_us"], gm["raw_in"]["p50_us"])
+    gm["raw_in_plan"] = plan
+    result["get_many_100"] = gm
+
+    # 4. search ----------------------------------------------------------------------
+    progress(f"N={n:,}: search x {args.queries:,} per side")
+    qrng = random.Random(args.seed + 2)
+    warm_q = 200
+    queries = [corpus.query(qrng) for _ in range(args.queries + warm_q)]
+    matches = [(" OR ".join('"' + t.replace('"', '""') + '"' for t in rank.terms(q)),) for q in queries]
+    fts_exec = raw_fts.execute
+
+    def raw_search_join(match: str) -> Any:
+        return fts_exec(RAW_SEARCH_JOIN, (match,)).fetchall()
+
+    def raw_search_topk(match: str) -> Any:
+        return fts_exec(RAW_SEARCH_TOPK, (match,)).fetchall()
+
+    def mem_search(q: str) -> Any:
+        return mem.search(q, limit=10, channels=("lexical",))
+
+    agreement = _search_agreement(mem, raw_search_topk, queries[:100], matches[:100])
+    samples = time_calls_interleaved(
+        {
+            "memlane": (mem_search, [(q,) for q in queries]),
+            "raw_join": (raw_search_join, matches),
+            "raw_topk": (raw_search_topk, matches),
+        },
+        rounds=args.rounds,
+        warmup=warm_q,
+    )
+    se = {k: summarize(v).to_dict() for k, v in samples.items()}
+    se["ratio_p50_vs_join"] = ratio(se["memlane"]["p50_us"], se["raw_join"]["p50_us"])
+    se["ratio_p50_vs_topk"] = ratio(se["memlane"]["p50_us"], se["raw_topk"]["p50_us"])
+    se["top10_key_agreement"] = agreement
+    se["example_queries"] = queries[warm_q : warm_q + 5]
+    result["search"] = se
+
+    if args.profile:
+        progress(f"N={n:,}: profiling (after all timed phases)")
+        result["profile"] = profile_memlane(mem, corpus, n, args, mem_args[warm:], queries[warm_q:])
+
+    mem.close()
+    raw.close()
+    raw_fts.close()
+    return result
+
+
+def profile_memlane(
+    mem: Any, corpus: Corpus, n: int, args: argparse.Namespace, lookups: list[Any], queries: list[str]
+) -> dict[str, Any]:
+    """Where memlane's time goes: layer split by plain timing, then cProfile tables.
+
+    Runs after every timed phase. The put_many part writes ``--profile-batches``
+    extra batches (items N, N+1, ...), so it leaves the store larger than N.
+    """
+    store, conn = mem.store, mem.store.connection
+    now = mem._now()
+    get_sql = f"SELECT {COLUMNS} FROM items WHERE namespace = ? AND key = ?"
+    lookups = lookups[:10_000]
+    text_args = [("/".join(ns), key) for ns, key in lookups]
+
+    def store_get(ns: Any, key: str) -> Any:
+        return store.get(ns, key, now)
+
+    def sql_get(ns: str, key: str) -> Any:
+        return conn.execute(get_sql, (ns, key)).fetchone()
+
+    samples = time_calls_interleaved(
+        {
+            "Memory.get": (mem.get, lookups),
+            "SqliteStore.get (validated input, fixed now)": (store_get, lookups),
+            "same SQL on memlane's connection": (sql_get, text_args),
+        },
+        rounds=args.rounds,
+        warmup=500,
+    )
+    get_layers = {name: round(summarize(v).p50_us, 2) for name, v in samples.items()}
+
+    # put_many: Memory layer (validation, ids) vs SqliteStore.put_many, by wrapping the store method
+    in_store = Stopwatch()
+    original = store.put_many
+
+    def timed_store_put(rows: Any, at: Any) -> Any:
+        with in_store:
+            return original(rows, at)
+
+    store.put_many = timed_store_put
+    total = Stopwatch()
+    start = n
+    try:
+        for _ in range(args.profile_batches):
+            records = corpus.batch(start, start + args.batch)
+            start += args.batch
+            with total:
+                mem.put_many(records)
+    finally:
+        del store.put_many
+    put_layers = {
+        "items": start - n,
+        "items_per_s": round(total.rate(start - n), 1),
+        "memory_layer_share": round(1 - in_store.ns / total.ns, 3),
+        "store_share": round(in_store.ns / total.ns, 3),
+    }
+    batches = [
+        corpus.batch(s, s + args.batch) for s in range(start, start + args.profile_batches * args.batch, args.batch)
+    ]
+
+    def put_all() -> None:
+        for b in batches:
+            mem.put_many(b)
+
+    def get_all() -> None:
+        for ns, key in lookups:
+            mem.get(ns, key)
+
+    def search_all() -> None:
+        for q in queries[:300]:
+            mem.search(q, limit=10, channels=("lexical",))
+
+    return {
+        "get_layers_p50_us": get_layers,
+        "put_many_layers": put_layers,
+        "cprofile_put_many": profile_top(put_all),
+        "cprofile_get": profile_top(get_all),
+        "cprofile_search": profile_top(search_all),
+    }
+
+
+def profile_report(prof: dict[str, Any]) -> str:
+    lines = ["", "where memlane's time goes (plain timing; cProfile only names the costs):"]
+    lines.append("  get, p50 us by layer:")
+    for name, us in prof["get_layers_p50_us"].items():
+        lines.append(f"    {us:8.2f}  {name}")
+    pl = prof["put_many_layers"]
+    lines.append(
+        f"  put_many of {pl['items']:,} more items: {pl['items_per_s']:,.0f} items/s; "
+        f"Memory layer (validation, ids) {pl['memory_layer_share']:.0%}, SqliteStore.put_many {pl['store_share']:.0%}"
+    )
+    for key in ("cprofile_put_many", "cprofile_get", "cprofile_search"):
+        lines.append(f"  {key} (top by own time):")
+        lines.extend("    " + line for line in prof[key].splitlines())
+    return "\n".join(lines)
+
+
+def _sanity_check(corpus: Corpus, mem: Any, raw: sqlite3.Connection, n: int, seed: int) -> None:
+    """Both stores hold N items and the same value/text/metadata at sampled addresses."""
+    count = mem.store.connection.execute("SELECT count(*) FROM items").fetchone()[0]
+    raw_count = raw.execute("SELECT count(*) FROM items").fetchone()[0]
+    assert count == raw_count == n, (count, raw_count, n)
+    rng = random.Random(seed + 3)
+    q = "SELECT value, value_type, text, metadata FROM items WHERE namespace=? AND key=?"
+    for _ in range(200):
+        ns_i, key = corpus.address(rng.randrange(n))
+        a = mem.store.connection.execute(q, (corpus.ns_texts[ns_i], key)).fetchone()
+        b = raw.execute(q, (corpus.ns_texts[ns_i], key)).fetchone()
+        assert a == b, (key, a, b)
+
+
+def _search_agreement(mem: Any, raw_fn: Any, queries: list[str], matches: list[tuple[str]]) -> float:
+    """Share of top-10 addresses memlane and the raw query agree on (ties may reorder)."""
+    same = total = 0
+    for q, (m,) in zip(queries, matches, strict=True):
+        got = {(h.namespace, h.key) for h in mem.search(q, limit=10, channels=("lexical",)).hits}
+        want = {(tuple(r[2].split("/")), r[3]) for r in raw_fn(m)}
+        same += len(got & want)
+        total += max(len(want), len(got))
+    return round(same / total, 4) if total else math.nan
+
+
+# -- report -----------------------------------------------------------------------
+
+
+def report(res: dict[str, Any]) -> str:
+    n = res["n"]
+    pm, g, gm, se, sz = res["put_many"], res["get"], res["get_many_100"], res["search"], res["size"]
+
+    def us(d: dict[str, Any]) -> str:
+        return f"{fmt_num(d['p50_us'])} / {fmt_num(d['p99_us'])}"
+
+    put_rate = pm["memlane"]["items_per_s"]
+    rows = [
+        [
+            "put_many, items/s (batch 5,000)",
+            fmt_num(put_rate),
+            f"{fmt_num(pm['raw']['items_per_s'])} plain",
+            f"{fmt_num(pm['raw_fts']['items_per_s'])} +FTS",
+            f"{ratio(pm['raw_fts']['items_per_s'], put_rate):.2f}x slower vs +FTS",
+            GOAL_PUT.label,
+            GOAL_PUT.status(put_rate),
+        ],
+        [
+            "get, p50 / p99 us",
+            us(g["memlane"]),
+            us(g["raw"]),
+            "",
+            f"{g['ratio_p50']:.2f}x",
+            GOAL_GET.label,
+            GOAL_GET.status(g["ratio_p50"]),
+        ],
+        ["get, mean us", fmt_num(g["memlane"]["mean_us"]), fmt_num(g["raw"]["mean_us"]), "", "", "", ""],
+        [
+            "get_many(100), p50 / p99 us",
+            us(gm["memlane"]),
+            f"{us(gm['raw_loop'])} loop",
+            f"{us(gm['raw_in'])} IN",
+            f"{gm['ratio_p50_vs_loop']:.2f}x loop, {gm['ratio_p50_vs_in']:.2f}x IN",
+            "",
+            "",
+        ],
+        [
+            "search limit 10, p50 / p99 us",
+            us(se["memlane"]),
+            f"{us(se['raw_join'])} join",
+            f"{us(se['raw_topk'])} top-k",
+            f"{se['ratio_p50_vs_join']:.2f}x join, {se['ratio_p50_vs_topk']:.2f}x top-k",
+            GOAL_SEARCH.label,
+            f"{GOAL_SEARCH.status(se['ratio_p50_vs_join'])} (join), "
+            f"{GOAL_SEARCH.status(se['ratio_p50_vs_topk'])} (top-k)",
+        ],
+        [
+            "file size, bytes/item",
+            fmt_num(sz["memlane"]["bytes_per_item"]),
+            f"{fmt_num(sz['raw']['bytes_per_item'])} plain",
+            f"{fmt_num(sz['raw_fts']['bytes_per_item'])} +FTS",
+            f"{ratio(sz['memlane']['bytes'], sz['raw_fts']['bytes']):.2f}x vs +FTS",
+            "",
+            "",
+        ],
+    ]
+    title = (
+        f"memlane key-value benchmark, N={n:,} ({res['params']['namespaces']:,} namespaces; "
+        f"memlane.db {fmt_bytes(sz['memlane']['bytes'])}, raw_fts.db {fmt_bytes(sz['raw_fts']['bytes'])})"
+    )
+    headers = ["measure", "memlane", "raw sqlite3", "raw (alt)", "memlane / raw", "goal", "status"]
+    notes = (
+        f"  samples: get {g['memlane']['n']:,}, get_many {gm['memlane']['n']:,}, "
+        f"search {se['memlane']['n']:,} per side; search top-10 agreement "
+        f"{se['top10_key_agreement']:.1%}; raw IN plan: {'; '.join(gm['raw_in_plan'])}"
+    )
+    return format_table(headers, rows, title=title) + "\n" + notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, action="append", help="items to store (repeatable); default 100000")
+    ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
+    ap.add_argument("--dir", metavar="DIR", help="keep the databases in DIR/kv-<N>/ instead of a temp dir")
+    ap.add_argument("--batch", type=int, default=5000, help="records per put_many call (default 5000)")
+    ap.add_argument("--lookups", type=int, default=20_000, help="timed get calls per side (default 20000)")
+    ap.add_argument("--get-many", type=int, default=2000, help="timed get_many(100) calls per side")
+    ap.add_argument("--queries", type=int, default=1000, help="timed searches per side (default 1000)")
+    ap.add_argument("--rounds", type=int, default=4, help="alternating blocks per measurement")
+    ap.add_argument("--tenants", type=int, default=300)
+    ap.add_argument("--users", type=int, default=20, help="users per tenant")
+    ap.add_argument("--seed", type=int, default=20240607)
+    ap.add_argument("--profile", action="store_true", help="after timing, show where memlane's time goes")
+    ap.add_argument("--profile-batches", type=int, default=10, help="extra put_many batches to profile")
+    ap.add_argument("--no-dbstat", dest="dbstat", action="store_false", help="skip the per-object size scan")
+    args = ap.parse_args(argv)
+    sizes = args.n or [100_000]
+
+    info = machine_info()
+    print(
+        f"machine: {info['cpu_model']}, {info['cpu_count']} CPUs ({info['cpu_usable']} usable), "
+        f"{fmt_bytes(info['memory_total_bytes'])} RAM; Python {info['python']}; "
+        f"SQLite {info['sqlite']}; memlane {info['memlane']}; load {info['loadavg_1_5_15']}"
+    )
+    print(f"command: python bench/kv.py {' '.join(argv if argv is not None else sys.argv[1:])}")
+    runs = []
+    for n in sizes:
+        if args.dir:
+            workdir = Path(args.dir) / f"kv-{n}"
+            workdir.mkdir(parents=True, exist_ok=True)
+            runs.append(run(n, workdir, args))
+        else:
+            with tempfile.TemporaryDirectory(prefix=f"memlane-kv-{n}-") as tmp:
+                runs.append(run(n, Path(tmp), args))
+        print()
+        print(report(runs[-1]), flush=True)
+        if "profile" in runs[-1]:
+            print(profile_report(runs[-1]["profile"]), flush=True)
+    if args.json:
+        write_json(args.json, {"benchmark": "kv", "machine": info, "runs": runs})
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Embedders that turn text into unit vectors for memlane's search layer."""

@@ -1,0 +1,465 @@
+"""The embedder interface, the built-in embedders and the name registry.
+
+An embedder turns texts into L2-normalised vectors of a fixed dimension. Three
+ship with memlane:
+
+* ``"minilm"`` (the default): all-MiniLM-L6-v2 run locally in numpy.
+* ``"fake"``: deterministic word hashing with no dependencies, for tests.
+* ``"openai:<model>"``: any OpenAI-compatible ``/v1/embeddings`` endpoint.
+
+This module imports only the standard library; numpy and tokenizers load when
+a MiniLM embedder first embeds something.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import inspect
+import json
+import math
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from memlane.errors import EmbedderError
+from memlane.search.minilm import MiniLMEmbedder
+
+DEFAULT_EMBEDDER = "minilm"
+OPENAI_PREFIX = "openai:"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What memlane needs from an embedder.
+
+    Attributes:
+        name: Stable identifier recorded with the vectors it made, e.g. ``"minilm"``.
+        dimension: Length of every vector.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts in order.
+
+        Args:
+            texts: The texts; may be empty.
+
+        Returns:
+            One L2-normalised vector of length ``dimension`` per text.
+        """
+        ...
+
+
+def embed_one(embedder: Embedder, text: str) -> list[float]:
+    """Embed a single text.
+
+    Raises:
+        EmbedderError: The embedder did not return exactly one vector.
+    """
+    vectors = embedder.embed_batch([text])
+    if len(vectors) != 1:
+        raise EmbedderError(f"embedder {embedder.name!r} returned {len(vectors)} vectors for 1 text")
+    return vectors[0]
+
+
+def _check_texts(texts: Sequence[str]) -> None:
+    # A bare str is a Sequence[str] too; embedding it char by char is never meant.
+    if isinstance(texts, str):
+        raise TypeError("embed_batch takes a sequence of texts, not a single str; see embed_one")
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"texts must be str, got {type(text).__name__}")
+
+
+def _unit(vector: list[float]) -> list[float] | None:
+    norm = math.sqrt(math.fsum(x * x for x in vector))
+    if norm == 0.0 or not math.isfinite(norm):
+        return None
+    return [x / norm for x in vector]
+
+
+# -- fake ----------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+
+
+class FakeEmbedder:
+    """Deterministic bag-of-words hashing embedder for tests; no dependencies.
+
+    Each lowercase word token is hashed with BLAKE2b (stable across processes,
+    unlike ``hash``) to a bucket and a sign; the signed counts are normalised.
+    Texts sharing words therefore come out similar, which is enough to exercise
+    vector search end to end. Texts with no words (or whose words cancel out)
+    all map to the first basis vector.
+
+    Args:
+        dimension: Vector length.
+    """
+
+    name = "fake"
+
+    def __init__(self, dimension: int = 64) -> None:
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+            raise ValueError(f"dimension must be a positive int, got {dimension!r}")
+        self.dimension = dimension
+
+    def __repr__(self) -> str:
+        return f"FakeEmbedder(dimension={self.dimension})"
+
+    def _embed(self, text: str) -> list[float]:
+        vector = [0.0] * self.dimension
+        for word in _WORD.findall(text.lower()):
+            digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest()
+            bucket = int.from_bytes(digest[:4], "little") % self.dimension
+            vector[bucket] += 1.0 if digest[4] & 1 else -1.0
+        unit = _unit(vector)
+        if unit is None:
+            unit = [0.0] * self.dimension
+            unit[0] = 1.0
+        return unit
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts; see the class docstring for the scheme."""
+        _check_texts(texts)
+        return [self._embed(text) for text in texts]
+
+
+# -- OpenAI-compatible HTTP ----------------------------------------------------
+
+_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_KEY_LIKE = re.compile(r"\b(sk|pk|key|token)[-_][A-Za-z0-9_\-*.]{6,}", re.IGNORECASE)
+
+
+class OpenAIEmbedder:
+    """Embeddings from an OpenAI-compatible ``POST {base_url}/embeddings`` endpoint.
+
+    Works with OpenAI and with compatible servers (vLLM, Ollama, LM Studio,
+    LiteLLM...). Uses only ``urllib``. Texts are sent ``batch_size`` at a time;
+    responses are put back in input order by their ``index`` and normalised.
+    Rate limits (429) and 5xx responses are retried with backoff. Error
+    messages never contain the API key.
+
+    Args:
+        model: Model name sent to the server, e.g. ``"text-embedding-3-small"``.
+        base_url: API root including ``/v1``. Defaults to ``$MEMLANE_EMBED_BASE_URL``,
+            then ``$OPENAI_BASE_URL``, then ``https://api.openai.com/v1``.
+        api_key: Bearer token. Defaults to ``$MEMLANE_EMBED_API_KEY``, then
+            ``$OPENAI_API_KEY``; without one no Authorization header is sent
+            (fine for local servers).
+        dimension: Expected vector length. When ``None`` it is learned from the
+            first response; reading :attr:`dimension` before anything was
+            embedded then sends one short request to find out.
+        batch_size: Most texts per request.
+        timeout: Seconds to wait for each request.
+        max_retries: Extra attempts after a 429, a 5xx or a network failure.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dimension: int | None = None,
+        batch_size: int = 128,
+        timeout: float = 30,
+        max_retries: int = 2,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError("model must be a non-empty string")
+        if batch_size < 1 or timeout <= 0 or max_retries < 0:
+            raise ValueError("batch_size and timeout must be positive, max_retries >= 0")
+        if dimension is not None and dimension < 1:
+            raise ValueError("dimension must be positive")
+        self.model = model
+        base = (
+            base_url
+            or os.environ.get("MEMLANE_EMBED_BASE_URL")
+            or os.environ.get("OPENAI_BASE_URL")
+            or _DEFAULT_BASE_URL
+        )
+        scheme = urllib.parse.urlsplit(base).scheme
+        if scheme not in ("http", "https"):
+            raise ValueError(f"base_url must be an http(s) URL, got scheme {scheme!r}")
+        self.base_url = base.rstrip("/")
+        self._api_key = api_key or os.environ.get("MEMLANE_EMBED_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        self._dimension = dimension
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self.max_retries = max_retries
+
+    @property
+    def name(self) -> str:
+        """``"openai:<model>"``."""
+        return OPENAI_PREFIX + self.model
+
+    @property
+    def dimension(self) -> int:
+        """Vector length; may send one probe request if not yet known."""
+        if self._dimension is None:
+            self.embed_batch(["dimension probe"])
+        assert self._dimension is not None
+        return self._dimension
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIEmbedder(model={self.model!r}, base_url={self._where()!r})"
+
+    def _where(self) -> str:
+        """The endpoint URL without any user:password part."""
+        parts = urllib.parse.urlsplit(self.base_url)
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", "")) + "/embeddings"
+
+    def _redact(self, text: str) -> str:
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        return _KEY_LIKE.sub("***", text)
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts, ``batch_size`` per request, in input order.
+
+        Raises:
+            EmbedderError: The server could not be reached, refused the request
+                or sent something that is not an embeddings response.
+        """
+        _check_texts(texts)
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._request(list(texts[start : start + self.batch_size])))
+        return vectors
+
+    def _request(self, texts: list[str]) -> list[list[float]]:
+        # OpenAI rejects empty strings; a lone space embeds as "nothing" just as well.
+        body = json.dumps({"model": self.model, "input": [t if t else " " for t in texts]}).encode("utf-8")
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "memlane",
+        }
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        url = self.base_url + "/embeddings"
+        where = self._where()
+
+        for attempt in range(self.max_retries + 1):
+            retry_after: float | None = None
+            request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    raw = response.read()
+                break
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+                detail = self._error_detail(exc)
+                if status in (401, 403):
+                    hint = (
+                        "check MEMLANE_EMBED_API_KEY / OPENAI_API_KEY"
+                        if self._api_key
+                        else "no API key was sent; set MEMLANE_EMBED_API_KEY or OPENAI_API_KEY"
+                    )
+                    # No server text here: some servers echo part of the key back.
+                    raise EmbedderError(f"embedding request to {where} was refused (HTTP {status}); {hint}") from None
+                if status not in _RETRY_STATUS or attempt == self.max_retries:
+                    hint = (
+                        f"check the model name {self.model!r} and base URL"
+                        if status in (400, 404, 422)
+                        else "the server failed; try again later or check its logs"
+                    )
+                    raise EmbedderError(
+                        f"embedding request to {where} failed with HTTP {status}{detail}; {hint}"
+                    ) from None
+                retry_after = _retry_after(exc.headers.get("Retry-After"))
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+                if attempt == self.max_retries:
+                    reason = getattr(exc, "reason", exc)
+                    raise EmbedderError(
+                        f"could not reach {where} ({self._redact(str(reason))}); check the base URL "
+                        "(MEMLANE_EMBED_BASE_URL / OPENAI_BASE_URL), that the server is up, and "
+                        f"the timeout ({self.timeout}s)"
+                    ) from None
+            time.sleep(retry_after if retry_after is not None else min(0.5 * 2**attempt, 8.0))
+
+        return self._parse(raw, len(texts), where)
+
+    def _error_detail(self, exc: urllib.error.HTTPError) -> str:
+        try:
+            raw = exc.read(2000)
+        except Exception:  # the body is a nicety; the status is what matters
+            return ""
+        text = raw.decode("utf-8", "replace").strip()
+        try:
+            payload = json.loads(text)
+            error = payload.get("error") if isinstance(payload, dict) else None
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                text = error["message"]
+            elif isinstance(error, str):
+                text = error
+        except ValueError:
+            pass
+        text = self._redact(" ".join(text.split()))[:200]
+        return f": {text}" if text else ""
+
+    def _parse(self, raw: bytes, expected: int, where: str) -> list[list[float]]:
+        def bad(reason: str) -> EmbedderError:
+            return EmbedderError(
+                f"unexpected response from {where}: {reason}; check that the base URL is an "
+                "OpenAI-compatible API root (ending in /v1) and the model is an embedding model"
+            )
+
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            raise bad("not JSON") from None
+        data = payload.get("data") if isinstance(payload, dict) else None
+        if not isinstance(data, list):
+            raise bad("no 'data' list")
+        if len(data) != expected:
+            raise bad(f"{len(data)} embeddings for {expected} inputs")
+        by_index: dict[int, list[float]] = {}
+        for item in data:
+            if not isinstance(item, dict):
+                raise bad("a 'data' entry is not an object")
+            index, embedding = item.get("index"), item.get("embedding")
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < expected:
+                raise bad(f"bad index {index!r}")
+            if index in by_index:
+                raise bad(f"index {index} appears twice")
+            if not isinstance(embedding, list) or not embedding:
+                raise bad(f"embedding {index} is not a list of numbers (base64 encoding?)")
+            try:
+                vector = [float(x) for x in embedding]
+            except (TypeError, ValueError):
+                raise bad(f"embedding {index} holds non-numbers") from None
+            unit = _unit(vector)
+            if unit is None:
+                raise bad(f"embedding {index} is zero or not finite")
+            by_index[index] = unit
+
+        vectors = [by_index[i] for i in range(expected)]
+        sizes = {len(v) for v in vectors}
+        if len(sizes) != 1:
+            raise bad(f"embeddings of different lengths {sorted(sizes)}")
+        size = sizes.pop()
+        if self._dimension is None:
+            self._dimension = size
+        elif size != self._dimension:
+            raise EmbedderError(
+                f"{where} returned {size}-dimensional embeddings for {self.model!r}, expected "
+                f"{self._dimension}; pass dimension=None to accept the model's size"
+            )
+        return vectors
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return min(max(float(value), 0.0), 30.0) if value is not None else None
+    except ValueError:  # an HTTP date; the default backoff will do
+        return None
+
+
+# -- registry ------------------------------------------------------------------
+
+_REGISTRY: dict[str, Callable[[], Embedder]] = {
+    "minilm": MiniLMEmbedder,
+    "fake": FakeEmbedder,
+}
+
+
+def register_embedder(name: str, factory: Callable[[], Embedder]) -> None:
+    """Make ``get_embedder(name)`` return ``factory()``.
+
+    Registering an existing name replaces it.
+
+    Args:
+        name: The name; must not start with ``"openai:"`` (that prefix is built in).
+        factory: Zero-argument callable returning an embedder.
+    """
+    if not isinstance(name, str) or not name or name != name.strip():
+        raise ValueError(f"embedder name must be a non-empty string without edge spaces: {name!r}")
+    if name.startswith(OPENAI_PREFIX):
+        raise ValueError(f"names starting with {OPENAI_PREFIX!r} are reserved")
+    if not callable(factory):
+        raise TypeError("factory must be callable")
+    _REGISTRY[name] = factory
+
+
+def known_embedders() -> list[str]:
+    """Registered names, plus the ``openai:<model>`` form."""
+    return sorted(_REGISTRY) + [OPENAI_PREFIX + "<model>"]
+
+
+def get_embedder(name: str) -> Embedder:
+    """A new embedder for a registered name or ``"openai:<model>"``.
+
+    Construction is cheap: models and connections load on first use.
+
+    Raises:
+        EmbedderError: The name is unknown.
+    """
+    factory = _REGISTRY.get(name)
+    if factory is not None:
+        return factory()
+    if isinstance(name, str) and name.startswith(OPENAI_PREFIX) and name[len(OPENAI_PREFIX) :]:
+        return OpenAIEmbedder(name[len(OPENAI_PREFIX) :])
+    raise EmbedderError(f"unknown embedder {name!r}; known: {', '.join(known_embedders())}")
+
+
+def resolve_embedder(spec: Embedder | str | None) -> Embedder | None:
+    """Turn what a caller passed as ``embedder=`` into an embedder.
+
+    Args:
+        spec: ``None``, a name for :func:`get_embedder`, or an object with
+            ``name``, ``dimension`` and a callable ``embed_batch``.
+
+    Returns:
+        ``None`` for ``None``; otherwise the embedder.
+
+    Raises:
+        EmbedderError: A string is not a known name, or the object lacks the
+            embedder attributes.
+    """
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        return get_embedder(spec)
+    # getattr_static: reading `dimension` may be a property that does I/O.
+    missing = []
+    for attr in ("name", "dimension", "embed_batch"):
+        try:
+            inspect.getattr_static(spec, attr)
+        except AttributeError:
+            missing.append(attr)
+    if not missing and callable(spec.embed_batch):
+        return spec
+    raise EmbedderError(
+        f"embedder must be None, a name ({', '.join(known_embedders())}) or an object with "
+        f"name, dimension and embed_batch; got {type(spec).__name__}"
+        + (f" without {', '.join(missing)}" if missing else "")
+    )
+
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "Embedder",
+    "FakeEmbedder",
+    "MiniLMEmbedder",
+    "OpenAIEmbedder",
+    "embed_one",
+    "get_embedder",
+    "known_embedders",
+    "register_embedder",
+    "resolve_embedder",
+]

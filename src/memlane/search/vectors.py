@@ -1,0 +1,144 @@
+"""Brute-force cosine search over an in-memory matrix of a store's vectors.
+
+The baseline for the SQLite backend: vectors live in the database (float32
+blobs in ``item_vectors``), and each process keeps a numpy matrix of them.
+Vectors are L2-normalised when written, so cosine similarity is one
+matrix-vector product; ``argpartition`` picks the top candidates.
+
+The cache follows the table without rereading it: every write stamps its
+vectors with a higher ``seq``, so new and replaced vectors are loaded
+incrementally (``seq > last seen``); deletions bump a counter, which forces a
+full reload. Whatever the cache still gets wrong (an item deleted a moment
+ago, a vector older than its item) the confirm step drops, because each
+nomination carries the item version its vector was made from.
+
+Past a million vectors brute force costs ~40-80 ms a query on two cores; the
+plan for larger stores (an HNSW index per namespace shard) is in
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+DTYPE = np.float32
+
+
+def to_blob(vector: Sequence[float] | np.ndarray) -> bytes:
+    """Pack a vector as float32 little-endian bytes."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def normalise(vector: Sequence[float]) -> np.ndarray:
+    """A unit-length float32 copy of ``vector`` (zero stays zero)."""
+    v = np.asarray(vector, dtype=DTYPE)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
+class VectorCache:
+    """Rows of ``(ref, version, namespace, vector)`` held as numpy arrays."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.seq = -1
+        self.deletes = -1
+        self._clear()
+
+    def _clear(self) -> None:
+        self._n = 0
+        self._matrix = np.zeros((0, self.dimension), dtype=DTYPE)
+        self._refs = np.zeros(0, dtype=np.int64)
+        self._versions = np.zeros(0, dtype=np.int64)
+        self._ns = np.zeros(0, dtype=np.int32)
+        self._pos: dict[int, int] = {}
+        self._ns_ids: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays (capacity included)."""
+        return self._matrix.nbytes + self._refs.nbytes + self._versions.nbytes + self._ns.nbytes
+
+    def reset(self) -> None:
+        """Forget everything; the next refresh reloads from scratch."""
+        self.seq = -1
+        self.deletes = -1
+        self._clear()
+
+    def _grow(self, extra: int) -> None:
+        need = self._n + extra
+        cap = len(self._refs)
+        if need <= cap:
+            return
+        cap = max(need, cap * 2, 1024)
+        matrix = np.zeros((cap, self.dimension), dtype=DTYPE)
+        matrix[: self._n] = self._matrix[: self._n]
+        self._matrix = matrix
+        for name in ("_refs", "_versions", "_ns"):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: self._n] = old[: self._n]
+            setattr(self, name, new)
+
+    def apply(self, rows: Iterable[tuple[int, int, str, bytes]]) -> None:
+        """Insert or overwrite rows ``(ref, version, namespace_text, blob)``."""
+        rows = list(rows)
+        self._grow(len(rows))
+        dim = self.dimension
+        for ref, version, namespace, blob in rows:
+            vec = np.frombuffer(blob, dtype="<f4")
+            if vec.shape[0] != dim:
+                continue  # written by another embedder; reindex rebuilds it
+            ns_id = self._ns_ids.setdefault(namespace, len(self._ns_ids))
+            i = self._pos.get(ref)
+            if i is None:
+                i = self._pos[ref] = self._n
+                self._n += 1
+                self._refs[i] = ref
+            self._matrix[i] = vec
+            self._versions[i] = version
+            self._ns[i] = ns_id
+
+    def namespace_ids(self, prefix_text: str) -> np.ndarray | None:
+        """Ids of cached namespaces on or under a prefix (``None``: no filter)."""
+        if not prefix_text:
+            return None
+        below = prefix_text + "/"
+        return np.array(
+            [i for ns, i in self._ns_ids.items() if ns == prefix_text or ns.startswith(below)],
+            dtype=np.int32,
+        )
+
+    def search(self, query: Any, prefix_text: str, k: int) -> list[tuple[int, float, int]]:
+        """Top ``k`` ``(ref, cosine, version)`` for a unit query vector, best first."""
+        n = self._n
+        if n == 0 or k <= 0:
+            return []
+        q = np.asarray(query, dtype=DTYPE)
+        allowed = self.namespace_ids(prefix_text)
+        if allowed is None:
+            scores = self._matrix[:n] @ q
+            rows = None
+        else:
+            if allowed.size == 0:
+                return []
+            rows = np.flatnonzero(np.isin(self._ns[:n], allowed))
+            if rows.size == 0:
+                return []
+            scores = self._matrix[rows] @ q
+        k = min(k, scores.shape[0])
+        top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+        # ties broken by ref so results are deterministic
+        idx = rows[top] if rows is not None else top
+        order = np.lexsort((self._refs[idx], -scores[top]))
+        top, idx = top[order], idx[order]
+        return [
+            (int(r), float(s), int(v))
+            for r, s, v in zip(self._refs[idx], scores[top], self._versions[idx], strict=True)
+        ]
