@@ -6,7 +6,10 @@ file runs against every backend that the parametrization lists.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -37,15 +40,81 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
+
+
+class PostgresServer:
+    """A PostgreSQL server for the test session: ``$MEMLANE_TEST_PG_URL`` or a pgserver one.
+
+    pgserver (PyPI) bundles PostgreSQL 16 with pgvector and runs as root, so
+    ``make test`` needs nothing installed by hand. Each test gets a fresh database.
+    """
+
+    def __init__(self, base_dir: str) -> None:
+        import psycopg
+
+        self._psycopg = psycopg
+        self._server = None
+        url = os.environ.get("MEMLANE_TEST_PG_URL")
+        if not url:
+            import pgserver
+
+            self._server = pgserver.get_server(base_dir, cleanup_mode="stop")
+            url = self._server.get_uri()
+        self.admin_url = url
+        self._count = 0
+
+    def _url_for(self, dbname: str) -> str:
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(self.admin_url)
+        return urlunsplit(parts._replace(path="/" + dbname))
+
+    def create(self, owner: str | None = None) -> str:
+        self._count += 1
+        name = f"memlane_test_{os.getpid()}_{self._count}"
+        with self._psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"' + (f' OWNER "{owner}"' if owner else ""))
+        return self._url_for(name)
+
+    def drop(self, url: str) -> None:
+        from urllib.parse import urlsplit
+
+        name = urlsplit(url).path.lstrip("/")
+        with self._psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def execute(self, sql: str) -> None:
+        with self._psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    # not under pytest's tmp_path: pytest makes that 0700 and prunes old runs,
+    # and pgserver's postgres process runs as another user
+    base = tempfile.mkdtemp(prefix="memlane-pg-")
+    os.chmod(base, 0o755)
+    server = PostgresServer(base)
+    yield server
+    server.stop()
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(params=BACKENDS)
-def store_url(request: pytest.FixtureRequest, tmp_path) -> str:  # type: ignore[no-untyped-def]
+def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The URL of a fresh, empty database on each backend."""
     if request.param == "sqlite":
-        return str(tmp_path / "memory.db")
-    raise AssertionError(request.param)  # pragma: no cover - later backends
+        yield str(tmp_path / "memory.db")
+        return
+    server: PostgresServer = request.getfixturevalue("postgres")
+    url = server.create()
+    yield url
+    server.drop(url)
 
 
 @pytest.fixture

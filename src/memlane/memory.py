@@ -700,17 +700,19 @@ def open(  # noqa: A001
             records raises :class:`EmbedderMismatchError`.
     """
     url = url or os.environ.get("MEMLANE_DB") or DEFAULT_PATH
+    store: Store
     if url.startswith(("postgresql://", "postgres://")):
-        raise BackendUnavailableError(
-            "PostgreSQL is not supported by this version of memlane; use a SQLite path or sqlite:///path"
-        )
-    if "://" in url and not url.startswith("sqlite:"):
-        raise BackendUnavailableError(
-            f"unknown database URL scheme in {url.split('://')[0]!r}; use a path or sqlite:///path"
-        )
-    from .store.sqlite import SqliteStore, parse_url
+        from .store.postgres import PostgresStore
 
-    store = SqliteStore(parse_url(url))
+        store = PostgresStore(url)
+    elif "://" in url and not url.startswith("sqlite:"):
+        raise BackendUnavailableError(
+            f"unknown database URL scheme {url.split('://')[0]!r}; use a path, sqlite:///path or postgresql://..."
+        )
+    else:
+        from .store.sqlite import SqliteStore, parse_url
+
+        store = SqliteStore(parse_url(url))
     try:
         chosen = _choose_embedder(store, embedder)
     except BaseException:

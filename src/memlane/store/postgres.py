@@ -1,0 +1,688 @@
+"""PostgreSQL backend: the same memory on a server, for many processes and machines.
+
+Design (the SQLite backend's, translated):
+
+* ``items`` holds one live row per address with ``UNIQUE(namespace, key)``.
+  Names and times are ``COLLATE "C"`` text, so ordering, cursors and the
+  segment-boundary prefix ranges behave byte for byte as on SQLite.
+* Upsert is ``INSERT .. ON CONFLICT DO UPDATE .. RETURNING``: atomic under
+  concurrent writers (two processes replacing one address serialise on the
+  row lock), and an ``AFTER UPDATE`` trigger writes history, as on SQLite.
+* Lexical search uses a stored ``tsvector`` (the ``memlane`` configuration:
+  English Snowball stemming without stop words, like SQLite's porter
+  tokenizer) with a GIN index. Ranking is
+  ``ts_rank`` with length normalisation, weighted per query term by an
+  inverse document frequency computed from the matching rows, a BM25-like
+  score; docs/backends.md compares its quality with SQLite's BM25.
+* Vectors live in ``item_vectors`` as ``pgvector`` values, searched with an
+  HNSW index (cosine) once the embedder's dimension is known. Without the
+  extension everything else works and the vector channel raises
+  :class:`~memlane.errors.BackendUnavailableError` naming it.
+* A ``psycopg_pool`` connection pool; every write is one transaction.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from ..errors import BackendUnavailableError, SchemaVersionError, StoreError
+from ..model import Item, Namespace, Stats, Version
+from . import _common as c
+from .base import PutRow, Store
+
+try:  # the postgres extra
+    import psycopg
+    from psycopg_pool import ConnectionPool
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+    ConnectionPool = None  # type: ignore[assignment,misc]
+
+# the tsvector of very long texts would pass PostgreSQL's 1 MB tsvector limit
+LEXICAL_CHARS = 200_000
+_LIVE = "(expires_at IS NULL OR expires_at > %s)"
+_IN_NS = "(namespace = %s OR (namespace >= %s AND namespace < %s))"
+_IN_KEY = "(key = %s OR (key >= %s AND key < %s))"
+_EXPIRED_OLD = "(items.expires_at IS NOT NULL AND items.expires_at <= excluded.updated_at)"
+_CHUNK = 1000
+
+_HISTORY_INSERT = (
+    "INSERT INTO item_history (item_id, namespace, key, value, value_type, text, metadata, author, "
+    "created_at, updated_at, expires_at, version, change, changed_at, changed_by) "
+)
+
+MIGRATIONS: list[tuple[str, list[str]]] = [
+    (
+        "m001_initial",
+        [
+            # English stemming without a stop-word list, like SQLite's porter
+            # tokenizer: "and" or "near" stay searchable, IDF keeps them cheap
+            "CREATE TEXT SEARCH DICTIONARY memlane_stem (TEMPLATE = snowball, Language = english)",
+            "CREATE TEXT SEARCH CONFIGURATION memlane (COPY = english)",
+            """ALTER TEXT SEARCH CONFIGURATION memlane ALTER MAPPING FOR
+                asciiword, asciihword, hword_asciipart, word, hword, hword_part WITH memlane_stem""",
+            f"""CREATE TABLE items (
+                ref BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                id TEXT NOT NULL,
+                namespace TEXT COLLATE "C" NOT NULL,
+                key TEXT COLLATE "C" NOT NULL,
+                value TEXT NOT NULL,
+                value_type TEXT NOT NULL,
+                text TEXT NOT NULL,
+                metadata TEXT NOT NULL DEFAULT '{{}}',
+                author TEXT,
+                created_at TEXT COLLATE "C" NOT NULL,
+                updated_at TEXT COLLATE "C" NOT NULL,
+                expires_at TEXT COLLATE "C",
+                version INTEGER NOT NULL,
+                tsv tsvector GENERATED ALWAYS AS (to_tsvector('memlane', left(text, {LEXICAL_CHARS}))) STORED,
+                UNIQUE (namespace, key)
+            )""",
+            "CREATE INDEX items_key ON items (key, updated_at)",
+            "CREATE INDEX items_expires ON items (expires_at) WHERE expires_at IS NOT NULL",
+            "CREATE INDEX items_tsv ON items USING gin (tsv)",
+            """CREATE TABLE item_history (
+                seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                item_id TEXT NOT NULL,
+                namespace TEXT COLLATE "C" NOT NULL,
+                key TEXT COLLATE "C" NOT NULL,
+                value TEXT NOT NULL,
+                value_type TEXT NOT NULL,
+                text TEXT NOT NULL,
+                metadata TEXT NOT NULL,
+                author TEXT,
+                created_at TEXT COLLATE "C" NOT NULL,
+                updated_at TEXT COLLATE "C" NOT NULL,
+                expires_at TEXT COLLATE "C",
+                version INTEGER NOT NULL,
+                change TEXT NOT NULL,
+                changed_at TEXT COLLATE "C" NOT NULL,
+                changed_by TEXT
+            )""",
+            "CREATE INDEX item_history_address ON item_history (namespace, key, seq)",
+            "CREATE INDEX item_history_item ON item_history (item_id, version)",
+            """CREATE FUNCTION memlane_items_history() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO item_history (item_id, namespace, key, value, value_type, text, metadata, author,
+                    created_at, updated_at, expires_at, version, change, changed_at, changed_by)
+                VALUES (OLD.id, OLD.namespace, OLD.key, OLD.value, OLD.value_type, OLD.text, OLD.metadata,
+                    OLD.author, OLD.created_at, OLD.updated_at, OLD.expires_at, OLD.version,
+                    CASE WHEN OLD.id = NEW.id THEN 'replace' ELSE 'expire' END, NEW.updated_at, NEW.author);
+                RETURN NULL;
+            END $$""",
+            """CREATE TRIGGER items_history_update AFTER UPDATE ON items
+                FOR EACH ROW EXECUTE FUNCTION memlane_items_history()""",
+            "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ],
+    ),
+    (
+        "m002_vectors",
+        [
+            # without pgvector the column is bytea (float32) so writes keep working;
+            # _vector_type() tells which one this database has
+            """DO $$ BEGIN
+                CREATE EXTENSION IF NOT EXISTS vector;
+            EXCEPTION WHEN OTHERS THEN
+                RAISE NOTICE 'pgvector unavailable: %', SQLERRM;
+            END $$""",
+            """DO $$ BEGIN
+                IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
+                    CREATE TABLE item_vectors (
+                        item_ref BIGINT PRIMARY KEY REFERENCES items (ref) ON DELETE CASCADE,
+                        version INTEGER NOT NULL,
+                        embedding vector NOT NULL
+                    );
+                ELSE
+                    CREATE TABLE item_vectors (
+                        item_ref BIGINT PRIMARY KEY REFERENCES items (ref) ON DELETE CASCADE,
+                        version INTEGER NOT NULL,
+                        embedding bytea NOT NULL
+                    );
+                END IF;
+            END $$""",
+        ],
+    ),
+]
+
+_UPSERT = f"""
+INSERT INTO items (id, namespace, key, value, value_type, text, metadata, author,
+                   created_at, updated_at, expires_at, version)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)
+ON CONFLICT (namespace, key) DO UPDATE SET
+    id = CASE WHEN {_EXPIRED_OLD} THEN excluded.id ELSE items.id END,
+    created_at = CASE WHEN {_EXPIRED_OLD} THEN excluded.created_at ELSE items.created_at END,
+    version = CASE WHEN {_EXPIRED_OLD} THEN 1 ELSE items.version + 1 END,
+    value = excluded.value,
+    value_type = excluded.value_type,
+    text = excluded.text,
+    metadata = excluded.metadata,
+    author = excluded.author,
+    updated_at = excluded.updated_at,
+    expires_at = excluded.expires_at
+RETURNING ref, id, created_at, version
+"""
+
+
+def redact(url: str) -> str:
+    """A connection URL without its password, for messages and ``location``."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+class PostgresStore(Store):
+    """The server backend. See the module docstring for the design."""
+
+    backend = "postgres"
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        if psycopg is None or ConnectionPool is None:
+            raise BackendUnavailableError(
+                "PostgreSQL support needs the postgres extra: pip install 'memlane[postgres]'"
+            )
+        self._url = url
+        self._closed = False
+        try:
+            self._pool = ConnectionPool(
+                url, min_size=min_size, max_size=max_size, kwargs={"autocommit": True}, open=False
+            )
+            self._pool.open(wait=True, timeout=15)
+        except Exception as e:
+            raise StoreError(f"cannot connect to {redact(url)}: {e}") from None
+        self.migrate()
+        self._vector_kind = self._detect_vector_kind()
+        self._index_dimension: int | None = None
+
+    # -- plumbing ---------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The server URL without its password."""
+        return redact(self._url)
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        if self._closed:
+            raise StoreError("this memory is closed; open it again with memlane.open()")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg.Error as e:
+            raise StoreError(f"PostgreSQL error: {e}") from e
+
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        with self._conn() as conn, conn.transaction():
+            yield conn
+
+    def migrate(self) -> builtins.list[str]:
+        """Apply pending migrations in order, under an advisory lock."""
+        applied: builtins.list[str] = []
+        with self._write() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('memlane_migrate'))")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS _memlane_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            done = {r[0] for r in conn.execute("SELECT name FROM _memlane_migrations")}
+            unknown = sorted(done - {name for name, _ in MIGRATIONS})
+            if unknown:
+                raise SchemaVersionError(
+                    f"{self.location} has migrations {unknown} that this memlane does not know; upgrade memlane"
+                )
+            for name, statements in MIGRATIONS:
+                if name in done:
+                    continue
+                for sql in statements:
+                    conn.execute(sql)
+                conn.execute("INSERT INTO _memlane_migrations (name, applied_at) VALUES (%s, now()::text)", (name,))
+                applied.append(name)
+        return applied
+
+    def migrations(self) -> builtins.list[tuple[str, str]]:
+        """Applied migrations with their times."""
+        with self._conn() as conn:
+            return conn.execute("SELECT name, applied_at FROM _memlane_migrations ORDER BY name").fetchall()
+
+    def _detect_vector_kind(self) -> str:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = 'item_vectors'::regclass AND attname = 'embedding'"
+            ).fetchone()
+        return "pgvector" if row and row[0].startswith("vector") else "bytea"
+
+    def get_meta(self, name: str) -> str | None:
+        """A value from ``meta``."""
+        with self._conn() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE name = %s", (name,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Set a value in ``meta``."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (name, value),
+            )
+
+    # -- writes -----------------------------------------------------------
+
+    def put_many(self, rows: Sequence[PutRow], now: datetime) -> builtins.list[Item]:
+        """Upsert rows in one transaction (in order, so repeated addresses replace)."""
+        at = c.ts(now)
+        out: builtins.list[Item] = []
+        loads = c.loads_json
+        params = [
+            (
+                r.id,
+                "/".join(r.namespace),
+                r.key,
+                r.value,
+                r.value_type,
+                r.text,
+                r.metadata,
+                r.author,
+                at,
+                at,
+                c.ts_or_none(r.expires_at),
+            )
+            for r in rows
+        ]
+        with self._write() as conn, conn.cursor() as cur:
+            cur.executemany(_UPSERT, params, returning=True)
+            returned = []
+            while True:
+                returned.append(cur.fetchone())
+                if not cur.nextset():
+                    break
+            vectors = []
+            for r, (ref, item_id, created, version) in zip(rows, returned, strict=True):
+                out.append(
+                    Item(
+                        item_id,
+                        r.namespace,
+                        r.key,
+                        loads(r.value),
+                        r.value_type,
+                        r.text,
+                        c.parse_metadata(r.metadata),
+                        r.author,
+                        now if created == at else datetime.fromisoformat(created),
+                        now,
+                        r.expires_at,
+                        version,
+                    )
+                )
+                if r.vector is not None:
+                    vectors.append((ref, version, r.vector))
+            if vectors:
+                self._upsert_vectors(cur, vectors)
+        return out
+
+    def _vector_param(self, blob: bytes) -> Any:
+        if self._vector_kind == "bytea":
+            return blob
+        import numpy as np
+
+        return "[" + ",".join(repr(float(x)) for x in np.frombuffer(blob, dtype="<f4")) + "]"
+
+    def _upsert_vectors(self, cur: Any, rows: Sequence[tuple[int, int, bytes]]) -> None:
+        cast = "::vector" if self._vector_kind == "pgvector" else ""
+        cur.executemany(
+            f"INSERT INTO item_vectors (item_ref, version, embedding) SELECT ref, version, %s{cast} FROM items "
+            "WHERE ref = %s AND version = %s ON CONFLICT (item_ref) DO UPDATE SET version = excluded.version, "
+            "embedding = excluded.embedding",
+            [(self._vector_param(blob), ref, version) for ref, version, blob in rows],
+        )
+
+    def delete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
+        """Delete a live item, keeping it in history."""
+        at = c.ts(now)
+        ns = "/".join(namespace)
+        with self._write() as conn:
+            cur = conn.execute(
+                f"DELETE FROM items WHERE namespace = %s AND key = %s AND {_LIVE} RETURNING {c.ITEM_COLUMNS}",
+                (ns, key, at),
+            )
+            gone = cur.fetchall()
+            self._history(conn, gone, "delete", at, author)
+        return bool(gone)
+
+    def _history(self, conn: Any, rows: Sequence[Any], change: str, at: str, author: str | None) -> None:
+        if rows:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    _HISTORY_INSERT + "VALUES (" + ", ".join(["%s"] * 15) + ")",
+                    [(*r, change, at, author) for r in rows],
+                )
+
+    def clear(self, prefix: Namespace, now: datetime, author: str | None) -> int:
+        """Delete everything under a prefix; live items go to history."""
+        at = c.ts(now)
+        rng = c.ns_range(prefix)
+        with self._write() as conn:
+            rows = conn.execute(f"DELETE FROM items WHERE {_IN_NS} RETURNING {c.ITEM_COLUMNS}", rng).fetchall()
+            live = [r for r in rows if r[10] is None or r[10] > at]
+            self._history(conn, live, "clear", at, author)
+        return len(live)
+
+    def cleanup(self, now: datetime) -> int:
+        """Physically delete expired rows."""
+        with self._write() as conn:
+            return conn.execute(
+                "DELETE FROM items WHERE expires_at IS NOT NULL AND expires_at <= %s", (c.ts(now),)
+            ).rowcount
+
+    # -- exact reads ------------------------------------------------------
+
+    def get(self, namespace: Namespace, key: str, now: datetime) -> Item | None:
+        """The live item at an address."""
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = %s AND key = %s", ("/".join(namespace), key)
+            ).fetchone()
+        if row is None or (row[10] is not None and row[10] <= c.ts(now)):
+            return None
+        return c.row_to_item(row)
+
+    def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
+        """Many addresses in one statement per 1000."""
+        at = c.ts(now)
+        texts = [("/".join(ns), k) for ns, k in addresses]
+        found: dict[tuple[str, str], Item] = {}
+        with self._conn() as conn, conn.transaction():
+            for start in range(0, len(texts), _CHUNK):
+                chunk = texts[start : start + _CHUNK]
+                rows = conn.execute(
+                    f"SELECT {c.ITEM_COLUMNS} FROM items WHERE (namespace, key) IN "
+                    "(SELECT * FROM unnest(%s::text[], %s::text[])) AND " + _LIVE,
+                    ([a[0] for a in chunk], [a[1] for a in chunk], at),
+                ).fetchall()
+                for row in rows:
+                    found[(row[1], row[2])] = c.row_to_item(row)
+        return [found.get(a) for a in texts]
+
+    def fetch(self, key: str, prefix: Namespace, limit: int, now: datetime) -> builtins.list[Item]:
+        """Same key across namespaces, newest first, ties by namespace."""
+        params: builtins.list[Any] = [key, c.ts(now)]
+        where = f"key = %s AND {_LIVE}"
+        if prefix:
+            where += f" AND {_IN_NS}"
+            params.extend(c.ns_range(prefix))
+        params.append(limit)
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY updated_at DESC, namespace LIMIT %s",
+                params,
+            ).fetchall()
+        return [c.row_to_item(r) for r in rows]
+
+    def _filter(self, prefix: Namespace, key_prefix: str, now: datetime) -> tuple[str, builtins.list[Any]]:
+        where = [_LIVE]
+        params: builtins.list[Any] = [c.ts(now)]
+        if prefix:
+            where.append(_IN_NS)
+            params.extend(c.ns_range(prefix))
+        if key_prefix:
+            where.append(_IN_KEY)
+            params.extend(c.key_range(key_prefix))
+        return " AND ".join(where), params
+
+    def list(
+        self,
+        prefix: Namespace,
+        key_prefix: str,
+        limit: int,
+        after: tuple[Namespace, str] | None,
+        now: datetime,
+    ) -> builtins.list[Item]:
+        """Items in address order after a cursor position."""
+        where, params = self._filter(prefix, key_prefix, now)
+        if after is not None:
+            where += " AND (namespace, key) > (%s, %s)"
+            params.extend(("/".join(after[0]), after[1]))
+        params.append(limit)
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT %s", params
+            ).fetchall()
+        return [c.row_to_item(r) for r in rows]
+
+    def namespaces(self, prefix: Namespace, now: datetime) -> builtins.list[Namespace]:
+        """Distinct live namespaces under a prefix."""
+        where, params = self._filter(prefix, "", now)
+        with self._conn() as conn:
+            rows = conn.execute(f"SELECT DISTINCT namespace FROM items WHERE {where}", params).fetchall()
+        return sorted(c.ns_tuple(r[0]) for r in rows)
+
+    def addresses(self, prefix: Namespace, key_prefix: str, now: datetime) -> Iterator[tuple[Namespace, str]]:
+        """Every live address under the prefixes."""
+        where, params = self._filter(prefix, key_prefix, now)
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT namespace, key FROM items WHERE {where} ORDER BY namespace, key", params
+            ).fetchall()
+        for ns, key in rows:
+            yield c.ns_tuple(ns), key
+
+    def history(self, namespace: Namespace, key: str) -> builtins.list[Version]:
+        """Past versions, newest first."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {c.HISTORY_COLUMNS} FROM item_history WHERE namespace = %s AND key = %s ORDER BY seq DESC",
+                ("/".join(namespace), key),
+            ).fetchall()
+        return [c.row_to_version(r) for r in rows]
+
+    def stats(self, now: datetime) -> Stats:
+        """Counts and relation sizes."""
+        at = c.ts(now)
+        with self._conn() as conn, conn.transaction():
+            active, total = conn.execute(
+                f"SELECT count(*) FILTER (WHERE {_LIVE}), count(*) FROM items", (at,)
+            ).fetchone()
+            namespaces = conn.execute(f"SELECT count(DISTINCT namespace) FROM items WHERE {_LIVE}", (at,)).fetchone()[0]
+            history = conn.execute("SELECT count(*) FROM item_history").fetchone()[0]
+            size = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "WHERE c.relname IN ('items', 'item_history', 'item_vectors', 'meta') "
+                "AND c.relnamespace = current_schema()::regnamespace"
+            ).fetchone()[0]
+            schema = conn.execute("SELECT count(*) FROM _memlane_migrations").fetchone()[0]
+        return Stats(
+            backend=self.backend,
+            location=self.location,
+            active_items=active,
+            expired_items=total - active,
+            namespaces=namespaces,
+            history_versions=history,
+            size_bytes=int(size),
+            schema_version=schema,
+        )
+
+    # -- ranked reads -----------------------------------------------------
+
+    def lexical(self, terms: Sequence[str], prefix: Namespace, k: int) -> builtins.list[tuple[int, float]]:
+        """Full-text nomination: IDF-weighted, length-normalised ``ts_rank`` (BM25-like).
+
+        Each term is quoted for ``to_tsquery`` (so it is a word, never
+        syntax) and normalised by the ``memlane`` configuration. A term's weight is ``ln(1 + (N - n + 0.5) / (n + 0.5))``, BM25's
+        IDF, with ``n`` the rows it matches among the candidates' scope.
+        """
+        if not terms:
+            return []
+        where_ns, ns_params = ("", []) if not prefix else (f" AND {_IN_NS}", builtins.list(c.ns_range(prefix)))
+        with self._conn() as conn, conn.transaction():
+            lexemes = conn.execute(
+                "SELECT DISTINCT lexeme FROM unnest(%s::text[]) AS t(term), "
+                "LATERAL unnest(to_tsvector('memlane', t.term)) AS v(lexeme, positions, weights)",
+                (builtins.list(terms),),
+            ).fetchall()
+            words = [r[0] for r in lexemes]
+            if not words:
+                return []
+            total = conn.execute(f"SELECT count(*) FROM items WHERE true{where_ns}", ns_params).fetchone()[0]
+            counts = conn.execute(
+                "SELECT w, (SELECT count(*) FROM items WHERE tsv @@ to_tsquery('simple', quote_literal(w))"
+                f"{where_ns}) FROM unnest(%s::text[]) AS w",
+                (*ns_params, words),
+            ).fetchall()
+            weights = {w: math.log(1 + (total - n + 0.5) / (n + 0.5)) for w, n in counts if n}
+            if not weights:
+                return []
+            pieces, params = [], []
+            for w, idf in weights.items():
+                pieces.append("%s * ts_rank(tsv, to_tsquery('simple', quote_literal(%s)), 1)")
+                params.extend((idf, w))
+            query = " | ".join("'" + w.replace("'", "''") + "'" for w in weights)
+            rows = conn.execute(
+                f"SELECT ref, {' + '.join(pieces)} AS score FROM items "
+                f"WHERE tsv @@ to_tsquery('simple', %s){where_ns} ORDER BY score DESC, ref LIMIT %s",
+                (*params, query, *ns_params, k),
+            ).fetchall()
+        return [(ref, float(score)) for ref, score in rows]
+
+    def hydrate(self, refs: Sequence[int], now: datetime) -> dict[int, Item]:
+        """Live rows for candidate refs."""
+        if not refs:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT ref, {c.ITEM_COLUMNS} FROM items WHERE ref = ANY(%s) AND {_LIVE}",
+                (builtins.list(refs), c.ts(now)),
+            ).fetchall()
+        return {r[0]: c.row_to_item(r[1:]) for r in rows}
+
+    # -- vectors ----------------------------------------------------------
+
+    def _require_pgvector(self) -> None:
+        if self._vector_kind != "pgvector":
+            raise BackendUnavailableError(
+                "the vector channel needs the PostgreSQL extension 'vector' (pgvector), which this database "
+                "does not have; install pgvector and run CREATE EXTENSION vector, or search with "
+                "channels=['lexical']"
+            )
+
+    def _ensure_index(self, conn: Any, dimension: int) -> None:
+        # HNSW needs a fixed dimension, known only once an embedder is chosen
+        if self._index_dimension == dimension:
+            return
+        conn.execute(
+            f"CREATE INDEX IF NOT EXISTS item_vectors_hnsw_{dimension} ON item_vectors "
+            f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)"
+        )
+        self._index_dimension = dimension
+
+    def vector(self, query: Sequence[float], prefix: Namespace, k: int) -> builtins.list[tuple[int, float, int]]:
+        """Cosine nomination through the HNSW index (exact scan under a prefix)."""
+        self._require_pgvector()
+        dim = len(query)
+        literal = "[" + ",".join(repr(float(x)) for x in query) + "]"
+        cast = f"::vector({dim})"
+        with self._conn() as conn, conn.transaction():
+            self._ensure_index(conn, dim)
+            conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * k))}")
+            if prefix:
+                sql = (
+                    f"SELECT v.item_ref, 1 - (v.embedding{cast} <=> %s{cast}), v.version FROM item_vectors v "
+                    f"JOIN items ON items.ref = v.item_ref WHERE vector_dims(v.embedding) = %s AND {_IN_NS} "
+                    f"ORDER BY v.embedding{cast} <=> %s{cast} LIMIT %s"
+                )
+                params: tuple[Any, ...] = (literal, dim, *c.ns_range(prefix), literal, k)
+            else:
+                sql = (
+                    f"SELECT item_ref, 1 - (embedding{cast} <=> %s{cast}), version FROM item_vectors "
+                    f"ORDER BY embedding{cast} <=> %s{cast} LIMIT %s"
+                )
+                params = (literal, literal, k)
+            rows = conn.execute(sql, params).fetchall()
+        return [(ref, float(score), version) for ref, score, version in rows]
+
+    def vector_backlog(self, limit: int, *, after: int = 0) -> builtins.list[tuple[int, int, str]]:
+        """Items whose vector is missing or stale."""
+        with self._conn() as conn:
+            return conn.execute(
+                "SELECT i.ref, i.version, i.text FROM items i LEFT JOIN item_vectors v ON v.item_ref = i.ref "
+                "WHERE i.ref > %s AND (v.item_ref IS NULL OR v.version <> i.version) ORDER BY i.ref LIMIT %s",
+                (after, limit),
+            ).fetchall()
+
+    def count_vectors(self) -> tuple[int, int]:
+        """``(items with a current vector, items without one)``."""
+        with self._conn() as conn:
+            current, total = conn.execute(
+                "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.ref = v.item_ref "
+                "AND i.version = v.version), (SELECT count(*) FROM items)"
+            ).fetchone()
+        return current, total - current
+
+    def put_vectors(self, rows: Sequence[tuple[int, int, bytes]]) -> int:
+        """Store vectors where the item is still at that version."""
+        with self._write() as conn, conn.cursor() as cur:
+            self._upsert_vectors(cur, rows)
+            return max(cur.rowcount, 0)
+
+    def drop_vectors(self) -> None:
+        """Delete every vector and any HNSW index."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM item_vectors")
+            for (name,) in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'item_vectors' AND indexname LIKE 'item_vectors_hnsw_%%'"
+            ).fetchall():
+                conn.execute(f'DROP INDEX IF EXISTS "{name}"')
+        self._index_dimension = None
+
+    # -- export / import --------------------------------------------------
+
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        """Items in address order, then history oldest first."""
+        with self._conn() as conn, conn.transaction():
+            items = conn.execute(f"SELECT {c.ITEM_COLUMNS} FROM items ORDER BY namespace, key").fetchall()
+            versions = conn.execute(f"SELECT {c.HISTORY_COLUMNS} FROM item_history ORDER BY seq").fetchall()
+        for r in items:
+            yield c.item_record(r)
+        for r in versions:
+            yield c.version_record(r)
+
+    def import_records(self, records: Iterable[dict[str, Any]], now: datetime) -> int:
+        """Write exported records verbatim; idempotent."""
+        at = c.ts(now)
+        written = 0
+        with self._write() as conn:
+            for kind, row in c.import_rows(records):
+                if kind == "item":
+                    ns, key = row[1], row[2]
+                    current = conn.execute(
+                        f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = %s AND key = %s", (ns, key)
+                    ).fetchone()
+                    if current is not None and tuple(current) == row:
+                        continue
+                    if current is not None:
+                        gone = conn.execute(
+                            f"DELETE FROM items WHERE namespace = %s AND key = %s RETURNING {c.ITEM_COLUMNS}",
+                            (ns, key),
+                        ).fetchall()
+                        self._history(conn, gone, "import", at, None)
+                    conn.execute(f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({', '.join(['%s'] * 12)})", row)
+                else:
+                    exists = conn.execute(
+                        "SELECT 1 FROM item_history WHERE item_id = %s AND version = %s AND change = %s "
+                        "AND changed_at = %s",
+                        (row[0], row[11], row[12], row[13]),
+                    ).fetchone()
+                    if exists:
+                        continue
+                    conn.execute(
+                        f"INSERT INTO item_history ({c.HISTORY_COLUMNS}) VALUES ({', '.join(['%s'] * 15)})", row
+                    )
+                written += 1
+        return written
+
+    def close(self) -> None:
+        """Close the pool."""
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
