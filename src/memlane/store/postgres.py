@@ -264,7 +264,8 @@ class PostgresStore(Store):
         """Set a value in ``meta``."""
         with self._write() as conn:
             conn.execute(
-                "INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                "INSERT INTO meta (name, value) VALUES (%s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                 (name, value),
             )
 
@@ -509,7 +510,8 @@ class PostgresStore(Store):
         """Full-text nomination: IDF-weighted, length-normalised ``ts_rank`` (BM25-like).
 
         Each term is quoted for ``to_tsquery`` (so it is a word, never
-        syntax) and normalised by the ``memlane`` configuration. A term's weight is ``ln(1 + (N - n + 0.5) / (n + 0.5))``, BM25's
+        syntax) and normalised by the ``memlane`` configuration. A term's weight
+        is ``ln(1 + (N - n + 0.5) / (n + 0.5))``, BM25's
         IDF, with ``n`` the rows it matches among the candidates' scope.
         """
         if not terms:
@@ -533,7 +535,8 @@ class PostgresStore(Store):
             weights = {w: math.log(1 + (total - n + 0.5) / (n + 0.5)) for w, n in counts if n}
             if not weights:
                 return []
-            pieces, params = [], []
+            pieces: builtins.list[str] = []
+            params: builtins.list[Any] = []
             for w, idf in weights.items():
                 pieces.append("%s * ts_rank(tsv, to_tsquery('simple', quote_literal(%s)), 1)")
                 params.extend((idf, w))
@@ -630,7 +633,8 @@ class PostgresStore(Store):
         with self._write() as conn:
             conn.execute("DELETE FROM item_vectors")
             for (name,) in conn.execute(
-                "SELECT indexname FROM pg_indexes WHERE tablename = 'item_vectors' AND indexname LIKE 'item_vectors_hnsw_%%'"
+                "SELECT indexname FROM pg_indexes "
+                "WHERE tablename = 'item_vectors' AND indexname LIKE 'item_vectors_hnsw_%%'"
             ).fetchall():
                 conn.execute(f'DROP INDEX IF EXISTS "{name}"')
         self._index_dimension = None
