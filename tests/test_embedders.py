@@ -249,6 +249,29 @@ def test_minilm_rejects_a_bare_string(mini: MiniLMEmbedder) -> None:
         mini.embed_batch([b"bytes"])  # type: ignore[list-item]
 
 
+@pytest.mark.parametrize("scale", [1.0, 40.0, -40.0])
+def test_minilm_attention_survives_extreme_scores(np: Any, mini: MiniLMEmbedder, scale: float) -> None:
+    # Scores are exponentiated without the usual max-shift unless they would
+    # overflow or vanish; push them there and compare with a plain softmax.
+    model = mini._get_model()
+    rng = np.random.default_rng(0)
+    length, hidden = 7, model.hidden
+    qkv = rng.standard_normal((length, 3 * hidden)).astype(np.float32)
+    qkv[:, :hidden] = np.abs(qkv[:, :hidden]) * scale  # queries
+    qkv[:, hidden : 2 * hidden] = np.abs(qkv[:, hidden : 2 * hidden])  # keys
+    ctx = np.zeros((length, hidden), dtype=np.float32)
+    model._attend(qkv, ctx, [(0, length)])
+
+    q, k, v = (qkv[:, i * hidden : (i + 1) * hidden].astype(np.float64) for i in range(3))
+    for h in range(model.heads):
+        cols = slice(h * model.head_dim, (h + 1) * model.head_dim)
+        scores = (q[:, cols] @ k[:, cols].T) * math.log(2)  # _attend takes log2-scaled scores
+        weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+        expected = weights / weights.sum(axis=1, keepdims=True) @ v[:, cols]
+        assert np.isfinite(ctx[:, cols]).all()
+        assert np.abs(ctx[:, cols] - expected).max() < 1e-4
+
+
 def test_erf_approximation_is_float32_accurate(np: Any) -> None:
     xs = np.linspace(-7, 7, 20001)
     exact = np.array([math.erf(x) for x in xs])

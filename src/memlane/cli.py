@@ -5,6 +5,10 @@ method and renders the answer: rich tables and trees for people, ``--json``
 (one JSON document on stdout) for scripts. Errors are mapped in one place,
 :func:`_command`: a :class:`~memlane.MemlaneError` becomes one ``Error: ...``
 line on stderr and exit code 2 (invalid input) or 1 (anything else).
+
+Every command that opens the memory takes ``--embedder NAME`` (see
+:func:`_open`); ``reindex`` is the one place where it names the embedder to
+change to rather than the one to open with.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.json import JSON
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -44,6 +55,16 @@ app = typer.Typer(
 Db = Annotated[
     str | None,
     typer.Option("--db", help="Database path or sqlite:///path (default: $MEMLANE_DB, else ./memlane.db)."),
+]
+EmbedderName = Annotated[
+    str | None,
+    typer.Option(
+        "--embedder",
+        metavar="NAME",
+        help="Embedder for vectors: minilm, fake, openai:<model>, or none for lexical only "
+        "(default: $MEMLANE_EMBEDDER, else the one the store records, else minilm when installed).",
+        show_default=False,
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")]
 Prefix = Annotated[str, typer.Option("--prefix", help="Only namespaces under this prefix, e.g. user/123.")]
@@ -91,6 +112,30 @@ def _command(name: str) -> Callable[[F], F]:
         return fn
 
     return register
+
+
+# -- opening --------------------------------------------------------------------
+
+NO_EMBEDDER = "none"  # --embedder none: lexical only, as MEMLANE_EMBEDDER=none
+
+
+def _open(db: str | None, embedder: str | None, *, hint: bool = True) -> memlane.Memory:
+    """Open the memory; ``embedder`` is the --embedder value, ``None`` when it was not given.
+
+    Not given leaves the choice to :func:`memlane.open` ($MEMLANE_EMBEDDER, the
+    store's recorded embedder, the default); ``none`` opens without vectors.
+    """
+    try:
+        if embedder is None:
+            return memlane.open(db)
+        return memlane.open(db, embedder=None if embedder == NO_EMBEDDER else embedder)
+    except memlane.EmbedderError as e:
+        if not hint:
+            raise
+        # The core speaks Python (embedder=...); say where the name came from and the CLI way out.
+        env = os.environ.get("MEMLANE_EMBEDDER")
+        source = f"; it came from $MEMLANE_EMBEDDER={env}" if embedder is None and env else ""
+        raise type(e)(f"{e}{source}; --embedder none opens the store for lexical search only") from e
 
 
 # -- input --------------------------------------------------------------------
@@ -181,6 +226,7 @@ def _show_items(items: list[Item]) -> None:
 
 def _put(
     db: str | None,
+    embedder: str | None,
     namespace: str,
     key: str | None,
     value: Any,
@@ -190,7 +236,7 @@ def _put(
     as_json: bool,
 ) -> None:
     meta = _metadata(metadata)
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         item = mem.put(namespace, key, value, text=text, metadata=meta, ttl=ttl)
     if as_json:
         _print_json(item.to_dict())
@@ -209,6 +255,7 @@ def set_item(
     metadata: Metadata = None,
     ttl: Ttl = None,
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """Write (upsert) a value at NAMESPACE KEY; a replaced value goes to history.
@@ -223,7 +270,7 @@ def set_item(
         memlane set user/123 profile.langs '["python", "go"]' --ttl 86400
         echo "long text" | memlane set user/123 notes.today -
     """
-    _put(db, namespace, key, _value(value, string), text, metadata, ttl, as_json)
+    _put(db, embedder, namespace, key, _value(value, string), text, metadata, ttl, as_json)
 
 
 @_command("note")
@@ -235,6 +282,7 @@ def note(
     metadata: Metadata = None,
     ttl: Ttl = None,
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """Store a value under a generated key (a note: searchable, still addressable).
@@ -244,7 +292,7 @@ def note(
     Example:
         memlane note user/123 "prefers short answers"
     """
-    _put(db, namespace, None, _value(value, string), text, metadata, ttl, as_json)
+    _put(db, embedder, namespace, None, _value(value, string), text, metadata, ttl, as_json)
 
 
 @_command("delete")
@@ -252,6 +300,7 @@ def delete_item(
     namespace: NamespaceArg,
     key: KeyArg,
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """Delete the item at NAMESPACE KEY (its last version is kept in history).
@@ -261,7 +310,7 @@ def delete_item(
     Example:
         memlane delete user/123 preferences.ui.theme
     """
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         deleted = mem.delete(namespace, key)
     if not deleted:
         _fail(f"no item at {namespace} key {key!r}")
@@ -276,6 +325,7 @@ def clear(
     prefix: Annotated[str, typer.Argument(help="Namespace prefix, e.g. user/123.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """Delete every item under a namespace prefix (kept in history).
@@ -290,7 +340,7 @@ def clear(
         if not _interactive():
             _fail(f"clear deletes every item under {prefix!r}; pass --yes to confirm", EXIT_INVALID)
         typer.confirm(f"Delete every item under {prefix!r}?", abort=True)
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         count = mem.clear(prefix)
     if as_json:
         _print_json({"cleared": count, "namespace_prefix": prefix})
@@ -303,7 +353,7 @@ def _interactive() -> bool:
 
 
 @_command("cleanup")
-def cleanup(db: Db = None, as_json: AsJson = False) -> None:
+def cleanup(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = False) -> None:
     """Physically remove expired items (they are already invisible to reads).
 
     Prints how many were removed.
@@ -311,7 +361,7 @@ def cleanup(db: Db = None, as_json: AsJson = False) -> None:
     Example:
         memlane cleanup
     """
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         count = mem.cleanup()
     if as_json:
         _print_json({"removed": count})
@@ -328,6 +378,7 @@ def get_item(
     key: KeyArg,
     value_only: Annotated[bool, typer.Option("--value", help="Print only the value as JSON.")] = False,
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """Read the item at NAMESPACE KEY; exits with code 1 when there is none.
@@ -339,7 +390,7 @@ def get_item(
         memlane get user/123 preferences.ui.theme
         memlane get user/123 preferences.ui.theme --value
     """
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         item = mem.get(namespace, key)
     if item is None:
         _fail(f"no item at {namespace} key {key!r}")
@@ -376,6 +427,7 @@ def fetch(
     prefix: Prefix = "",
     limit: Annotated[int, typer.Option("--limit", help="At most this many items.")] = 10,
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """Recall every item stored under exactly KEY, across namespaces, newest first.
@@ -385,7 +437,7 @@ def fetch(
     Example:
         memlane fetch preferences.ui.theme --prefix user
     """
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         items = mem.fetch(key, namespace_prefix=prefix, limit=limit)
     if as_json:
         _print_json([i.to_dict() for i in items])
@@ -401,6 +453,7 @@ def list_items(
     cursor: Annotated[str | None, typer.Option("--cursor", help="Continue from a previous page.")] = None,
     every: Annotated[bool, typer.Option("--all", help="Page through everything.")] = False,
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """List items in address order (namespace, then key), one page at a time.
@@ -414,7 +467,7 @@ def list_items(
         memlane list --all --json
     """
     items: list[Item] = []
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         while True:
             page = mem.list(prefix, key_prefix=key_prefix, limit=limit, cursor=cursor)
             items.extend(page.items)
@@ -434,6 +487,7 @@ def namespaces(
     prefix: PrefixArg = "",
     max_depth: Annotated[int | None, typer.Option("--max-depth", help="Cut namespaces to N segments.")] = None,
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """List the namespaces that hold live items.
@@ -443,7 +497,7 @@ def namespaces(
     Example:
         memlane namespaces user --max-depth 2
     """
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         found = mem.namespaces(prefix, max_depth=max_depth)
     if as_json:
         _print_json([list(ns) for ns in found])
@@ -460,6 +514,7 @@ def summarize(
     depth: Annotated[int, typer.Option("--depth", help="Cut keys to N taxonomy segments.")] = 3,
     key_prefix: KeyPrefix = "",
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """Show the taxonomy map: per namespace, key paths with item counts.
@@ -470,7 +525,7 @@ def summarize(
         memlane summarize user/123 --depth 1
         memlane summarize user/123 --key-prefix preferences --depth 2
     """
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         summary = mem.summarize(prefix, depth=depth, key_prefix=key_prefix)
     if as_json:
         _print_json(summary)
@@ -488,6 +543,7 @@ def history(
     namespace: NamespaceArg,
     key: KeyArg,
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """Show past versions of NAMESPACE KEY (replaced, deleted, cleared), newest first.
@@ -497,7 +553,7 @@ def history(
     Example:
         memlane history user/123 preferences.ui.theme
     """
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         versions = mem.history(namespace, key)
     if as_json:
         _print_json([ver.to_dict() for ver in versions])
@@ -516,70 +572,289 @@ def history(
 
 
 @_command("stats")
-def stats(db: Db = None, as_json: AsJson = False) -> None:
-    """Show counts (active and expired items, namespaces, history) and size.
+def stats(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = False) -> None:
+    """Show counts (items, namespaces, history, vectors), size and the embedder in use.
 
-    Expired items count until `cleanup` removes them.
+    Expired items count until `cleanup` removes them. vectors_missing counts
+    items without a current vector from the embedder in use; `reindex` makes them.
 
     Example:
         memlane stats --json
+        memlane stats --embedder none
     """
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         result = mem.stats()
     if as_json:
         _print_json(result.to_dict())
         return
     table = Table("field", "value")
     for name, shown in result.to_dict().items():
+        if name == "embedder" and shown is None:
+            shown = "none (lexical only)"
         table.add_row(name, Text(f"{shown:,}" if isinstance(shown, int) else str(shown)))
     _console().print(table)
 
 
 # -- ranked reads -------------------------------------------------------------
 
+Limit = Annotated[int, typer.Option("--limit", help="At most this many results.")]
+QueryArg = Annotated[str, typer.Argument(help="Words to search for (plain text, never index syntax).")]
 
-@_command("search")
-def search(
-    query: Annotated[str, typer.Argument(help="Words to search for.")],
-    prefix: Prefix = "",
-    limit: Annotated[int, typer.Option("--limit", help="At most this many results.")] = 10,
-    db: Db = None,
-    as_json: AsJson = False,
-) -> None:
-    """Search item text by topic, best first.
 
-    The query is plain words, never index syntax. Scores order the hits of one
-    search; they are not comparable across searches.
+def _channel_cell(hit: memlane.Hit, channel: str) -> str:
+    """``#rank (raw score)`` of one channel for one hit; ``-`` when the channel did not find it."""
+    rank = hit.ranks.get(channel)
+    if rank is None:
+        return "-"
+    raw = hit.channel_scores.get(channel)
+    return f"#{rank}" if raw is None else f"#{rank} ({raw:.4g})"
 
-    Example:
-        memlane search "editor theme" --prefix user/123 --limit 5
-    """
-    with memlane.open(db) as mem:
-        envelope = mem.search(query, namespace_prefix=prefix, limit=limit)
-    if as_json:
-        _print_json(envelope.to_dict())
-        return
+
+def _footer(envelope: memlane.Envelope) -> str:
+    parts = []
+    if envelope.operation == "recall":
+        parts.append(f"mode {envelope.params.get('mode')}")
+    counted = ", ".join(f"{ch} {n}" for ch, n in envelope.counts.items()) or "none"
+    parts.append(f"candidates: {counted}")
+    parts.append(f"dropped by hydration: {envelope.dropped_by_hydration}")
+    parts.append(f"truncated: {'yes' if envelope.truncated else 'no'}")
+    total = envelope.timings.get("total_ms")
+    if total is not None:
+        parts.append(f"{total:.1f} ms")
+    return " · ".join(parts)
+
+
+def _show_envelope(envelope: memlane.Envelope) -> None:
+    """The rendering `search` and `recall` share: hits, then a footer line and notes."""
     console = _console()
+    keyed = envelope.params.get("mode") == "keyed"
+    if keyed:
+        console.print(
+            Text(f"Keyed recall of {envelope.params['key']!r}: exact key, newest first, no ranking (score 0.0).")
+        )
+    # One column per channel that nominated anything, in the envelope's order.
+    channels = [ch for ch in envelope.counts if ch != "keyed"]
+    for hit in envelope.hits:
+        channels += [ch for ch in hit.ranks if ch not in channels]
     table = Table("#", box=box.SIMPLE_HEAD)
     table.add_column("namespace", overflow="fold")
     table.add_column("key", overflow="fold")
-    for name in ("score", "ranks", "text"):
-        table.add_column(name)
+    table.add_column("updated (UTC)" if keyed else "score", justify="left" if keyed else "right")
+    for ch in channels:
+        table.add_column(ch, justify="right")
+    table.add_column("text")
     for n, hit in enumerate(envelope.hits, 1):
-        ranks = " ".join(f"{ch}:{r}" for ch, r in hit.ranks.items())
         table.add_row(
             str(n),
             Text(namespace_text(hit.namespace)),
             Text(hit.key),
-            f"{hit.score:.4f}",
-            ranks,
+            _when(hit.item.updated_at) if keyed else f"{hit.score:.4f}",
+            *(_channel_cell(hit, ch) for ch in channels),
             _squeezable(_brief(hit.text, 80)),
         )
     console.print(table if envelope.hits else "No results.")
+    console.print(Text(_footer(envelope)))
     for note_text in envelope.notes:
         console.print(Text(f"Note: {note_text}"))
     if envelope.truncated:
         console.print("More results exist; raise --limit to see them.")
+
+
+def _split_channels(raw: str | None) -> list[str] | None:
+    if raw is None:
+        return None
+    return [ch.strip() for ch in raw.split(",") if ch.strip()]
+
+
+@_command("search")
+def search(
+    query: QueryArg,
+    prefix: Prefix = "",
+    limit: Limit = 10,
+    channels: Annotated[
+        str | None,
+        typer.Option(
+            "--channels",
+            metavar="LIST",
+            help="Comma-separated channels to nominate from: lexical, vector (default: both).",
+            show_default=False,
+        ),
+    ] = None,
+    candidate_k: Annotated[
+        int | None,
+        typer.Option("--candidate-k", help="Candidates each channel nominates (default: max(50, 2 x limit))."),
+    ] = None,
+    rrf_k: Annotated[
+        int | None, typer.Option("--rrf-k", help="The RRF constant k in 1/(k + rank) (default: 60).")
+    ] = None,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Search item text by topic, best first: lexical (BM25) and vector channels fused with RRF.
+
+    Each hit shows its fused score and, per channel, its rank and raw score
+    (lexical: BM25, higher is better; vector: cosine similarity). Scores order
+    the hits of one search; they are not calibrated relevance and are not
+    comparable across searches. Without an embedder the vector channel is
+    skipped, and a note says so.
+
+    Example:
+        memlane search "editor theme" --prefix user/123 --limit 5
+        memlane search "kitten" --channels vector
+        memlane search "editor theme" --channels lexical --json
+    """
+    options: dict[str, Any] = {}
+    chosen = _split_channels(channels)
+    if chosen is not None:
+        options["channels"] = chosen
+    if candidate_k is not None:
+        options["candidate_k"] = candidate_k
+    if rrf_k is not None:
+        options["rrf_k"] = rrf_k
+    with _open(db, embedder) as mem:
+        envelope = mem.search(query, namespace_prefix=prefix, limit=limit, **options)
+    if as_json:
+        _print_json(envelope.to_dict())
+    else:
+        _show_envelope(envelope)
+
+
+CHOOSER_MODES = ("single", "tiered")
+
+
+@_command("recall")
+def recall(
+    query: Annotated[str, typer.Argument(help="What to recall; may be omitted with --key.")] = "",
+    key: Annotated[
+        str | None, typer.Option("--key", help="Exact key: every item under it, newest first, no ranking.")
+    ] = None,
+    prefix: Prefix = "",
+    limit: Limit = 10,
+    mode: Annotated[
+        str, typer.Option("--mode", help="hybrid, lexical, vector, or single / tiered (chooser-assisted).")
+    ] = "hybrid",
+    chooser_model: Annotated[
+        str | None,
+        typer.Option(
+            "--chooser-model",
+            metavar="MODEL",
+            help="Chat model that picks addresses in single/tiered mode, via an OpenAI-compatible API "
+            "($MEMLANE_CHAT_BASE_URL or $OPENAI_BASE_URL; key $MEMLANE_CHAT_API_KEY or $OPENAI_API_KEY).",
+        ),
+    ] = None,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Recall memories the way an agent does: by exact key, or by query in a mode.
+
+    With --key it is the keyed fetch: every item stored under exactly KEY,
+    newest first, each scored 0.0. Otherwise QUERY is searched: hybrid (lexical
+    + vector, the default), lexical, vector, or single / tiered, where a chat
+    model (--chooser-model) picks addresses from the taxonomy map; without one
+    those two fall back to lexical and a note says so.
+
+    Example:
+        memlane recall "what editor theme?" --prefix user/123
+        memlane recall --key preferences.ui.theme --prefix user
+        memlane recall "editor theme" --mode tiered --chooser-model gpt-4o-mini
+    """
+    if key is None and not query.strip():
+        raise memlane.ValidationError("query", "give a QUERY to search for, or --key KEY for the keyed recall")
+    chooser = None
+    if chooser_model is not None:
+        if key is not None or mode not in CHOOSER_MODES:
+            raise memlane.ValidationError(
+                "chooser-model", "is only used by --mode single or tiered (and not with --key)"
+            )
+        chooser = memlane.OpenAIChooser(chooser_model)
+    with _open(db, embedder) as mem:
+        envelope = mem.recall(query, key=key, namespace_prefix=prefix, limit=limit, mode=mode, chooser=chooser)
+    if as_json:
+        _print_json(envelope.to_dict())
+    else:
+        _show_envelope(envelope)
+
+
+def _progress_visible() -> bool:
+    return sys.stderr.isatty()
+
+
+@_command("reindex")
+def reindex(
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            metavar="NAME",
+            help="Rebuild every vector with this embedder and record it as the store's (minilm, fake, "
+            "openai:<model>). Default: the embedder the store uses; only missing vectors are made.",
+            show_default=False,
+        ),
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts embedded per batch.")] = 64,
+    db: Db = None,
+    as_json: AsJson = False,
+) -> None:
+    """Bring every item's vector up to date, or switch the store to another embedder.
+
+    With --embedder NAME different from the store's, every vector is rebuilt
+    with NAME and NAME becomes the store's embedder: the way to change
+    embedders. Without it, the store's own embedder ($MEMLANE_EMBEDDER, else the
+    recorded one, else the default) makes only the missing vectors. A progress
+    bar goes to stderr when stderr is a terminal.
+
+    Example:
+        memlane reindex
+        memlane reindex --embedder minilm --batch-size 128
+    """
+    if embedder == NO_EMBEDDER:
+        raise memlane.ValidationError(
+            "embedder", "reindex needs an embedder to make vectors with; name one, e.g. --embedder minilm"
+        )
+    # A named embedder may differ from the recorded one: open without vectors so the mismatch
+    # check cannot refuse the very store we are about to rebuild.
+    opened = memlane.open(db, embedder=None) if embedder else _open(db, None, hint=False)
+    with opened as mem:
+        if embedder is None and mem.embedder is None:
+            raise memlane.EmbedderError(
+                "no embedder to reindex with ($MEMLANE_EMBEDDER is none, or the store records none and the "
+                "default is not installed); pass --embedder NAME, e.g. --embedder minilm"
+            )
+        progress = Progress(
+            TextColumn("Embedding"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=_console(stderr=True),
+            transient=True,
+            disable=not _progress_visible(),
+        )
+        with progress:
+            task = progress.add_task("reindex", total=None)
+            count = mem.reindex(
+                embedder,
+                batch_size=batch_size,
+                progress=lambda done, total: progress.update(task, completed=done, total=total),
+            )
+        result = mem.stats()
+    if as_json:
+        _print_json(
+            {
+                "embedded": count,
+                "embedder": result.embedder,
+                "vectors": result.vectors,
+                "vectors_missing": result.vectors_missing,
+            }
+        )
+    else:
+        _console().print(
+            Text(
+                f"Embedded {count} item{'s' * (count != 1)}; the store's embedder is {result.embedder} "
+                f"({result.vectors:,} vectors, {result.vectors_missing:,} missing)"
+            )
+        )
 
 
 # -- moving data --------------------------------------------------------------
@@ -589,6 +864,7 @@ def search(
 def export(
     file: Annotated[str, typer.Argument(help="Output JSONL file; - or omitted for stdout.")] = "-",
     db: Db = None,
+    embedder: EmbedderName = None,
 ) -> None:
     """Write every stored row (items, then history) as JSON Lines.
 
@@ -598,7 +874,7 @@ def export(
         memlane export backup.jsonl
         memlane export | gzip > backup.jsonl.gz
     """
-    with memlane.open(db) as mem:
+    with _open(db, embedder) as mem:
         if file == "-":
             count = _write_jsonl(mem.export_records(), sys.stdout)
         else:
@@ -649,6 +925,7 @@ class _JsonLines:
 def import_records(
     file: Annotated[str, typer.Argument(help="JSONL file written by `memlane export`; - for stdin.")],
     db: Db = None,
+    embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
     """Write exported records back exactly (ids, times, versions), all or nothing.
@@ -667,10 +944,10 @@ def import_records(
         TimeRemainingColumn(),
         console=_console(stderr=True),
         transient=True,
-        disable=not sys.stderr.isatty(),
+        disable=not _progress_visible(),
     )
     try:
-        with progress, memlane.open(db) as mem:
+        with progress, _open(db, embedder) as mem:
             task = progress.add_task("import", total=total)
             lines = _JsonLines(stream, lambda n: progress.advance(task, n))
             try:

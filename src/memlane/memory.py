@@ -298,6 +298,10 @@ class Memory:
                     f"{embedder.dimension}"
                 )
             blobs[text] = to_blob(normalise(vec))
+        recorded = _recorded_embedder(self._store) if self._embedder_recorded else None
+        if recorded is not None and recorded["dimension"] != embedder.dimension:
+            # open() compares names only, so a remote embedder is not called just to open a store
+            raise EmbedderMismatchError(_mismatch(recorded, embedder.name, embedder.dimension))
         if not self._embedder_recorded:
             self._store.set_meta("embedder", json.dumps({"name": embedder.name, "dimension": embedder.dimension}))
             self._embedder_recorded = True
@@ -589,6 +593,10 @@ class Memory:
         vector is rebuilt with it and it becomes the store's embedder (the way
         to change embedders). Otherwise only missing or stale vectors are
         made. ``progress(done, total)`` is called after each batch.
+
+        Resumable: the new embedder is recorded before the first batch, so if
+        embedding fails part way, calling ``reindex()`` again continues where
+        it stopped (``stats().vectors_missing`` shows what is left).
         """
         if embedder is not None:
             new = resolve_embedder(embedder)
@@ -600,6 +608,11 @@ class Memory:
             self._embedder, self._embedder_recorded = new, True
         if self._embedder is None:
             raise EmbedderError("no embedder to reindex with; pass one, e.g. reindex('minilm')")
+        if not self._embedder_recorded:
+            self._store.set_meta(
+                "embedder", json.dumps({"name": self._embedder.name, "dimension": self._embedder.dimension})
+            )
+            self._embedder_recorded = True
         batch_size = v.limit(batch_size, "batch_size", maximum=4096)
         _, total = self._store.count_vectors()
         done, after = 0, 0
@@ -663,18 +676,25 @@ def _choose_embedder(store: Store, spec: Any) -> Embedder | None:
             except EmbedderError as e:
                 raise EmbedderError(
                     f"this store's vectors were made by {recorded['name']!r}, which cannot be loaded here ({e}); "
-                    "open it with embedder=None for lexical search only"
+                    "open it without an embedder (Python: embedder=None; CLI: --embedder none) for lexical "
+                    "search only"
                 ) from e
         return get_embedder(DEFAULT_EMBEDDER) if _default_available() else None
     chosen = resolve_embedder(spec)
-    if chosen is not None and recorded is not None:
-        if (recorded["name"], recorded["dimension"]) != (chosen.name, chosen.dimension):
-            raise EmbedderMismatchError(
-                f"this store's vectors were made by {recorded['name']!r} ({recorded['dimension']} dimensions), "
-                f"not {chosen.name!r}; run `memlane reindex --embedder {chosen.name}` (or Memory.reindex) to "
-                "rebuild them, or open without embedder= to use the recorded one"
-            )
+    # names only: asking a remote embedder its dimension would cost a request on every open
+    if chosen is not None and recorded is not None and recorded["name"] != chosen.name:
+        raise EmbedderMismatchError(_mismatch(recorded, chosen.name))
     return chosen
+
+
+def _mismatch(recorded: dict[str, Any], name: str, dimension: int | None = None) -> str:
+    made = f"{recorded['name']!r} ({recorded['dimension']} dimensions)"
+    asked = f"{name!r}" + (f" ({dimension} dimensions)" if dimension is not None else "")
+    return (
+        f"this store's vectors were made by {made}, not {asked}; rebuild them with `memlane reindex --embedder "
+        f"{name}` (Python: Memory.reindex({name!r})), or open the store without choosing an embedder to use "
+        "the recorded one"
+    )
 
 
 def open(  # noqa: A001

@@ -492,7 +492,8 @@ class _Model:
             # Scores already carry log2(e); exp2 is cheaper than exp. Softmax is
             # shift-invariant, so the usual max-subtraction is skipped unless the
             # row sums show overflow or total underflow.
-            np.exp2(scores, out=scores)
+            with np.errstate(over="ignore", under="ignore"):  # per thread; checked just below
+                np.exp2(scores, out=scores)
             sums = np.matmul(scores, self._ones[:length])
             if not (np.isfinite(sums).all() and sums.min() > 1e-30):
                 scores = np.matmul(q, k.transpose(0, 2, 1))
@@ -534,26 +535,25 @@ class _Model:
         self._layer_norm(x, self.emb_ln_g, self.emb_ln_b)
         ctx = np.empty_like(x)
 
-        with np.errstate(over="ignore", under="ignore"):
-            for layer in self.layers:
-                qkv = x @ layer.qkv_w
-                qkv += layer.qkv_b
-                run(functools.partial(self._attend, qkv, ctx), span_parts)
-                del qkv
+        for layer in self.layers:
+            qkv = x @ layer.qkv_w
+            qkv += layer.qkv_b
+            run(functools.partial(self._attend, qkv, ctx), span_parts)
+            del qkv
 
-                attn = ctx @ layer.attn_out_w
-                attn += layer.attn_out_b
-                attn += x
-                x = self._layer_norm(attn, layer.ln1_g, layer.ln1_b)
+            attn = ctx @ layer.attn_out_w
+            attn += layer.attn_out_b
+            attn += x
+            x = self._layer_norm(attn, layer.ln1_g, layer.ln1_b)
 
-                u = x @ layer.ffn_in_w
-                u += layer.ffn_in_b
-                run(self._gelu_rows, [u[a:b] for a, b in itertools.pairwise(row_cuts)])
-                out = u @ layer.ffn_out_w
-                del u
-                out += layer.ffn_out_b
-                out += x
-                x = self._layer_norm(out, layer.ln2_g, layer.ln2_b)
+            u = x @ layer.ffn_in_w
+            u += layer.ffn_in_b
+            run(self._gelu_rows, [u[a:b] for a, b in itertools.pairwise(row_cuts)])
+            out = u @ layer.ffn_out_w
+            del u
+            out += layer.ffn_out_b
+            out += x
+            x = self._layer_norm(out, layer.ln2_g, layer.ln2_b)
 
         pooled = np.empty((len(ids), self.hidden), dtype=np.float32)
         for row, (start, length) in enumerate(spans):

@@ -1,0 +1,93 @@
+"""PostgreSQL-only behaviour: pgvector presence, concurrent processes, migrations, URLs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+import memlane
+from memlane import BackendUnavailableError, StoreError
+from memlane.store import postgres as pg
+from memlane.store import sqlite as lite
+
+
+@pytest.fixture
+def pg_url(postgres):  # type: ignore[no-untyped-def]
+    url = postgres.create()
+    yield url
+    postgres.drop(url)
+
+
+def test_migration_names_match_sqlite(pg_url):
+    assert [name for name, _ in pg.MIGRATIONS] == [name for name, _ in lite.MIGRATIONS]
+    with memlane.open(pg_url, embedder=None) as mem:
+        assert [name for name, _ in mem.store.migrations()] == ["m001_initial", "m002_vectors"]  # type: ignore[attr-defined]
+
+
+def test_vector_search_uses_an_hnsw_index(pg_url, postgres):
+    with memlane.open(pg_url, embedder="fake") as mem:
+        mem.put_many([{"namespace": "a", "key": f"k{i}", "value": f"note number {i}"} for i in range(50)])
+        assert mem.search("note number 7", channels=["vector"]).hits
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        names = [r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'item_vectors'")]
+    assert "item_vectors_hnsw_64" in names
+
+
+def test_database_without_pgvector_works_except_the_vector_channel(postgres):
+    postgres.execute("DO $$ BEGIN CREATE ROLE memlane_plain LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    url = postgres.create(owner="memlane_plain")
+    parts = urlsplit(url)
+    plain = urlunsplit(parts._replace(netloc=parts.netloc.replace("postgres:", "memlane_plain:", 1)))
+    try:
+        with memlane.open(plain, embedder="fake") as mem:
+            mem.put("a", "k", "orchids need humid air")  # vectors are still stored, as bytea
+            assert mem.get("a", "k").value == "orchids need humid air"
+            assert [h.key for h in mem.search("orchids", channels=["lexical"]).hits] == ["k"]
+            with pytest.raises(BackendUnavailableError, match="pgvector"):
+                mem.search("orchids", channels=["vector"])
+    finally:
+        postgres.drop(url)
+
+
+WRITER = """
+import sys, memlane
+url, tag = sys.argv[1], sys.argv[2]
+with memlane.open(url, embedder=None) as mem:
+    for i in range(500):
+        mem.put(("writer", tag), f"item.{i}", {"i": i})
+        mem.put("shared", "counter", {"by": tag, "i": i})
+"""
+
+
+def test_processes_writing_through_separate_pools_lose_nothing(pg_url):
+    memlane.open(pg_url, embedder=None).close()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(WRITER), pg_url, tag], stderr=subprocess.PIPE, text=True
+        )
+        for tag in ("a", "b", "c")
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    with memlane.open(pg_url, embedder=None) as mem:
+        for tag in ("a", "b", "c"):
+            assert len(mem.list(("writer", tag), limit=1000).items) == 500
+        shared = mem.get("shared", "counter")
+        history = mem.history("shared", "counter")
+        # 1,500 writes to one address: one live version and 1,499 in history, numbered without gaps
+        assert shared.version == 1500 and len(history) == 1499
+        assert sorted(v.version for v in history) == list(range(1, 1500))
+
+
+def test_location_hides_the_password():
+    assert pg.redact("postgresql://me:s3cret@db:5432/x") == "postgresql://me:***@db:5432/x"
+    with pytest.raises(StoreError) as e:
+        memlane.open("postgresql://me:s3cret@127.0.0.1:1/nothing?connect_timeout=1")
+    assert "s3cret" not in str(e.value)
