@@ -595,6 +595,36 @@ def stats(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = False)
     _console().print(table)
 
 
+@_command("migrate")
+def migrate(
+    db: Db = None,
+    status: Annotated[bool, typer.Option("--status", help="Only show which migrations are applied.")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Apply pending schema migrations, or show their status.
+
+    Migrations are ordered, named the same on every backend (m001_initial,
+    m002_vectors, ...) and recorded in the database. memlane applies them
+    when it opens a store; --status shows them without changing anything.
+
+    Example:
+        memlane migrate --status
+        memlane migrate --db postgresql://me@db.internal/memory
+    """
+    with memlane.open(db, migrate=False) as mem:
+        applied = [] if status else mem.migrate()
+        rows = mem.migration_status()
+    if as_json:
+        _print_json({"applied_now": applied, "migrations": rows})
+        return
+    table = Table("migration", "applied at", box=box.SIMPLE_HEAD)
+    for row in rows:
+        table.add_row(row["name"], row["applied_at"] or "pending")
+    _console().print(table)
+    if not status:
+        _console().print(f"Applied {len(applied)} migration(s).")
+
+
 # -- ranked reads -------------------------------------------------------------
 
 Limit = Annotated[int, typer.Option("--limit", help="At most this many results.")]

@@ -630,6 +630,17 @@ class Memory:
                 progress(done, total)
         return done
 
+    # -- schema -----------------------------------------------------------
+
+    def migration_status(self) -> builtins.list[dict[str, Any]]:
+        """Every migration this memlane knows, with when it was applied (``None``: pending)."""
+        applied = dict(self._store.migrations())
+        return [{"name": name, "applied_at": applied.get(name)} for name in self._store.migration_names]
+
+    def migrate(self) -> builtins.list[str]:
+        """Apply pending migrations; returns the names applied."""
+        return self._store.migrate()
+
     # -- moving data ------------------------------------------------------
 
     def export_records(self) -> Iterator[dict[str, Any]]:
@@ -703,6 +714,7 @@ def open(  # noqa: A001
     clock: Clock | None = None,
     author: str | None = None,
     embedder: Embedder | str | None = DEFAULT,
+    migrate: bool = True,
 ) -> Memory:
     """Open a memory.
 
@@ -718,13 +730,15 @@ def open(  # noqa: A001
             embedder it records and a new store the default (``minilm``) when
             its extra is installed. Naming a different embedder than the store
             records raises :class:`EmbedderMismatchError`.
+        migrate: apply pending schema migrations (the default). ``False``
+            opens without changing the schema, for ``migration_status()``.
     """
     url = url or os.environ.get("MEMLANE_DB") or DEFAULT_PATH
     store: Store
     if url.startswith(("postgresql://", "postgres://")):
         from .store.postgres import PostgresStore
 
-        store = PostgresStore(url)
+        store = PostgresStore(url, migrate=migrate)
     elif "://" in url and not url.startswith("sqlite:"):
         raise BackendUnavailableError(
             f"unknown database URL scheme {url.split('://')[0]!r}; use a path, sqlite:///path or postgresql://..."
@@ -732,7 +746,9 @@ def open(  # noqa: A001
     else:
         from .store.sqlite import SqliteStore, parse_url
 
-        store = SqliteStore(parse_url(url))
+        store = SqliteStore(parse_url(url), migrate=migrate)
+    if not migrate:
+        return Memory(store, clock=clock, author=author, embedder=None)
     try:
         chosen = _choose_embedder(store, embedder)
     except BaseException:

@@ -47,6 +47,15 @@ class Store(ABC):
 
     backend: str = "abstract"
     supports_lexical: bool = True
+    migration_names: tuple[str, ...] = ()
+
+    @abstractmethod
+    def migrate(self) -> builtins.list[str]:
+        """Apply pending migrations in order; returns the names applied."""
+
+    @abstractmethod
+    def migrations(self) -> builtins.list[tuple[str, str]]:
+        """Applied migrations ``(name, applied_at)``, by name."""
 
     @property
     @abstractmethod

@@ -178,7 +178,9 @@ class PostgresStore(Store):
 
     backend = "postgres"
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+    migration_names = tuple(name for name, _ in MIGRATIONS)
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, migrate: bool = True) -> None:
         if psycopg is None or ConnectionPool is None:
             raise BackendUnavailableError(
                 "PostgreSQL support needs the postgres extra: pip install 'memlane[postgres]'"
@@ -192,8 +194,10 @@ class PostgresStore(Store):
             self._pool.open(wait=True, timeout=15)
         except Exception as e:
             raise StoreError(f"cannot connect to {redact(url)}: {e}") from None
-        self.migrate()
-        self._vector_kind = self._detect_vector_kind()
+        self._vector_kind = "unknown"
+        if migrate:
+            self.migrate()
+            self._vector_kind = self._detect_vector_kind()
         self._index_dimension: int | None = None
 
     # -- plumbing ---------------------------------------------------------
@@ -239,11 +243,15 @@ class PostgresStore(Store):
                     conn.execute(sql)
                 conn.execute("INSERT INTO _memlane_migrations (name, applied_at) VALUES (%s, now()::text)", (name,))
                 applied.append(name)
+        if applied:
+            self._vector_kind = self._detect_vector_kind()
         return applied
 
     def migrations(self) -> builtins.list[tuple[str, str]]:
         """Applied migrations with their times."""
         with self._conn() as conn:
+            if conn.execute("SELECT to_regclass('_memlane_migrations')").fetchone()[0] is None:
+                return []
             return conn.execute("SELECT name, applied_at FROM _memlane_migrations ORDER BY name").fetchall()
 
     def _detect_vector_kind(self) -> str:

@@ -186,7 +186,9 @@ class SqliteStore(Store):
 
     backend = "sqlite"
 
-    def __init__(self, path: str, *, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
+    migration_names = tuple(name for name, _ in MIGRATIONS)
+
+    def __init__(self, path: str, *, busy_timeout: float = BUSY_TIMEOUT_S, migrate: bool = True) -> None:
         self._path = path
         self._lock = threading.RLock()
         if path != ":memory:":
@@ -206,7 +208,8 @@ class SqliteStore(Store):
         self._own_writes = 0
         self._vectors: VectorCache | None = None
         self._vectors_seen: tuple[int, int] | None = None
-        self.migrate()
+        if migrate:
+            self.migrate()
 
     # -- plumbing ---------------------------------------------------------
 
@@ -282,7 +285,12 @@ class SqliteStore(Store):
     def migrations(self) -> builtins.list[tuple[str, str]]:
         """Applied migrations with their times."""
         with self._lock:
-            return list(self._conn.execute("SELECT name, applied_at FROM _memlane_migrations ORDER BY name"))
+            exists = self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_memlane_migrations'"
+            ).fetchone()
+            if not exists:
+                return []
+            return builtins.list(self._conn.execute("SELECT name, applied_at FROM _memlane_migrations ORDER BY name"))
 
     def get_meta(self, name: str) -> str | None:
         """A value from the store's ``meta`` table."""
