@@ -71,11 +71,26 @@ class PostgresServer:
         return urlunsplit(parts._replace(path="/" + dbname))
 
     def create(self, owner: str | None = None) -> str:
+        """A new empty database; copied from a migrated template unless it needs another owner."""
         self._count += 1
         name = f"memlane_test_{os.getpid()}_{self._count}"
         with self._psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"' + (f' OWNER "{owner}"' if owner else ""))
+            if owner:
+                conn.execute(f'CREATE DATABASE "{name}" OWNER "{owner}"')
+            else:
+                conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self._template()}"')
         return self._url_for(name)
+
+    def _template(self) -> str:
+        # copying a migrated database is several times faster than migrating each one
+        name = f"memlane_template_{os.getpid()}"
+        if not getattr(self, "_template_ready", False):
+            with self._psycopg.connect(self.admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+                conn.execute(f'CREATE DATABASE "{name}"')
+            memlane.open(self._url_for(name), embedder=None).close()
+            self._template_ready = True
+        return name
 
     def drop(self, url: str) -> None:
         from urllib.parse import urlsplit

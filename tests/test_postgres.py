@@ -91,3 +91,35 @@ def test_location_hides_the_password():
     with pytest.raises(StoreError) as e:
         memlane.open("postgresql://me:s3cret@127.0.0.1:1/nothing?connect_timeout=1")
     assert "s3cret" not in str(e.value)
+
+
+def test_cli_export_from_sqlite_import_into_postgres_and_back(tmp_path, pg_url, monkeypatch):
+    from typer.testing import CliRunner
+
+    from memlane import cli
+
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "fake")
+    runner = CliRunner()
+    lite_db, back_db = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    with memlane.open(lite_db) as mem:
+        mem.put("user/1", "preferences.ui.theme", "dark", metadata={"m": 1})
+        mem.put("user/1", "preferences.ui.theme", {"mode": "light"})
+        mem.put("room/x", None, "a note about the billing cutover", ttl=3600)
+        mem.put("room/x", "gone", 3.12)
+        mem.delete("room/x", "gone")
+    first, second, third = (str(tmp_path / f"{n}.jsonl") for n in ("1", "2", "3"))
+    steps = [
+        ["export", first, "--db", lite_db],
+        ["import", first, "--db", pg_url],
+        ["export", second, "--db", pg_url],
+        ["import", second, "--db", back_db],
+        ["export", third, "--db", back_db],
+    ]
+    for args in steps:
+        result = runner.invoke(cli.app, args)
+        assert result.exit_code == 0, (args, result.output)
+    text = open(first).read()
+    assert text == open(second).read() == open(third).read()
+    with memlane.open(pg_url) as mem:
+        assert mem.stats().vectors == 2  # recomputed on import
+        assert mem.search("billing cutover").hits[0].value == "a note about the billing cutover"
