@@ -10,10 +10,12 @@ from .errors import (
     ChooserError,
     EmbedderError,
     EmbedderMismatchError,
+    ForbiddenError,
     MemlaneError,
     NotFoundError,
     SchemaVersionError,
     StoreError,
+    UnauthorizedError,
     ValidationError,
 )
 from .memory import Memory, open
@@ -28,6 +30,7 @@ __all__ = [
     "ChooserError",
     "EmbedderError",
     "EmbedderMismatchError",
+    "ForbiddenError",
     "Envelope",
     "Hit",
     "Item",
@@ -40,6 +43,7 @@ __all__ = [
     "SchemaVersionError",
     "Stats",
     "StoreError",
+    "UnauthorizedError",
     "ValidationError",
     "Version",
     "open",

@@ -50,6 +50,14 @@ class EmbedderMismatchError(EmbedderError):
     """The store's vectors were made by a different embedder than the one requested."""
 
 
+class ForbiddenError(MemlaneError, PermissionError):
+    """The calling agent may not read or write that namespace (HTTP 403)."""
+
+
+class UnauthorizedError(MemlaneError, PermissionError):
+    """No valid token was presented (HTTP 401)."""
+
+
 class ChooserError(MemlaneError):
     """A recall chooser failed: its service errored or answered nonsense."""
 
@@ -59,9 +67,11 @@ __all__ = [
     "ChooserError",
     "EmbedderError",
     "EmbedderMismatchError",
+    "ForbiddenError",
     "MemlaneError",
     "NotFoundError",
     "SchemaVersionError",
     "StoreError",
+    "UnauthorizedError",
     "ValidationError",
 ]

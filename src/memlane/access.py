@@ -1,0 +1,453 @@
+"""Agents, rooms, grants and the one visibility rule every shared read obeys.
+
+The embedded library is single-owner: whoever opens the file sees everything.
+Shared memory goes through the service, where every caller is an *agent*:
+
+* its private namespace is ``("agent", <name>, ...)``;
+* a room ``("room", <name>, ...)`` is readable and writable by its members;
+* grants give an agent ``read`` or ``write`` on any other namespace prefix
+  (``write`` implies ``read``);
+* an admin agent sees and may change everything.
+
+Access records are ordinary items in the reserved namespace ``_memlane/...``
+(text left empty so search never finds them), so they live in whichever
+backend the memory uses, travel with export/import, and keep a history: who
+was added to which room, and when, is answerable after the fact. Tokens are
+stored only as SHA-256 hashes.
+
+:class:`AgentView` wraps a :class:`~memlane.memory.Memory` with an agent's
+:class:`Scope`: the same methods, with every read narrowed to what the agent
+may see and every explicit namespace outside it refused with
+:class:`~memlane.errors.ForbiddenError` before any lookup.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import heapq
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import validate as v
+from .errors import ForbiddenError, NotFoundError, ValidationError
+from .model import Envelope, Item, Namespace, Page, Version, namespace_text
+
+if TYPE_CHECKING:
+    from .memory import Memory
+
+RESERVED = "_memlane"
+AGENTS: Namespace = (RESERVED, "agents")
+TOKENS: Namespace = (RESERVED, "tokens")
+ROOMS: Namespace = (RESERVED, "rooms")
+MODES = ("read", "write")
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _inside(ns: Namespace, prefix: Namespace) -> bool:
+    return ns[: len(prefix)] == prefix
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """``read`` or ``write`` on a namespace prefix."""
+
+    prefix: Namespace
+    mode: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"prefix": namespace_text(self.prefix), "mode": self.mode}
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """A caller of the service."""
+
+    name: str
+    admin: bool = False
+    grants: tuple[Grant, ...] = ()
+    rooms: tuple[str, ...] = ()
+
+    @property
+    def namespace(self) -> Namespace:
+        """The agent's private namespace."""
+        return ("agent", self.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (never the token)."""
+        return {
+            "name": self.name,
+            "admin": self.admin,
+            "namespace": namespace_text(self.namespace),
+            "rooms": list(self.rooms),
+            "grants": [g.to_dict() for g in self.grants],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The prefixes an agent may read and write; ``admin`` sees everything."""
+
+    read: tuple[Namespace, ...]
+    write: tuple[Namespace, ...]
+    admin: bool = False
+
+    def can_read(self, ns: Namespace) -> bool:
+        """Whether ``ns`` lies inside a readable prefix."""
+        return self.admin or any(_inside(ns, p) for p in self.read)
+
+    def can_write(self, ns: Namespace) -> bool:
+        """Whether ``ns`` lies inside a writable prefix (never the reserved one, unless admin)."""
+        return self.admin or (ns[0] != RESERVED and any(_inside(ns, p) for p in self.write))
+
+    def narrow(self, prefix: Namespace) -> list[Namespace]:
+        """The readable prefixes to search for a requested prefix.
+
+        ``()`` means everything the agent may see. A prefix inside a readable
+        one is itself; a prefix that contains readable ones becomes those.
+        A prefix that touches nothing readable is refused.
+        """
+        if self.admin:
+            return [prefix]
+        if any(_inside(prefix, p) for p in self.read):
+            return [prefix]
+        below = [p for p in self.read if _inside(p, prefix)]
+        if not below and prefix:
+            raise ForbiddenError(f"namespace {namespace_text(prefix)!r} is outside what this agent may read")
+        # drop prefixes nested in others so nothing is returned twice
+        return [p for p in below if not any(q != p and _inside(p, q) for q in below)]
+
+
+@dataclass(slots=True)
+class Access:
+    """Agents, rooms and grants, stored in the memory's reserved namespace."""
+
+    mem: Memory
+    _cache: dict[str, Any] = field(default_factory=dict)
+
+    # -- agents -----------------------------------------------------------
+
+    def create_agent(self, name: str, *, admin: bool = False) -> tuple[Agent, str]:
+        """Create an agent; returns it with its token, shown only this once."""
+        name = v.namespace((name,), "name")[0]
+        if self.mem.get(AGENTS, name) is not None:
+            raise ValidationError("name", f"agent {name!r} already exists; pick another name")
+        token = "ml_" + secrets.token_urlsafe(32)
+        self.mem.put_many(
+            [
+                {
+                    "namespace": AGENTS,
+                    "key": name,
+                    "value": {"admin": admin, "grants": [], "token": _hash(token)},
+                    "text": "",
+                },
+                {"namespace": TOKENS, "key": _hash(token), "value": name, "text": ""},
+            ]
+        )
+        return self.agent(name), token
+
+    def rotate_token(self, name: str) -> str:
+        """Issue a new token for an agent; the old one stops working."""
+        record = self._record(name)
+        token = "ml_" + secrets.token_urlsafe(32)
+        self.mem.delete(TOKENS, record["token"])
+        self.mem.put_many(
+            [
+                {"namespace": AGENTS, "key": name, "value": {**record, "token": _hash(token)}, "text": ""},
+                {"namespace": TOKENS, "key": _hash(token), "value": name, "text": ""},
+            ]
+        )
+        return token
+
+    def _record(self, name: str) -> dict[str, Any]:
+        item = self.mem.get(AGENTS, v.namespace((name,), "agent")[0])
+        if item is None:
+            raise NotFoundError(f"no agent named {name!r}; create it with `memlane agent create {name}`")
+        return dict(item.value)
+
+    def agent(self, name: str) -> Agent:
+        """An agent by name, with its rooms and grants."""
+        record = self._record(name)
+        rooms = tuple(sorted(r.key for r in self._rooms() if name in r.value.get("members", [])))
+        grants = tuple(Grant(tuple(g["prefix"]), g["mode"]) for g in record.get("grants", []))
+        return Agent(name, bool(record.get("admin")), grants, rooms)
+
+    def agents(self) -> list[Agent]:
+        """Every agent, by name."""
+        return [self.agent(i.key) for i in self.mem.list(AGENTS, limit=10_000).items]
+
+    def authenticate(self, token: str | None) -> Agent | None:
+        """The agent a token belongs to, or ``None``."""
+        if not token or len(token) > 200:
+            return None
+        item = self.mem.get(TOKENS, _hash(token))
+        if item is None:
+            return None
+        try:
+            return self.agent(item.value)
+        except NotFoundError:
+            return None
+
+    # -- rooms ------------------------------------------------------------
+
+    def _rooms(self) -> list[Item]:
+        return self.mem.list(ROOMS, limit=10_000).items
+
+    def create_room(self, name: str) -> dict[str, Any]:
+        """Create a room (``("room", name)``); idempotent."""
+        name = v.namespace((name,), "room")[0]
+        item = self.mem.get(ROOMS, name)
+        if item is None:
+            item = self.mem.put(ROOMS, name, {"members": []}, text="")
+        return {"name": name, "members": item.value["members"]}
+
+    def rooms(self) -> list[dict[str, Any]]:
+        """Every room with its members."""
+        return [{"name": r.key, "members": r.value["members"]} for r in self._rooms()]
+
+    def _room(self, name: str) -> Item:
+        item = self.mem.get(ROOMS, v.namespace((name,), "room")[0])
+        if item is None:
+            raise NotFoundError(f"no room named {name!r}; create it with `memlane room create {name}`")
+        return item
+
+    def add_member(self, room: str, agent: str) -> dict[str, Any]:
+        """Add an agent to a room."""
+        item = self._room(room)
+        self._record(agent)
+        members = sorted(set(item.value["members"]) | {agent})
+        self.mem.put(ROOMS, item.key, {"members": members}, text="")
+        return {"name": item.key, "members": members}
+
+    def remove_member(self, room: str, agent: str) -> dict[str, Any]:
+        """Remove an agent from a room."""
+        item = self._room(room)
+        members = [m for m in item.value["members"] if m != agent]
+        self.mem.put(ROOMS, item.key, {"members": members}, text="")
+        return {"name": item.key, "members": members}
+
+    # -- grants -----------------------------------------------------------
+
+    def grant(self, agent: str, prefix: Namespace | str, mode: str) -> Agent:
+        """Give an agent ``read`` or ``write`` on a namespace prefix."""
+        if mode not in MODES:
+            raise ValidationError("mode", f"{mode!r} is not one of read, write")
+        ns = v.namespace(prefix, "prefix")
+        if ns[0] == RESERVED:
+            raise ValidationError("prefix", "the _memlane namespace holds access records; it cannot be granted")
+        record = self._record(agent)
+        grants = [g for g in record.get("grants", []) if tuple(g["prefix"]) != ns]
+        grants.append({"prefix": list(ns), "mode": mode})
+        self.mem.put(AGENTS, agent, {**record, "grants": grants}, text="")
+        return self.agent(agent)
+
+    def revoke(self, agent: str, prefix: Namespace | str) -> Agent:
+        """Remove an agent's grant on a prefix."""
+        ns = v.namespace(prefix, "prefix")
+        record = self._record(agent)
+        grants = [g for g in record.get("grants", []) if tuple(g["prefix"]) != ns]
+        self.mem.put(AGENTS, agent, {**record, "grants": grants}, text="")
+        return self.agent(agent)
+
+    # -- the rule ---------------------------------------------------------
+
+    def scope(self, agent: Agent) -> Scope:
+        """What ``agent`` may read and write."""
+        write = [agent.namespace, *(("room", r) for r in agent.rooms)]
+        write += [g.prefix for g in agent.grants if g.mode == "write"]
+        read = write + [g.prefix for g in agent.grants if g.mode == "read"]
+        return Scope(tuple(dict.fromkeys(read)), tuple(dict.fromkeys(write)), agent.admin)
+
+    def view(self, agent: Agent) -> AgentView:
+        """The memory as ``agent`` sees it."""
+        return AgentView(self.mem, self.scope(agent), agent.name)
+
+
+class AgentView:
+    """A :class:`Memory` narrowed to one agent's scope; writes record the agent as author.
+
+    Reads under several readable prefixes run once per prefix and merge; every
+    explicit namespace is checked before any lookup.
+    """
+
+    def __init__(self, mem: Memory, scope: Scope, author: str) -> None:
+        self._mem = mem
+        self.scope = scope
+        self.author = author
+
+    # -- checks -----------------------------------------------------------
+
+    def _readable(self, namespace: Any) -> Namespace:
+        ns = v.namespace(namespace)
+        if not self.scope.can_read(ns):
+            raise ForbiddenError(f"namespace {namespace_text(ns)!r} is outside what this agent may read")
+        return ns
+
+    def _writable(self, namespace: Any) -> Namespace:
+        ns = v.namespace(namespace)
+        if not self.scope.can_write(ns):
+            raise ForbiddenError(f"namespace {namespace_text(ns)!r} is outside what this agent may write")
+        return ns
+
+    def _prefixes(self, prefix: Any) -> builtins.list[Namespace]:
+        return self.scope.narrow(v.namespace(prefix, "namespace_prefix", allow_empty=True))
+
+    def _as_author(self) -> Memory:
+        # the wrapped memory is shared between requests: write through a
+        # shallow copy that carries this agent as the author
+        import copy
+
+        mem = copy.copy(self._mem)
+        mem.author = self.author
+        return mem
+
+    # -- writes -----------------------------------------------------------
+
+    def put(self, namespace: Any, key: str | None, value: Any, **kwargs: Any) -> Item:
+        """``Memory.put`` inside the agent's writable scope."""
+        return self._as_author().put(self._writable(namespace), key, value, **kwargs)
+
+    def put_many(self, records: Iterable[Mapping[str, Any]]) -> builtins.list[Item]:
+        """``Memory.put_many``; every record's namespace must be writable."""
+        records = list(records)
+        for rec in records:
+            if isinstance(rec, Mapping) and "namespace" in rec:
+                self._writable(rec["namespace"])
+        return self._as_author().put_many(records)
+
+    def delete(self, namespace: Any, key: str) -> bool:
+        """``Memory.delete`` inside the writable scope."""
+        return self._as_author().delete(self._writable(namespace), key)
+
+    def clear(self, namespace_prefix: Any) -> int:
+        """``Memory.clear`` of a writable prefix."""
+        return self._as_author().clear(self._writable(namespace_prefix))
+
+    # -- exact reads ------------------------------------------------------
+
+    def get(self, namespace: Any, key: str) -> Item | None:
+        """``Memory.get`` inside the readable scope."""
+        return self._mem.get(self._readable(namespace), key)
+
+    def get_many(self, addresses: Iterable[tuple[Any, str]]) -> builtins.list[Item | None]:
+        """``Memory.get_many``; every address must be readable."""
+        checked = []
+        for addr in addresses:
+            if not isinstance(addr, tuple | list) or len(addr) != 2:
+                raise ValidationError("addresses", "each address must be a (namespace, key) pair")
+            checked.append((self._readable(addr[0]), addr[1]))
+        return self._mem.get_many(checked)
+
+    def history(self, namespace: Any, key: str) -> builtins.list[Version]:
+        """``Memory.history`` inside the readable scope."""
+        return self._mem.history(self._readable(namespace), key)
+
+    def fetch(self, key: str, *, namespace_prefix: Any = (), limit: int = 10) -> builtins.list[Item]:
+        """The keyed recall, over exactly what the agent may read."""
+        found = [self._mem.fetch(key, namespace_prefix=p, limit=limit) for p in self._prefixes(namespace_prefix)]
+        merged = sorted(
+            (i for items in found for i in items),
+            key=lambda i: (-i.updated_at.timestamp(), namespace_text(i.namespace)),
+        )
+        return merged[:limit]
+
+    def list(
+        self, namespace_prefix: Any = (), *, key_prefix: str = "", limit: int = 100, cursor: str | None = None
+    ) -> Page:
+        """Address-ordered pages over every readable prefix, merged."""
+        from .memory import _encode_cursor
+
+        limit = v.limit(limit)
+        pages = [
+            self._mem.list(p, key_prefix=key_prefix, limit=limit, cursor=cursor).items
+            for p in self._prefixes(namespace_prefix)
+        ]
+        merged = list(heapq.merge(*pages, key=lambda i: (namespace_text(i.namespace), i.key)))
+        if len(merged) > limit or any(len(p) == limit for p in pages):
+            merged = merged[:limit]
+            if merged:
+                return Page(merged, _encode_cursor(merged[-1].namespace, merged[-1].key))
+        return Page(merged[:limit], None)
+
+    def namespaces(self, prefix: Any = (), *, max_depth: int | None = None) -> builtins.list[Namespace]:
+        """Namespaces the agent may see."""
+        found = {ns for p in self._prefixes(prefix) for ns in self._mem.namespaces(p, max_depth=max_depth)}
+        return sorted(ns for ns in found if self.scope.admin or ns[0] != RESERVED)
+
+    def summarize(
+        self, namespace_prefix: Any = (), *, depth: int = 3, key_prefix: str = ""
+    ) -> dict[str, dict[str, int]]:
+        """The taxonomy map of what the agent may see."""
+        out: dict[str, dict[str, int]] = {}
+        for p in self._prefixes(namespace_prefix):
+            out.update(self._mem.summarize(p, depth=depth, key_prefix=key_prefix))
+        return dict(sorted(out.items()))
+
+    # -- ranked reads -----------------------------------------------------
+
+    def _merge(self, envelopes: Sequence[Envelope], limit: int) -> Envelope:
+        first = envelopes[0]
+        if first.params.get("mode") == "keyed":
+            hits = sorted(
+                (h for e in envelopes for h in e.hits),
+                key=lambda h: (-h.item.updated_at.timestamp(), namespace_text(h.namespace)),
+            )
+        else:
+            hits = sorted((h for e in envelopes for h in e.hits), key=lambda h: -h.score)
+        counts: dict[str, int] = {}
+        for e in envelopes:
+            for ch, n in e.counts.items():
+                counts[ch] = counts.get(ch, 0) + n
+        return Envelope(
+            operation=first.operation,
+            params=first.params | {"namespace_prefix": [e.params.get("namespace_prefix") for e in envelopes]},
+            hits=hits[:limit],
+            counts=counts,
+            dropped_by_hydration=sum(e.dropped_by_hydration for e in envelopes),
+            truncated=len(hits) > limit or any(e.truncated for e in envelopes),
+            timings={"total_ms": round(sum(e.timings.get("total_ms", 0.0) for e in envelopes), 3)},
+            notes=sorted({n for e in envelopes for n in e.notes}),
+        )
+
+    def search(self, query: str, *, namespace_prefix: Any = (), limit: int = 10, **kwargs: Any) -> Envelope:
+        """``Memory.search`` over the readable scope (one run per readable prefix, merged by score)."""
+        prefixes = self._prefixes(namespace_prefix)
+        if not prefixes:
+            return _empty("search", query, limit)
+        if len(prefixes) == 1:
+            return self._mem.search(query, namespace_prefix=prefixes[0], limit=limit, **kwargs)
+        return self._merge(
+            [self._mem.search(query, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes], limit
+        )
+
+    def recall(
+        self, query: str, *, key: str | None = None, namespace_prefix: Any = (), limit: int = 10, **kwargs: Any
+    ) -> Envelope:
+        """``Memory.recall`` over the readable scope; keyed recall is checked exactly like search."""
+        prefixes = self._prefixes(namespace_prefix)
+        if not prefixes:
+            return _empty("recall", query, limit)
+        if len(prefixes) == 1:
+            return self._mem.recall(query, key=key, namespace_prefix=prefixes[0], limit=limit, **kwargs)
+        return self._merge(
+            [self._mem.recall(query, key=key, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes], limit
+        )
+
+
+def _empty(operation: str, query: str, limit: int) -> Envelope:
+    return Envelope(
+        operation,
+        {"query": query, "limit": limit},
+        [],
+        {},
+        0,
+        False,
+        {"total_ms": 0.0},
+        ["this agent can read nothing yet"],
+    )
