@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-BACKENDS = ["sqlite", "postgres"]
+BACKENDS = ["sqlite", "postgres", "client"]
 
 
 class PostgresServer:
@@ -121,9 +122,17 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture(params=BACKENDS)
-def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def backend(request: pytest.FixtureRequest) -> str:
+    """Which backend a conformance test runs on; ``client`` is SQLite behind a live service."""
+    if request.param == "client" and "mem" not in request.fixturenames:
+        pytest.skip("opens the store directly; the sqlite run covers it")
+    return str(request.param)
+
+
+@pytest.fixture
+def store_url(request: pytest.FixtureRequest, backend: str, tmp_path) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The URL of a fresh, empty database on each backend."""
-    if request.param == "sqlite":
+    if backend in ("sqlite", "client"):
         yield str(tmp_path / "memory.db")
         return
     server: PostgresServer = request.getfixturevalue("postgres")
@@ -133,10 +142,31 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # typ
 
 
 @pytest.fixture
-def mem(store_url: str, clock: FakeClock) -> Iterator[memlane.Memory]:
-    """A fresh memory on each backend, driven by the fake clock."""
+def mem(request: pytest.FixtureRequest, backend: str, store_url: str, clock: FakeClock) -> Iterator[Any]:
+    """A fresh memory on each backend, driven by the fake clock.
+
+    On ``client`` it is a :class:`memlane.Client` with an admin token, talking
+    over loopback HTTP to a live service that holds the memory. Tests marked
+    ``embedded`` reach past the public API and do not run there.
+    """
     m = memlane.open(store_url, clock=clock, embedder="fake")
-    yield m
+    if backend != "client":
+        yield m
+        m.close()
+        return
+    if request.node.get_closest_marker("embedded"):
+        m.close()
+        pytest.skip("reaches into the embedded store; not a client operation")
+    from live import LiveServer
+    from memlane.access import Access
+    from memlane.server import create_app
+
+    _, token = Access(m).create_agent("tester", admin=True)
+    server = LiveServer(create_app(m))
+    client = memlane.Client(server.url, token)
+    yield client
+    client.close()
+    server.stop()
     m.close()
 
 

@@ -5,6 +5,7 @@ Two verbs for two questions: exact lookup when the agent knows the address
 (``search``). One SQLite file by default.
 """
 
+from .client import Client
 from .errors import (
     BackendUnavailableError,
     ChooserError,
@@ -28,6 +29,7 @@ __all__ = [
     "BackendUnavailableError",
     "Chooser",
     "ChooserError",
+    "Client",
     "EmbedderError",
     "EmbedderMismatchError",
     "ForbiddenError",

@@ -42,6 +42,7 @@ RESERVED = "_memlane"
 AGENTS: Namespace = (RESERVED, "agents")
 TOKENS: Namespace = (RESERVED, "tokens")
 ROOMS: Namespace = (RESERVED, "rooms")
+NOTHING: Namespace = (RESERVED, "nothing")
 MODES = ("read", "write")
 
 
@@ -114,7 +115,9 @@ class Scope:
         A prefix that touches nothing readable is refused.
         """
         if self.admin:
-            return [prefix]
+            if prefix:
+                return [prefix]
+            return [p for p in self.read if p[0] != RESERVED]
         if any(_inside(prefix, p) for p in self.read):
             return [prefix]
         below = [p for p in self.read if _inside(p, prefix)]
@@ -258,7 +261,14 @@ class Access:
     # -- the rule ---------------------------------------------------------
 
     def scope(self, agent: Agent) -> Scope:
-        """What ``agent`` may read and write."""
+        """What ``agent`` may read and write.
+
+        An admin may name any namespace; its broad reads (no prefix) cover
+        every top-level namespace except the reserved one.
+        """
+        if agent.admin:
+            tops = tuple((ns[0],) for ns in self.mem.namespaces(max_depth=1) if ns[0] != RESERVED)
+            return Scope(tops, tops, admin=True)
         write = [agent.namespace, *(("room", r) for r in agent.rooms)]
         write += [g.prefix for g in agent.grants if g.mode == "write"]
         read = write + [g.prefix for g in agent.grants if g.mode == "read"]
@@ -283,20 +293,22 @@ class AgentView:
 
     # -- checks -----------------------------------------------------------
 
-    def _readable(self, namespace: Any) -> Namespace:
-        ns = v.namespace(namespace)
+    def _readable(self, namespace: Any, field: str = "namespace") -> Namespace:
+        ns = v.namespace(namespace, field)
         if not self.scope.can_read(ns):
             raise ForbiddenError(f"namespace {namespace_text(ns)!r} is outside what this agent may read")
         return ns
 
-    def _writable(self, namespace: Any) -> Namespace:
-        ns = v.namespace(namespace)
+    def _writable(self, namespace: Any, field: str = "namespace") -> Namespace:
+        ns = v.namespace(namespace, field)
         if not self.scope.can_write(ns):
             raise ForbiddenError(f"namespace {namespace_text(ns)!r} is outside what this agent may write")
         return ns
 
     def _prefixes(self, prefix: Any) -> builtins.list[Namespace]:
-        return self.scope.narrow(v.namespace(prefix, "namespace_prefix", allow_empty=True))
+        # nothing readable: read a namespace that never holds items, so the
+        # core still validates every argument and answers in its usual shape
+        return self.scope.narrow(v.namespace(prefix, "namespace_prefix", allow_empty=True)) or [NOTHING]
 
     def _as_author(self) -> Memory:
         # the wrapped memory is shared between requests: write through a
@@ -327,7 +339,7 @@ class AgentView:
 
     def clear(self, namespace_prefix: Any) -> int:
         """``Memory.clear`` of a writable prefix."""
-        return self._as_author().clear(self._writable(namespace_prefix))
+        return self._as_author().clear(self._writable(namespace_prefix, "namespace_prefix"))
 
     # -- exact reads ------------------------------------------------------
 
@@ -411,15 +423,13 @@ class AgentView:
             counts=counts,
             dropped_by_hydration=sum(e.dropped_by_hydration for e in envelopes),
             truncated=len(hits) > limit or any(e.truncated for e in envelopes),
-            timings={"total_ms": round(sum(e.timings.get("total_ms", 0.0) for e in envelopes), 3)},
+            timings={k: round(sum(e.timings.get(k, 0.0) for e in envelopes), 3) for k in first.timings},
             notes=sorted({n for e in envelopes for n in e.notes}),
         )
 
     def search(self, query: str, *, namespace_prefix: Any = (), limit: int = 10, **kwargs: Any) -> Envelope:
         """``Memory.search`` over the readable scope (one run per readable prefix, merged by score)."""
         prefixes = self._prefixes(namespace_prefix)
-        if not prefixes:
-            return _empty("search", query, limit)
         if len(prefixes) == 1:
             return self._mem.search(query, namespace_prefix=prefixes[0], limit=limit, **kwargs)
         return self._merge(
@@ -431,23 +441,8 @@ class AgentView:
     ) -> Envelope:
         """``Memory.recall`` over the readable scope; keyed recall is checked exactly like search."""
         prefixes = self._prefixes(namespace_prefix)
-        if not prefixes:
-            return _empty("recall", query, limit)
         if len(prefixes) == 1:
             return self._mem.recall(query, key=key, namespace_prefix=prefixes[0], limit=limit, **kwargs)
         return self._merge(
             [self._mem.recall(query, key=key, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes], limit
         )
-
-
-def _empty(operation: str, query: str, limit: int) -> Envelope:
-    return Envelope(
-        operation,
-        {"query": query, "limit": limit},
-        [],
-        {},
-        0,
-        False,
-        {"total_ms": 0.0},
-        ["this agent can read nothing yet"],
-    )

@@ -308,10 +308,12 @@ class Memory:
         return [blobs[t] for t in texts]
 
     def _with_vectors(self, rows: builtins.list[PutRow]) -> builtins.list[PutRow]:
-        if self._embedder is None:
+        # an empty text has no meaning to embed (access records use it to stay out of search)
+        wanted = [r for r in rows if r.text]
+        if self._embedder is None or not wanted:
             return rows
-        blobs = self._embed([r.text for r in rows])
-        return [r._replace(vector=b) for r, b in zip(rows, blobs, strict=True)]
+        blobs = iter(self._embed([r.text for r in wanted]))
+        return [r._replace(vector=next(blobs)) if r.text else r for r in rows]
 
     def delete(self, namespace: Namespace | str, key: str) -> bool:
         """Delete an item (kept in history). Returns whether a live item was deleted."""

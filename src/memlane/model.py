@@ -18,6 +18,10 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat(timespec="microseconds")
 
 
+def _dt(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
 def namespace_text(namespace: Namespace) -> str:
     """The text form of a namespace: segments joined with ``/``."""
     return "/".join(namespace)
@@ -61,6 +65,24 @@ class Item:
             "expires_at": _iso(self.expires_at),
             "version": self.version,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Item:
+        """Rebuild from ``to_dict()`` output (as a client receives it over HTTP)."""
+        return cls(
+            d["id"],
+            tuple(d["namespace"]),
+            d["key"],
+            d.get("value"),
+            d["value_type"],
+            d.get("text", ""),
+            d.get("metadata") or {},
+            d.get("author"),
+            datetime.fromisoformat(d["created_at"]),
+            datetime.fromisoformat(d["updated_at"]),
+            _dt(d.get("expires_at")),
+            d["version"],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +131,27 @@ class Version:
             "changed_by": self.changed_by,
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Version:
+        """Rebuild from ``to_dict()`` output."""
+        return cls(
+            item_id=d["item_id"],
+            namespace=tuple(d["namespace"]),
+            key=d["key"],
+            value=d.get("value"),
+            value_type=d["value_type"],
+            text=d.get("text", ""),
+            metadata=d.get("metadata") or {},
+            author=d.get("author"),
+            created_at=datetime.fromisoformat(d["created_at"]),
+            updated_at=datetime.fromisoformat(d["updated_at"]),
+            expires_at=_dt(d.get("expires_at")),
+            version=d["version"],
+            change=d["change"],
+            changed_at=datetime.fromisoformat(d["changed_at"]),
+            changed_by=d.get("changed_by"),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Page:
@@ -120,6 +163,11 @@ class Page:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"items": [i.to_dict() for i in self.items], "next_cursor": self.next_cursor}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Page:
+        """Rebuild from ``to_dict()`` output."""
+        return cls([Item.from_dict(i) for i in d["items"]], d.get("next_cursor"))
 
 
 @dataclass(slots=True)
@@ -153,6 +201,11 @@ class Stats:
             "vectors": self.vectors,
             "vectors_missing": self.vectors_missing,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Stats:
+        """Rebuild from ``to_dict()`` output."""
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__ if k in d})  # type: ignore[arg-type]
 
 
 @dataclass(slots=True)
@@ -197,6 +250,11 @@ class Hit:
         out.update(score=self.score, ranks=self.ranks, channel_scores=self.channel_scores)
         return out
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Hit:
+        """Rebuild from ``to_dict()`` output."""
+        return cls(Item.from_dict(d), d["score"], d.get("ranks") or {}, d.get("channel_scores") or {})
+
 
 @dataclass(slots=True)
 class Envelope:
@@ -235,3 +293,17 @@ class Envelope:
             "timings": self.timings,
             "notes": self.notes,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Envelope:
+        """Rebuild from ``to_dict()`` output."""
+        return cls(
+            operation=d["operation"],
+            params=d.get("params") or {},
+            hits=[Hit.from_dict(h) for h in d.get("hits", [])],
+            counts=d.get("counts") or {},
+            dropped_by_hydration=d.get("dropped_by_hydration", 0),
+            truncated=d.get("truncated", False),
+            timings=d.get("timings") or {},
+            notes=d.get("notes") or [],
+        )

@@ -7,6 +7,8 @@ import pytest
 from memlane import ForbiddenError, NotFoundError, ValidationError
 from memlane.access import Access
 
+pytestmark = pytest.mark.embedded
+
 
 @pytest.fixture
 def access(mem):

@@ -7,6 +7,8 @@ import pytest
 import memlane
 from memlane import ValidationError
 
+pytestmark = pytest.mark.embedded
+
 
 def _fill(mem, clock):
     mem.put("user/1", "preferences.ui.theme", "dark", metadata={"m": [1, 2]})

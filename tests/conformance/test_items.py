@@ -121,6 +121,7 @@ def test_injection_like_strings_are_data(mem, evil):
     assert len(mem.list(("tenant",)).items) == 2
 
 
+@pytest.mark.embedded
 def test_history_on_replace_and_delete(mem, clock):
     mem.author = "alice"
     mem.put("u", "k", "v1")

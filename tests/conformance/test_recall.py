@@ -174,6 +174,7 @@ def test_lexical_only_memory_skips_vector_channel_with_a_note(store_url, clock):
         assert any("vector channel skipped" in n for n in env.notes)
 
 
+@pytest.mark.embedded
 def test_keyed_recall_is_exact_and_touches_no_index(mem, clock):
     mem.put("room/a", "session-digest", "older digest")
     clock.advance(1)

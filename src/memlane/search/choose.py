@@ -28,6 +28,7 @@ from ..errors import ChooserError, ValidationError
 from ..model import Envelope, Hit, namespace_text
 
 if TYPE_CHECKING:
+    from ..client import Client
     from ..memory import Memory
 
 MAX_OPTIONS = 200
@@ -54,8 +55,20 @@ def _split(option: str) -> tuple[str, str]:
     return ns, path
 
 
+def _addresses(mem: Any, prefix: Any) -> list[tuple[str, str]]:
+    """Every address under ``prefix``, through the public ``list`` (so a Client works too)."""
+    out: list[tuple[str, str]] = []
+    cursor = None
+    while True:
+        page = mem.list(prefix, limit=1000, cursor=cursor)
+        out += [(namespace_text(i.namespace), i.key) for i in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            return out
+
+
 def choose(
-    mem: Memory,
+    mem: Memory | Client,
     query: str,
     chooser: Chooser,
     *,
@@ -70,7 +83,7 @@ def choose(
     started = time.perf_counter()
     prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
     limit = v.limit(limit, maximum=1000)
-    addresses = [(namespace_text(ns), key) for ns, key in mem.store.addresses(prefix, "", mem._now())]
+    addresses = _addresses(mem, prefix)
     keys = {f"{ns}:{key}" for ns, key in addresses}
     notes: list[str] = []
     chosen: list[str] = []

@@ -617,7 +617,8 @@ class PostgresStore(Store):
         with self._conn() as conn:
             return conn.execute(
                 "SELECT i.ref, i.version, i.text FROM items i LEFT JOIN item_vectors v ON v.item_ref = i.ref "
-                "WHERE i.ref > %s AND (v.item_ref IS NULL OR v.version <> i.version) ORDER BY i.ref LIMIT %s",
+                "WHERE i.ref > %s AND i.text <> '' AND (v.item_ref IS NULL OR v.version <> i.version) "
+                "ORDER BY i.ref LIMIT %s",
                 (after, limit),
             ).fetchall()
 
@@ -626,7 +627,7 @@ class PostgresStore(Store):
         with self._conn() as conn:
             current, total = conn.execute(
                 "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.ref = v.item_ref "
-                "AND i.version = v.version), (SELECT count(*) FROM items)"
+                "AND i.version = v.version), (SELECT count(*) FROM items WHERE text <> '')"
             ).fetchone()
         return current, total - current
 

@@ -647,7 +647,8 @@ class SqliteStore(Store):
             self._check_open()
             return self._conn.execute(
                 "SELECT i.rowid, i.version, i.text FROM items i LEFT JOIN item_vectors v ON v.item_rowid = i.rowid "
-                "WHERE i.rowid > ? AND (v.item_rowid IS NULL OR v.version <> i.version) ORDER BY i.rowid LIMIT ?",
+                "WHERE i.rowid > ? AND i.text <> '' AND (v.item_rowid IS NULL OR v.version <> i.version) "
+                "ORDER BY i.rowid LIMIT ?",
                 (after, limit),
             ).fetchall()
 
@@ -657,7 +658,7 @@ class SqliteStore(Store):
             self._check_open()
             current, total = self._conn.execute(
                 "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.rowid = v.item_rowid "
-                "AND i.version = v.version), (SELECT count(*) FROM items)"
+                "AND i.version = v.version), (SELECT count(*) FROM items WHERE text <> '')"
             ).fetchone()
         return current, total - current
 

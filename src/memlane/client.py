@@ -1,0 +1,277 @@
+"""``Client``: the same methods and return types as :class:`~memlane.memory.Memory`, over HTTP.
+
+An agent on another machine talks to a ``memlane serve`` process with its
+token and sees exactly what the service's visibility rule lets it see. HTTP
+errors come back as the same memlane exceptions the library raises.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import errors
+from .model import Envelope, Item, Namespace, Page, Stats, Version
+
+if TYPE_CHECKING:
+    from .search.choose import Chooser
+
+_ERRORS: dict[int, type[errors.MemlaneError]] = {
+    401: errors.UnauthorizedError,
+    403: errors.ForbiddenError,
+    404: errors.NotFoundError,
+    409: errors.EmbedderMismatchError,
+    501: errors.BackendUnavailableError,
+    502: errors.EmbedderError,
+}
+
+
+def _ns(namespace: Any) -> Any:
+    return list(namespace) if isinstance(namespace, tuple) else namespace
+
+
+def _check_json(value: Any, metadata: Any, ttl: Any) -> None:
+    """Refuse what JSON cannot carry (NaN, Infinity, sets...) before sending, naming the field."""
+    from . import validate
+
+    validate.value(value)
+    validate.metadata(metadata)
+    validate.ttl(ttl)
+
+
+class Client:
+    """A memlane service seen through one agent's token.
+
+    Args:
+        url: the service's base URL, e.g. ``http://127.0.0.1:8420``.
+        token: the agent's token (``memlane agent create NAME`` prints it).
+        timeout: seconds per request.
+    """
+
+    def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
+        try:
+            import httpx
+        except ImportError as e:  # pragma: no cover - the client extra
+            raise errors.BackendUnavailableError("memlane.Client needs httpx: pip install 'memlane[client]'") from e
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
+        self._httpx = httpx
+
+    def __repr__(self) -> str:  # never the token
+        return f"<Client {self.url}>"
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport --------------------------------------------------------
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        try:
+            resp = self._http.request(method, f"/v1/{path}", json=body)
+        except self._httpx.HTTPError as e:
+            raise errors.StoreError(f"cannot reach the memlane service at {self.url}: {e}") from None
+        if resp.status_code == 200:
+            return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else resp.text
+        try:
+            err = resp.json()["error"]
+            message, field = err.get("message", ""), err.get("field")
+        except (ValueError, KeyError, TypeError):
+            message, field = resp.text[:200], None
+        if resp.status_code in (400, 413):
+            raise errors.ValidationError(field or "request", message)
+        raise _ERRORS.get(resp.status_code, errors.StoreError)(f"{message} (HTTP {resp.status_code} from {self.url})")
+
+    # -- writes -----------------------------------------------------------
+
+    def put(
+        self,
+        namespace: Namespace | str,
+        key: str | None,
+        value: Any,
+        *,
+        text: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        ttl: float | None = None,
+    ) -> Item:
+        """Write (upsert) a value; see :meth:`Memory.put`."""
+        _check_json(value, metadata, ttl)
+        body = {"namespace": _ns(namespace), "key": key, "value": value, "text": text, "metadata": metadata, "ttl": ttl}
+        return Item.from_dict(self._call("POST", "put", body))
+
+    def put_many(self, records: Iterable[Mapping[str, Any]]) -> builtins.list[Item]:
+        """Write many records in one transaction."""
+        sent: builtins.list[Any] = []
+        for n, r in enumerate(records):
+            if isinstance(r, Mapping):
+                try:
+                    _check_json(r.get("value"), r.get("metadata"), r.get("ttl"))
+                except errors.ValidationError as e:
+                    raise errors.ValidationError(
+                        e.field, f"{str(e).split(': ', 1)[1]} (record {n}); nothing was written"
+                    ) from e
+                r = dict(r) | ({"namespace": _ns(r["namespace"])} if "namespace" in r else {})
+            sent.append(r)
+        return [Item.from_dict(i) for i in self._call("POST", "put_many", {"records": sent})["items"]]
+
+    def delete(self, namespace: Namespace | str, key: str) -> bool:
+        """Delete an item; ``False`` if there was none."""
+        try:
+            self._call("POST", "delete", {"namespace": _ns(namespace), "key": key})
+        except errors.NotFoundError:
+            return False
+        return True
+
+    def clear(self, namespace_prefix: Namespace | str) -> int:
+        """Delete everything under a prefix the agent may write."""
+        return int(self._call("POST", "clear", {"namespace_prefix": _ns(namespace_prefix)})["deleted"])
+
+    def cleanup(self) -> int:
+        """Physically delete expired rows (admin tokens only)."""
+        return int(self._call("POST", "cleanup")["deleted"])
+
+    # -- exact reads ------------------------------------------------------
+
+    def get(self, namespace: Namespace | str, key: str) -> Item | None:
+        """The item, or ``None``."""
+        try:
+            return Item.from_dict(self._call("POST", "get", {"namespace": _ns(namespace), "key": key}))
+        except errors.NotFoundError:
+            return None
+
+    def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
+        """Many addresses in one request, in input order."""
+        body = {"addresses": [[_ns(a[0]), *a[1:]] if isinstance(a, tuple | list) and a else a for a in addresses]}
+        return [None if i is None else Item.from_dict(i) for i in self._call("POST", "get_many", body)["items"]]
+
+    def fetch(self, key: str, *, namespace_prefix: Namespace | str = (), limit: int = 10) -> builtins.list[Item]:
+        """Every visible item under exactly ``key``, newest first."""
+        body = {"key": key, "namespace_prefix": _ns(namespace_prefix), "limit": limit}
+        return [Item.from_dict(i) for i in self._call("POST", "fetch", body)["items"]]
+
+    def list(
+        self,
+        namespace_prefix: Namespace | str = (),
+        *,
+        key_prefix: str = "",
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        """Items in address order, one page at a time."""
+        body = {"namespace_prefix": _ns(namespace_prefix), "key_prefix": key_prefix, "limit": limit, "cursor": cursor}
+        return Page.from_dict(self._call("POST", "list", body))
+
+    def namespaces(self, prefix: Namespace | str = (), *, max_depth: int | None = None) -> builtins.list[Namespace]:
+        """Namespaces the agent may see."""
+        out = self._call("POST", "namespaces", {"prefix": _ns(prefix), "max_depth": max_depth})["namespaces"]
+        return [tuple(ns) for ns in out]
+
+    def summarize(
+        self, namespace_prefix: Namespace | str = (), *, depth: int = 3, key_prefix: str = ""
+    ) -> dict[str, dict[str, int]]:
+        """The taxonomy map."""
+        body = {"namespace_prefix": _ns(namespace_prefix), "depth": depth, "key_prefix": key_prefix}
+        return self._call("POST", "summarize", body)["summary"]  # type: ignore[no-any-return]
+
+    def history(self, namespace: Namespace | str, key: str) -> builtins.list[Version]:
+        """Past versions, newest first."""
+        out = self._call("POST", "history", {"namespace": _ns(namespace), "key": key})["versions"]
+        return [Version.from_dict(x) for x in out]
+
+    def stats(self) -> Stats:
+        """Store counts (admin tokens only)."""
+        return Stats.from_dict(self._call("GET", "stats"))
+
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        """Every item the agent may see, as exported records."""
+        text = self._call("GET", "export")
+        for line in text.splitlines():
+            if line.strip():
+                yield json.loads(line)
+
+    # -- ranked reads -----------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        namespace_prefix: Namespace | str = (),
+        limit: int = 10,
+        channels: Sequence[str] | None = None,
+        candidate_k: int | None = None,
+        embedding: Sequence[float] | None = None,
+        rrf_k: int = 60,
+        weights: Mapping[str, float] | None = None,
+    ) -> Envelope:
+        """Ranked search; see :meth:`Memory.search`."""
+        body = {
+            "query": query,
+            "namespace_prefix": _ns(namespace_prefix),
+            "limit": limit,
+            "channels": None if channels is None else builtins.list(channels),
+            "candidate_k": candidate_k,
+            "embedding": None if embedding is None else builtins.list(embedding),
+            "rrf_k": rrf_k,
+            "weights": None if weights is None else dict(weights),
+        }
+        return Envelope.from_dict(self._call("POST", "search", {k: v for k, v in body.items() if v is not None}))
+
+    def recall(
+        self,
+        query: str,
+        *,
+        key: str | None = None,
+        namespace_prefix: Namespace | str = (),
+        limit: int = 10,
+        mode: str = "hybrid",
+        embedding: Sequence[float] | None = None,
+        chooser: Chooser | None = None,
+    ) -> Envelope:
+        """The agent's entry point; see :meth:`Memory.recall`.
+
+        A chooser runs here, in the client's process: it sees the map of what
+        this agent may read and the chosen addresses are read with ``get_many``.
+        """
+        if chooser is not None and key is None and mode in ("single", "tiered"):
+            from .search.choose import choose
+
+            return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
+        body: dict[str, Any] = {"query": query, "namespace": _ns(namespace_prefix), "limit": limit, "mode": mode}
+        if key is not None:
+            body["key"] = key
+        if embedding is not None:
+            body["embedding"] = builtins.list(embedding)
+        return Envelope.from_dict(self._call("POST", "recall", body))
+
+    def recall_keyed(
+        self, key: str, fallback_query: str, namespace: Namespace | str | None = None, *, limit: int = 10
+    ) -> Envelope:
+        """Keyed recall that stays exact against any server version.
+
+        Sends both the key and a fallback query. Only hits whose key equals
+        ``key`` are accepted, so a server that ignores ``key`` (and searches
+        instead) can never hand back a different item; in that case the exact
+        ``fetch`` operation fills in what the search missed.
+        """
+        env = self.recall(fallback_query, key=key, namespace_prefix=namespace or (), limit=limit)
+        keyed = env.params.get("mode") == "keyed"
+        hits = [h for h in env.hits if h.key == key]
+        if not keyed:
+            env.notes.append("the server ignored 'key'; kept only hits with that key and fetched it exactly")
+            seen = {(h.namespace, h.key) for h in hits}
+            for item in self.fetch(key, namespace_prefix=namespace or (), limit=limit):
+                if (item.namespace, item.key) not in seen:
+                    from .model import Hit
+
+                    hits.append(Hit(item, 0.0))
+            hits.sort(key=lambda h: (-h.item.updated_at.timestamp(), "/".join(h.namespace)))
+        env.hits = hits[:limit]
+        return env

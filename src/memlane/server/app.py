@@ -1,0 +1,485 @@
+"""The memlane HTTP service: a versioned ``/v1`` JSON API over one :class:`Memory`.
+
+Thin by design: each route parses its body, asks :class:`~memlane.access.Access`
+who is calling, calls the same method on that agent's
+:class:`~memlane.access.AgentView`, and renders ``to_dict()``. One table maps
+memlane errors to HTTP statuses, with one JSON error shape::
+
+    {"error": {"type": "validation_error", "message": "...", "field": "ttl"}}
+
+The API is additive: request models ignore unknown fields, optional fields a
+client leaves out keep their defaults, and responses omit optional fields that
+are unset (``author``, ``expires_at``...), so a newer server answers an older
+client the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import errors
+from ..access import RESERVED, Access, Agent, AgentView
+from ..memory import Memory
+
+API_VERSION = "v1"
+MAX_BODY_BYTES = 32 * 1024 * 1024
+_OPTIONAL = {"author", "expires_at", "changed_by", "next_cursor", "embedding"}
+
+STATUS: list[tuple[type[Exception], int, str]] = [
+    (errors.ValidationError, 400, "validation_error"),
+    (errors.UnauthorizedError, 401, "unauthorized"),
+    (errors.ForbiddenError, 403, "forbidden"),
+    (errors.NotFoundError, 404, "not_found"),
+    (errors.EmbedderMismatchError, 409, "embedder_mismatch"),
+    (errors.BackendUnavailableError, 501, "unavailable"),
+    (errors.EmbedderError, 502, "embedder_error"),
+    (errors.ChooserError, 502, "chooser_error"),
+    (errors.StoreError, 503, "store_error"),
+    (errors.MemlaneError, 500, "error"),
+]
+
+
+def _compact(obj: Any) -> Any:
+    """Drop unset optional fields (``None``) from response dicts, recursively."""
+    if isinstance(obj, dict):
+        return {k: _compact(v) for k, v in obj.items() if not (v is None and k in _OPTIONAL)}
+    if isinstance(obj, list):
+        return [_compact(v) for v in obj]
+    return obj
+
+
+def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
+    """The one error shape."""
+    err: dict[str, Any] = {"type": kind, "message": message}
+    if field is not None:
+        err["field"] = field
+    return {"error": err}
+
+
+# -- request bodies ---------------------------------------------------------------
+# Loose types on purpose: the core validates every value once and names the
+# field, so HTTP callers get the same messages as Python callers.
+
+
+class Body(BaseModel):
+    """Base of every request body: unknown fields are ignored (additive API)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class PutBody(Body):
+    namespace: Any
+    key: str | None = None
+    value: Any = None
+    text: str | None = None
+    metadata: Any = None
+    ttl: Any = None
+
+
+class PutManyBody(Body):
+    records: list[Any]
+
+
+class AddressBody(Body):
+    namespace: Any
+    key: Any
+
+
+class GetManyBody(Body):
+    addresses: list[Any]
+
+
+class FetchBody(Body):
+    key: Any
+    namespace_prefix: Any = ()
+    limit: Any = 10
+
+
+class ListBody(Body):
+    namespace_prefix: Any = ()
+    key_prefix: Any = ""
+    limit: Any = 100
+    cursor: Any = None
+
+
+class NamespacesBody(Body):
+    prefix: Any = ()
+    max_depth: Any = None
+
+
+class SummarizeBody(Body):
+    namespace_prefix: Any = ()
+    depth: Any = 3
+    key_prefix: Any = ""
+
+
+class ClearBody(Body):
+    namespace_prefix: Any
+
+
+class SearchBody(Body):
+    query: Any
+    namespace_prefix: Any = ()
+    limit: Any = 10
+    channels: Any = None
+    candidate_k: Any = None
+    embedding: Any = None
+    rrf_k: Any = 60
+    weights: Any = None
+
+
+class RecallBody(Body):
+    query: Any = ""
+    namespace: Any = Field(default=(), description="namespace prefix to recall under")
+    limit: Any = 10
+    embedding: Any = None
+    key: Any = None
+    mode: Any = "hybrid"
+
+
+class AgentBody(Body):
+    name: str
+    admin: bool = False
+
+
+class RoomBody(Body):
+    name: str
+
+
+class MemberBody(Body):
+    agent: str
+
+
+class GrantBody(Body):
+    agent: str
+    prefix: Any
+    mode: str
+
+
+# -- result shapes, for /v1/operations and OpenAPI ---------------------------------
+
+
+class ItemOut(BaseModel):
+    id: str
+    namespace: list[str]
+    key: str
+    value: Any = None
+    value_type: str
+    text: str
+    metadata: dict[str, Any]
+    author: str | None = None
+    created_at: str
+    updated_at: str
+    expires_at: str | None = None
+    version: int
+
+
+class VersionOut(ItemOut):
+    id: str | None = None  # type: ignore[assignment]
+    item_id: str
+    change: str
+    changed_at: str
+    changed_by: str | None = None
+
+
+class HitOut(ItemOut):
+    score: float
+    ranks: dict[str, int]
+    channel_scores: dict[str, float]
+
+
+class EnvelopeOut(BaseModel):
+    operation: str
+    params: dict[str, Any]
+    hits: list[HitOut]
+    counts: dict[str, int]
+    dropped_by_hydration: int
+    truncated: bool
+    timings: dict[str, float]
+    notes: list[str]
+
+
+class ItemsOut(BaseModel):
+    items: list[ItemOut | None]
+
+
+class PageOut(BaseModel):
+    items: list[ItemOut]
+    next_cursor: str | None = None
+
+
+class VersionsOut(BaseModel):
+    versions: list[VersionOut]
+
+
+class NamespacesOut(BaseModel):
+    namespaces: list[list[str]]
+
+
+class SummaryOut(BaseModel):
+    summary: dict[str, dict[str, int]]
+
+
+class DeletedOut(BaseModel):
+    deleted: bool | int
+
+
+def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+    """Build the service over ``mem``.
+
+    Args:
+        mem: the memory every request reads and writes.
+        keyed_recall: answer ``key`` in ``/v1/recall`` (``False`` emulates an
+            older server that ignores it; clients must stay correct).
+        max_body_bytes: larger request bodies get 413.
+    """
+    app = FastAPI(
+        title="memlane",
+        version=API_VERSION,
+        description="Durable memory for AI agents: exact keyed lookup and confirmed hybrid search.",
+    )
+    access = Access(mem)
+    app.state.memory = mem
+    app.state.access = access
+    operations: list[dict[str, Any]] = []
+
+    # -- plumbing ---------------------------------------------------------
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > max_body_bytes:
+            return JSONResponse(
+                error_body("payload_too_large", f"request body is over {max_body_bytes:,} bytes"), status_code=413
+            )
+        return await call_next(request)
+
+    @app.exception_handler(errors.MemlaneError)
+    async def memlane_error(request: Request, exc: errors.MemlaneError) -> JSONResponse:
+        for cls, status, kind in STATUS:
+            if isinstance(exc, cls):
+                field = getattr(exc, "field", None)
+                message = str(exc)
+                if field and message.startswith(field + ": "):
+                    message = message[len(field) + 2 :]
+                return JSONResponse(error_body(kind, message, field), status_code=status)
+        raise AssertionError("unreachable: MemlaneError is in the table")  # pragma: no cover
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+        field = ".".join(loc) or None
+        message = first.get("msg", "malformed request")
+        if first.get("type") == "json_invalid":
+            message, field = "request body is not valid JSON", None
+        return JSONResponse(error_body("validation_error", message, field), status_code=400)
+
+    def caller(request: Request) -> Agent:
+        header = request.headers.get("authorization", "")
+        token = header[7:].strip() if header[:7].lower() == "bearer " else None
+        agent = access.authenticate(token)
+        if agent is None:
+            raise errors.UnauthorizedError("a valid token is required: send 'Authorization: Bearer <token>'")
+        return agent
+
+    def view(agent: Agent = Depends(caller)) -> AgentView:  # noqa: B008 - FastAPI's dependency idiom
+        return access.view(agent)
+
+    def admin(agent: Agent = Depends(caller)) -> Agent:  # noqa: B008
+        if not agent.admin:
+            raise errors.ForbiddenError("this operation needs an admin agent")
+        return agent
+
+    def route(
+        path: str, body: type[BaseModel], result: type[BaseModel], summary: str
+    ) -> Callable[[Callable[..., Any]], Any]:
+        """Register a POST operation and list it, with both schemas, in /v1/operations."""
+
+        def register(fn: Callable[..., Any]) -> Any:
+            operations.append(
+                {
+                    "name": path,
+                    "method": "POST",
+                    "path": f"/{API_VERSION}/{path}",
+                    "summary": summary,
+                    "params": body.model_json_schema(),
+                    "result": result.model_json_schema(),
+                }
+            )
+            return app.post(f"/{API_VERSION}/{path}", summary=summary, name=path, responses={200: {"model": result}})(
+                fn
+            )
+
+        return register
+
+    def ok(obj: Any) -> JSONResponse:
+        return JSONResponse(_compact(jsonable_encoder(obj)))
+
+    # -- item operations --------------------------------------------------
+
+    @route("put", PutBody, ItemOut, "Write (upsert) one value at (namespace, key).")
+    def put(body: PutBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        item = v.put(body.namespace, body.key, body.value, text=body.text, metadata=body.metadata, ttl=body.ttl)
+        return ok(item.to_dict())
+
+    @route("put_many", PutManyBody, ItemsOut, "Write many records in one transaction.")
+    def put_many(body: PutManyBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok({"items": [i.to_dict() for i in v.put_many(body.records)]})
+
+    @route("get", AddressBody, ItemOut, "Exact lookup of one address; 404 when missing.")
+    def get(body: AddressBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        item = v.get(body.namespace, body.key)
+        if item is None:
+            raise errors.NotFoundError(f"no item at {body.namespace!r} key {body.key!r}")
+        return ok(item.to_dict())
+
+    @route("get_many", GetManyBody, ItemsOut, "Exact lookup of many addresses, in input order (null where missing).")
+    def get_many(body: GetManyBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        items = v.get_many([tuple(a) if isinstance(a, list) else a for a in body.addresses])
+        return ok({"items": [None if i is None else i.to_dict() for i in items]})
+
+    @route("fetch", FetchBody, ItemsOut, "Every visible item under exactly this key, newest first.")
+    def fetch(body: FetchBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok(
+            {
+                "items": [
+                    i.to_dict() for i in v.fetch(body.key, namespace_prefix=body.namespace_prefix, limit=body.limit)
+                ]
+            }
+        )
+
+    @route("delete", AddressBody, DeletedOut, "Delete one item (kept in history); 404 when missing.")
+    def delete(body: AddressBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        if not v.delete(body.namespace, body.key):
+            raise errors.NotFoundError(f"no item at {body.namespace!r} key {body.key!r}")
+        return ok({"deleted": True})
+
+    @route("clear", ClearBody, DeletedOut, "Delete every item under a writable namespace prefix.")
+    def clear(body: ClearBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok({"deleted": v.clear(body.namespace_prefix)})
+
+    @route("list", ListBody, PageOut, "Items in address order, one page at a time.")
+    def list_items(body: ListBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        page = v.list(body.namespace_prefix, key_prefix=body.key_prefix, limit=body.limit, cursor=body.cursor)
+        return ok(page.to_dict())
+
+    @route("namespaces", NamespacesBody, NamespacesOut, "Namespaces the caller may see.")
+    def namespaces(body: NamespacesBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok({"namespaces": [list(ns) for ns in v.namespaces(body.prefix, max_depth=body.max_depth)]})
+
+    @route(
+        "summarize", SummarizeBody, SummaryOut, "The taxonomy map: key paths cut at depth, with counts, per namespace."
+    )
+    def summarize(body: SummarizeBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok({"summary": v.summarize(body.namespace_prefix, depth=body.depth, key_prefix=body.key_prefix)})
+
+    @route("history", AddressBody, VersionsOut, "Past versions of an address, newest first.")
+    def history(body: AddressBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok({"versions": [x.to_dict() for x in v.history(body.namespace, body.key)]})
+
+    @route("search", SearchBody, EnvelopeOut, "Ranked search: nominate, fuse (RRF), confirm against live rows.")
+    def search(body: SearchBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        kwargs: dict[str, Any] = {
+            "candidate_k": body.candidate_k,
+            "embedding": body.embedding,
+            "rrf_k": body.rrf_k,
+            "weights": body.weights,
+        }
+        if body.channels is not None:
+            kwargs["channels"] = body.channels
+        env = v.search(body.query, namespace_prefix=body.namespace_prefix, limit=body.limit, **kwargs)
+        return ok(env.to_dict())
+
+    @route(
+        "recall", RecallBody, EnvelopeOut, "The agent's entry point: with key, the exact keyed fetch; without, search."
+    )
+    def recall(body: RecallBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        key = body.key if keyed_recall else None
+        env = v.recall(
+            body.query,
+            key=key,
+            namespace_prefix=body.namespace,
+            limit=body.limit,
+            embedding=body.embedding,
+            mode=body.mode,
+        )
+        return ok(env.to_dict())
+
+    @app.get(f"/{API_VERSION}/export", summary="Every item the caller may see, as JSON lines.")
+    def export(v: AgentView = Depends(view)) -> PlainTextResponse:  # noqa: B008
+        import json
+
+        lines = []
+        cursor = None
+        while True:
+            page = v.list(limit=1000, cursor=cursor)
+            lines += [json.dumps({"record": "item", **i.to_dict()}, ensure_ascii=False) for i in page.items]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return PlainTextResponse("\n".join(lines) + ("\n" if lines else ""), media_type="application/x-ndjson")
+
+    @app.get(f"/{API_VERSION}/me", summary="Who the token belongs to and what it may see.")
+    def me(agent: Agent = Depends(caller)) -> JSONResponse:  # noqa: B008
+        scope = access.scope(agent)
+        return ok(
+            agent.to_dict() | {"read": ["/".join(p) for p in scope.read], "write": ["/".join(p) for p in scope.write]}
+        )
+
+    @app.post(f"/{API_VERSION}/cleanup", summary="Physically delete expired rows (admin).")
+    def cleanup(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        return ok({"deleted": mem.cleanup()})
+
+    @app.get(f"/{API_VERSION}/stats", summary="Counts and size of the whole store (admin).")
+    def stats(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        # access records are items too; report what agents stored
+        result = mem.stats()
+        reserved = len(mem.list((RESERVED,), limit=10_000).items)
+        result.active_items -= reserved
+        result.namespaces -= len(mem.namespaces((RESERVED,)))
+        return ok(result.to_dict() | {"access_records": reserved})
+
+    # -- administration ---------------------------------------------------
+
+    @app.post(f"/{API_VERSION}/admin/agents", summary="Create an agent; its token is returned once.")
+    def create_agent(body: AgentBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        agent, token = access.create_agent(body.name, admin=body.admin)
+        return ok({"agent": agent.to_dict(), "token": token})
+
+    @app.get(f"/{API_VERSION}/admin/agents", summary="Every agent with its rooms and grants.")
+    def list_agents(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        return ok({"agents": [a.to_dict() for a in access.agents()]})
+
+    @app.post(f"/{API_VERSION}/admin/rooms", summary="Create a room.")
+    def create_room(body: RoomBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        return ok(access.create_room(body.name))
+
+    @app.get(f"/{API_VERSION}/admin/rooms", summary="Every room with its members.")
+    def list_rooms(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        return ok({"rooms": access.rooms()})
+
+    @app.post(f"/{API_VERSION}/admin/rooms/{{room}}/members", summary="Add an agent to a room.")
+    def add_member(room: str, body: MemberBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        return ok(access.add_member(room, body.agent))
+
+    @app.delete(f"/{API_VERSION}/admin/rooms/{{room}}/members/{{agent}}", summary="Remove an agent from a room.")
+    def remove_member(room: str, agent: str, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        return ok(access.remove_member(room, agent))
+
+    @app.post(f"/{API_VERSION}/admin/grants", summary="Give an agent read or write on a namespace prefix.")
+    def grant(body: GrantBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        return ok(access.grant(body.agent, body.prefix, body.mode).to_dict())
+
+    @app.get(f"/{API_VERSION}/operations", summary="Every operation with its parameter JSON schema.")
+    def list_operations() -> JSONResponse:
+        return JSONResponse({"version": API_VERSION, "operations": operations})
+
+    return app
