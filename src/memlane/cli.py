@@ -91,7 +91,7 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _command(name: str) -> Callable[[F], F]:
+def _command(name: str, group: typer.Typer | None = None) -> Callable[[F], F]:
     """Register a command named ``name`` whose expected errors end in one line on stderr."""
 
     def register(fn: F) -> F:
@@ -108,7 +108,7 @@ def _command(name: str) -> Callable[[F], F]:
             except OSError as e:  # unreadable import file, unwritable export path...
                 _fail(f"{e.strerror}: {e.filename}" if e.filename else str(e))
 
-        app.command(name=name)(run)
+        (group or app).command(name=name)(run)
         return fn
 
     return register
@@ -994,3 +994,165 @@ def import_records(
         _print_json({"imported": count})
     else:
         _console().print(f"Imported {count} record{'s' * (count != 1)}")
+
+
+# -- the service and its agents --------------------------------------------------
+
+agent_app = typer.Typer(help="Agents of the shared service: each has a token and a private namespace.")
+room_app = typer.Typer(help="Rooms: namespaces room/<name> shared by their members.")
+app.add_typer(agent_app, name="agent")
+app.add_typer(room_app, name="room")
+
+
+def _access(mem: memlane.Memory) -> Any:
+    from .access import Access
+
+    return Access(mem)
+
+
+@_command("serve")
+def serve(
+    db: Db = None,
+    embedder: EmbedderName = None,
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8420,
+) -> None:
+    """Serve the memory over HTTP (/v1 JSON API, OpenAPI at /docs, MCP at /mcp, inspector at /).
+
+    On first start an admin agent is created and its token printed once;
+    later starts never show it again (rotate it with `memlane agent token admin`).
+
+    Example:
+        memlane serve --db memlane.db --port 8420
+    """
+    import uvicorn
+
+    from .server import create_app
+
+    with _open(db, embedder) as mem:
+        access = _access(mem)
+        err = _console(stderr=True)
+        if not any(a.admin for a in access.agents()):
+            _, token = access.create_agent("admin", admin=True)
+            err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
+        err.print(f"memlane serving {mem.store.location} at http://{host}:{port}", highlight=False)
+        uvicorn.run(create_app(mem), host=host, port=port, log_level="warning")
+
+
+@_command("create", agent_app)
+def agent_create(
+    name: Annotated[str, typer.Argument(help="The agent's name; its namespace is agent/<name>.")],
+    db: Db = None,
+    admin: Annotated[bool, typer.Option("--admin", help="May read and change everything.")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Create an agent and print its token, once (only a hash is stored).
+
+    Example:
+        memlane agent create planner
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        agent, token = _access(mem).create_agent(name, admin=admin)
+    if as_json:
+        _print_json({"agent": agent.to_dict(), "token": token})
+        return
+    _console().print(f"Created agent {agent.name!r} (namespace agent/{agent.name}).", highlight=False)
+    _console().print(f"Token (shown once): {token}", highlight=False)
+
+
+@_command("token", agent_app)
+def agent_token(
+    name: Annotated[str, typer.Argument(help="The agent whose token to replace.")],
+    db: Db = None,
+) -> None:
+    """Issue a new token for an agent; the old one stops working at once.
+
+    Example:
+        memlane agent token admin
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        token = _access(mem).rotate_token(name)
+    _console().print(f"New token for {name!r} (shown once): {token}", highlight=False)
+
+
+@_command("list", agent_app)
+def agent_list(db: Db = None, as_json: AsJson = False) -> None:
+    """List agents with their rooms and grants.
+
+    Example:
+        memlane agent list --json
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        agents = _access(mem).agents()
+    if as_json:
+        _print_json([a.to_dict() for a in agents])
+        return
+    table = Table("agent", "admin", "rooms", "grants", box=box.SIMPLE_HEAD)
+    for a in agents:
+        grants = ", ".join(f"{g.mode} {namespace_text(g.prefix)}" for g in a.grants)
+        table.add_row(a.name, "yes" if a.admin else "", ", ".join(a.rooms), grants)
+    _console().print(table)
+
+
+@_command("create", room_app)
+def room_create(
+    name: Annotated[str, typer.Argument(help="Room name; its namespace is room/<name>.")], db: Db = None
+) -> None:
+    """Create a room.
+
+    Example:
+        memlane room create eng
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        room = _access(mem).create_room(name)
+    _console().print(f"Room {room['name']!r}: members {', '.join(room['members']) or '(none)'}", highlight=False)
+
+
+@_command("add", room_app)
+def room_add(
+    room: Annotated[str, typer.Argument(help="Room name.")],
+    agent: Annotated[str, typer.Argument(help="Agent to add.")],
+    db: Db = None,
+) -> None:
+    """Add an agent to a room: it may then read and write room/<name>.
+
+    Example:
+        memlane room add eng planner
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        result = _access(mem).add_member(room, agent)
+    _console().print(f"Room {result['name']!r}: members {', '.join(result['members'])}", highlight=False)
+
+
+@_command("remove", room_app)
+def room_remove(
+    room: Annotated[str, typer.Argument(help="Room name.")],
+    agent: Annotated[str, typer.Argument(help="Agent to remove.")],
+    db: Db = None,
+) -> None:
+    """Remove an agent from a room.
+
+    Example:
+        memlane room remove eng planner
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        result = _access(mem).remove_member(room, agent)
+    _console().print(f"Room {result['name']!r}: members {', '.join(result['members']) or '(none)'}", highlight=False)
+
+
+@_command("grant")
+def grant(
+    agent: Annotated[str, typer.Argument(help="Agent name.")],
+    prefix: Annotated[str, typer.Argument(help="Namespace prefix, e.g. project/billing.")],
+    mode: Annotated[str, typer.Argument(help="read or write (write includes read).")],
+    db: Db = None,
+) -> None:
+    """Give an agent read or write on a namespace prefix.
+
+    Example:
+        memlane grant planner project/billing read
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        result = _access(mem).grant(agent, prefix, mode)
+    grants = ", ".join(f"{g.mode} {namespace_text(g.prefix)}" for g in result.grants)
+    _console().print(f"Agent {result.name!r} grants: {grants}", highlight=False)

@@ -482,4 +482,9 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
     def list_operations() -> JSONResponse:
         return JSONResponse({"version": API_VERSION, "operations": operations})
 
+    from ..mcp import mount_mcp
+    from .inspector import mount_inspector
+
+    mount_mcp(app, mem, access)
+    mount_inspector(app)
     return app
