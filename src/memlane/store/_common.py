@@ -67,6 +67,23 @@ def key_range(prefix: str) -> tuple[str, str, str]:
     return prefix, prefix + ".", prefix + "/"
 
 
+def live_filter(prefix: Namespace, key_prefix: str, now: datetime, p: str = "?") -> tuple[str, list[Any]]:
+    """``WHERE`` text and parameters for live rows under both prefixes.
+
+    ``p`` is the driver's placeholder (``?`` for sqlite3, ``%s`` for psycopg);
+    only fixed SQL fragments are joined, every value is a parameter.
+    """
+    where = [f"(expires_at IS NULL OR expires_at > {p})"]
+    params: list[Any] = [ts(now)]
+    if prefix:
+        where.append(f"(namespace = {p} OR (namespace >= {p} AND namespace < {p}))")
+        params.extend(ns_range(prefix))
+    if key_prefix:
+        where.append(f"(key = {p} OR (key >= {p} AND key < {p}))")
+        params.extend(key_range(key_prefix))
+    return " AND ".join(where), params
+
+
 def parse_metadata(text: str) -> dict[str, Any]:
     """Stored metadata JSON to a dict (a fresh ``{}`` for the common empty case)."""
     return {} if text == "{}" else loads_json(text)

@@ -430,15 +430,7 @@ class PostgresStore(Store):
         return [c.row_to_item(r) for r in rows]
 
     def _filter(self, prefix: Namespace, key_prefix: str, now: datetime) -> tuple[str, builtins.list[Any]]:
-        where = [_LIVE]
-        params: builtins.list[Any] = [c.ts(now)]
-        if prefix:
-            where.append(_IN_NS)
-            params.extend(c.ns_range(prefix))
-        if key_prefix:
-            where.append(_IN_KEY)
-            params.extend(c.key_range(key_prefix))
-        return " AND ".join(where), params
+        return c.live_filter(prefix, key_prefix, now, "%s")
 
     def list(
         self,

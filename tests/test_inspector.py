@@ -1,0 +1,350 @@
+"""The web inspector at ``/``: served safely, and driven in real headless Chromium with real clicks.
+
+The browser tests need Debian's ``chromium`` and ``chromium-driver`` packages
+and the ``selenium`` Python package; ``make test`` installs them. When they are
+missing the tests fail (never skip) and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+import memlane
+from live import LiveServer
+from memlane.access import Access
+from memlane.server import create_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+TOKEN_KEY = "memlane.inspector.token"
+XSS = '<img src=x onerror="window.__pwned=1">'
+
+
+# -- the data: two agents, a shared room, a private room, items with history ----
+
+
+class Site:
+    """A live service over a seeded memory, and alice's token."""
+
+    def __init__(self, db: Path) -> None:
+        self.mem = memlane.open(str(db), embedder="fake")
+        access = Access(self.mem)
+        _, self.token = access.create_agent("alice")
+        access.create_agent("bob")
+        access.create_room("team")
+        access.add_member("team", "alice")
+        access.add_member("team", "bob")
+        access.create_room("secret")
+        access.add_member("secret", "bob")
+        alice = access.view(access.agent("alice"))
+        bob = access.view(access.agent("bob"))
+        for theme in ("light", "sepia", "dark"):  # version 3, two earlier versions in history
+            alice.put(("agent", "alice"), "preferences.ui.theme", theme, metadata={"source": "settings page"})
+        alice.put(("agent", "alice"), "preferences.editor.font", {"family": "Fira Code", "size": 13})
+        alice.put_many(
+            [{"namespace": ("agent", "alice"), "key": f"log.{i:03d}", "value": f"entry {i}"} for i in range(30)]
+        )
+        alice.put(("room", "team"), "decisions.db", "Use SQLite <b>not</b> Postgres for the dark theme store")
+        alice.put(("room", "team"), "notes.html", XSS)
+        bob.put(("room", "secret"), "plan", "bob's dark secret")
+        self.server = LiveServer(create_app(self.mem))
+        self.url = self.server.url + "/"
+
+    def close(self) -> None:
+        self.server.stop()
+        self.mem.close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    s = Site(tmp_path_factory.mktemp("inspector") / "memory.db")
+    yield s
+    s.close()
+
+
+# -- served safely (no browser needed) -------------------------------------------
+
+
+def test_page_and_assets_are_served_locally_under_a_strict_policy(tmp_path: Path) -> None:
+    mem = memlane.open(str(tmp_path / "m.db"), embedder=None)
+    client = TestClient(create_app(mem))
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "connect-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert page.headers["referrer-policy"] == "no-referrer"
+    # only local assets: nothing from a CDN, no inline script
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page.text)
+    assert re.findall(r"<script[^>]*>", page.text) == ['<script src="inspector/app.js" defer>']
+    js = client.get("/inspector/app.js")
+    assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+    assert "innerHTML" not in js.text.replace("never innerHTML", "")
+    css = client.get("/inspector/style.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    missing = client.get("/inspector/index.py")
+    assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
+    assert client.get("/inspector/..%2Finspector.py").status_code == 404
+    assert client.head("/").status_code == 200
+    # the API is untouched
+    assert client.get("/v1/me").json()["error"]["type"] == "unauthorized"
+    mem.close()
+
+
+# -- the browser -----------------------------------------------------------------
+
+
+def _require_browser() -> None:
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(
+            f"headless Chromium is not installed ({', '.join(missing)} missing): run `make test`, which installs "
+            "Debian's chromium and chromium-driver packages (or: apt-get install -y chromium chromium-driver)",
+            pytrace=False,
+        )
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        pytest.fail("the selenium package is not installed: run `make test`, which installs the dev extras")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    _require_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.TemporaryDirectory(prefix="memlane-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1440,1000",
+        f"--user-data-dir={profile.name}",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(15)
+    yield driver
+    driver.quit()
+    profile.cleanup()
+
+
+def _wait(driver: Any, condition: Callable[[Any], Any], timeout: float = 10) -> Any:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # the page re-renders parts of itself: an element seen a moment ago may be gone, so look again
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    return WebDriverWait(driver, timeout, poll_frequency=0.05, ignored_exceptions=ignored).until(condition)
+
+
+def _css(driver: Any, selector: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, selector)
+
+
+def _all(driver: Any, selector: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def _visible(selector: str) -> Callable[[Any], Any]:
+    def check(driver: Any) -> Any:
+        found = [e for e in _all(driver, selector) if e.is_displayed()]
+        return found[0] if found else False
+
+    return check
+
+
+def _text_in(selector: str, text: str) -> Callable[[Any], bool]:
+    def check(driver: Any) -> bool:
+        return any(text in e.text for e in _all(driver, selector) if e.is_displayed())
+
+    return check
+
+
+def _fresh(driver: Any, site: Site) -> None:
+    """A clean tab on the inspector, signed out."""
+    driver.get(site.url)
+    driver.execute_script("sessionStorage.clear()")
+    driver.get(site.url)
+    _wait(driver, _visible("#token"))
+
+
+def _sign_in(driver: Any, token: str) -> None:
+    field = _css(driver, "#token")
+    field.clear()
+    field.send_keys(token)
+    _css(driver, "#signin-form button[type=submit]").click()
+
+
+def _screenshot(driver: Any, path: Path, record: Callable[[str, object], None]) -> Path:
+    """Save a PNG of the page under the test's tmp_path; print its path and record it in the report."""
+    assert driver.save_screenshot(str(path))
+    assert path.exists() and path.stat().st_size > 20_000, f"screenshot {path} looks empty"
+    print(f"inspector screenshot: {path}")
+    record(path.stem, str(path))
+    return path
+
+
+def _console_problems(driver: Any) -> list[str]:
+    """Script errors and policy violations in the browser console (expected 4xx answers aside)."""
+    entries = driver.get_log("browser")
+    return [
+        e["message"]
+        for e in entries
+        if e.get("level") == "SEVERE" and not re.search(r"status of 40[13]", e.get("message", ""))
+    ]
+
+
+def test_wrong_token_shows_an_error_and_stays_signed_out(site: Site, browser: Any) -> None:
+    _fresh(browser, site)
+    _sign_in(browser, "ml_not-a-real-token")
+    _wait(browser, _text_in("#signin-error", "401 unauthorized"))
+    assert "a valid token is required" in _css(browser, "#signin-error").text
+    assert not _css(browser, "#app").is_displayed()
+    assert browser.execute_script(f"return sessionStorage.getItem('{TOKEN_KEY}')") is None
+    assert "ml_not-a-real-token" not in browser.current_url
+
+
+def test_browse_open_an_item_and_search_in_chromium(
+    site: Site, browser: Any, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    _fresh(browser, site)
+    _sign_in(browser, site.token)
+
+    # who am I, and the token kept out of the URL and the page
+    _wait(browser, _text_in("#who", "alice"))
+    assert site.token not in browser.current_url and browser.current_url == site.url
+    assert site.token not in browser.page_source
+    assert site.token not in browser.execute_script("return document.body.innerText")
+    assert browser.execute_script(f"return sessionStorage.getItem('{TOKEN_KEY}')") == site.token
+    scope = _css(browser, "#scope").text
+    assert "agent/alice" in scope and "team" in scope and "room/secret" not in scope
+
+    # the namespaces alice may see, and nothing else
+    _wait(browser, _visible("#ns-list button[data-ns='room/team']"))
+    namespaces = [b.text for b in _all(browser, "#ns-list button.ns")]
+    assert namespaces == ["All namespaces", "agent/alice", "room/team"]
+
+    # the taxonomy at the top: one group per namespace, branches with counts
+    _wait(browser, _visible("#tree .tree-group[data-ns='agent/alice']"))
+    prefs = _css(browser, "#tree button.path.branch[data-ns='agent/alice'][data-path='preferences']")
+    assert prefs.find_element("xpath", "..").text.endswith("2")
+    assert _css(browser, "#tree button.path.branch[data-ns='agent/alice'][data-path='log']")
+
+    # paging through every item: 25, then the rest with "Load more"
+    _wait(browser, lambda d: len(_all(d, "#items tbody tr")) == 25)
+    _css(browser, "#more").click()
+    _wait(browser, lambda d: len(_all(d, "#items tbody tr")) == 34)
+    assert not _css(browser, "#more").is_displayed()
+
+    # drill: preferences -> preferences.ui -> the key preferences.ui.theme
+    prefs.click()
+    _wait(browser, _visible("#tree button.path.branch[data-path='preferences.ui']")).click()
+    _wait(browser, _text_in("#crumbs", "ui"))
+    crumbs = _css(browser, "#crumbs").text
+    assert "agent" in crumbs and "alice" in crumbs and "preferences" in crumbs
+    _wait(browser, lambda d: len(_all(d, "#items tbody tr")) == 1)
+    _wait(browser, _visible("#tree button.path.leaf[data-path='preferences.ui.theme']")).click()
+
+    # the item: value, type, metadata, version, author, and two earlier versions
+    _wait(browser, _text_in("#item-key", "preferences.ui.theme"))
+    detail = _css(browser, "#item").text
+    assert json.loads(_css(browser, "#item-value").text) == "dark"
+    assert json.loads(_css(browser, "#item-metadata").text) == {"source": "settings page"}
+    for fact in ("Type\nstring", "Version\n3", "Author\nalice", "Created", "Updated"):
+        assert fact in detail, fact
+    rows = _all(browser, "#history tbody tr")
+    assert [r.find_elements("css selector", "td")[0].text for r in rows] == ["2", "1"]
+    assert all("replace" in r.text for r in rows) and '"sepia"' in rows[0].text
+    _screenshot(browser, tmp_path / "inspector-browse.png", record_property)
+
+    # stored text that looks like HTML stays text
+    _css(browser, "#crumbs button.crumb").click()  # back to All
+    _wait(browser, _visible("#tree button.path.branch[data-ns='room/team'][data-path='notes']")).click()
+    _wait(browser, _visible("#tree button.path.leaf[data-path='notes.html']")).click()
+    _wait(browser, _text_in("#item-key", "notes.html"))
+    assert json.loads(_css(browser, "#item-value").text) == XSS
+    assert _all(browser, "#item img") == [] and browser.execute_script("return window.__pwned") is None
+
+    # search: fused score, each channel's rank, the envelope's counts and the RRF note
+    _css(browser, "#tab-search").click()
+    _wait(browser, _visible("#q")).send_keys("dark theme")
+    _css(browser, "#search-form button[type=submit]").click()
+    _wait(browser, _visible("#hits tbody tr"))
+    hits = _all(browser, "#hits tbody tr")
+    assert len(hits) >= 2
+    first = hits[0].find_elements("css selector", "td")
+    assert first[1].text == "agent/alice" and first[2].text == "preferences.ui.theme\ndark"  # key and text snippet
+    assert float(first[3].text) > 0
+    ranks = [r.text for r in hits[0].find_elements("css selector", ".rank")]
+    assert ranks == ["lexical #1", "vector #1"]
+    keys = [h.find_element("css selector", "button.item-link").text for h in hits]
+    assert "decisions.db" in keys and "plan" not in keys  # bob's secret room stays out
+    decision = hits[keys.index("decisions.db")]
+    assert "Use SQLite <b>not</b> Postgres" in decision.text and decision.find_elements("css selector", "b") == []
+    summary = _css(browser, "#search-summary").text
+    assert re.search(r"lexical: \d+ nominated", summary) and re.search(r"vector: \d+ nominated", summary)
+    assert "dropped by hydration: 0" in summary
+    note = _css(browser, "#rrf-note")
+    assert note.is_displayed() and "not a calibrated relevance" in note.text
+    # a hit opens its item
+    decision.find_element("css selector", "button.item-link").click()
+    _wait(browser, _text_in("#item-key", "decisions.db"))
+    assert "<b>not</b>" in _css(browser, "#item-value").text
+    _screenshot(browser, tmp_path / "inspector-search.png", record_property)
+
+    assert browser.execute_script("return window.__pwned") is None  # the <img onerror> hit never ran
+
+    # a reload keeps the session; the URL never carries the token
+    browser.refresh()
+    _wait(browser, _text_in("#who", "alice"))
+    assert site.token not in browser.current_url
+    assert _console_problems(browser) == []
+
+
+def test_api_errors_are_readable_and_sign_out_forgets_the_token(site: Site, browser: Any) -> None:
+    _fresh(browser, site)
+    _sign_in(browser, site.token)
+    _wait(browser, _text_in("#who", "alice"))
+
+    _css(browser, "#tab-search").click()
+    _wait(browser, _visible("#q")).send_keys("dark")
+    _css(browser, "#search-form button[type=submit]").click()
+    _wait(browser, _visible("#hits tbody tr"))
+    # a namespace alice may not read: the API's 403 as a readable message, and no stale hits
+    _css(browser, "#search-ns").send_keys("room/secret")
+    _css(browser, "#search-form button[type=submit]").click()
+    banner = _wait(browser, _visible("#error"))
+    assert "403 forbidden" in banner.text and "'room/secret' is outside what this agent may read" in banner.text
+    assert _all(browser, "#hits tbody tr") == [] and not _css(browser, "#search-summary").is_displayed()
+    _css(browser, "#error-close").click()
+    assert not _css(browser, "#error").is_displayed()
+
+    _css(browser, "#signout").click()
+    _wait(browser, _visible("#token"))
+    assert browser.execute_script(f"return sessionStorage.getItem('{TOKEN_KEY}')") is None
+    assert not _css(browser, "#app").is_displayed() and not _css(browser, "#error").is_displayed()
+    assert "alice" not in _css(browser, "body").text
+    browser.refresh()
+    _wait(browser, _visible("#token"))  # still signed out after a reload
