@@ -1039,6 +1039,25 @@ def serve(
         uvicorn.run(create_app(mem), host=host, port=port, log_level="warning")
 
 
+@_command("mcp")
+def mcp_stdio(db: Db = None, embedder: EmbedderName = None) -> None:
+    """Serve the memory to one AI agent over MCP on stdin/stdout (full access).
+
+    Point an MCP client at this command as a stdio server: its tools (memory_get,
+    memory_set, memory_search, memory_summarize, memory_recall...) read and write
+    the memory directly, as its single owner. For shared memory with per-agent
+    tokens and visibility, use `memlane serve`, which mounts MCP at /mcp.
+
+    Example:
+        memlane mcp --db memlane.db
+        memlane mcp --db /data/agent.db --embedder none
+    """
+    from .mcp import run_stdio
+
+    with _open(db, embedder) as mem:
+        run_stdio(mem)
+
+
 @_command("create", agent_app)
 def agent_create(
     name: Annotated[str, typer.Argument(help="The agent's name; its namespace is agent/<name>.")],

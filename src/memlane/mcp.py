@@ -1,9 +1,588 @@
-"""memlane's MCP server (to be built)."""
+"""memlane's MCP server: the memory as tools for AI agents, on the official MCP SDK (v2).
+
+Nine tools, one per verb an agent needs: ``memory_get``, ``memory_get_many``,
+``memory_set``, ``memory_delete``, ``memory_list``, ``memory_summarize``,
+``memory_search``, ``memory_recall`` and ``memory_history``. Like every
+interface, they are thin: parse the arguments, call the core, render
+``to_dict()`` as structured content (and the same JSON as text), and turn a
+:class:`~memlane.errors.MemlaneError` into an MCP tool error carrying memlane's
+message (the type and field in structured content), never a traceback.
+
+Two transports:
+
+* **stdio** (``memlane mcp``, :func:`run_stdio`): single owner; the tools call
+  the :class:`~memlane.memory.Memory` directly, with full access.
+* **streamable HTTP** at ``/mcp`` on the service (:func:`mount_mcp`): every HTTP
+  request must carry ``Authorization: Bearer <token>`` (401 before any MCP
+  handling otherwise), and every tool call runs on that agent's
+  :class:`~memlane.access.AgentView`, so MCP sees exactly what the ``/v1`` API
+  sees. The endpoint is stateless (a plain JSON response per POST), so service
+  replicas behind a load balancer need no sticky sessions.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import INVALID_REQUEST, CallToolResult, ErrorData, JSONRPCError, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
+
+from . import errors
+from .errors import MemlaneError, UnauthorizedError, ValidationError
+from .model import Namespace
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
+    from .access import Access, Agent, AgentView
+    from .memory import Memory
+
+    Backend = Memory | AgentView
+
+SERVER_NAME = "memlane"
+INSTRUCTIONS = """\
+memlane is your durable memory. Items live at addresses: a namespace (text such as
+user/123, or a list of segments) and a key, ideally a dotted taxonomy path such as
+preferences.ui.theme. Values are JSON and keep their type.
+
+Which tool to use:
+- You know the address (namespace + key): memory_get (or memory_get_many for several).
+- You know the key but not the namespace, or want the newest value filed under a key:
+  memory_recall with key.
+- You know a topic, not a name: memory_search (or memory_recall with query).
+- The store is unfamiliar: memory_summarize first (the map of namespaces and key paths
+  with counts), then memory_get / memory_get_many / memory_list on what it shows.
+- Write with memory_set (replaces an existing address; memory_history keeps the old
+  versions), remove with memory_delete.
+"""
+
+# -- inputs --------------------------------------------------------------------------
+
+NamespaceIn = Annotated[
+    str | list[str],
+    Field(description="Namespace as text such as 'user/123', or as a list of segments such as ['user', '123']."),
+]
+PrefixIn = Annotated[
+    str | list[str],
+    Field(
+        description="Only namespaces under this prefix (whole segments: 'user' matches 'user/123', not 'users'), "
+        "as text or a list of segments; '' (the default) means everything you may see."
+    ),
+]
+KeyIn = Annotated[str, Field(description="The item's key, e.g. 'preferences.ui.theme'.")]
+KeyPrefixIn = Annotated[
+    str, Field(description="Only keys under this taxonomy path (whole segments), e.g. 'preferences.ui'.")
+]
+LimitIn = Annotated[int, Field(description="At most this many results.")]
 
 
-def mount_mcp(app: Any, mem: Any, access: Any) -> None:
-    """Mount the streamable-HTTP MCP endpoint at ``/mcp`` on the service."""
+class Address(BaseModel):
+    """One address for ``memory_get_many``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: NamespaceIn
+    key: KeyIn
+
+
+AddressIn = Address | Annotated[list[Any], Field(min_length=2, max_length=2)]
+ToolResult = Annotated[CallToolResult, dict[str, Any]]
+
+# -- descriptions: each tells an agent when to use it rather than another -------------
+
+DESCRIPTIONS = {
+    "memory_get": """\
+Read the one item stored at an exact address (namespace + key). Use it when you know
+the address, e.g. you filed something under user/123 with key preferences.ui.theme:
+exact and deterministic, no ranking, no guessing. Returns {found, item}; found is false
+when nothing lives there (or it expired). Know only the key? Use memory_recall with key.
+Know only a topic? Use memory_search. Don't know what is stored? Use memory_summarize
+first, then come back here.""",
+    "memory_get_many": """\
+Read several exact addresses in one call; items come back in input order, null where
+nothing is stored. Use it instead of repeated memory_get when you know several
+addresses, e.g. keys that memory_summarize or memory_list showed you. Each address is
+{"namespace": "user/123", "key": "preferences.ui.theme"} (or a [namespace, key] pair).""",
+    "memory_set": """\
+Write (upsert) a JSON value at namespace + key. Use it to remember anything you will
+need later. Writing an existing address replaces the value (the old version stays in
+memory_history). The value keeps its JSON type: the string "3.12" stays a string, the
+number 3.12 stays a number, objects and lists stay structured. Prefer dotted taxonomy
+keys (preferences.ui.theme, project.deadline) so memory_summarize can map the store and
+memory_get can read it back exactly; omit key to file a free-form note (an id is
+generated; find it later with memory_search). Optional: text (what search indexes
+instead of the value), metadata (a JSON object), ttl (seconds until the item expires).""",
+    "memory_delete": """\
+Delete the item at an exact address (namespace + key). Use it when a memory is wrong or
+no longer wanted; the deleted value stays readable in memory_history. Returns
+{deleted: false} when nothing live was stored there.""",
+    "memory_list": """\
+List items (with values) in address order under a namespace prefix and optional key
+prefix, one page at a time: pass next_cursor back as cursor for the next page (it is
+null on the last one). Use it to read everything in a small, known area. For an
+overview of a large or unfamiliar store use memory_summarize first (no values, just the
+map); for a topic use memory_search.""",
+    "memory_summarize": """\
+The map of the memory: for each namespace, its taxonomy key paths cut at `depth`
+segments, with item counts (no values). Use it FIRST when the store is unfamiliar or you
+don't know which keys exist, then drill down: pass a path back as key_prefix with a
+larger depth, and read exact items with memory_get / memory_get_many (or memory_list).
+Cheap and deterministic.""",
+    "memory_search": """\
+Find items about a topic when you don't know their address: full-text (BM25) and vector
+similarity, fused with Reciprocal Rank Fusion and re-checked against the live rows, so
+nothing expired, deleted or hidden comes back. Use it for questions such as "what do I
+know about the user's editor setup?". If you know the exact namespace + key, use
+memory_get instead (exact, no ranking); if you know the key, memory_recall with key.
+Returns an envelope: hits (address, value, score, per-channel ranks), counts per
+channel, notes. Scores order the hits; they are not calibrated relevance.""",
+    "memory_recall": """\
+The one-call entry point to memory. With `key`: the keyed recall, i.e. every item stored
+under exactly that key in any namespace you may see (or under `namespace`), newest first,
+mode "keyed", no ranking and no index; use it when you know the key (taxonomy path) but
+not the namespace, or want the latest value filed under a key. Without `key`: searches
+`query` by topic like memory_search (mode hybrid by default, or lexical / vector). Know
+the full address? memory_get is the exact lookup. Returns the same envelope as
+memory_search.""",
+    "memory_history": """\
+Past versions of an exact address, newest first: each earlier value with who wrote it,
+when, and what ended it (replace, delete, clear, expire). Use it to answer "what was this
+before?" or "who changed this?"; for the current value use memory_get.""",
+}
+
+DESCRIPTIONS = {name: " ".join(text.split()) for name, text in DESCRIPTIONS.items()}  # one paragraph each
+
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def _ns(namespace: str | list[str]) -> Namespace | str:
+    """A namespace argument for the core: text as it is, a list of segments as a tuple."""
+    return tuple(namespace) if isinstance(namespace, list) else namespace
+
+
+def _text(namespace: Any) -> str:
+    return "/".join(namespace) if isinstance(namespace, list | tuple) else str(namespace)
+
+
+# -- results and errors ----------------------------------------------------------------
+
+# The same kinds as the HTTP API's error bodies, most specific first.
+_KINDS: list[tuple[type[MemlaneError], str, str]] = [
+    (errors.ValidationError, "validation_error", "Invalid input"),
+    (errors.UnauthorizedError, "unauthorized", "Unauthorized"),
+    (errors.ForbiddenError, "forbidden", "Forbidden"),
+    (errors.NotFoundError, "not_found", "Not found"),
+    (errors.EmbedderMismatchError, "embedder_mismatch", "Embedder mismatch"),
+    (errors.BackendUnavailableError, "unavailable", "Unavailable"),
+    (errors.EmbedderError, "embedder_error", "Embedder error"),
+    (errors.ChooserError, "chooser_error", "Chooser error"),
+    (errors.StoreError, "store_error", "Store error"),
+    (errors.MemlaneError, "error", "Error"),
+]
+
+
+def _ok(data: dict[str, Any]) -> CallToolResult:
+    text = json.dumps(data, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def tool_error(exc: MemlaneError) -> CallToolResult:
+    """An MCP tool error (``isError``) for a memlane error: its message, type and field."""
+    kind, label = next((k, label) for cls, k, label in _KINDS if isinstance(exc, cls))
+    message = " ".join(str(exc).splitlines())
+    body: dict[str, Any] = {"type": kind, "message": message}
+    field = getattr(exc, "field", None)
+    if field is not None:
+        body["field"] = field
+        # the message already starts with the field ("ttl: must be ..."); keep it whole in the text
+        if message.startswith(field + ": "):
+            body["message"] = message[len(field) + 2 :]
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{label}: {message}")],
+        structured_content={"error": body},
+        is_error=True,
+    )
+
+
+class _AsSent(FuncMetadata):
+    """Tool arguments exactly as the client sent them.
+
+    The SDK's default pre-parse turns JSON found inside strings into values (so a
+    stored string ``"true"`` or ``'{"a": 1}'`` would arrive as a boolean or an
+    object); memlane keeps every value's JSON type, so it validates arguments as sent.
+    """
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        return dict(data)
+
+
+def _tool(fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
+    name = fn.__name__
+    tool = Tool.from_function(fn, name=name, description=DESCRIPTIONS[name], annotations=annotations)
+    meta = tool.fn_metadata
+    tool.fn_metadata = _AsSent(
+        arg_model=meta.arg_model,
+        output_schema=meta.output_schema,
+        output_model=meta.output_model,
+        wrap_output=meta.wrap_output,
+    )
+    return tool
+
+
+# -- the tools -------------------------------------------------------------------------
+
+
+class MemoryTools:
+    """The nine tools over whatever ``resolve(ctx)`` returns for a call: the Memory or an AgentView.
+
+    Tool functions are synchronous: the SDK runs them on a worker thread, so
+    storage never blocks the event loop.
+    """
+
+    def __init__(self, resolve: Callable[[Context], Backend]) -> None:
+        self._resolve = resolve
+
+    def _run(self, ctx: Context, op: Callable[[Backend], dict[str, Any]]) -> CallToolResult:
+        try:
+            return _ok(op(self._resolve(ctx)))
+        except MemlaneError as e:
+            return tool_error(e)
+
+    def tools(self) -> list[Tool]:
+        """The tools, ready for ``MCPServer(tools=...)``."""
+        write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
+        delete = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+        return [
+            _tool(self.memory_get, READ),
+            _tool(self.memory_get_many, READ),
+            _tool(self.memory_set, write),
+            _tool(self.memory_delete, delete),
+            _tool(self.memory_list, READ),
+            _tool(self.memory_summarize, READ),
+            _tool(self.memory_search, READ),
+            _tool(self.memory_recall, READ),
+            _tool(self.memory_history, READ),
+        ]
+
+    def memory_get(self, namespace: NamespaceIn, key: KeyIn, ctx: Context) -> ToolResult:
+        def op(m: Backend) -> dict[str, Any]:
+            item = m.get(_ns(namespace), key)
+            if item is None:
+                return {
+                    "found": False,
+                    "item": None,
+                    "message": f"nothing is stored at namespace {_text(namespace)!r} key {key!r} (or it expired); "
+                    "memory_recall with key finds the key in any namespace, memory_search finds by topic, "
+                    "memory_summarize shows which keys exist",
+                }
+            return {"found": True, "item": item.to_dict()}
+
+        return self._run(ctx, op)
+
+    def memory_get_many(
+        self,
+        addresses: Annotated[
+            list[AddressIn],
+            Field(description='Addresses to read, e.g. [{"namespace": "user/123", "key": "preferences.ui.theme"}].'),
+        ],
+        ctx: Context,
+    ) -> ToolResult:
+        pairs: list[tuple[Any, Any]] = [
+            (_ns(a.namespace), a.key) if isinstance(a, Address) else (a[0], a[1]) for a in addresses
+        ]
+
+        def op(m: Backend) -> dict[str, Any]:
+            return {"items": [None if i is None else i.to_dict() for i in m.get_many(pairs)]}
+
+        return self._run(ctx, op)
+
+    def memory_set(
+        self,
+        namespace: NamespaceIn,
+        value: Annotated[Any, Field(description="Any JSON value; its type is kept exactly.")],
+        ctx: Context,
+        key: Annotated[
+            str | None,
+            Field(description="Taxonomy key such as 'preferences.ui.theme'; omit for a note with a generated id."),
+        ] = None,
+        text: Annotated[
+            str | None, Field(description="What search indexes, instead of the value (or its JSON).")
+        ] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="A JSON object stored beside the value.")] = None,
+        ttl: Annotated[
+            float | None, Field(description="Seconds until the item expires and disappears from every read.")
+        ] = None,
+    ) -> ToolResult:
+        def op(m: Backend) -> dict[str, Any]:
+            return {"item": m.put(_ns(namespace), key, value, text=text, metadata=metadata, ttl=ttl).to_dict()}
+
+        return self._run(ctx, op)
+
+    def memory_delete(self, namespace: NamespaceIn, key: KeyIn, ctx: Context) -> ToolResult:
+        def op(m: Backend) -> dict[str, Any]:
+            return {"deleted": m.delete(_ns(namespace), key), "namespace": _text(namespace), "key": key}
+
+        return self._run(ctx, op)
+
+    def memory_list(
+        self,
+        ctx: Context,
+        namespace: PrefixIn = "",
+        key_prefix: KeyPrefixIn = "",
+        limit: LimitIn = 100,
+        cursor: Annotated[
+            str | None, Field(description="next_cursor from the previous page; omit for the first page.")
+        ] = None,
+    ) -> ToolResult:
+        def op(m: Backend) -> dict[str, Any]:
+            return m.list(_ns(namespace), key_prefix=key_prefix, limit=limit, cursor=cursor).to_dict()
+
+        return self._run(ctx, op)
+
+    def memory_summarize(
+        self,
+        ctx: Context,
+        namespace: PrefixIn = "",
+        depth: Annotated[
+            int, Field(description="Key path segments to keep: depth 2 cuts preferences.ui.theme to preferences.ui.")
+        ] = 3,
+        key_prefix: KeyPrefixIn = "",
+    ) -> ToolResult:
+        def op(m: Backend) -> dict[str, Any]:
+            return {"summary": m.summarize(_ns(namespace), depth=depth, key_prefix=key_prefix)}
+
+        return self._run(ctx, op)
+
+    def memory_search(
+        self,
+        query: Annotated[str, Field(description="What you are looking for, in plain words.")],
+        ctx: Context,
+        namespace: PrefixIn = "",
+        limit: LimitIn = 10,
+        channels: Annotated[
+            list[str] | None,
+            Field(description="Channels to use: 'lexical' (BM25) and/or 'vector'; both by default."),
+        ] = None,
+    ) -> ToolResult:
+        extra: dict[str, Any] = {} if channels is None else {"channels": channels}
+
+        def op(m: Backend) -> dict[str, Any]:
+            return m.search(query, namespace_prefix=_ns(namespace), limit=limit, **extra).to_dict()
+
+        return self._run(ctx, op)
+
+    def memory_recall(
+        self,
+        ctx: Context,
+        query: Annotated[str, Field(description="A topic to search for; not needed with key.")] = "",
+        key: Annotated[
+            str | None,
+            Field(description="Exact key: return every item filed under it (newest first) instead of searching."),
+        ] = None,
+        namespace: PrefixIn = "",
+        limit: LimitIn = 10,
+        mode: Annotated[
+            str, Field(description="Search mode without key: hybrid (default), lexical or vector.")
+        ] = "hybrid",
+    ) -> ToolResult:
+        def op(m: Backend) -> dict[str, Any]:
+            if key is None and not query.strip():
+                raise ValidationError("query", "give a query to search for, or a key for the keyed recall")
+            return m.recall(query, key=key, namespace_prefix=_ns(namespace), limit=limit, mode=mode).to_dict()
+
+        return self._run(ctx, op)
+
+    def memory_history(self, namespace: NamespaceIn, key: KeyIn, ctx: Context) -> ToolResult:
+        def op(m: Backend) -> dict[str, Any]:
+            return {"versions": [v.to_dict() for v in m.history(_ns(namespace), key)]}
+
+        return self._run(ctx, op)
+
+
+def build_server(resolve: Callable[[Context], Backend]) -> MCPServer:
+    """An :class:`MCPServer` with the nine memory tools over ``resolve(ctx)``."""
+    from . import __version__
+
+    return MCPServer(
+        SERVER_NAME,
+        title="memlane",
+        description="Durable memory for AI agents: exact keyed lookup and confirmed hybrid search.",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        tools=MemoryTools(resolve).tools(),
+        log_level="WARNING",
+    )
+
+
+# -- stdio: the single owner -------------------------------------------------------------
+
+
+def run_stdio(mem: Memory) -> None:
+    """Serve ``mem`` over MCP on stdin/stdout until the client closes it (full access)."""
+    build_server(lambda ctx: mem).run("stdio")
+
+
+# -- streamable HTTP on the service ------------------------------------------------------
+
+_AGENT = "memlane.agent"  # the ASGI scope key where the endpoint leaves the authenticated agent
+
+
+def _bearer(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            header = value.decode("latin-1")
+            return header[7:].strip() if header[:7].lower() == "bearer " else None
+    return None
+
+
+def _agent_of(ctx: Context) -> Agent:
+    request = ctx.request_context.request
+    agent = None if request is None else getattr(request, "scope", {}).get(_AGENT)
+    if agent is None:  # only reachable if the endpoint is bypassed
+        raise UnauthorizedError("a valid token is required: send 'Authorization: Bearer <token>'")
+    return agent  # type: ignore[no-any-return]
+
+
+def _refuse(status: int, message: str, **headers: str) -> Response:
+    """An HTTP refusal with a JSON-RPC error body, so MCP clients show memlane's message."""
+    body = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=message))
+    return Response(
+        body.model_dump_json(by_alias=True, exclude_unset=True),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+def _unauthorized() -> Response:
+    message = "Unauthorized: a valid token is required: send 'Authorization: Bearer <token>'"
+    return _refuse(401, message, **{"WWW-Authenticate": 'Bearer realm="memlane"'})
+
+
+@dataclass
+class _Running:
+    loop: asyncio.AbstractEventLoop
+    manager: StreamableHTTPSessionManager
+    task: asyncio.Task[None]
+    ready: asyncio.Event
+
+
+class McpEndpoint:
+    """The ASGI app at ``/mcp``: authenticate, then hand the request to the SDK's session manager.
+
+    Every HTTP request is authenticated with :meth:`Access.authenticate`; without
+    a valid bearer token the answer is 401, with a JSON-RPC error body that MCP
+    clients show as memlane's message, and the MCP layer never sees the request.
+    The agent rides in the ASGI scope, which the SDK hands to each tool call as
+    ``ctx.request_context.request``, so each call runs on that agent's view,
+    re-read per request like the ``/v1`` routes. The endpoint is stateless: POST
+    only (GET and DELETE, for session streams, are 405).
+
+    The session manager needs a running task group. It is started on the first
+    request in the serving event loop (so it also works under servers run with
+    lifespan off) and stopped by the app's lifespan shutdown, when there is one.
+    """
+
+    def __init__(self, access: Access, *, max_body_bytes: int) -> None:
+        self._access = access
+        self._max_body_bytes = max_body_bytes
+        self.server = build_server(lambda ctx: access.view(_agent_of(ctx)))
+        self._running: _Running | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # pragma: no cover - the route only receives HTTP
+            return
+        agent = await anyio.to_thread.run_sync(self._access.authenticate, _bearer(scope))
+        if agent is None:
+            await _unauthorized()(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            # stateless: no session to stream to (GET) or to end (DELETE); an idle GET
+            # stream would only hold a connection (and a shutdown) open
+            await _refuse(405, "this endpoint is stateless: POST one JSON-RPC message per request", Allow="POST")(
+                scope, receive, send
+            )
+            return
+        manager = await self._manager()
+        await manager.handle_request({**scope, _AGENT: agent}, receive, send)
+
+    async def _manager(self) -> StreamableHTTPSessionManager:
+        loop = asyncio.get_running_loop()
+        run = self._running
+        if run is None or run.loop is not loop or run.task.done():
+            run = self._running = self._start(loop)  # no await before this: one start per loop
+        await run.ready.wait()
+        if run.task.done():
+            run.task.result()  # raises why the manager stopped
+            raise RuntimeError("the MCP session manager stopped")
+        return run.manager
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> _Running:
+        # A session manager runs once; each event loop gets a new one.
+        self.server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=self._max_body_bytes,
+            # every request carries a bearer token, which a DNS-rebinding page cannot
+            # know; the Host check would only refuse legitimate non-loopback names
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        manager = self.server.session_manager
+        ready = asyncio.Event()
+
+        async def serve() -> None:
+            async with manager.run():
+                ready.set()
+                await asyncio.Event().wait()  # until cancelled (shutdown)
+
+        task = loop.create_task(serve(), name="memlane-mcp-session-manager")
+        task.add_done_callback(lambda _: ready.set())
+        return _Running(loop, manager, task, ready)
+
+    async def aclose(self) -> None:
+        """Stop the session manager, if it runs in this event loop."""
+        run, self._running = self._running, None
+        if run is None or run.loop is not asyncio.get_running_loop():
+            return
+        run.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run.task
+
+
+def mount_mcp(app: Any, mem: Memory, access: Access) -> None:
+    """Mount the streamable-HTTP MCP endpoint at ``/mcp`` on the service.
+
+    Tool calls run on the calling agent's view of ``mem`` (``access`` wraps the
+    same memory), with the visibility of the ``/v1`` API; the endpoint is also
+    kept as ``app.state.mcp``.
+    """
+    from starlette.routing import Route
+
+    from .server.app import MAX_BODY_BYTES
+
+    endpoint = McpEndpoint(access, max_body_bytes=MAX_BODY_BYTES)
+    app.state.mcp = endpoint
+    app.router.routes.append(Route("/mcp", endpoint=endpoint))  # every method: 401 comes first
+    original = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with original(a) as state:
+            try:
+                yield state
+            finally:
+                await endpoint.aclose()
+
+    app.router.lifespan_context = lifespan
