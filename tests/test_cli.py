@@ -750,7 +750,8 @@ def test_every_command_has_help_with_an_example() -> None:
     names = [str(c.name) for c in cli.app.registered_commands]
     assert set(names) == {
         "set", "note", "get", "fetch", "list", "delete", "clear", "cleanup", "stats",
-        "namespaces", "summarize", "history", "search", "recall", "reindex", "export", "import", "migrate", "serve", "grant",
+        "namespaces", "summarize", "history", "search", "recall", "reindex", "export", "import", "migrate",
+        "serve", "grant",
         "mcp",
     }  # fmt: skip
     for name in names:
