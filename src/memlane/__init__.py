@@ -9,6 +9,7 @@ from .client import Client
 from .errors import (
     BackendUnavailableError,
     ChooserError,
+    ConflictError,
     EmbedderError,
     EmbedderMismatchError,
     ForbiddenError,
@@ -30,6 +31,7 @@ __all__ = [
     "Chooser",
     "ChooserError",
     "Client",
+    "ConflictError",
     "EmbedderError",
     "EmbedderMismatchError",
     "ForbiddenError",

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import validate as v
-from .errors import ForbiddenError, NotFoundError, ValidationError
+from .errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
 from .model import Envelope, Item, Namespace, Page, Version, namespace_text
 
 if TYPE_CHECKING:
@@ -139,20 +139,19 @@ class Access:
     def create_agent(self, name: str, *, admin: bool = False) -> tuple[Agent, str]:
         """Create an agent; returns it with its token, shown only this once."""
         name = v.namespace((name,), "name")[0]
-        if self.mem.get(AGENTS, name) is not None:
-            raise ValidationError("name", f"agent {name!r} already exists; pick another name")
         token = "ml_" + secrets.token_urlsafe(32)
-        self.mem.put_many(
-            [
-                {
-                    "namespace": AGENTS,
-                    "key": name,
-                    "value": {"admin": admin, "grants": [], "token": _hash(token)},
-                    "text": "",
-                },
-                {"namespace": TOKENS, "key": _hash(token), "value": name, "text": ""},
-            ]
-        )
+        record = {"admin": admin, "grants": [], "token": _hash(token)}
+        try:
+            # atomic: two processes creating one name cannot both get a token
+            self.mem.put_many(
+                [
+                    {"namespace": AGENTS, "key": name, "value": record, "text": ""},
+                    {"namespace": TOKENS, "key": _hash(token), "value": name, "text": ""},
+                ],
+                if_absent=True,
+            )
+        except ConflictError:
+            raise ConflictError(f"agent {name!r} already exists; pick another name") from None
         return self.agent(name), token
 
     def rotate_token(self, name: str) -> str:
@@ -189,13 +188,15 @@ class Access:
         """The agent a token belongs to, or ``None``."""
         if not token or len(token) > 200:
             return None
-        item = self.mem.get(TOKENS, _hash(token))
+        digest = _hash(token)
+        item = self.mem.get(TOKENS, digest)
         if item is None:
             return None
-        try:
-            return self.agent(item.value)
-        except NotFoundError:
+        record = self.mem.get(AGENTS, item.value)
+        # the token index only points; the agent's record says which token is current
+        if record is None or record.value.get("token") != digest:
             return None
+        return self.agent(item.value)
 
     # -- rooms ------------------------------------------------------------
 

@@ -1033,8 +1033,12 @@ def serve(
         access = _access(mem)
         err = _console(stderr=True)
         if not any(a.admin for a in access.agents()):
-            _, token = access.create_agent("admin", admin=True)
-            err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
+            try:
+                _, token = access.create_agent("admin", admin=True)
+            except memlane.ConflictError:  # another replica created it first
+                pass
+            else:
+                err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
         err.print(f"memlane serving {mem.store.location} at http://{host}:{port}", highlight=False)
         uvicorn.run(create_app(mem), host=host, port=port, log_level="warning")
 

@@ -22,7 +22,7 @@ _ERRORS: dict[int, type[errors.MemlaneError]] = {
     401: errors.UnauthorizedError,
     403: errors.ForbiddenError,
     404: errors.NotFoundError,
-    409: errors.EmbedderMismatchError,
+    409: errors.ConflictError,
     501: errors.BackendUnavailableError,
     502: errors.EmbedderError,
 }
@@ -101,10 +101,19 @@ class Client:
         text: str | None = None,
         metadata: dict[str, Any] | None = None,
         ttl: float | None = None,
+        if_absent: bool = False,
     ) -> Item:
         """Write (upsert) a value; see :meth:`Memory.put`."""
         _check_json(value, metadata, ttl)
-        body = {"namespace": _ns(namespace), "key": key, "value": value, "text": text, "metadata": metadata, "ttl": ttl}
+        body = {
+            "namespace": _ns(namespace),
+            "key": key,
+            "value": value,
+            "text": text,
+            "metadata": metadata,
+            "ttl": ttl,
+            "if_absent": if_absent,
+        }
         return Item.from_dict(self._call("POST", "put", body))
 
     def put_many(self, records: Iterable[Mapping[str, Any]]) -> builtins.list[Item]:

@@ -30,6 +30,10 @@ class NotFoundError(MemlaneError, KeyError):
         return str(self.args[0]) if self.args else "not found"
 
 
+class ConflictError(MemlaneError):
+    """A conditional write found the address taken (HTTP 409)."""
+
+
 class StoreError(MemlaneError):
     """The storage backend failed; the underlying driver error is chained."""
 
@@ -65,6 +69,7 @@ class ChooserError(MemlaneError):
 __all__ = [
     "BackendUnavailableError",
     "ChooserError",
+    "ConflictError",
     "EmbedderError",
     "EmbedderMismatchError",
     "ForbiddenError",

@@ -214,6 +214,7 @@ class Memory:
         text: str | None = None,
         metadata: dict[str, Any] | None = None,
         ttl: float | None = None,
+        if_absent: bool = False,
     ) -> Item:
         """Write (upsert) a value at ``(namespace, key)``.
 
@@ -229,20 +230,25 @@ class Memory:
                 canonical JSON.
             metadata: a JSON object stored beside the value.
             ttl: seconds until the item expires and becomes invisible.
+            if_absent: only create: if a live item is already at the address,
+                raise :class:`ConflictError` and write nothing (atomic, so
+                two agents racing to claim a key cannot both win).
 
         Raises:
             ValidationError: naming the offending field; nothing is written.
+            ConflictError: with ``if_absent``, when the address is taken.
         """
         now = self._now()
         row = self._row(now, new_ids(now, 1)[0], namespace, key, value, text, metadata, ttl)
-        return self._store.put_many(self._with_vectors([row]), now)[0]
+        return self._store.put_many(self._with_vectors([row]), now, if_absent=bool(if_absent))[0]
 
-    def put_many(self, records: Iterable[Mapping[str, Any]]) -> builtins.list[Item]:
+    def put_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> builtins.list[Item]:
         """Write many records in one transaction: all or nothing.
 
         Each record is a mapping with ``namespace``, ``key`` (may be None or
         absent), ``value``, and optional ``text``, ``metadata``, ``ttl``.
-        Every record is validated before anything is written.
+        Every record is validated before anything is written. ``if_absent``
+        works as in :meth:`put`, for every record.
         """
         now = self._now()
         records = records if isinstance(records, Sequence) else list(records)
@@ -273,7 +279,7 @@ class Memory:
                 raise ValidationError(e.field, f"{str(e).split(': ', 1)[1]} (record {n}); nothing was written") from e
         if not rows:
             return []
-        return self._store.put_many(self._with_vectors(rows), now)
+        return self._store.put_many(self._with_vectors(rows), now, if_absent=bool(if_absent))
 
     def _embed(self, texts: Sequence[str]) -> builtins.list[bytes]:
         """Embed texts (each distinct text once) as float32 blobs, recording the embedder."""

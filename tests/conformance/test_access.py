@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memlane import ForbiddenError, NotFoundError, ValidationError
+from memlane import ConflictError, ForbiddenError, NotFoundError, ValidationError
 from memlane.access import Access
 
 pytestmark = pytest.mark.embedded
@@ -34,8 +34,9 @@ def test_tokens_authenticate_and_are_stored_hashed(mem):
     assert token not in dumped
     new = acc.rotate_token("carol")
     assert acc.authenticate(token) is None and acc.authenticate(new).name == "carol"
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConflictError, match="already exists"):
         acc.create_agent("carol")
+    assert acc.authenticate(new).name == "carol"  # the refused creation issued no working token
 
 
 def test_scope_is_own_namespace_rooms_and_grants(access):

@@ -231,3 +231,24 @@ def test_get_many_large_batch(mem):
     mem.put_many([{"namespace": ("n", str(i % 7)), "key": f"k{i}", "value": i} for i in range(1500)])
     addrs = [(("n", str(i % 7)), f"k{i}") for i in reversed(range(1500))]
     assert [g.value for g in mem.get_many(addrs)] == list(reversed(range(1500)))
+
+
+def test_if_absent_creates_only_once(mem, clock):
+    from memlane import ConflictError
+
+    first = mem.put("claims", "job.42", "agent-a", if_absent=True)
+    with pytest.raises(ConflictError, match="already exists"):
+        mem.put("claims", "job.42", "agent-b", if_absent=True)
+    assert mem.get("claims", "job.42") == first
+    with pytest.raises(ConflictError):
+        mem.put_many(
+            [
+                {"namespace": "claims", "key": "job.43", "value": 1},
+                {"namespace": "claims", "key": "job.42", "value": 2},
+            ],
+            if_absent=True,
+        )
+    assert mem.get("claims", "job.43") is None  # all or nothing
+    mem.put("claims", "lease", "a", ttl=5, if_absent=True)
+    clock.advance(10)
+    assert mem.put("claims", "lease", "b", if_absent=True).value == "b"  # expired: free again

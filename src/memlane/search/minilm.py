@@ -600,6 +600,11 @@ class MiniLMEmbedder:
     Texts are packed back to back rather than padded, so no work goes to pad
     tokens and mixing short and long texts in one call costs nothing extra.
 
+    numpy's BLAS threads speed up batches on an idle machine but can make
+    embedding several times slower on a CPU-starved one (each matrix product
+    waits for descheduled BLAS threads); there, start the process with
+    ``OPENBLAS_NUM_THREADS=1`` (this class leaves BLAS settings alone).
+
     Args:
         batch_size: Most texts per forward pass.
         max_batch_tokens: Most word pieces per forward pass (a single text is

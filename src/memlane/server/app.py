@@ -37,6 +37,7 @@ STATUS: list[tuple[type[Exception], int, str]] = [
     (errors.UnauthorizedError, 401, "unauthorized"),
     (errors.ForbiddenError, 403, "forbidden"),
     (errors.NotFoundError, 404, "not_found"),
+    (errors.ConflictError, 409, "conflict"),
     (errors.EmbedderMismatchError, 409, "embedder_mismatch"),
     (errors.BackendUnavailableError, 501, "unavailable"),
     (errors.EmbedderError, 502, "embedder_error"),
@@ -76,11 +77,12 @@ class Body(BaseModel):
 
 class PutBody(Body):
     namespace: Any
-    key: str | None = None
+    key: Any = None
     value: Any = None
-    text: str | None = None
+    text: Any = None
     metadata: Any = None
     ttl: Any = None
+    if_absent: bool = False
 
 
 class PutManyBody(Body):
@@ -327,7 +329,15 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
 
     @route("put", PutBody, ItemOut, "Write (upsert) one value at (namespace, key).")
     def put(body: PutBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        item = v.put(body.namespace, body.key, body.value, text=body.text, metadata=body.metadata, ttl=body.ttl)
+        item = v.put(
+            body.namespace,
+            body.key,
+            body.value,
+            text=body.text,
+            metadata=body.metadata,
+            ttl=body.ttl,
+            if_absent=body.if_absent,
+        )
         return ok(item.to_dict())
 
     @route("put_many", PutManyBody, ItemsOut, "Write many records in one transaction.")

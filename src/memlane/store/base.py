@@ -63,8 +63,13 @@ class Store(ABC):
         """Where the data lives (a file path, a server URL without password)."""
 
     @abstractmethod
-    def put_many(self, rows: Sequence[PutRow], now: datetime) -> builtins.list[Item]:
-        """Upsert rows in one transaction; replaced versions go to history."""
+    def put_many(self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False) -> builtins.list[Item]:
+        """Upsert rows in one transaction; replaced versions go to history.
+
+        With ``if_absent``, a live item at any of the addresses raises
+        :class:`~memlane.errors.ConflictError` and nothing is written; the
+        check and the write are atomic against other writers.
+        """
 
     @abstractmethod
     def get(self, namespace: Namespace, key: str, now: datetime) -> Item | None:

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from ..errors import BackendUnavailableError, SchemaVersionError, StoreError
+from ..errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
 from ..model import Item, Namespace, Stats, Version
 from . import _common as c
 from .base import PutRow, Store
@@ -279,7 +279,7 @@ class PostgresStore(Store):
 
     # -- writes -----------------------------------------------------------
 
-    def put_many(self, rows: Sequence[PutRow], now: datetime) -> builtins.list[Item]:
+    def put_many(self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False) -> builtins.list[Item]:
         """Upsert rows in one transaction (in order, so repeated addresses replace)."""
         at = c.ts(now)
         out: builtins.list[Item] = []
@@ -301,6 +301,15 @@ class PostgresStore(Store):
             for r in rows
         ]
         with self._write() as conn, conn.cursor() as cur:
+            if if_absent:
+                for p in params:
+                    # serialise writers of this address for the rest of the transaction, then check
+                    cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s || '/' || %s))", (p[1], p[2]))
+                    taken = cur.execute(
+                        f"SELECT 1 FROM items WHERE namespace = %s AND key = %s AND {_LIVE}", (p[1], p[2], at)
+                    ).fetchone()
+                    if taken:
+                        raise ConflictError(f"an item already exists at {p[1]} key {p[2]!r}")
             cur.executemany(_UPSERT, params, returning=True)
             returned = []
             while True:

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SchemaVersionError, StoreError
+from ..errors import ConflictError, SchemaVersionError, StoreError
 from ..model import Item, Namespace, Stats, Version
 from . import _common as c
 from .base import PutRow, Store
@@ -308,7 +308,7 @@ class SqliteStore(Store):
 
     # -- writes -----------------------------------------------------------
 
-    def put_many(self, rows: Sequence[PutRow], now: datetime) -> builtins.list[Item]:
+    def put_many(self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False) -> builtins.list[Item]:
         """Upsert rows in one transaction.
 
         New addresses are inserted with one ``executemany`` and indexed with one
@@ -320,7 +320,7 @@ class SqliteStore(Store):
         with self._write() as conn:
             seq = None
             for segment in _unique_segments(rows):
-                out.extend(self._put_segment(conn, segment, now, at))
+                out.extend(self._put_segment(conn, segment, now, at, if_absent))
                 vectors = [(r.vector, "/".join(r.namespace), r.key) for r in segment if r.vector is not None]
                 if vectors:
                     if seq is None:
@@ -329,7 +329,7 @@ class SqliteStore(Store):
         return out
 
     def _put_segment(
-        self, conn: sqlite3.Connection, rows: Sequence[PutRow], now: datetime, at: str
+        self, conn: sqlite3.Connection, rows: Sequence[PutRow], now: datetime, at: str, if_absent: bool = False
     ) -> builtins.list[Item]:
         texts = [("/".join(r.namespace), r.key) for r in rows]
         existing: dict[tuple[str, str], tuple[str, str, int, str | None]] = {}
@@ -349,6 +349,9 @@ class SqliteStore(Store):
         for r, addr in zip(rows, texts, strict=True):
             expires = c.ts_or_none(r.expires_at)
             old = existing.get(addr)
+            if if_absent and old is not None and (old[3] is None or old[3] > at):
+                # inside BEGIN IMMEDIATE: no other writer can slip in between check and write
+                raise ConflictError(f"an item already exists at {addr[0]} key {addr[1]!r}")
             if old is None or (old[3] is not None and old[3] <= at):
                 # a new address, or an expired row replaced by a new item
                 item_id, created_text, created_at, version = r.id, at, now, 1
