@@ -326,13 +326,13 @@ class AgentView:
         """``Memory.put`` inside the agent's writable scope."""
         return self._as_author().put(self._writable(namespace), key, value, **kwargs)
 
-    def put_many(self, records: Iterable[Mapping[str, Any]]) -> builtins.list[Item]:
+    def put_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> builtins.list[Item]:
         """``Memory.put_many``; every record's namespace must be writable."""
         records = list(records)
         for rec in records:
             if isinstance(rec, Mapping) and "namespace" in rec:
                 self._writable(rec["namespace"])
-        return self._as_author().put_many(records)
+        return self._as_author().put_many(records, if_absent=if_absent)
 
     def delete(self, namespace: Any, key: str) -> bool:
         """``Memory.delete`` inside the writable scope."""

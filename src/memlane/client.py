@@ -116,7 +116,7 @@ class Client:
         }
         return Item.from_dict(self._call("POST", "put", body))
 
-    def put_many(self, records: Iterable[Mapping[str, Any]]) -> builtins.list[Item]:
+    def put_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> builtins.list[Item]:
         """Write many records in one transaction."""
         sent: builtins.list[Any] = []
         for n, r in enumerate(records):
@@ -129,7 +129,8 @@ class Client:
                     ) from e
                 r = dict(r) | ({"namespace": _ns(r["namespace"])} if "namespace" in r else {})
             sent.append(r)
-        return [Item.from_dict(i) for i in self._call("POST", "put_many", {"records": sent})["items"]]
+        body = {"records": sent, "if_absent": if_absent}
+        return [Item.from_dict(i) for i in self._call("POST", "put_many", body)["items"]]
 
     def delete(self, namespace: Namespace | str, key: str) -> bool:
         """Delete an item; ``False`` if there was none."""

@@ -87,6 +87,7 @@ class PutBody(Body):
 
 class PutManyBody(Body):
     records: list[Any]
+    if_absent: bool = False
 
 
 class AddressBody(Body):
@@ -342,7 +343,7 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
 
     @route("put_many", PutManyBody, ItemsOut, "Write many records in one transaction.")
     def put_many(body: PutManyBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok({"items": [i.to_dict() for i in v.put_many(body.records)]})
+        return ok({"items": [i.to_dict() for i in v.put_many(body.records, if_absent=body.if_absent)]})
 
     @route("get", AddressBody, ItemOut, "Exact lookup of one address; 404 when missing.")
     def get(body: AddressBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
