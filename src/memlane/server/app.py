@@ -15,13 +15,14 @@ client the same way.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import errors
@@ -234,6 +235,65 @@ class DeletedOut(BaseModel):
     deleted: bool | int
 
 
+class _TooLarge(BaseException):  # noqa: N818
+    """Raised from ``receive``; a BaseException so body parsers that catch Exception let it through."""
+
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes with 413, declared or streamed.
+
+    ``Content-Length`` is checked before anything is read; a chunked body is
+    counted as it arrives and cut off at the limit, so no upload can make the
+    service buffer more than ``limit`` bytes.
+    """
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def _refuse(self, send: Any) -> None:
+        body = json.dumps(error_body("payload_too_large", f"request body is over {self.limit:,} bytes")).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(send)
+            return
+        received = 0
+        started = False
+
+        async def counted() -> Any:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise _TooLarge
+            return message
+
+        async def tracked(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except _TooLarge:
+            if not started:
+                await self._refuse(send)
+
+
 def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """Build the service over ``mem``.
 
@@ -255,14 +315,7 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
 
     # -- plumbing ---------------------------------------------------------
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_body_bytes:
-            return JSONResponse(
-                error_body("payload_too_large", f"request body is over {max_body_bytes:,} bytes"), status_code=413
-            )
-        return await call_next(request)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
 
     @app.exception_handler(errors.MemlaneError)
     async def memlane_error(request: Request, exc: errors.MemlaneError) -> JSONResponse:
