@@ -377,16 +377,19 @@ class AgentView:
         from .memory import _encode_cursor
 
         limit = v.limit(limit)
+        prefixes = self._prefixes(namespace_prefix)
+        if len(prefixes) == 1:
+            return self._mem.list(prefixes[0], key_prefix=key_prefix, limit=limit, cursor=cursor)
+        # one extra item per prefix tells whether anything follows this page
         pages = [
-            self._mem.list(p, key_prefix=key_prefix, limit=limit, cursor=cursor).items
-            for p in self._prefixes(namespace_prefix)
+            self._mem.list(p, key_prefix=key_prefix, limit=min(limit + 1, 10_000), cursor=cursor).items
+            for p in prefixes
         ]
         merged = list(heapq.merge(*pages, key=lambda i: (namespace_text(i.namespace), i.key)))
-        if len(merged) > limit or any(len(p) == limit for p in pages):
+        if len(merged) > limit:
             merged = merged[:limit]
-            if merged:
-                return Page(merged, _encode_cursor(merged[-1].namespace, merged[-1].key))
-        return Page(merged[:limit], None)
+            return Page(merged, _encode_cursor(merged[-1].namespace, merged[-1].key))
+        return Page(merged, None)
 
     def namespaces(self, prefix: Any = (), *, max_depth: int | None = None) -> builtins.list[Namespace]:
         """Namespaces the agent may see."""
@@ -404,7 +407,7 @@ class AgentView:
 
     # -- ranked reads -----------------------------------------------------
 
-    def _merge(self, envelopes: Sequence[Envelope], limit: int) -> Envelope:
+    def _merge(self, envelopes: Sequence[Envelope], limit: int, requested: Any) -> Envelope:
         first = envelopes[0]
         if first.params.get("mode") == "keyed":
             hits = sorted(
@@ -419,7 +422,11 @@ class AgentView:
                 counts[ch] = counts.get(ch, 0) + n
         return Envelope(
             operation=first.operation,
-            params=first.params | {"namespace_prefix": [e.params.get("namespace_prefix") for e in envelopes]},
+            params=first.params
+            | {
+                "namespace_prefix": namespace_text(v.namespace(requested, "namespace_prefix", allow_empty=True)),
+                "searched_prefixes": [e.params.get("namespace_prefix") for e in envelopes],
+            },
             hits=hits[:limit],
             counts=counts,
             dropped_by_hydration=sum(e.dropped_by_hydration for e in envelopes),
@@ -434,7 +441,9 @@ class AgentView:
         if len(prefixes) == 1:
             return self._mem.search(query, namespace_prefix=prefixes[0], limit=limit, **kwargs)
         return self._merge(
-            [self._mem.search(query, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes], limit
+            [self._mem.search(query, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes],
+            limit,
+            namespace_prefix,
         )
 
     def recall(
@@ -445,5 +454,7 @@ class AgentView:
         if len(prefixes) == 1:
             return self._mem.recall(query, key=key, namespace_prefix=prefixes[0], limit=limit, **kwargs)
         return self._merge(
-            [self._mem.recall(query, key=key, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes], limit
+            [self._mem.recall(query, key=key, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes],
+            limit,
+            namespace_prefix,
         )

@@ -28,6 +28,20 @@ _ERRORS: dict[int, type[errors.MemlaneError]] = {
 }
 
 
+# the error shape's "type" says more than the status (409 is a conflict or an embedder mismatch)
+_KINDS: dict[str, type[errors.MemlaneError]] = {
+    "unauthorized": errors.UnauthorizedError,
+    "forbidden": errors.ForbiddenError,
+    "not_found": errors.NotFoundError,
+    "conflict": errors.ConflictError,
+    "embedder_mismatch": errors.EmbedderMismatchError,
+    "unavailable": errors.BackendUnavailableError,
+    "embedder_error": errors.EmbedderError,
+    "chooser_error": errors.ChooserError,
+    "store_error": errors.StoreError,
+}
+
+
 def _ns(namespace: Any) -> Any:
     return list(namespace) if isinstance(namespace, tuple) else namespace
 
@@ -81,14 +95,18 @@ class Client:
             raise errors.StoreError(f"cannot reach the memlane service at {self.url}: {e}") from None
         if resp.status_code == 200:
             return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else resp.text
+        err: Any = None
         try:
             err = resp.json()["error"]
             message, field = err.get("message", ""), err.get("field")
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             message, field = resp.text[:200], None
         if resp.status_code in (400, 413):
             raise errors.ValidationError(field or "request", message)
-        raise _ERRORS.get(resp.status_code, errors.StoreError)(f"{message} (HTTP {resp.status_code} from {self.url})")
+        kind = _KINDS.get(err.get("type", "")) if isinstance(err, dict) else None
+        raise (kind or _ERRORS.get(resp.status_code, errors.StoreError))(
+            f"{message} (HTTP {resp.status_code} from {self.url})"
+        )
 
     # -- writes -----------------------------------------------------------
 
@@ -121,6 +139,11 @@ class Client:
         sent: builtins.list[Any] = []
         for n, r in enumerate(records):
             if isinstance(r, Mapping):
+                # the service ignores unknown record fields (additive API); this
+                # client refuses them like Memory does, so a typo is not lost silently
+                unknown = sorted(set(r) - {"namespace", "key", "value", "text", "metadata", "ttl"})
+                if unknown:
+                    raise errors.ValidationError("records", f"record {n} has unknown fields {unknown}")
                 try:
                     _check_json(r.get("value"), r.get("metadata"), r.get("ttl"))
                 except errors.ValidationError as e:

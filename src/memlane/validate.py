@@ -26,7 +26,9 @@ MAX_METADATA_CHARS = 64 * 1024
 MAX_TTL_SECONDS = 100 * 365.25 * 86400
 MAX_QUERY_CHARS = 4096
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# control characters, and lone UTF-16 surrogates (not encodable as UTF-8, so no
+# database can store them)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _namespace_from_parts(parts: tuple[Any, ...], field: str, allow_empty: bool) -> Namespace:
@@ -46,7 +48,7 @@ def _namespace_from_parts(parts: tuple[Any, ...], field: str, allow_empty: bool)
         if "/" in seg:
             raise ValidationError(field, f"segment {seg!r} contains '/'; pass a tuple of segments")
         if _CONTROL.search(seg):
-            raise ValidationError(field, f"segment {seg!r} contains a control character")
+            raise ValidationError(field, f"segment {seg!r} contains a control character or a lone surrogate")
     return tuple(parts)
 
 
@@ -86,7 +88,7 @@ def key(raw: Any, field: str = "key") -> str:
     if len(raw) > MAX_KEY_CHARS:
         raise ValidationError(field, f"is {len(raw)} characters; at most {MAX_KEY_CHARS}")
     if _CONTROL.search(raw):
-        raise ValidationError(field, "contains a control character")
+        raise ValidationError(field, "contains a control character or a lone surrogate")
     if raw[0] == "." or raw[-1] == "." or ".." in raw:
         raise ValidationError(field, f"{raw!r} has an empty taxonomy segment (leading, trailing or doubled '.')")
     return raw
@@ -128,14 +130,24 @@ def canonical_json(value: Any, field: str, max_chars: int) -> str:
     try:
         out = _ENCODER.encode(value)
     except ValueError as e:
-        raise ValidationError(field, "contains NaN or Infinity; JSON numbers must be finite") from e
+        if "Out of range float" in str(e):
+            raise ValidationError(field, "contains NaN or Infinity; JSON numbers must be finite") from e
+        raise ValidationError(field, f"cannot be stored as JSON ({e})") from e
     except TypeError as e:
         raise ValidationError(field, f"is not JSON-serialisable ({e})") from e
     except RecursionError as e:
         raise ValidationError(field, "is nested too deeply") from e
     if len(out) > max_chars:
         raise ValidationError(field, f"is {len(out):,} characters as JSON; at most {max_chars:,}")
+    _utf8(out, field)
     return out
+
+
+def _utf8(text: str, field: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValidationError(field, "contains a lone UTF-16 surrogate, which is not valid Unicode text") from e
 
 
 _TYPES: dict[type, str] = {
@@ -155,7 +167,9 @@ def value(raw: Any, field: str = "value") -> tuple[str, str]:
     if type(raw) is str:  # the common case, without the encoder's Python-level checks
         if len(raw) > MAX_VALUE_CHARS // 2:
             return canonical_json(raw, field, MAX_VALUE_CHARS), "string"
-        return _encode_str(raw), "string"
+        out = _encode_str(raw)
+        _utf8(out, field)
+        return out, "string"
     vtype = _TYPES.get(type(raw))
     if vtype is None:
         # subclasses of the JSON types (IntEnum, OrderedDict...) are accepted by their base
@@ -176,6 +190,7 @@ def text(raw: Any, field: str = "text") -> str:
         raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
     if len(raw) > MAX_TEXT_CHARS:
         raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_TEXT_CHARS:,}")
+    _utf8(raw, field)
     return raw
 
 
@@ -216,4 +231,5 @@ def query(raw: Any, field: str = "query") -> str:
         raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
     if len(raw) > MAX_QUERY_CHARS:
         raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_QUERY_CHARS:,}")
+    _utf8(raw, field)
     return raw

@@ -24,8 +24,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import errors
+from .. import errors, validate
 from ..access import RESERVED, Access, Agent, AgentView
 from ..memory import Memory
 
@@ -55,6 +56,14 @@ def _compact(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_compact(v) for v in obj]
     return obj
+
+
+_RECORD_FIELDS = ("namespace", "key", "value", "text", "metadata", "ttl")
+
+
+def _known_fields(record: Any) -> Any:
+    """A put_many record without fields this version does not know (the API is additive)."""
+    return {k: record[k] for k in _RECORD_FIELDS if k in record} if isinstance(record, dict) else record
 
 
 def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
@@ -328,6 +337,16 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
                 return JSONResponse(error_body(kind, message, field), status_code=status)
         raise AssertionError("unreachable: MemlaneError is in the table")  # pragma: no cover
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kinds = {404: "not_found", 405: "method_not_allowed", 400: "validation_error", 413: "payload_too_large"}
+        message = exc.detail if isinstance(exc.detail, str) else "request refused"
+        if exc.status_code == 400:
+            message = "request body could not be parsed as JSON"
+        return JSONResponse(
+            error_body(kinds.get(exc.status_code, "error"), message), status_code=exc.status_code, headers=exc.headers
+        )
+
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
@@ -396,7 +415,13 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
 
     @route("put_many", PutManyBody, ItemsOut, "Write many records in one transaction.")
     def put_many(body: PutManyBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok({"items": [i.to_dict() for i in v.put_many(body.records, if_absent=body.if_absent)]})
+        return ok(
+            {
+                "items": [
+                    i.to_dict() for i in v.put_many([_known_fields(r) for r in body.records], if_absent=body.if_absent)
+                ]
+            }
+        )
 
     @route("get", AddressBody, ItemOut, "Exact lookup of one address; 404 when missing.")
     def get(body: AddressBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
@@ -466,6 +491,7 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
         "recall", RecallBody, EnvelopeOut, "The agent's entry point: with key, the exact keyed fetch; without, search."
     )
     def recall(body: RecallBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        validate.namespace(body.namespace, "namespace", allow_empty=True)  # the field as this API names it
         key = body.key if keyed_recall else None
         env = v.recall(
             body.query,
