@@ -107,8 +107,12 @@ def _check_keys(value: Any, field: str) -> None:
     # json.dumps would silently turn {1: "a"} into {"1": "a"}: refuse instead,
     # so every stored value round-trips to exactly what was written.
     stack = [value]
+    seen: set[int] = set()
     while stack:
         node = stack.pop()
+        if id(node) in seen:
+            continue  # shared or cyclic: checked once; the encoder refuses cycles itself
+        seen.add(id(node))
         if isinstance(node, dict):
             for k, v in node.items():
                 if not isinstance(k, str):
@@ -132,6 +136,8 @@ def canonical_json(value: Any, field: str, max_chars: int) -> str:
     except ValueError as e:
         if "Out of range float" in str(e):
             raise ValidationError(field, "contains NaN or Infinity; JSON numbers must be finite") from e
+        if "Circular reference" in str(e):
+            raise ValidationError(field, "contains itself (a reference cycle); JSON values are trees") from e
         raise ValidationError(field, f"cannot be stored as JSON ({e})") from e
     except TypeError as e:
         raise ValidationError(field, f"is not JSON-serialisable ({e})") from e

@@ -252,3 +252,9 @@ def test_if_absent_creates_only_once(mem, clock):
     mem.put("claims", "lease", "a", ttl=5, if_absent=True)
     clock.advance(10)
     assert mem.put("claims", "lease", "b", if_absent=True).value == "b"  # expired: free again
+
+
+def test_shared_substructures_are_fine(mem):
+    shared = {"x": [1, 2]}
+    mem.put("t", "dag", [shared, shared])
+    assert mem.get("t", "dag").value == [{"x": [1, 2]}, {"x": [1, 2]}]

@@ -34,6 +34,8 @@ BAD_PUTS = [
     ({"value": b"bytes"}, "value"),
     ({"value": object()}, "value"),
     ({"value": "x" * (16 * 1024 * 1024 + 1)}, "value"),
+    ({"value": (lambda a: (a.append(a), a)[1])([])}, "value"),
+    ({"value": (lambda d: (d.update(me=d), d)[1])({})}, "value"),
     ({"metadata": ["not", "an", "object"]}, "metadata"),
     ({"metadata": {"x": float("nan")}}, "metadata"),
     ({"metadata": {"x": "y" * 70_000}}, "metadata"),
