@@ -162,28 +162,46 @@ def time_calls_interleaved(
 
 
 class Stopwatch:
-    """Accumulates wall time over several timed sections (``with sw: ...``)."""
+    """Accumulates wall time and this process's CPU time over timed sections (``with sw: ...``).
+
+    ``cpu_share`` (CPU time / wall time) tells how much of the machine the
+    timed code actually got: near 1.0 for CPU-bound code on an idle machine,
+    lower when it waited on I/O or other processes took the CPU. On a shared
+    machine, ``cpu_rate`` (per CPU-second) is the steadier throughput figure.
+    """
 
     def __init__(self) -> None:
         self.ns = 0
+        self.cpu_ns = 0
         self.sections = 0
         self._t0 = 0
+        self._c0 = 0
 
     def __enter__(self) -> Stopwatch:
+        self._c0 = time.process_time_ns()
         self._t0 = time.perf_counter_ns()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.ns += time.perf_counter_ns() - self._t0
+        self.cpu_ns += time.process_time_ns() - self._c0
         self.sections += 1
 
     @property
     def seconds(self) -> float:
         return self.ns / 1e9
 
+    @property
+    def cpu_share(self) -> float:
+        return self.cpu_ns / self.ns if self.ns else math.nan
+
     def rate(self, count: int) -> float:
-        """``count`` per second of accumulated time."""
+        """``count`` per second of accumulated wall time."""
         return count / self.seconds if self.ns else math.nan
+
+    def cpu_rate(self, count: int) -> float:
+        """``count`` per second of this process's CPU time."""
+        return count / (self.cpu_ns / 1e9) if self.cpu_ns else math.nan
 
 
 @contextmanager

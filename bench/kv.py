@@ -8,12 +8,16 @@ For each N, in one process and one run, this builds three SQLite files from
 the same deterministic records:
 
 * ``memlane.db``  through the public API (``Memory.put_many``, batches of 5,000:
-  validation, upsert check, history triggers, secondary indexes, FTS5);
+  validation, ids, the upsert check, secondary indexes, FTS5), opened with
+  ``embedder=None`` (vectors are ``bench/retrieval.py``'s business);
 * ``raw.db``      a plain table with the same columns and the same
   ``UNIQUE(namespace, key)`` index, filled with ``executemany``;
 * ``raw_fts.db``  the same plain table plus an FTS5 external-content index
   (same tokenizer), filled in bulk with one ``INSERT .. SELECT`` per batch
-  inside the batch's transaction (what memlane does too).
+  inside the batch's transaction (what memlane does too);
+* ``raw_idx.db``  ``raw_fts.db`` plus memlane's two secondary indexes
+  (``items_key``, ``items_expires``): memlane's schema without memlane, so
+  ``memlane / raw_idx`` is the cost of the Python layer alone.
 
 and then measures, warm: ``put_many`` throughput, ``get`` and ``get_many``
 latency, BM25 ``search`` latency and bytes per item, printing each figure next
@@ -32,6 +36,7 @@ import random
 import sqlite3
 import sys
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -207,7 +212,7 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def raw_rows(corpus: Corpus, records: list[dict[str, Any]], now: str) -> list[tuple[Any, ...]]:
+def raw_rows(records: list[dict[str, Any]], now: str) -> list[tuple[Any, ...]]:
     """The same records as plain 12-column rows (built outside any timed section)."""
     rows = []
     for rec in records:
@@ -256,8 +261,8 @@ def connection_pragmas(conn: sqlite3.Connection) -> dict[str, Any]:
     return {name: conn.execute(f"PRAGMA {name}").fetchone()[0] for name in MIRRORED_PRAGMAS}
 
 
-def open_raw(path: Path, with_fts: bool, pragmas: dict[str, Any]) -> sqlite3.Connection:
-    """A plain table with memlane's exact ``items`` DDL (+ its FTS5 DDL).
+def open_raw(path: Path, with_fts: bool, pragmas: dict[str, Any], with_indexes: bool = False) -> sqlite3.Connection:
+    """A plain table with memlane's exact ``items`` DDL (+ its FTS5 DDL, + its secondary indexes).
 
     ``pragmas`` (read from memlane's own connection) are applied first, so the
     baseline gets the same journal, sync level, page cache and mmap as memlane
@@ -275,6 +280,9 @@ def open_raw(path: Path, with_fts: bool, pragmas: dict[str, Any]) -> sqlite3.Con
         fts = _memlane_ddl("CREATE VIRTUAL TABLE items_fts")
         assert "porter unicode61 remove_diacritics 2" in fts, fts
         conn.execute(fts)
+    if with_indexes:
+        conn.execute(_memlane_ddl("CREATE INDEX items_key"))
+        conn.execute(_memlane_ddl("CREATE INDEX items_expires"))
     return conn
 
 
@@ -303,7 +311,7 @@ def object_sizes(conn: sqlite3.Connection) -> dict[str, int]:
 
 def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     corpus = Corpus(args.seed, args.tenants, args.users)
-    paths = {name: workdir / f"{name}.db" for name in ("memlane", "raw", "raw_fts")}
+    paths = {name: workdir / f"{name}.db" for name in ("memlane", "raw", "raw_fts", "raw_idx")}
     for p in paths.values():
         for suffix in ("", "-wal", "-shm"):
             Path(f"{p}{suffix}").unlink(missing_ok=True)
@@ -314,6 +322,7 @@ def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     pragmas = connection_pragmas(mem.store.connection)
     raw = open_raw(paths["raw"], with_fts=False, pragmas=pragmas)
     raw_fts = open_raw(paths["raw_fts"], with_fts=True, pragmas=pragmas)
+    raw_idx = open_raw(paths["raw_idx"], with_fts=True, pragmas=pragmas, with_indexes=True)
     result: dict[str, Any] = {
         "n": n,
         "params": {
@@ -328,30 +337,38 @@ def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
     # 1. put_many --------------------------------------------------------------
-    progress(f"N={n:,}: building memlane.db, raw.db and raw_fts.db in batches of {args.batch:,}")
-    sw = {"memlane": Stopwatch(), "raw": Stopwatch(), "raw_fts": Stopwatch()}
+    progress(f"N={n:,}: building memlane.db, raw.db, raw_fts.db and raw_idx.db in batches of {args.batch:,}")
+    sw = {name: Stopwatch() for name in paths}
     gen = Stopwatch()
     batches = math.ceil(n / args.batch)
     for b in range(batches):
         start, stop = b * args.batch, min(n, (b + 1) * args.batch)
         with gen:
             records = corpus.batch(start, stop)
-            rows = raw_rows(corpus, records, datetime.now(UTC).isoformat(timespec="microseconds"))
+            rows = raw_rows(records, datetime.now(UTC).isoformat(timespec="microseconds"))
         jobs: list[tuple[str, Any, tuple[Any, ...]]] = [
             ("memlane", mem.put_many, (records,)),
             ("raw", raw_insert, (raw, rows, False)),
             ("raw_fts", raw_insert, (raw_fts, rows, True)),
+            ("raw_idx", raw_insert, (raw_idx, rows, True)),
         ]
-        for name, fn, fn_args in jobs[b % 3 :] + jobs[: b % 3]:  # rotate to spread drift
+        for name, fn, fn_args in jobs[b % 4 :] + jobs[: b % 4]:  # rotate to spread drift
             with sw[name]:
                 fn(*fn_args)
         if (b + 1) % max(1, batches // 10) == 0 or b + 1 == batches:
             progress(
                 f"  {stop:,}/{n:,} items; memlane {sw['memlane'].rate(stop):,.0f}/s, "
-                f"raw {sw['raw'].rate(stop):,.0f}/s, raw+fts {sw['raw_fts'].rate(stop):,.0f}/s"
+                f"raw {sw['raw'].rate(stop):,.0f}/s, raw+fts {sw['raw_fts'].rate(stop):,.0f}/s, "
+                f"raw+fts+indexes {sw['raw_idx'].rate(stop):,.0f}/s"
             )
     result["put_many"] = {
-        name: {"seconds": round(s.seconds, 3), "items_per_s": round(s.rate(n), 1)} for name, s in sw.items()
+        name: {
+            "seconds": round(s.seconds, 3),
+            "items_per_s": round(s.rate(n), 1),
+            "items_per_cpu_s": round(s.cpu_rate(n), 1),
+            "cpu_share": round(s.cpu_share, 3),
+        }
+        for name, s in sw.items()
     }
     result["put_many"]["data_generation_seconds"] = round(gen.seconds, 3)
 
@@ -360,7 +377,7 @@ def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     # 5. file size (measured now; reads do not change it) ------------------------
     sizes: dict[str, Any] = {}
-    for name, conn in (("memlane", mconn), ("raw", raw), ("raw_fts", raw_fts)):
+    for name, conn in (("memlane", mconn), ("raw", raw), ("raw_fts", raw_fts), ("raw_idx", raw_idx)):
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         size = db_size(paths[name])
         sizes[name] = {
@@ -381,11 +398,13 @@ def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     def raw_get(ns: str, key: str) -> Any:
         return execute(RAW_GET, (ns, key)).fetchone()
 
+    phase = {"get": Stopwatch(), "get_many": Stopwatch(), "search": Stopwatch()}
     progress(f"N={n:,}: get x {args.lookups:,} (+{warm:,} warm-up) per side")
     assert all(mem.get(*a) is not None for a in mem_args[:100]), "get missed an existing address"
-    samples = time_calls_interleaved(
-        {"memlane": (mem.get, mem_args), "raw": (raw_get, raw_args)}, rounds=args.rounds, warmup=warm
-    )
+    with phase["get"]:
+        samples = time_calls_interleaved(
+            {"memlane": (mem.get, mem_args), "raw": (raw_get, raw_args)}, rounds=args.rounds, warmup=warm
+        )
     result["get"] = {k: summarize(v).to_dict() for k, v in samples.items()}
     result["get"]["ratio_p50"] = ratio(result["get"]["memlane"]["p50_us"], result["get"]["raw"]["p50_us"])
 
@@ -411,11 +430,12 @@ def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
         return execute(in_sql, params).fetchall()
 
     assert len(raw_in(gm_raw_in[0][0])) == 100 and all(mem.get_many(gm_mem[0][0]))
-    samples = time_calls_interleaved(
-        {"memlane": (mem.get_many, gm_mem), "raw_loop": (raw_loop, gm_raw), "raw_in": (raw_in, gm_raw_in)},
-        rounds=args.rounds,
-        warmup=50,
-    )
+    with phase["get_many"]:
+        samples = time_calls_interleaved(
+            {"memlane": (mem.get_many, gm_mem), "raw_loop": (raw_loop, gm_raw), "raw_in": (raw_in, gm_raw_in)},
+            rounds=args.rounds,
+            warmup=50,
+        )
     gm = {k: summarize(v).to_dict() for k, v in samples.items()}
     gm["ratio_p50_vs_loop"] = ratio(gm["memlane"]["p50_us"], gm["raw_loop"]["p50_us"])
     gm["ratio_p50_vs_in"] = ratio(gm["memlane"]["p50_us"], gm["raw_in"]["p50_us"])
@@ -440,30 +460,78 @@ def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
         return mem.search(q, limit=10, channels=("lexical",))
 
     agreement = _search_agreement(mem, raw_search_topk, queries[:100], matches[:100])
-    samples = time_calls_interleaved(
-        {
-            "memlane": (mem_search, [(q,) for q in queries]),
-            "raw_join": (raw_search_join, matches),
-            "raw_topk": (raw_search_topk, matches),
-        },
-        rounds=args.rounds,
-        warmup=warm_q,
-    )
+    with phase["search"]:
+        samples = time_calls_interleaved(
+            {
+                "memlane": (mem_search, [(q,) for q in queries]),
+                "raw_join": (raw_search_join, matches),
+                "raw_topk": (raw_search_topk, matches),
+            },
+            rounds=args.rounds,
+            warmup=warm_q,
+        )
     se = {k: summarize(v).to_dict() for k, v in samples.items()}
     se["ratio_p50_vs_join"] = ratio(se["memlane"]["p50_us"], se["raw_join"]["p50_us"])
     se["ratio_p50_vs_topk"] = ratio(se["memlane"]["p50_us"], se["raw_topk"]["p50_us"])
     se["top10_key_agreement"] = agreement
     se["example_queries"] = queries[warm_q : warm_q + 5]
     result["search"] = se
+    # CPU time / wall time per phase: well below 1.0 means the process waited
+    # (other work on the machine, I/O); compare runs only at similar shares
+    result["cpu_share"] = {
+        "put_many": {name: round(s.cpu_share, 3) for name, s in sw.items()},
+        **{name: round(s.cpu_share, 3) for name, s in phase.items()},
+    }
 
     if args.profile:
         progress(f"N={n:,}: profiling (after all timed phases)")
-        result["profile"] = profile_memlane(mem, corpus, n, args, mem_args[warm:], queries[warm_q:])
+        try:
+            result["profile"] = profile_memlane(mem, corpus, n, args, mem_args[warm:], queries[warm_q:])
+        except Exception as e:  # diagnostics only: never lose the timed results to them
+            progress(f"N={n:,}: profiling failed: {e!r}")
+            result["profile_error"] = repr(e)
 
     mem.close()
-    raw.close()
-    raw_fts.close()
+    for conn in (raw, raw_fts, raw_idx):
+        conn.close()
     return result
+
+
+class _TimedConnection:
+    """Stands in for the store's sqlite3 connection while profiling: CPU time per kind of statement."""
+
+    def __init__(self, conn: sqlite3.Connection, acc: dict[str, int]) -> None:
+        self._conn = conn
+        self._acc = acc
+
+    @staticmethod
+    def _kind(sql: str, many: bool) -> str:
+        head = sql.lstrip()[:40].upper()
+        if head.startswith(("BEGIN", "COMMIT", "ROLLBACK")):
+            return "SQL: BEGIN/COMMIT (commit includes WAL auto-checkpoints)"
+        if head.startswith("WITH WANTED"):
+            return "SQL: upsert check (SELECT existing addresses)"
+        if "ITEMS_FTS" in sql.upper():
+            return "SQL: FTS5 bulk insert"
+        if many and head.startswith("INSERT INTO ITEMS"):
+            return "SQL: INSERT rows (table, UNIQUE + 2 secondary indexes)"
+        return "SQL: other"
+
+    def _timed(self, kind: str, fn: Any, *args: Any) -> Any:
+        t0 = time.process_time_ns()
+        try:
+            return fn(*args)
+        finally:
+            self._acc[kind] = self._acc.get(kind, 0) + time.process_time_ns() - t0
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        return self._timed(self._kind(sql, False), self._conn.execute, sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        return self._timed(self._kind(sql, True), self._conn.executemany, sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
 
 
 def profile_memlane(
@@ -497,15 +565,23 @@ def profile_memlane(
     )
     get_layers = {name: round(summarize(v).p50_us, 2) for name, v in samples.items()}
 
-    # put_many: Memory layer (validation, ids) vs SqliteStore.put_many, by wrapping the store method
-    in_store = Stopwatch()
-    original = store.put_many
+    # put_many, in CPU time (steady under machine load): the Memory layer
+    # (validation, ids), SqliteStore.put_many's own Python, and each kind of
+    # SQL statement, by wrapping the store method and its connection.
+    cpu: dict[str, int] = {}
+    original_put = store.put_many
+    original_conn = getattr(store, "_conn", None)
 
-    def timed_store_put(rows: Any, at: Any) -> Any:
-        with in_store:
-            return original(rows, at)
+    def timed_store_put(*a: Any, **kw: Any) -> Any:
+        t0 = time.process_time_ns()
+        try:
+            return original_put(*a, **kw)
+        finally:
+            cpu["store"] = cpu.get("store", 0) + time.process_time_ns() - t0
 
     store.put_many = timed_store_put
+    if original_conn is not None:
+        store._conn = _TimedConnection(original_conn, cpu)
     total = Stopwatch()
     start = n
     try:
@@ -516,11 +592,21 @@ def profile_memlane(
                 mem.put_many(records)
     finally:
         del store.put_many
+        if original_conn is not None:
+            store._conn = original_conn
+    sql = {k: v for k, v in cpu.items() if k != "store"}
+    parts = {
+        "Memory layer (validation, ids, record checks)": total.cpu_ns - cpu["store"],
+        "SqliteStore.put_many Python (rows, Item objects)": cpu["store"] - sum(sql.values()),
+        **sql,
+    }
     put_layers = {
         "items": start - n,
         "items_per_s": round(total.rate(start - n), 1),
-        "memory_layer_share": round(1 - in_store.ns / total.ns, 3),
-        "store_share": round(in_store.ns / total.ns, 3),
+        "items_per_cpu_s": round(total.cpu_rate(start - n), 1),
+        "cpu_share_of_put_many": {
+            k: round(v / total.cpu_ns, 3) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])
+        },
     }
     batches = [
         corpus.batch(s, s + args.batch) for s in range(start, start + args.profile_batches * args.batch, args.batch)
@@ -554,9 +640,11 @@ def profile_report(prof: dict[str, Any]) -> str:
         lines.append(f"    {us:8.2f}  {name}")
     pl = prof["put_many_layers"]
     lines.append(
-        f"  put_many of {pl['items']:,} more items: {pl['items_per_s']:,.0f} items/s; "
-        f"Memory layer (validation, ids) {pl['memory_layer_share']:.0%}, SqliteStore.put_many {pl['store_share']:.0%}"
+        f"  put_many of {pl['items']:,} more items: {pl['items_per_s']:,.0f} items/s, "
+        f"{pl['items_per_cpu_s']:,.0f} per CPU-second; share of its CPU time:"
     )
+    for name, share in pl["cpu_share_of_put_many"].items():
+        lines.append(f"    {share:6.1%}  {name}")
     for key in ("cprofile_put_many", "cprofile_get", "cprofile_search"):
         lines.append(f"  {key} (top by own time):")
         lines.extend("    " + line for line in prof[key].splitlines())
@@ -599,16 +687,22 @@ def report(res: dict[str, Any]) -> str:
         return f"{fmt_num(d['p50_us'])} / {fmt_num(d['p99_us'])}"
 
     put_rate = pm["memlane"]["items_per_s"]
+
+    def put_row(label: str, key: str, goal: bool) -> list[str]:
+        m, f, x = pm["memlane"][key], pm["raw_fts"][key], pm["raw_idx"][key]
+        return [
+            label,
+            fmt_num(m),
+            f"{fmt_num(pm['raw'][key])} plain",
+            f"{fmt_num(f)} +FTS; {fmt_num(x)} +FTS+idx",
+            f"{ratio(f, m):.2f}x slower vs +FTS, {ratio(x, m):.2f}x vs +FTS+idx",
+            GOAL_PUT.label if goal else "",
+            GOAL_PUT.status(put_rate) if goal else "",
+        ]
+
     rows = [
-        [
-            "put_many, items/s (batch 5,000)",
-            fmt_num(put_rate),
-            f"{fmt_num(pm['raw']['items_per_s'])} plain",
-            f"{fmt_num(pm['raw_fts']['items_per_s'])} +FTS",
-            f"{ratio(pm['raw_fts']['items_per_s'], put_rate):.2f}x slower vs +FTS",
-            GOAL_PUT.label,
-            GOAL_PUT.status(put_rate),
-        ],
+        put_row("put_many, items/s (batch 5,000)", "items_per_s", True),
+        put_row("put_many, items per CPU-second", "items_per_cpu_s", False),
         [
             "get, p50 / p99 us",
             us(g["memlane"]),
@@ -642,8 +736,9 @@ def report(res: dict[str, Any]) -> str:
             "file size, bytes/item",
             fmt_num(sz["memlane"]["bytes_per_item"]),
             f"{fmt_num(sz['raw']['bytes_per_item'])} plain",
-            f"{fmt_num(sz['raw_fts']['bytes_per_item'])} +FTS",
-            f"{ratio(sz['memlane']['bytes'], sz['raw_fts']['bytes']):.2f}x vs +FTS",
+            f"{fmt_num(sz['raw_fts']['bytes_per_item'])} +FTS; {fmt_num(sz['raw_idx']['bytes_per_item'])} +FTS+idx",
+            f"{ratio(sz['memlane']['bytes'], sz['raw_fts']['bytes']):.2f}x vs +FTS, "
+            f"{ratio(sz['memlane']['bytes'], sz['raw_idx']['bytes']):.2f}x vs +FTS+idx",
             "",
             "",
         ],
@@ -653,10 +748,15 @@ def report(res: dict[str, Any]) -> str:
         f"memlane.db {fmt_bytes(sz['memlane']['bytes'])}, raw_fts.db {fmt_bytes(sz['raw_fts']['bytes'])})"
     )
     headers = ["measure", "memlane", "raw sqlite3", "raw (alt)", "memlane / raw", "goal", "status"]
+    cpu = res["cpu_share"]
+    uses_index = any("USING INDEX" in step for step in gm["raw_in_plan"])
     notes = (
-        f"  samples: get {g['memlane']['n']:,}, get_many {gm['memlane']['n']:,}, "
-        f"search {se['memlane']['n']:,} per side; search top-10 agreement "
-        f"{se['top10_key_agreement']:.1%}; raw IN plan: {'; '.join(gm['raw_in_plan'])}"
+        f"  samples per side: get {g['memlane']['n']:,}, get_many {gm['memlane']['n']:,}, "
+        f"search {se['memlane']['n']:,}; search top-10 agreement {se['top10_key_agreement']:.1%}; "
+        f"raw IN query uses the UNIQUE index: {'yes' if uses_index else 'NO'}\n"
+        f"  CPU share (process CPU / wall; < 1 = waited on I/O or other processes): put_many "
+        + ", ".join(f"{k} {v:.2f}" for k, v in cpu["put_many"].items())
+        + f"; get {cpu['get']:.2f}, get_many {cpu['get_many']:.2f}, search {cpu['search']:.2f}"
     )
     return format_table(headers, rows, title=title) + "\n" + notes
 
@@ -700,6 +800,8 @@ def main(argv: list[str] | None = None) -> int:
         print(report(runs[-1]), flush=True)
         if "profile" in runs[-1]:
             print(profile_report(runs[-1]["profile"]), flush=True)
+        elif "profile_error" in runs[-1]:
+            print(f"\nprofiling failed: {runs[-1]['profile_error']}", flush=True)
     if args.json:
         write_json(args.json, {"benchmark": "kv", "machine": info, "runs": runs})
         print(f"\nwrote {args.json}")
