@@ -24,7 +24,7 @@ import platform
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -389,3 +389,37 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
         return x
 
     Path(path).write_text(json.dumps(clean(data), indent=2) + "\n", encoding="utf-8")
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """An admin URL: ``$MEMLANE_TEST_PG_URL`` if set, else a throwaway pgserver (as tests/conftest.py).
+
+    The pgserver data directory comes from ``tempfile.mkdtemp`` and is made
+    0755 (pgserver's postgres process runs as another user); the server is
+    stopped and the directory removed on exit.
+    """
+    url = os.environ.get("MEMLANE_TEST_PG_URL")
+    if url:
+        yield url
+        return
+    import shutil
+    import tempfile
+
+    import pgserver
+
+    base = tempfile.mkdtemp(prefix="memlane-bench-pg-")
+    os.chmod(base, 0o755)
+    server = pgserver.get_server(base, cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def pg_url_for(admin_url: str, dbname: str) -> str:
+    """``admin_url`` pointing at database ``dbname``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(admin_url)._replace(path="/" + dbname))

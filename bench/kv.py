@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/kv.py --n 100000 [--n 1000000] [--json OUT] [--dir DIR]
+    python bench/kv.py --n 100000 [--n 1000000] [--json OUT] [--dir DIR] [--backend sqlite|postgres|both]
 
 For each N, in one process and one run, this builds three SQLite files from
 the same deterministic records:
@@ -54,6 +54,8 @@ from _util import (  # noqa: E402
     fmt_num,
     format_table,
     machine_info,
+    pg_url_for,
+    postgres_server,
     profile_top,
     progress,
     ratio,
@@ -497,6 +499,334 @@ def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+# -- PostgreSQL -----------------------------------------------------------------
+
+PG_RAW_DDL = (
+    # the same 12 columns, types and collations as memlane's items table, the
+    # same UNIQUE(namespace, key), the same stored tsvector + GIN index (memlane's
+    # text search configuration is created first from memlane's own migration)
+    """CREATE TABLE items_raw (
+        id TEXT NOT NULL,
+        namespace TEXT COLLATE "C" NOT NULL,
+        key TEXT COLLATE "C" NOT NULL,
+        value TEXT NOT NULL,
+        value_type TEXT NOT NULL,
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        author TEXT,
+        created_at TEXT COLLATE "C" NOT NULL,
+        updated_at TEXT COLLATE "C" NOT NULL,
+        expires_at TEXT COLLATE "C",
+        version INTEGER NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS (to_tsvector('memlane', left(text, 200000))) STORED,
+        UNIQUE (namespace, key)
+    )""",
+    "CREATE INDEX items_raw_tsv ON items_raw USING gin (tsv)",
+)
+PG_RAW_GET = f"SELECT {COLUMNS} FROM items_raw WHERE namespace = %s AND key = %s"
+PG_RAW_INSERT = f"INSERT INTO items_raw ({COLUMNS}) VALUES ({', '.join(['%s'] * 12)})"
+PG_RAW_IN = f"SELECT {COLUMNS} FROM items_raw WHERE (namespace, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+PG_RAW_SEARCH = (
+    f"SELECT {COLUMNS} FROM items_raw WHERE tsv @@ to_tsquery('memlane', %s) "
+    "ORDER BY ts_rank(tsv, to_tsquery('memlane', %s)) DESC LIMIT 10"
+)
+
+
+def pg_tsquery(q: str) -> str:
+    """The OR of memlane's query terms, each quoted, for ``to_tsquery``."""
+    return " | ".join("'" + t.replace("'", "''") + "'" for t in rank.terms(q))
+
+
+def run_postgres(n: int, admin_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """memlane's PostgreSQL store against a plain psycopg table on the same server."""
+    import psycopg
+
+    from memlane.store.postgres import MIGRATIONS as PG_MIGRATIONS
+
+    corpus = Corpus(args.seed, args.tenants, args.users)
+    names = {"memlane": f"memlane_bench_{os.getpid()}_{n}", "raw": f"memlane_bench_raw_{os.getpid()}_{n}"}
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        server_version = admin.execute("SHOW server_version").fetchone()[0]
+        for db in names.values():
+            admin.execute(f'DROP DATABASE IF EXISTS "{db}"')
+            admin.execute(f'CREATE DATABASE "{db}"')
+    try:
+        return _run_postgres(n, admin_url, names, corpus, args, server_version, psycopg, PG_MIGRATIONS)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            for db in names.values():
+                admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+def _run_postgres(
+    n: int,
+    admin_url: str,
+    names: dict[str, str],
+    corpus: Corpus,
+    args: argparse.Namespace,
+    server_version: str,
+    psycopg: Any,
+    pg_migrations: Any,
+) -> dict[str, Any]:
+    mem = memlane.open(pg_url_for(admin_url, names["memlane"]), embedder=None)
+    raw = psycopg.connect(pg_url_for(admin_url, names["raw"]), autocommit=True)
+    for sql in pg_migrations[0][1][:3]:  # memlane's text search dictionary and configuration
+        raw.execute(sql)
+    for sql in PG_RAW_DDL:
+        raw.execute(sql)
+    result: dict[str, Any] = {
+        "backend": "postgres",
+        "n": n,
+        "server_version": server_version,
+        "params": {
+            "batch": args.batch,
+            "namespaces": len(corpus.namespaces),
+            "vocabulary": len(corpus.vocab),
+            "seed": args.seed,
+        },
+    }
+
+    # 1. put_many ------------------------------------------------------------------
+    progress(f"N={n:,} postgres: building memlane's items and items_raw in batches of {args.batch:,}")
+    sw = {"memlane": Stopwatch(), "raw": Stopwatch()}
+    batches = math.ceil(n / args.batch)
+
+    def raw_put(rows: list[tuple[Any, ...]]) -> None:
+        with raw.transaction():
+            raw.cursor().executemany(PG_RAW_INSERT, rows)
+
+    for b in range(batches):
+        start, stop = b * args.batch, min(n, (b + 1) * args.batch)
+        records = corpus.batch(start, stop)
+        rows = raw_rows(records, datetime.now(UTC).isoformat(timespec="microseconds"))
+        jobs: list[tuple[str, Any, Any]] = [("memlane", mem.put_many, records), ("raw", raw_put, rows)]
+        for name, fn, arg in jobs[b % 2 :] + jobs[: b % 2]:
+            with sw[name]:
+                fn(arg)
+        if (b + 1) % max(1, batches // 5) == 0 or b + 1 == batches:
+            progress(f"  {stop:,}/{n:,}; memlane {sw['memlane'].rate(stop):,.0f}/s, raw {sw['raw'].rate(stop):,.0f}/s")
+    result["put_many"] = {
+        name: {
+            "seconds": round(s.seconds, 3),
+            "items_per_s": round(s.rate(n), 1),
+            "items_per_cpu_s": round(s.cpu_rate(n), 1),
+            "cpu_share": round(s.cpu_share, 3),
+        }
+        for name, s in sw.items()
+    }
+    with mem.store._pool.connection() as conn:
+        count = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+        conn.execute("VACUUM ANALYZE items")
+    raw.execute("VACUUM ANALYZE items_raw")
+    raw_count = raw.execute("SELECT count(*) FROM items_raw").fetchone()[0]
+    assert count == raw_count == n, (count, raw_count, n)
+
+    # 2. get -----------------------------------------------------------------------
+    rng = random.Random(args.seed + 1)
+    warm = min(2000, args.lookups)
+    picks = [corpus.address(rng.randrange(n)) for _ in range(args.lookups + warm)]
+    mem_args = [(corpus.namespaces[ns_i], key) for ns_i, key in picks]
+    raw_args = [(corpus.ns_texts[ns_i], key) for ns_i, key in picks]
+    execute = raw.execute
+
+    def raw_get(ns: str, key: str) -> Any:
+        return execute(PG_RAW_GET, (ns, key)).fetchone()
+
+    progress(f"N={n:,} postgres: get x {args.lookups:,} (+{warm:,} warm-up) per side")
+    assert all(mem.get(*a) is not None for a in mem_args[:100]), "get missed an existing address"
+    assert all(raw_get(*a) is not None for a in raw_args[:100]), "raw get missed an existing address"
+    samples = time_calls_interleaved(
+        {"memlane": (mem.get, mem_args), "raw": (raw_get, raw_args)}, rounds=args.rounds, warmup=warm
+    )
+    result["get"] = {k: summarize(v).to_dict() for k, v in samples.items()}
+    result["get"]["ratio_p50"] = ratio(result["get"]["memlane"]["p50_us"], result["get"]["raw"]["p50_us"])
+
+    # where the get time goes: the same SQL on a pool connection, checked out per
+    # call (what PostgresStore.get does) and held once; the store call itself
+    store, pool = mem.store, mem.store._pool
+    now = mem._now()
+    item_sql = "SELECT id, namespace, key, value, value_type, text, metadata, author, created_at, updated_at, "
+    item_sql += "expires_at, version FROM items WHERE namespace = %s AND key = %s"
+    held = pool.getconn()
+
+    def sql_held(ns: str, key: str) -> Any:
+        return held.execute(item_sql, (ns, key)).fetchone()
+
+    def sql_checkout(ns: str, key: str) -> Any:
+        with pool.connection() as conn:
+            return conn.execute(item_sql, (ns, key)).fetchone()
+
+    def checkout_only() -> None:
+        with pool.connection():
+            pass
+
+    def store_get(ns: Any, key: str) -> Any:
+        return store.get(ns, key, now)
+
+    layer_n = min(len(mem_args), 8000)
+    try:
+        samples = time_calls_interleaved(
+            {
+                "pool checkout + return only": (checkout_only, [()] * layer_n),
+                "raw SQL, own connection": (raw_get, raw_args[:layer_n]),
+                "same SQL, memlane's pool connection held": (sql_held, raw_args[:layer_n]),
+                "same SQL, pool checkout per call": (sql_checkout, raw_args[:layer_n]),
+                "PostgresStore.get (validated input, fixed now)": (store_get, mem_args[:layer_n]),
+                "Memory.get": (mem.get, mem_args[:layer_n]),
+            },
+            rounds=args.rounds,
+            warmup=500,
+        )
+    finally:
+        pool.putconn(held)
+    result["get_layers_p50_us"] = {name: round(summarize(v).p50_us, 2) for name, v in samples.items()}
+
+    # 3. get_many(100) -------------------------------------------------------------
+    progress(f"N={n:,} postgres: get_many(100) x {args.get_many:,} per side")
+    groups = [[corpus.address(i) for i in rng.sample(range(n), 100)] for _ in range(args.get_many + 50)]
+    gm_mem = [([(corpus.namespaces[i], k) for i, k in g],) for g in groups]
+    gm_raw = [([(corpus.ns_texts[i], k) for i, k in g],) for g in groups]
+    gm_raw_in = [([a[0] for a in g], [a[1] for a in g]) for (g,) in gm_raw]
+
+    def raw_loop(addrs: list[tuple[str, str]]) -> Any:
+        return [execute(PG_RAW_GET, a).fetchone() for a in addrs]
+
+    def raw_in(ns: list[str], keys: list[str]) -> Any:
+        return execute(PG_RAW_IN, (ns, keys)).fetchall()
+
+    assert len(raw_in(*gm_raw_in[0])) == 100 and all(mem.get_many(gm_mem[0][0]))
+    samples = time_calls_interleaved(
+        {"memlane": (mem.get_many, gm_mem), "raw_loop": (raw_loop, gm_raw), "raw_in": (raw_in, gm_raw_in)},
+        rounds=args.rounds,
+        warmup=50,
+    )
+    gm = {k: summarize(v).to_dict() for k, v in samples.items()}
+    gm["ratio_p50_vs_loop"] = ratio(gm["memlane"]["p50_us"], gm["raw_loop"]["p50_us"])
+    gm["ratio_p50_vs_in"] = ratio(gm["memlane"]["p50_us"], gm["raw_in"]["p50_us"])
+    result["get_many_100"] = gm
+
+    # 4. search ----------------------------------------------------------------------
+    progress(f"N={n:,} postgres: search x {args.queries:,} per side")
+    qrng = random.Random(args.seed + 2)
+    warm_q = min(200, args.queries)
+    queries = [corpus.query(qrng) for _ in range(args.queries + warm_q)]
+    tsq = [(pg_tsquery(q), pg_tsquery(q)) for q in queries]
+
+    def raw_search(q1: str, q2: str) -> Any:
+        return execute(PG_RAW_SEARCH, (q1, q2)).fetchall()
+
+    def mem_search(q: str) -> Any:
+        return mem.search(q, limit=10, channels=("lexical",))
+
+    samples = time_calls_interleaved(
+        {"memlane": (mem_search, [(q,) for q in queries]), "raw": (raw_search, tsq)},
+        rounds=args.rounds,
+        warmup=warm_q,
+    )
+    se = {k: summarize(v).to_dict() for k, v in samples.items()}
+    se["ratio_p50"] = ratio(se["memlane"]["p50_us"], se["raw"]["p50_us"])
+    se["ratio_mean"] = ratio(se["memlane"]["mean_us"], se["raw"]["mean_us"])
+    # memlane ranks by IDF-weighted ts_rank, raw by plain ts_rank: the top 10s differ
+    same = total = 0
+    for q, (q1, q2) in zip(queries[:100], tsq[:100], strict=True):
+        got = {(h.namespace, h.key) for h in mem_search(q).hits}
+        want = {(tuple(r[1].split("/")), r[2]) for r in raw_search(q1, q2)}
+        same += len(got & want)
+        total += max(len(got), len(want))
+    se["top10_key_agreement"] = round(same / total, 4) if total else math.nan
+    result["search"] = se
+
+    # sizes
+    with pool.connection() as conn:
+        mem_bytes = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    raw_bytes = raw.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    result["size"] = {
+        "memlane": {"bytes": mem_bytes, "bytes_per_item": round(mem_bytes / n, 1)},
+        "raw": {"bytes": raw_bytes, "bytes_per_item": round(raw_bytes / n, 1)},
+    }
+    mem.close()
+    raw.close()
+    return result
+
+
+def report_postgres(res: dict[str, Any]) -> str:
+    pm, g, gm, se, sz = res["put_many"], res["get"], res["get_many_100"], res["search"], res["size"]
+
+    def us(d: dict[str, Any]) -> str:
+        return f"{fmt_num(d['p50_us'])} / {fmt_num(d['p99_us'])}"
+
+    m_rate, r_rate = pm["memlane"]["items_per_s"], pm["raw"]["items_per_s"]
+    rows = [
+        [
+            "put_many, items/s (batch 5,000)",
+            fmt_num(m_rate),
+            fmt_num(r_rate),
+            "",
+            f"{ratio(r_rate, m_rate):.2f}x slower",
+            GOAL_PUT.label,
+            GOAL_PUT.status(m_rate),
+        ],
+        [
+            "put_many, items per CPU-second",
+            fmt_num(pm["memlane"]["items_per_cpu_s"]),
+            fmt_num(pm["raw"]["items_per_cpu_s"]),
+            "",
+            "",
+            "",
+            "",
+        ],
+        [
+            "get, p50 / p99 us",
+            us(g["memlane"]),
+            us(g["raw"]),
+            "",
+            f"{g['ratio_p50']:.2f}x",
+            GOAL_GET.label,
+            GOAL_GET.status(g["ratio_p50"]),
+        ],
+        ["get, mean us", fmt_num(g["memlane"]["mean_us"]), fmt_num(g["raw"]["mean_us"]), "", "", "", ""],
+        [
+            "get_many(100), p50 / p99 us",
+            us(gm["memlane"]),
+            f"{us(gm['raw_loop'])} loop",
+            f"{us(gm['raw_in'])} unnest IN",
+            f"{gm['ratio_p50_vs_loop']:.2f}x loop, {gm['ratio_p50_vs_in']:.2f}x IN",
+            "",
+            "",
+        ],
+        [
+            "search limit 10, p50 / p99 us",
+            us(se["memlane"]),
+            us(se["raw"]),
+            f"mean {fmt_num(se['memlane']['mean_us'])} vs {fmt_num(se['raw']['mean_us'])}",
+            f"{se['ratio_p50']:.2f}x (mean {se['ratio_mean']:.2f}x)",
+            "search <= 1.5x raw tsvector (p50)",
+            GOAL_SEARCH.status(se["ratio_p50"]),
+        ],
+        [
+            "database size, bytes/item",
+            fmt_num(sz["memlane"]["bytes_per_item"]),
+            fmt_num(sz["raw"]["bytes_per_item"]),
+            "",
+            f"{ratio(sz['memlane']['bytes'], sz['raw']['bytes']):.2f}x",
+            "",
+            "",
+        ],
+    ]
+    title = (
+        f"memlane key-value benchmark, PostgreSQL {res['server_version']}, N={res['n']:,} "
+        f"({res['params']['namespaces']:,} namespaces)"
+    )
+    headers = ["measure", "memlane", "raw psycopg", "raw (alt)", "memlane / raw", "goal", "status"]
+    lines = [
+        f"  samples per side: get {g['memlane']['n']:,}, get_many {gm['memlane']['n']:,}, "
+        f"search {se['memlane']['n']:,}; search top-10 agreement with plain ts_rank {se['top10_key_agreement']:.1%}",
+        "  get, p50 us by layer:",
+    ]
+    lines += [f"    {v:8.2f}  {k}" for k, v in res["get_layers_p50_us"].items()]
+    return format_table(headers, rows, title=title) + "\n" + "\n".join(lines)
+
+
 class _TimedConnection:
     """Stands in for the store's sqlite3 connection while profiling: CPU time per kind of statement."""
 
@@ -764,6 +1094,12 @@ def report(res: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, action="append", help="items to store (repeatable); default 100000")
+    ap.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres", "both"),
+        default="sqlite",
+        help="sqlite (default), postgres ($MEMLANE_TEST_PG_URL or a throwaway pgserver) or both",
+    )
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     ap.add_argument("--dir", metavar="DIR", help="keep the databases in DIR/kv-<N>/ instead of a temp dir")
     ap.add_argument("--batch", type=int, default=5000, help="records per put_many call (default 5000)")
@@ -788,20 +1124,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"command: python bench/kv.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     runs = []
-    for n in sizes:
-        if args.dir:
-            workdir = Path(args.dir) / f"kv-{n}"
-            workdir.mkdir(parents=True, exist_ok=True)
-            runs.append(run(n, workdir, args))
-        else:
-            with tempfile.TemporaryDirectory(prefix=f"memlane-kv-{n}-") as tmp:
-                runs.append(run(n, Path(tmp), args))
-        print()
-        print(report(runs[-1]), flush=True)
-        if "profile" in runs[-1]:
-            print(profile_report(runs[-1]["profile"]), flush=True)
-        elif "profile_error" in runs[-1]:
-            print(f"\nprofiling failed: {runs[-1]['profile_error']}", flush=True)
+    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+    if "sqlite" in backends:
+        for n in sizes:
+            if args.dir:
+                workdir = Path(args.dir) / f"kv-{n}"
+                workdir.mkdir(parents=True, exist_ok=True)
+                runs.append(run(n, workdir, args))
+            else:
+                with tempfile.TemporaryDirectory(prefix=f"memlane-kv-{n}-") as tmp:
+                    runs.append(run(n, Path(tmp), args))
+            runs[-1].setdefault("backend", "sqlite")
+            print()
+            print(report(runs[-1]), flush=True)
+            if "profile" in runs[-1]:
+                print(profile_report(runs[-1]["profile"]), flush=True)
+            elif "profile_error" in runs[-1]:
+                print(f"\nprofiling failed: {runs[-1]['profile_error']}", flush=True)
+    if "postgres" in backends:
+        with postgres_server() as admin_url:
+            for n in sizes:
+                runs.append(run_postgres(n, admin_url, args))
+                print()
+                print(report_postgres(runs[-1]), flush=True)
     if args.json:
         write_json(args.json, {"benchmark": "kv", "machine": info, "runs": runs})
         print(f"\nwrote {args.json}")
