@@ -98,7 +98,9 @@ def _reference_embed(model_dir: Path, text: str) -> Any:
     erf = np.vectorize(math.erf)
     tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     tokenizer.no_padding()
+    tokenizer.no_truncation()
     ids = tokenizer.encode(text).ids
+    ids = ids[:255] + [ids[-1]] if len(ids) > 256 else ids  # sentence-transformers' max_seq_length
     n = len(ids)
 
     x = (
@@ -158,7 +160,13 @@ def test_minilm_tokenizes_like_bert_uncased(mini: MiniLMEmbedder) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["This is a test", "Memlane keeps durable memory for AI agents, e.g. user preferences!"],
+    [
+        "This is a test",
+        "Memlane keeps durable memory for AI agents, e.g. user preferences!",
+        # Past the 128 tokens tokenizer.json truncates at, and past the 256 the model does.
+        " ".join(f"fact {i} about the user's long running project" for i in range(40)),
+    ],
+    ids=["short", "punctuation", "over-256-tokens"],
 )
 def test_minilm_matches_float64_reference(np: Any, mini: MiniLMEmbedder, model_dir: Path, text: str) -> None:
     expected = _reference_embed(model_dir, text)

@@ -715,7 +715,7 @@ def search(
         typer.Option("--candidate-k", help="Candidates each channel nominates (default: max(50, 2 x limit))."),
     ] = None,
     rrf_k: Annotated[
-        int | None, typer.Option("--rrf-k", help="The RRF constant k in 1/(k + rank) (default: 60).")
+        int | None, typer.Option("--rrf-k", help="The RRF constant k in 1/(k + rank) (default: 10).")
     ] = None,
     db: Db = None,
     embedder: EmbedderName = None,

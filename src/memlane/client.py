@@ -241,7 +241,7 @@ class Client:
         channels: Sequence[str] | None = None,
         candidate_k: int | None = None,
         embedding: Sequence[float] | None = None,
-        rrf_k: int = 60,
+        rrf_k: int = 10,
         weights: Mapping[str, float] | None = None,
     ) -> Envelope:
         """Ranked search; see :meth:`Memory.search`."""

@@ -33,9 +33,13 @@ DEFAULT_PATH = "memlane.db"
 CHANNELS = ("lexical", "vector")
 MODES = ("hybrid", "lexical", "vector", "single", "tiered")
 DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded embedder, else the default
-# Channel weights in RRF. Lexical counts for more because a small general
-# embedder is the weaker channel on conversational text; see docs/benchmarks.md.
-DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 1.0}
+# Fusion defaults, measured in bench/retrieval.py (docs/benchmarks.md): a small
+# general embedder is the weaker channel on conversational text, so the vector
+# channel counts half, and a small k lets each channel's top ranks decide.
+# With k=60 and equal weights hybrid scored below lexical alone on LoCoMo;
+# with these it beats lexical on LoCoMo and SciFact alike.
+DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
+DEFAULT_RRF_K = 10
 _RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl"})
 
 
@@ -439,7 +443,7 @@ class Memory:
         channels: Sequence[str] = CHANNELS,
         candidate_k: int | None = None,
         embedding: Sequence[float] | None = None,
-        rrf_k: int = 60,
+        rrf_k: int = DEFAULT_RRF_K,
         weights: Mapping[str, float] | None = None,
     ) -> Envelope:
         """Search by topic: nominate per channel, fuse with RRF, confirm against live rows.
@@ -453,8 +457,8 @@ class Memory:
                 envelope's notes say so.
             candidate_k: candidates each channel nominates (default ``max(50, 2*limit)``).
             embedding: a query vector to use instead of embedding ``query``.
-            rrf_k: the RRF constant ``k`` in ``1/(k + rank)``.
-            weights: per-channel RRF weights (default 1.0 each).
+            rrf_k: the RRF constant ``k`` in ``1/(k + rank)`` (default 10).
+            weights: per-channel RRF weights (default lexical 1.0, vector 0.5).
 
         Returns:
             An :class:`Envelope`. Scores order hits; they are not calibrated.

@@ -45,7 +45,8 @@ def test_hybrid_reports_both_channels(kb):
     top = env.hits[0]
     assert top.key == "backups"
     assert set(top.ranks) == {"lexical", "vector"}
-    expected = sum(1 / (60 + r) for r in top.ranks.values())
+    weights = {"lexical": 1.0, "vector": 0.5}  # the defaults
+    expected = sum(weights[ch] / (10 + r) for ch, r in top.ranks.items())
     assert top.score == pytest.approx(expected)
     assert -1.0 <= top.channel_scores["vector"] <= 1.0
 
@@ -71,7 +72,7 @@ def test_bad_channels_and_weights_are_refused(kb):
 def test_weights_change_fusion(kb):
     env = kb.search("billing", weights={"lexical": 2.0, "vector": 0.5})
     top = env.hits[0]
-    expected = 2.0 / (60 + top.ranks["lexical"]) + 0.5 / (60 + top.ranks.get("vector", 10**9))
+    expected = 2.0 / (10 + top.ranks["lexical"]) + 0.5 / (10 + top.ranks.get("vector", 10**9))
     assert top.score == pytest.approx(expected, rel=1e-6)
 
 

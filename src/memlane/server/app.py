@@ -144,7 +144,7 @@ class SearchBody(Body):
     channels: Any = None
     candidate_k: Any = None
     embedding: Any = None
-    rrf_k: Any = 60
+    rrf_k: Any = 10
     weights: Any = None
 
 
