@@ -50,6 +50,8 @@ def test_confirm_drops_missing_and_stale_and_reports_truncation():
     assert len(hits) == 2 and dropped == 2 and truncated is False
 
 
-def test_terms_are_plain_words():
-    assert rank.terms('"billing" AND (NEAR* db) -x ü') == ["billing", "and", "near", "db", "x", "ü"]
+def test_terms_are_plain_words_without_stop_words():
+    assert rank.terms('"billing" AND (NEAR* db) -x ü') == ["billing", "near", "db", "x", "ü"]
+    assert rank.terms("What did Caroline do on the weekend?") == ["caroline", "weekend"]
+    assert rank.terms("who is it") == ["who", "is", "it"]  # nothing but stop words: keep them
     assert rank.terms("!!! ???") == []

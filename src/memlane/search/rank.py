@@ -18,17 +18,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..model import Hit, Item
+from .stopwords import ENGLISH
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 64
 
 
 def terms(query: str) -> list[str]:
-    """Plain lowercase word tokens of a query, de-duplicated, in order.
+    """Plain lowercase word tokens of a query, de-duplicated, in order, without stop words.
 
     Only word characters survive, so quotes, ``AND``/``NEAR`` operators, ``*``
     and parentheses can never be parsed as index syntax: a backend quotes each
-    term and ORs them.
+    term and ORs them. English stop words are dropped unless the query has
+    nothing else (``"who is it"`` still searches for its words).
     """
     seen: dict[str, None] = {}
     for tok in _WORD.findall(query.lower()):
@@ -36,7 +38,8 @@ def terms(query: str) -> list[str]:
             seen[tok] = None
             if len(seen) >= MAX_TERMS:
                 break
-    return list(seen)
+    content = [t for t in seen if t not in ENGLISH]
+    return content or list(seen)
 
 
 @dataclass(slots=True)

@@ -1,0 +1,701 @@
+"""Retrieval quality on real third-party data, through memlane's public API.
+
+Usage::
+
+    python bench/retrieval.py locomo --memories ../shared/data/locomo/locomo_memories.jsonl \\
+        --queries ../shared/data/locomo/locomo_queries.jsonl [--mode hybrid|lexical|vector|all]
+    python bench/retrieval.py beir --dir ../shared/data/scifact --split train [--mode ...]
+
+    common options: [--embedder minilm|fake|none] [--json OUT] [--limit-queries N]
+                    [--sweep] [--store-dir DIR] [--neighbours N (locomo only)]
+
+What is measured (see /work/shared/data/README.md for the data):
+
+* ``locomo``: one namespace per conversation, ``("locomo", conversation_id)``;
+  one item per dialog turn, key = the turn's ``dia_id`` (``D1:3``), value and
+  indexed text = ``"<speaker>: <turn text>"`` plus ``" [image: <caption>]"``
+  when the turn shared a picture. Each question with evidence is asked
+  within its own conversation's namespace with
+  ``mem.recall(question, mode=M, namespace_prefix=..., limit=20)``; reported:
+  hit@k and mrecall@k for k = 1, 5, 10, 20 and MRR@20, overall and per
+  category. ``--neighbours N`` is a separate, labelled configuration: the
+  value stays the turn, but the indexed ``text=`` is the turn with up to N
+  turns before and after it in the same session.
+* ``beir`` (SciFact): one namespace ``("scifact",)``, key = the document id,
+  value/text = ``title + " " + text``; queries = those in ``qrels/<split>.tsv``;
+  ``limit=100``; reported: nDCG@10 (binary gains), Recall@10, Recall@100.
+
+In the same run, always: memlane ``lexical`` and the reference "plain SQLite
+FTS5 BM25" built with raw ``sqlite3`` (tokenizer ``porter``, question tokens
+quoted and OR-ed, one FTS5 table per conversation / over title + text, fed the
+exact text memlane indexes), so every report carries the ratio
+memlane-lexical / plain FTS5. For LoCoMo a second plain-FTS5 row indexes the
+bare turn text (no speaker, no caption): the README's reference set-up.
+
+``--sweep`` then runs a grid of *global* search settings on the same store
+(channel weights, ``rrf_k``, ``candidate_k``, query stop-word removal) through
+``Memory.search``; query vectors are embedded once and passed as
+``embedding=``. Stop-word removal is an experiment done by filtering the
+query text handed to the lexical channel (memlane itself does not do it).
+
+Embedding happens inside ``put_many``; an embedder wrapper times it, so the
+throughput reported is what memlane's writes actually saw. Stores live in a
+temporary directory removed at exit, unless ``--store-dir DIR`` (outside the
+repository) asks to keep them for re-use by a later run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import memlane
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _util import Goal, format_table, machine_info, progress, ratio, summarize, write_json  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+MODES = ("lexical", "vector", "hybrid")
+BASE_LABEL = "hybrid (current defaults)"
+
+GOAL_LOCOMO = Goal("hybrid LoCoMo hit@10 >= 0.80", 0.80, higher_is_better=True)
+GOAL_SCIFACT = Goal("hybrid SciFact nDCG@10 >= 0.75", 0.75, higher_is_better=True)
+
+# Stop-word lists for the query-side experiment. "lucene" is Lucene's classic
+# English set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET); "nltk" is NLTK's English
+# list (function words, pronouns, auxiliaries, question words).
+STOP_WORDS: dict[str, frozenset[str]] = {
+    "lucene": frozenset(
+        "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
+        "they this to was will with".split()
+    ),
+    "nltk": frozenset(
+        "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers "
+        "herself it its itself they them their theirs themselves what which who whom this that these those am is "
+        "are was were be been being have has had having do does did doing a an the and but if or because as "
+        "until while of at by for with about against between into through during before after above below to "
+        "from up down in out on off over under again further then once here there when where why how all any "
+        "both each few more most other some such no nor not only own same so than too very s t can will just "
+        "don should now d ll m o re ve y ain aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn "
+        "shan shouldn wasn weren won wouldn".split()
+    ),
+}
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+# -- data -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Doc:
+    namespace: tuple[str, ...]
+    key: str
+    value: str
+    text: str  # what memlane indexes (== value unless a context configuration is chosen)
+    bare: str  # the reference text for the README's plain-FTS5 set-up
+
+
+@dataclass(slots=True)
+class Query:
+    qid: str
+    namespace: tuple[str, ...]
+    text: str
+    gold: frozenset[str]
+    category: str = "all"
+
+
+@dataclass(slots=True)
+class Dataset:
+    name: str
+    docs: list[Doc]
+    queries: list[Query]
+    limit: int
+    headline: str  # the metric goals are stated in
+    ks: tuple[int, ...]
+    describe: str
+    categories: list[str] = field(default_factory=list)
+
+
+def _jsonl(path: str | Path) -> Iterable[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def load_locomo(memories: str, queries: str, neighbours: int) -> Dataset:
+    rows = list(_jsonl(memories))
+    turn_text: dict[str, str] = {}
+    for r in rows:
+        text = f"{r['speaker']}: {r['text']}"
+        if r.get("image_caption"):
+            text += f" [image: {r['image_caption']}]"
+        turn_text[r["id"]] = text
+    # sessions in turn order, for the neighbour-context configuration
+    sessions: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        sessions[(r["conversation_id"], r["session"])].append(r)
+    docs = []
+    for turns in sessions.values():
+        turns.sort(key=lambda r: r["turn"])
+        for i, r in enumerate(turns):
+            value = turn_text[r["id"]]
+            if neighbours:
+                window = turns[max(0, i - neighbours) : i + neighbours + 1]
+                text = "\n".join(turn_text[w["id"]] for w in window)
+            else:
+                text = value
+            docs.append(Doc(("locomo", r["conversation_id"]), r["dia_id"], value, text, r["text"]))
+    qs = []
+    for q in _jsonl(queries):
+        if not q.get("evidence_ids"):
+            continue
+        conv = q["conversation_id"]
+        gold = frozenset(e.split(":", 1)[1] for e in q["evidence_ids"] if e.startswith(conv + ":"))
+        qs.append(Query(q["id"], ("locomo", conv), q["question"], gold, q["category_name"]))
+    indexed = "turn" if not neighbours else f"turn +/- {neighbours} neighbour(s) in its session"
+    return Dataset(
+        "locomo",
+        docs,
+        qs,
+        limit=20,
+        headline="hit@10",
+        ks=(1, 5, 10, 20),
+        describe=f"value = 'Speaker: text [image: caption]'; indexed text = {indexed}",
+        categories=sorted({q.category for q in qs}),
+    )
+
+
+def load_beir(directory: str, split: str) -> Dataset:
+    base = Path(directory)
+    docs = []
+    for d in _jsonl(base / "corpus.jsonl"):
+        text = f"{d.get('title', '')} {d['text']}".strip()
+        docs.append(Doc(("scifact",), str(d["_id"]), text, text, text))
+    gold: dict[str, set[str]] = defaultdict(set)
+    with open(base / "qrels" / f"{split}.tsv", encoding="utf-8") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            if int(row["score"]) > 0:
+                gold[row["query-id"]].add(row["corpus-id"])
+    qs = [
+        Query(str(q["_id"]), ("scifact",), q["text"], frozenset(gold[str(q["_id"])]))
+        for q in _jsonl(base / "queries.jsonl")
+        if str(q["_id"]) in gold
+    ]
+    return Dataset(
+        f"beir:{base.name}",
+        docs,
+        qs,
+        limit=100,
+        headline="ndcg@10",
+        ks=(10, 100),
+        describe="value = indexed text = title + ' ' + text",
+    )
+
+
+# -- metrics ----------------------------------------------------------------------
+
+
+def score(ds: Dataset, ranked: Sequence[str], gold: frozenset[str]) -> dict[str, float]:
+    """Per-question metrics from the ranked keys."""
+    out: dict[str, float] = {}
+    if ds.name == "locomo":
+        for k in ds.ks:
+            found = len(gold.intersection(ranked[:k]))
+            out[f"hit@{k}"] = 1.0 if found else 0.0
+            out[f"mrecall@{k}"] = found / len(gold)
+        out["mrr@20"] = next((1.0 / i for i, key in enumerate(ranked[:20], 1) if key in gold), 0.0)
+    else:
+        dcg = sum(1.0 / math.log2(i + 1) for i, key in enumerate(ranked[:10], 1) if key in gold)
+        idcg = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(gold), 10) + 1))
+        out["ndcg@10"] = dcg / idcg
+        out["recall@10"] = len(gold.intersection(ranked[:10])) / len(gold)
+        out["recall@100"] = len(gold.intersection(ranked[:100])) / len(gold)
+    return out
+
+
+def aggregate(ds: Dataset, per_query: list[tuple[Query, dict[str, float]]]) -> dict[str, Any]:
+    def mean(rows: list[dict[str, float]]) -> dict[str, float]:
+        return {m: round(sum(r[m] for r in rows) / len(rows), 4) for m in rows[0]} if rows else {}
+
+    out: dict[str, Any] = {"n": len(per_query), "overall": mean([m for _, m in per_query])}
+    if ds.categories:
+        out["by_category"] = {
+            c: {
+                "n": sum(1 for q, _ in per_query if q.category == c),
+                **mean([m for q, m in per_query if q.category == c]),
+            }
+            for c in ds.categories
+        }
+    return out
+
+
+def metric_names(ds: Dataset) -> list[str]:
+    if ds.name == "locomo":
+        return [f"hit@{k}" for k in ds.ks] + [f"mrecall@{k}" for k in ds.ks] + ["mrr@20"]
+    return ["ndcg@10", "recall@10", "recall@100"]
+
+
+# -- embedder wrapper -----------------------------------------------------------------
+
+
+class TimedEmbedder:
+    """Passes calls to an embedder, counting texts, word pieces and seconds."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dimension = inner.dimension
+        self.seconds = 0.0
+        self.texts = 0
+        self.tokens = 0
+        self.calls = 0
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        counter = getattr(self.inner, "token_counts", None)
+        if counter is not None:
+            self.tokens += sum(counter(texts))  # outside the timed section
+        t0 = time.perf_counter()
+        out = self.inner.embed_batch(texts)
+        self.seconds += time.perf_counter() - t0
+        self.texts += len(texts)
+        self.calls += 1
+        return out  # type: ignore[no-any-return]
+
+    def snapshot(self) -> dict[str, float]:
+        return {
+            "texts": self.texts,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 3),
+            "texts_per_s": round(self.texts / self.seconds, 2) if self.seconds else math.nan,
+            "tokens_per_s": round(self.tokens / self.seconds, 1) if self.seconds and self.tokens else math.nan,
+            "mean_tokens": round(self.tokens / self.texts, 1) if self.texts and self.tokens else math.nan,
+        }
+
+    def reset(self) -> None:
+        self.seconds, self.texts, self.tokens, self.calls = 0.0, 0, 0, 0
+
+
+def make_embedder(name: str, threads: int | None) -> TimedEmbedder | None:
+    if name == "none":
+        return None
+    if name == "minilm":
+        from memlane.search.minilm import MiniLMEmbedder
+
+        inner: Any = MiniLMEmbedder(threads=threads)
+        inner.load()
+    elif name == "fake":
+        from memlane.search.embedders import FakeEmbedder
+
+        inner = FakeEmbedder()
+    else:
+        raise SystemExit(f"unknown --embedder {name!r}")
+    return TimedEmbedder(inner)
+
+
+# -- store ----------------------------------------------------------------------------
+
+
+def open_store(ds: Dataset, path: Path, embedder: TimedEmbedder | None, batch: int) -> tuple[Any, dict[str, Any]]:
+    """Open (building it if needed) the memlane store for a dataset."""
+    info: dict[str, Any] = {"path": str(path), "items": len(ds.docs), "reused": False}
+    if path.exists():
+        mem = memlane.open(str(path), embedder=embedder)
+        stats = mem.stats()
+        if stats.active_items == len(ds.docs) and stats.vectors_missing == 0:
+            info["reused"] = True
+            progress(f"re-using {path} ({stats.active_items:,} items, {stats.vectors:,} vectors)")
+            return mem, info
+        mem.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    mem = memlane.open(str(path), embedder=embedder)
+    records = [{"namespace": d.namespace, "key": d.key, "value": d.value, "text": d.text} for d in ds.docs]
+    if embedder is not None:
+        embedder.reset()
+    t0 = time.perf_counter()
+    for start in range(0, len(records), batch):
+        mem.put_many(records[start : start + batch])
+        done = min(len(records), start + batch)
+        if embedder is not None and embedder.seconds:
+            rate = f"; embedding {embedder.texts / embedder.seconds:,.1f} texts/s"
+        else:
+            rate = ""
+        progress(f"  put_many {done:,}/{len(records):,} ({time.perf_counter() - t0:,.0f} s{rate})")
+    info["put_many_seconds"] = round(time.perf_counter() - t0, 3)
+    if embedder is not None:
+        info["embedding"] = embedder.snapshot()
+        embedder.reset()
+    return mem, info
+
+
+# -- runners ----------------------------------------------------------------------------
+
+
+def run_recall(mem: Any, ds: Dataset, mode: str) -> dict[str, Any]:
+    """The headline: ``Memory.recall`` exactly as an agent would call it."""
+    per_query = []
+    samples: list[int] = []
+    notes: set[str] = set()
+    for q in ds.queries:
+        t0 = time.perf_counter_ns()
+        env = mem.recall(q.text, mode=mode, namespace_prefix=q.namespace, limit=ds.limit)
+        samples.append(time.perf_counter_ns() - t0)
+        notes.update(env.notes)
+        per_query.append((q, score(ds, [h.item.key for h in env.hits], q.gold)))
+    out = aggregate(ds, per_query)
+    lat = summarize(samples)
+    out["latency_ms"] = {"p50_ms": round(lat.p50_us / 1000, 3), "p99_ms": round(lat.p99_us / 1000, 3)}
+    out["notes"] = sorted(notes)
+    return out
+
+
+def _fts_terms(text: str) -> list[str]:
+    return list(dict.fromkeys(_WORD.findall(text.lower())))
+
+
+def run_plain_fts5(ds: Dataset, which: str) -> dict[str, Any]:
+    """Reference: plain FTS5 BM25, one table per namespace, raw sqlite3.
+
+    ``which`` is ``"indexed"`` (the text memlane indexes) or ``"bare"``
+    (the README's set-up: the turn text alone).
+    """
+    conn = sqlite3.connect(":memory:")
+    tables: dict[tuple[str, ...], str] = {}
+    for d in ds.docs:
+        if d.namespace not in tables:
+            tables[d.namespace] = name = f"t{len(tables)}"
+            conn.execute(f"CREATE VIRTUAL TABLE {name} USING fts5(key UNINDEXED, body, tokenize='porter')")
+    grouped: dict[tuple[str, ...], list[tuple[str, str]]] = defaultdict(list)
+    for d in ds.docs:
+        grouped[d.namespace].append((d.key, d.text if which == "indexed" else d.bare))
+    for ns, rows in grouped.items():
+        conn.executemany(f"INSERT INTO {tables[ns]} (key, body) VALUES (?, ?)", rows)
+    per_query = []
+    samples: list[int] = []
+    for q in ds.queries:
+        terms = _fts_terms(q.text)
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        t = tables[q.namespace]
+        t0 = time.perf_counter_ns()
+        rows = conn.execute(f"SELECT key FROM {t} WHERE {t} MATCH ? ORDER BY bm25({t}) LIMIT ?", (match, ds.limit))
+        ranked = [r[0] for r in rows]
+        samples.append(time.perf_counter_ns() - t0)
+        per_query.append((q, score(ds, ranked, q.gold)))
+    conn.close()
+    out = aggregate(ds, per_query)
+    out["latency_ms"] = {"p50_ms": round(summarize(samples).p50_us / 1000, 3)}
+    return out
+
+
+def strip_stop_words(text: str, stop: frozenset[str]) -> str:
+    kept = [w for w in _WORD.findall(text) if w.lower() not in stop]
+    return " ".join(kept) if kept else text
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    label: str
+    channels: tuple[str, ...] = ("lexical", "vector")
+    vector_weight: float = 1.0
+    rrf_k: int = 60
+    candidate_k: int | None = None
+    stop: str | None = None
+
+
+def sweep_configs(ds: Dataset, has_vectors: bool) -> list[Config]:
+    """One factor at a time around the current defaults, then a small grid of the promising ones."""
+    configs = [Config("lexical", ("lexical",))]
+    configs += [Config(f"lexical, stop={s}", ("lexical",), stop=s) for s in STOP_WORDS]
+    if not has_vectors:
+        return configs
+    default_k = max(50, 2 * ds.limit)
+    configs.append(Config("vector", ("vector",)))
+    configs.append(Config(BASE_LABEL))
+    configs += [Config(f"hybrid, w_vec={w}", vector_weight=w) for w in (0.3, 0.5, 0.7, 1.5, 2.0)]
+    configs += [Config(f"hybrid, rrf_k={k}", rrf_k=k) for k in (5, 10, 20, 30, 100)]
+    configs += [Config(f"hybrid, candidate_k={c}", candidate_k=c) for c in (ds.limit, 2 * default_k, 4 * default_k)]
+    configs += [Config(f"hybrid, stop={s}", stop=s) for s in STOP_WORDS]
+    for stop in (None, "nltk"):
+        for k in (10, 20, 30):
+            for w in (0.5, 0.7, 1.0):
+                for cand in (None, ds.limit):
+                    parts = [f"rrf_k={k}", f"w_vec={w}"]
+                    if cand is not None:
+                        parts.append(f"candidate_k={cand}")
+                    if stop is not None:
+                        parts.append(f"stop={stop}")
+                    configs.append(
+                        Config("hybrid, " + ", ".join(parts), vector_weight=w, rrf_k=k, candidate_k=cand, stop=stop)
+                    )
+    seen: set[str] = set()
+    return [c for c in configs if not (c.label in seen or seen.add(c.label))]  # type: ignore[func-returns-value]
+
+
+def run_config(mem: Any, ds: Dataset, cfg: Config, vectors: dict[str, list[float]]) -> dict[str, Any]:
+    per_query = []
+    for q in ds.queries:
+        text = q.text if cfg.stop is None else strip_stop_words(q.text, STOP_WORDS[cfg.stop])
+        env = mem.search(
+            text,
+            namespace_prefix=q.namespace,
+            limit=ds.limit,
+            channels=cfg.channels,
+            candidate_k=cfg.candidate_k,
+            embedding=vectors.get(q.qid) if "vector" in cfg.channels else None,
+            rrf_k=cfg.rrf_k,
+            weights={"lexical": 1.0, "vector": cfg.vector_weight},
+        )
+        per_query.append((q, score(ds, [h.item.key for h in env.hits], q.gold)))
+    return aggregate(ds, per_query)
+
+
+# -- reporting --------------------------------------------------------------------------
+
+
+def f3(x: Any) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def results_table(ds: Dataset, rows: dict[str, dict[str, Any]], baseline: str) -> str:
+    names = metric_names(ds)
+    head = ds.headline
+    out = []
+    for label, res in rows.items():
+        o = res["overall"]
+        lat = res.get("latency_ms", {}).get("p50_ms")
+        out.append(
+            [label]
+            + [f3(o.get(m)) for m in names]
+            + [f3(ratio(o[head], rows[baseline]["overall"][head])), "-" if lat is None else f"{lat:.2f}"]
+        )
+    return format_table(["subject"] + names + [f"{head} / plain", "p50 ms"], out)
+
+
+def category_table(ds: Dataset, rows: dict[str, dict[str, Any]], metric: str) -> str:
+    out = []
+    for c in ds.categories:
+        n = next(iter(rows.values()))["by_category"][c]["n"]
+        out.append([f"{c} ({n})"] + [f3(res["by_category"][c][metric]) for res in rows.values()])
+    return format_table(["category (questions)"] + list(rows), out, title=f"{metric} per category")
+
+
+def sweep_table(ds: Dataset, results: list[tuple[Config, dict[str, Any]]]) -> str:
+    if ds.name == "locomo":
+        cols = ["hit@5", "hit@10", "mrecall@10", "mrr@20"]
+    else:
+        cols = ["ndcg@10", "recall@10", "recall@100"]
+    base = next((r for c, r in results if c.label == BASE_LABEL), results[0][1])
+    head = ds.headline
+    rows = []
+    for cfg, res in results:
+        o = res["overall"]
+        row = [cfg.label] + [f3(o[m]) for m in cols] + [f"{o[head] - base['overall'][head]:+.3f}"]
+        if ds.categories:
+            row += [f3(res["by_category"][c]["hit@10"]) for c in ds.categories]
+        rows.append(row)
+    headers = ["configuration"] + cols + [f"d {head}"] + [f"{c[:6]} h@10" for c in ds.categories]
+    return format_table(headers, rows)
+
+
+def embedding_line(e: dict[str, Any]) -> str:
+    line = f"{e['texts']:,} texts in {e['seconds']:,.1f} s = {e['texts_per_s']:,.1f} texts/s"
+    if e["tokens"]:
+        line += f"; {e['mean_tokens']} word pieces each, {e['tokens_per_s']:,.0f} word pieces/s"
+    return line
+
+
+# -- main -------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="dataset", required=True)
+    lp = sub.add_parser("locomo", help="LoCoMo conversations (one namespace per conversation)")
+    lp.add_argument("--memories", required=True, help="locomo_memories.jsonl")
+    lp.add_argument("--queries", required=True, help="locomo_queries.jsonl")
+    lp.add_argument(
+        "--neighbours",
+        type=int,
+        default=0,
+        help="index each turn with up to N neighbouring turns of its session (a separate configuration)",
+    )
+    bp = sub.add_parser("beir", help="a BEIR-layout set such as SciFact")
+    bp.add_argument("--dir", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels/")
+    bp.add_argument("--split", default="test", help="qrels split (default test)")
+    for p in (lp, bp):
+        p.add_argument("--mode", choices=(*MODES, "all"), default="hybrid", help="recall mode (default hybrid)")
+        p.add_argument("--embedder", choices=("minilm", "fake", "none"), default="minilm")
+        p.add_argument("--limit-queries", type=int, default=None, metavar="N", help="evaluate only the first N")
+        p.add_argument("--sweep", action="store_true", help="also run the grid of search settings")
+        p.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+        p.add_argument("--batch", type=int, default=256, help="records per put_many call (default 256)")
+        p.add_argument(
+            "--threads",
+            type=int,
+            default=None,
+            help="MiniLM and BLAS threads (default: MiniLM's own choice); 1 is much faster on a busy machine",
+        )
+        p.add_argument(
+            "--store-dir",
+            metavar="DIR",
+            help="keep the store in DIR (outside the repo) and re-use it when it matches; default: a temp dir",
+        )
+    args = ap.parse_args(argv)
+
+    if args.dataset == "locomo":
+        if args.neighbours < 0:
+            ap.error("--neighbours must be >= 0")
+        ds = load_locomo(args.memories, args.queries, args.neighbours)
+        variant = f"n{args.neighbours}"
+    else:
+        ds = load_beir(args.dir, args.split)
+        variant = args.split
+    if args.limit_queries is not None:
+        ds.queries = ds.queries[: args.limit_queries]
+        ds.categories = [c for c in ds.categories if any(q.category == c for q in ds.queries)]
+    modes = list(MODES) if args.mode == "all" else [args.mode]
+    if args.threads is not None:
+        if args.threads < 1:
+            ap.error("--threads must be >= 1")
+        if "numpy" in sys.modules:
+            raise RuntimeError("--threads must take effect before numpy is imported")
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(args.threads)
+    embedder = make_embedder(args.embedder, args.threads)
+    if embedder is None:
+        modes = [m for m in modes if m != "vector"]
+        if not modes:
+            ap.error("--mode vector needs an embedder")
+    if "lexical" not in modes:
+        modes.insert(0, "lexical")  # the lexical / plain-FTS5 ratio is in every report
+
+    progress(f"{ds.name}: {len(ds.docs):,} documents, {len(ds.queries):,} queries; {ds.describe}")
+    report: dict[str, Any] = {
+        "machine": machine_info(),
+        "dataset": ds.name,
+        "describe": ds.describe,
+        "documents": len(ds.docs),
+        "queries": len(ds.queries),
+        "embedder": args.embedder,
+        "limit": ds.limit,
+        "argv": sys.argv[1:] if argv is None else argv,
+        "threads": args.threads,
+    }
+
+    if args.store_dir:
+        store_dir = Path(args.store_dir).resolve()
+        if store_dir == REPO or REPO in store_dir.parents:
+            ap.error("--store-dir must be outside the repository")
+        store_dir.mkdir(parents=True, exist_ok=True)
+        tmp = None
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="memlane-retrieval-")
+        store_dir = Path(tmp.name)
+    path = store_dir / f"{ds.name.replace(':', '-')}-{variant}-{args.embedder}.db"
+
+    try:
+        mem, build = open_store(ds, path, embedder, args.batch)
+        report["build"] = build
+        if "embedding" in build:
+            e = build["embedding"]
+            progress("corpus embedding: " + embedding_line(e))
+
+        results: dict[str, dict[str, Any]] = {}
+        progress("plain FTS5 baseline")
+        results["plain FTS5"] = run_plain_fts5(ds, "indexed")
+        if ds.name == "locomo":
+            results["plain FTS5 (bare turn text)"] = run_plain_fts5(ds, "bare")
+        if embedder is not None:
+            embedder.reset()
+        for mode in modes:
+            progress(f"memlane recall mode={mode}")
+            results[f"memlane {mode}"] = run_recall(mem, ds, mode)
+        if embedder is not None and embedder.texts:
+            report["query_embedding"] = embedder.snapshot()
+        report["results"] = results
+
+        print(f"\n{ds.name}: {len(ds.docs):,} documents, {len(ds.queries):,} queries, limit {ds.limit}")
+        print(f"embedder: {args.embedder}; {ds.describe}")
+        if "embedding" in build:
+            e = build["embedding"]
+            print(f"corpus embedding (inside put_many): {embedding_line(e)}")
+        elif build["reused"]:
+            print("corpus embedding: store re-used from --store-dir, not measured in this run")
+        if "query_embedding" in report:
+            print(f"query embedding (one query per recall call): {embedding_line(report['query_embedding'])}")
+        print()
+        print(results_table(ds, results, "plain FTS5"))
+        if ds.categories:
+            print()
+            print(category_table(ds, results, "hit@10"))
+
+        # goals
+        head = ds.headline
+        lex = results["memlane lexical"]["overall"][head]
+        plain = results["plain FTS5"]["overall"][head]
+        goals = [("lexical >= plain FTS5 (" + head + ")", lex >= plain - 1e-9, f"{lex:.3f} vs {plain:.3f}")]
+        if "memlane hybrid" in results:
+            hyb = results["memlane hybrid"]["overall"][head]
+            goal = GOAL_LOCOMO if ds.name == "locomo" else GOAL_SCIFACT
+            goals.append((goal.label, bool(goal.met(hyb)), f"{hyb:.3f}"))
+            goals.append((f"hybrid >= lexical ({head})", hyb >= lex - 1e-9, f"{hyb:.3f} vs {lex:.3f}"))
+            if ds.categories:
+                worse = [
+                    c
+                    for c in ds.categories
+                    if results["memlane hybrid"]["by_category"][c][head]
+                    < results["memlane lexical"]["by_category"][c][head] - 1e-9
+                ]
+                goals.append(("hybrid >= lexical in every category", not worse, ", ".join(worse) or "all"))
+        report["goals"] = [{"goal": g, "met": ok, "value": v} for g, ok, v in goals]
+        print()
+        print(format_table(["goal", "status", "value"], [[g, "met" if ok else "MISSED", v] for g, ok, v in goals]))
+
+        if args.sweep:
+            vectors: dict[str, list[float]] = {}
+            if embedder is not None:
+                embedder.reset()
+                texts = [q.text for q in ds.queries]
+                embedded = mem.embedder.embed_batch(texts)
+                vectors = {q.qid: v for q, v in zip(ds.queries, embedded, strict=True)}
+                progress(f"embedded {len(texts):,} queries: {embedder.snapshot()['texts_per_s']} texts/s")
+            configs = sweep_configs(ds, embedder is not None)
+            swept: list[tuple[Config, dict[str, Any]]] = []
+            t0 = time.perf_counter()
+            for i, cfg in enumerate(configs, 1):
+                swept.append((cfg, run_config(mem, ds, cfg, vectors)))
+                progress(
+                    f"  sweep {i}/{len(configs)} {cfg.label}: {head} {swept[-1][1]['overall'][head]:.3f} "
+                    f"({time.perf_counter() - t0:,.0f} s)"
+                )
+            report["sweep"] = [{"config": asdict(cfg), **res} for cfg, res in swept]
+            print()
+            print(f"sweep ({ds.describe}); d = change vs hybrid with current defaults")
+            print(sweep_table(ds, swept))
+        mem.close()
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+    if args.json:
+        write_json(args.json, report)
+        progress(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
