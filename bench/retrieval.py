@@ -309,10 +309,10 @@ def make_embedder(name: str, threads: int | None) -> TimedEmbedder | None:
 # -- store ----------------------------------------------------------------------------
 
 
-def open_store(ds: Dataset, path: Path, embedder: TimedEmbedder | None, batch: int) -> tuple[Any, dict[str, Any]]:
-    """Open (building it if needed) the memlane store for a dataset."""
+def open_store(ds: Dataset, path: Path | str, embedder: TimedEmbedder | None, batch: int) -> tuple[Any, dict[str, Any]]:
+    """Open (building it if needed) the memlane store for a dataset: a SQLite path, or a fresh PostgreSQL URL."""
     info: dict[str, Any] = {"path": str(path), "items": len(ds.docs), "reused": False}
-    if path.exists():
+    if isinstance(path, Path) and path.exists():
         mem = memlane.open(str(path), embedder=embedder)
         stats = mem.stats()
         if stats.active_items == len(ds.docs) and stats.vectors_missing == 0:
@@ -550,6 +550,12 @@ def main(argv: list[str] | None = None) -> int:
             help="MiniLM and BLAS threads (default: MiniLM's own choice); 1 is much faster on a busy machine",
         )
         p.add_argument(
+            "--backend",
+            choices=("sqlite", "postgres"),
+            default="sqlite",
+            help="postgres: a fresh database on $MEMLANE_TEST_PG_URL or a throwaway pgserver (no --store-dir)",
+        )
+        p.add_argument(
             "--store-dir",
             metavar="DIR",
             help="keep the store in DIR (outside the repo) and re-use it when it matches; default: a temp dir",
@@ -607,8 +613,25 @@ def main(argv: list[str] | None = None) -> int:
         store_dir = Path(tmp.name)
     path = store_dir / f"{ds.name.replace(':', '-')}-{variant}-{args.embedder}.db"
 
+    pg = None
+    if args.backend == "postgres":
+        import contextlib
+
+        import psycopg
+
+        from _util import pg_url_for, postgres_server
+
+        pg = contextlib.ExitStack()
+        admin = pg.enter_context(postgres_server())
+        dbname = f"memlane_retrieval_{os.getpid()}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{dbname}"')
+        target: Path | str = pg_url_for(admin, dbname)
+        report["backend"] = "postgres"
+    else:
+        target = path
     try:
-        mem, build = open_store(ds, path, embedder, args.batch)
+        mem, build = open_store(ds, target, embedder, args.batch)
         report["build"] = build
         if "embedding" in build:
             e = build["embedding"]
@@ -688,6 +711,9 @@ def main(argv: list[str] | None = None) -> int:
             print(sweep_table(ds, swept))
         mem.close()
     finally:
+        if pg is not None:
+            mem.close()
+            pg.close()
         if tmp is not None:
             tmp.cleanup()
 
