@@ -1117,6 +1117,10 @@ def agent_list(db: Db = None, as_json: AsJson = False) -> None:
     _console().print(table)
 
 
+def _show_room(room: dict[str, Any]) -> None:
+    _console().print(f"Room {room['name']!r}: members {', '.join(room['members']) or '(none)'}", highlight=False)
+
+
 @_command("create", room_app)
 def room_create(
     name: Annotated[str, typer.Argument(help="Room name; its namespace is room/<name>.")], db: Db = None
@@ -1128,7 +1132,7 @@ def room_create(
     """
     with _open(db, NO_EMBEDDER) as mem:
         room = _access(mem).create_room(name)
-    _console().print(f"Room {room['name']!r}: members {', '.join(room['members']) or '(none)'}", highlight=False)
+    _show_room(room)
 
 
 @_command("add", room_app)
@@ -1144,7 +1148,7 @@ def room_add(
     """
     with _open(db, NO_EMBEDDER) as mem:
         result = _access(mem).add_member(room, agent)
-    _console().print(f"Room {result['name']!r}: members {', '.join(result['members'])}", highlight=False)
+    _show_room(result)
 
 
 @_command("remove", room_app)
@@ -1160,7 +1164,7 @@ def room_remove(
     """
     with _open(db, NO_EMBEDDER) as mem:
         result = _access(mem).remove_member(room, agent)
-    _console().print(f"Room {result['name']!r}: members {', '.join(result['members']) or '(none)'}", highlight=False)
+    _show_room(result)
 
 
 @_command("grant")

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from .memory import RECORD_FIELDS
 from .model import Envelope, Item, Namespace, Page, Stats, Version
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ class Client:
             if isinstance(r, Mapping):
                 # the service ignores unknown record fields (additive API); this
                 # client refuses them like Memory does, so a typo is not lost silently
-                unknown = sorted(set(r) - {"namespace", "key", "value", "text", "metadata", "ttl"})
+                unknown = sorted(set(r) - RECORD_FIELDS)
                 if unknown:
                     raise errors.ValidationError("records", f"record {n} has unknown fields {unknown}")
                 try:

@@ -40,7 +40,7 @@ DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded emb
 # with these it beats lexical on LoCoMo and SciFact alike.
 DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
 DEFAULT_RRF_K = 10
-_RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl"})
+RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl"})
 
 
 def _system_clock() -> datetime:
@@ -261,8 +261,8 @@ class Memory:
         for n, rec in enumerate(records):
             if not isinstance(rec, Mapping):
                 raise ValidationError("records", f"record {n} is a {type(rec).__name__}, not a mapping")
-            if not _RECORD_FIELDS.issuperset(rec):
-                unknown = sorted(set(rec) - _RECORD_FIELDS)
+            if not RECORD_FIELDS.issuperset(rec):
+                unknown = sorted(set(rec) - RECORD_FIELDS)
                 raise ValidationError("records", f"record {n} has unknown fields {unknown}")
             if "namespace" not in rec or "value" not in rec:
                 raise ValidationError("records", f"record {n} needs 'namespace' and 'value'")

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import errors, validate
 from ..access import RESERVED, Access, Agent, AgentView
-from ..memory import Memory
+from ..memory import RECORD_FIELDS, Memory
 
 API_VERSION = "v1"
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -58,12 +58,9 @@ def _compact(obj: Any) -> Any:
     return obj
 
 
-_RECORD_FIELDS = ("namespace", "key", "value", "text", "metadata", "ttl")
-
-
 def _known_fields(record: Any) -> Any:
     """A put_many record without fields this version does not know (the API is additive)."""
-    return {k: record[k] for k in _RECORD_FIELDS if k in record} if isinstance(record, dict) else record
+    return {k: v for k, v in record.items() if k in RECORD_FIELDS} if isinstance(record, dict) else record
 
 
 def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
