@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import validate as v
 from .errors import BackendUnavailableError, EmbedderError, EmbedderMismatchError, ValidationError
+from .facts.layer import FactsLayer
+from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
+from .facts.text import DEFAULT_CHUNK_CHARS
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from .search import rank
 from .search.embedders import DEFAULT_EMBEDDER, Embedder, get_embedder, resolve_embedder
@@ -52,6 +55,10 @@ def new_ids(now: datetime, count: int) -> builtins.list[str]:
     prefix = f"{int(now.timestamp() * 1000) & 0xFFFFFFFFFFFF:012x}"
     rand = secrets.token_hex(10 * count)
     return [prefix + rand[i : i + 20] for i in range(0, 20 * count, 20)]
+
+
+def _prefix(raw: Any) -> Namespace:
+    return v.namespace(raw, "namespace_prefix", allow_empty=True)
 
 
 def _encode_cursor(namespace: Namespace, key: str) -> str:
@@ -643,6 +650,187 @@ class Memory:
         return done
 
     # -- schema -----------------------------------------------------------
+
+    # -- facts, claims and sources (see memlane.facts) ------------------------
+
+    @property
+    def _facts(self) -> FactsLayer:
+        return FactsLayer(self)
+
+    def add_entity(
+        self,
+        namespace: Namespace | str,
+        name: str,
+        *,
+        kind: str = "thing",
+        aliases: Sequence[str] = (),
+        profile: str = "",
+    ) -> Entity:
+        """Create an entity (a person, project, thing). Names need not be unique."""
+        return self._facts.add_entity(namespace, name, kind=kind, aliases=aliases, profile=profile)
+
+    def add_alias(self, entity_id: str, alias: str) -> Entity:
+        """Give an entity another name ``resolve_entity`` will match."""
+        return self._facts.add_alias(entity_id, alias)
+
+    def merge_entities(self, survivor: str, merged: str) -> Entity:
+        """Merge ``merged`` into ``survivor``; the merged-away id keeps resolving to the survivor."""
+        return self._facts.merge_entities(survivor, merged)
+
+    def assert_fact(
+        self,
+        namespace: Namespace | str,
+        subject: str,
+        predicate: str,
+        object: Any,  # noqa: A002 - the word of the domain
+        *,
+        valid_from: datetime | str | None = None,
+        valid_to: datetime | str | None = None,
+        source: str | None = None,
+        supersedes: str | None = None,
+    ) -> Fact:
+        """Assert ``subject predicate object`` (object: an entity id or any JSON value).
+
+        Asserting a fact that already holds adds ``source`` as evidence and
+        returns the same fact with a higher ``evidence_count`` (distinct
+        sources). ``supersedes`` retracts another fact in the same transaction
+        (a changed date, a corrected value).
+        """
+        return self._facts.assert_fact(
+            namespace,
+            subject,
+            predicate,
+            object,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            source=source,
+            supersedes=supersedes,
+        )
+
+    def retract_fact(self, fact_id: str) -> Fact:
+        """End memlane's belief in a fact; it stays readable at an earlier ``believed_at``."""
+        return self._facts.retract_fact(fact_id)
+
+    def end_fact(self, fact_id: str, valid_to: datetime | str) -> Fact:
+        """Record that a fact stopped holding in the world at ``valid_to``."""
+        return self._facts.end_fact(fact_id, valid_to)
+
+    def add_document(
+        self,
+        namespace: Namespace | str,
+        title: str,
+        text: str | Sequence[str],
+        *,
+        source: str | None = None,
+        created_at: datetime | str | None = None,
+        chunk_chars: int = DEFAULT_CHUNK_CHARS,
+    ) -> Document:
+        """Store a source as ordered chunks: paragraphs packed under ``chunk_chars``, or one per list element."""
+        return self._facts.add_document(
+            namespace, title, text, source=source, created_at=created_at, chunk_chars=chunk_chars
+        )
+
+    def add_claim(
+        self,
+        namespace: Namespace | str,
+        text: str,
+        *,
+        speaker: str | None = None,
+        asserted_at: datetime | str | None = None,
+        chunk: str | None = None,
+        about: Sequence[str] = (),
+    ) -> Claim:
+        """Record what a source said: who said it, when, the chunk it came from, the entities it is about."""
+        return self._facts.add_claim(
+            namespace, text, speaker=speaker, asserted_at=asserted_at, chunk=chunk, about=about
+        )
+
+    def supersede_claim(self, claim_id: str, by: str | None = None) -> Claim:
+        """Mark a claim as no longer current testimony, optionally naming its replacement."""
+        return self._facts.supersede_claim(claim_id, by)
+
+    def resolve_entity(self, name: str, *, namespace_prefix: Namespace | str = ()) -> Context:
+        """A name to one entity (``status`` resolved), several candidates (ambiguous) or none."""
+        return self._facts.resolve_entity(name, within=[_prefix(namespace_prefix)])
+
+    def facts_context(
+        self,
+        query: str,
+        *,
+        entity_ids: Sequence[str] | None = None,
+        hops: int = 1,
+        predicate: str | None = None,
+        time: str | Mapping[str, Any] = "current",
+        limit: int = 20,
+        namespace_prefix: Namespace | str = (),
+    ) -> Context:
+        """What is true: facts holding at ``time``; with ``entity_ids`` (<= 20), inside their ``hops`` neighbourhood.
+
+        ``time`` is ``"current"`` or ``{"valid_at": t, "believed_at": t}``.
+        """
+        return self._facts.facts_context(
+            query,
+            entity_ids=entity_ids,
+            hops=hops,
+            predicate=predicate,
+            time=time,
+            limit=limit,
+            within=[_prefix(namespace_prefix)],
+        )
+
+    def claims_and_sources_context(
+        self,
+        query: str,
+        *,
+        entity_ids: Sequence[str] | None = None,
+        k: int = 50,
+        candidate_k: int = 200,
+        namespace_prefix: Namespace | str = (),
+    ) -> Context:
+        """What was said: current claims grouped with a corroboration count, and passages, kept apart."""
+        return self._facts.claims_and_sources_context(
+            query, entity_ids=entity_ids, k=k, candidate_k=candidate_k, within=[_prefix(namespace_prefix)]
+        )
+
+    def combined_context(
+        self,
+        query: str,
+        *,
+        entity_ids: Sequence[str] | None = None,
+        hops: int = 1,
+        predicate: str | None = None,
+        time: str | Mapping[str, Any] = "current",
+        k: int = 50,
+        namespace_prefix: Namespace | str = (),
+    ) -> Context:
+        """``facts_context`` and ``claims_and_sources_context`` run independently, side by side."""
+        return self._facts.combined_context(
+            query,
+            entity_ids=entity_ids,
+            hops=hops,
+            predicate=predicate,
+            time=time,
+            k=k,
+            within=[_prefix(namespace_prefix)],
+        )
+
+    def lookup(self, ids: Sequence[str]) -> builtins.list[Record | None]:
+        """Entities, facts, documents, chunks and claims by id, in order (``None`` if unknown)."""
+        return self._facts.lookup(ids, within=[()])
+
+    def hydrate(self, ids: Sequence[str]) -> builtins.list[Record | None]:
+        """``lookup`` keeping only what is current: facts believed and valid now, claims not superseded."""
+        return self._facts.lookup(ids, within=[()], current=True)
+
+    def traverse(
+        self, entity_ids: Sequence[str], *, hops: int = 2, time: str | Mapping[str, Any] = "current"
+    ) -> Context:
+        """Paths of entity-to-entity facts, whole or not at all (broken paths are dropped and counted)."""
+        return self._facts.traverse(entity_ids, hops=hops, time=time, within=[()])
+
+    def neighbours(self, chunk_id: str, before: int = 1, after: int = 1) -> builtins.list[Chunk]:
+        """A chunk with its neighbouring passages, in document order."""
+        return self._facts.neighbours(chunk_id, before, after, within=[()])
 
     def migration_status(self) -> builtins.list[dict[str, Any]]:
         """Every migration this memlane knows, with when it was applied (``None``: pending)."""

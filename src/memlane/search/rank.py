@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..model import Hit, Item
 from .stopwords import ENGLISH
@@ -46,7 +47,7 @@ def terms(query: str) -> list[str]:
 class Candidate:
     """A fused candidate: internal ref plus what each channel said about it."""
 
-    ref: int
+    ref: Any
     score: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)
     channel_scores: dict[str, float] = field(default_factory=dict)
@@ -55,7 +56,7 @@ class Candidate:
 
 
 def fuse(
-    nominations: Mapping[str, Sequence[tuple[int, float] | tuple[int, float, int]]],
+    nominations: Mapping[str, Sequence[tuple[Any, float] | tuple[Any, float, int]]],
     *,
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,

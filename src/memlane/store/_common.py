@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -218,3 +218,44 @@ def import_rows(records: Iterable[dict[str, Any]]) -> Iterator[tuple[str, tuple[
             what = str(e) if isinstance(e, ValidationError) else f"malformed ({e!r})"
             raise ValidationError("record", f"record {n}: {what}; nothing was imported") from e
         yield kind, row
+
+
+@lru_cache(maxsize=512)
+def _pyformat(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class SqlSession:
+    """One connection (or transaction) handed to layers that write portable SQL.
+
+    Statements use ``?`` placeholders; on PostgreSQL they are rewritten to
+    psycopg's ``%s`` (memlane's own SQL never has a literal ``?``).
+    """
+
+    __slots__ = ("conn", "dialect")
+
+    def __init__(self, conn: Any, dialect: str) -> None:
+        self.conn = conn
+        self.dialect = dialect
+
+    def _sql(self, sql: str) -> str:
+        return _pyformat(sql) if self.dialect == "postgres" else sql
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Every row of one statement."""
+        return list(self.conn.execute(self._sql(sql), tuple(params)).fetchall())
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Execute one statement."""
+        self.conn.execute(self._sql(sql), tuple(params))
+
+    def many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
+        """Execute one statement for each parameter row."""
+        batch = [tuple(p) for p in params]
+        if not batch:
+            return
+        if self.dialect == "postgres":
+            with self.conn.cursor() as cur:
+                cur.executemany(self._sql(sql), batch)
+        else:
+            self.conn.executemany(sql, batch)

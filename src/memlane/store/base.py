@@ -17,10 +17,12 @@ from __future__ import annotations
 import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from ..model import Item, Namespace, Stats, Version
+from ._common import SqlSession
 
 
 class PutRow(NamedTuple):
@@ -173,6 +175,14 @@ class Store(ABC):
 
         Rows already present exactly are skipped; a different live row at an
         imported address goes to history with ``change="import"``.
+        """
+
+    @abstractmethod
+    def session(self, *, write: bool = False) -> AbstractContextManager[SqlSession]:
+        """A connection for layers that bring their own portable SQL (the facts layer).
+
+        ``write=True`` is one transaction, committed when the block ends and
+        rolled back if it raises; a read sees one consistent snapshot.
         """
 
     @abstractmethod

@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, SchemaVersionError, StoreError
+from ..facts import schema as facts_schema
 from ..model import Item, Namespace, Stats, Version
 from . import _common as c
 from .base import PutRow, Store
@@ -131,6 +132,7 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
             END""",
         ],
     ),
+    ("m003_facts", facts_schema.SQLITE),
 ]
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
@@ -725,6 +727,15 @@ class SqliteStore(Store):
                     conn.execute(f"INSERT INTO item_history ({c.HISTORY_COLUMNS}) VALUES ({','.join('?' * 15)})", row)
                 written += 1
         return written
+
+    @contextmanager
+    def session(self, *, write: bool = False) -> Iterator[c.SqlSession]:
+        """A transaction (``write``) or snapshot for the facts layer's portable SQL."""
+        try:
+            with self._write() if write else self._snapshot() as conn:
+                yield c.SqlSession(conn, "sqlite")
+        except sqlite3.Error as e:
+            raise StoreError(f"SQLite error: {e}") from e
 
     def close(self) -> None:
         """Close the connection."""

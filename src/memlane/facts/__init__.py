@@ -1,0 +1,1 @@
+"""The structured layer: entities, facts with two clocks, documents, claims and the assured reads."""

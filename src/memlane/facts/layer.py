@@ -1,0 +1,1280 @@
+"""The facts layer over a store's portable SQL: writes, primitives and the four assured reads.
+
+Every read takes ``within``, the namespace prefixes the caller may see
+(``[()]`` is everything), and applies it in SQL, so the embedded owner and a
+service agent get the same code path. Ranked reads follow the item search
+pipeline: nominate per channel (BM25 and, with an embedder, cosine), fuse with
+RRF, confirm against the live rows.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import re
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from .. import validate as v
+from ..errors import ConflictError, NotFoundError, ValidationError
+from ..model import Namespace
+from ..search import rank
+from ..store._common import SqlSession, loads_json, ns_range, ns_text, ns_tuple, ts
+from . import text as t
+from .model import Candidate, Chunk, Claim, ClaimGroup, Context, Document, Entity, Fact, Path, Record
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+MAX_ENTITY_IDS = 20
+MAX_HOPS = 3
+MAX_K = 100
+MAX_CANDIDATE_K = 400
+MAX_NEIGHBOURHOOD = 2000  # entities reached by expansion; past it the answer says it was cut
+MAX_PATHS = 1000
+MAX_NAME_CHARS = 1000
+MAX_LOOKUP = 1000
+_ENTITY_ID = re.compile(r"^ent_[0-9a-f]{32}$")
+_PREFIXES = {"ent": "entities", "fact": "facts", "doc": "documents", "chunk": "chunks", "claim": "claims"}
+_FTS = {"fact": ("fact_fts", "facts"), "claim": ("claim_fts", "claims"), "chunk": ("chunk_fts", "chunks")}
+_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
+_RRF_K = 10
+
+_FACT_COLUMNS = (
+    "f.id, f.version, f.namespace, f.subject, f.predicate, f.object_entity, f.object_value, f.text, "
+    "f.valid_from, f.valid_to, f.recorded_at, f.retracted_at"
+)
+_BELIEVED = "f.recorded_at <= ? AND (f.retracted_at IS NULL OR f.retracted_at > ?)"
+_VALID = "(f.valid_from IS NULL OR f.valid_from <= ?) AND (f.valid_to IS NULL OR f.valid_to > ?)"
+_CLAIM_COLUMNS = (
+    "c.id, c.namespace, c.text, c.speaker, c.asserted_at, c.chunk_id, c.recorded_at, c.superseded_by, c.superseded_at"
+)
+
+
+def _ms(since: float) -> float:
+    return round((perf_counter() - since) * 1000, 3)
+
+
+def _dt(raw: str | None) -> datetime | None:
+    return None if raw is None else datetime.fromisoformat(raw)
+
+
+def _new_ids(kind: str, now: datetime, count: int = 1) -> builtins.list[str]:
+    from ..memory import new_ids
+
+    return [f"{kind}_{i}" for i in new_ids(now, count)]
+
+
+def scope_sql(column: str, within: Sequence[Namespace]) -> tuple[str, builtins.list[Any]]:
+    """``WHERE`` text keeping rows whose namespace lies under one of ``within``."""
+    if any(not p for p in within):
+        return "1=1", []
+    if not within:
+        return "1=0", []
+    parts: builtins.list[str] = []
+    params: builtins.list[Any] = []
+    for prefix in within:
+        parts.append(f"({column} = ? OR ({column} >= ? AND {column} < ?))")
+        params.extend(ns_range(prefix))
+    return "(" + " OR ".join(parts) + ")", params
+
+
+def in_sql(column: str, values: Sequence[Any]) -> tuple[str, builtins.list[Any]]:
+    """``column IN (...)`` with one parameter per value (never empty SQL)."""
+    if not values:
+        return "1=0", []
+    return f"{column} IN ({','.join('?' * len(values))})", builtins.list(values)
+
+
+# -- input checks ------------------------------------------------------------
+
+
+def _name(raw: Any, field: str) -> str:
+    if not isinstance(raw, str):
+        raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
+    text = " ".join(raw.split())
+    if not text:
+        raise ValidationError(field, "must not be empty")
+    if len(text) > MAX_NAME_CHARS:
+        raise ValidationError(field, f"is {len(text):,} characters; at most {MAX_NAME_CHARS:,}")
+    return v.text(text, field)
+
+
+def _optional_name(raw: Any, field: str) -> str | None:
+    return None if raw is None else _name(raw, field)
+
+
+def _time(raw: Any, field: str) -> datetime | None:
+    """An aware datetime from a datetime or ISO-8601 text; a time without zone is UTC."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = datetime.fromisoformat(raw)
+        except ValueError as e:
+            raise ValidationError(field, f"is not an ISO-8601 time ({raw!r}); write e.g. 2026-03-01T09:00:00Z") from e
+    if not isinstance(raw, datetime):
+        raise ValidationError(field, f"must be a datetime or ISO-8601 text, not {type(raw).__name__}")
+    return raw.replace(tzinfo=UTC) if raw.tzinfo is None else raw.astimezone(UTC)
+
+
+def _ids(raw: Any, field: str, *, maximum: int, kind: str | None = None) -> builtins.list[str]:
+    if isinstance(raw, str) or not isinstance(raw, list | tuple):
+        raise ValidationError(field, "must be a list of ids")
+    if len(raw) > maximum:
+        raise ValidationError(field, f"has {len(raw)} ids; at most {maximum}")
+    for i in raw:
+        if not isinstance(i, str) or (kind is not None and not i.startswith(kind + "_")):
+            raise ValidationError(field, f"{i!r} is not {'an id' if kind is None else f'a {kind}_... id'}")
+    return builtins.list(dict.fromkeys(raw))
+
+
+def _bounded_int(raw: Any, field: str, low: int, high: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ValidationError(field, f"must be an integer, not {type(raw).__name__}")
+    if not low <= raw <= high:
+        raise ValidationError(field, f"must be between {low} and {high}, got {raw}")
+    return raw
+
+
+def _predicate(raw: Any, field: str = "predicate") -> str:
+    return "_".join(_name(raw, field).lower().split())
+
+
+@dataclass(frozen=True, slots=True)
+class At:
+    """The two clocks of a read: ``valid`` (world time) and ``believed`` (memlane's time)."""
+
+    valid: str
+    believed: str
+    current: bool
+
+    def params(self) -> dict[str, Any]:
+        """How the read's parameters report it."""
+        return {"time": "current"} if self.current else {"time": {"valid_at": self.valid, "believed_at": self.believed}}
+
+
+def parse_time(raw: Any, now: datetime) -> At:
+    """``"current"`` or ``{"valid_at": t, "believed_at": t}`` (either may be left out: now)."""
+    if raw is None or raw == "current":
+        return At(ts(now), ts(now), True)
+    if not isinstance(raw, dict):
+        raise ValidationError("time", 'must be "current" or {"valid_at": ..., "believed_at": ...}')
+    unknown = set(raw) - {"valid_at", "believed_at"}
+    if unknown:
+        raise ValidationError("time", f"has unknown fields {sorted(unknown)}; use valid_at and believed_at")
+    valid = _time(raw.get("valid_at"), "time.valid_at") or now
+    believed = _time(raw.get("believed_at"), "time.believed_at") or now
+    return At(ts(valid), ts(believed), False)
+
+
+# -- vectors -------------------------------------------------------------------
+
+
+class _VectorIndex:
+    """One kind's vectors as a numpy matrix; rows are immutable, so new rows only append."""
+
+    def __init__(self) -> None:
+        self.refs: builtins.list[str] = []
+        self.matrix: Any = None
+        self.lock = threading.Lock()
+
+    def refresh(self, s: SqlSession, kind: str) -> None:
+        import numpy as np
+
+        (count,) = s.rows("SELECT count(*) FROM graph_vectors WHERE kind = ?", (kind,))[0]
+        if count == len(self.refs):
+            return
+        rows = s.rows("SELECT ref, vector FROM graph_vectors WHERE kind = ? ORDER BY ref", (kind,))
+        self.refs = [r[0] for r in rows]
+        self.matrix = (
+            np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<f4").reshape(len(rows), -1) if rows else None
+        )
+
+    def top(self, query: Any, allowed: set[str] | None, k: int) -> builtins.list[tuple[str, float]]:
+        import numpy as np
+
+        if self.matrix is None or self.matrix.shape[1] != len(query):
+            return []
+        scores = self.matrix @ np.asarray(query, dtype=np.float32)
+        order = np.argsort(-scores, kind="stable")
+        out: builtins.list[tuple[str, float]] = []
+        for i in order:
+            ref = self.refs[int(i)]
+            if allowed is None or ref in allowed:
+                out.append((ref, float(scores[i])))
+                if len(out) >= k:
+                    break
+        return out
+
+
+_INDEXES: weakref.WeakKeyDictionary[Any, dict[str, _VectorIndex]] = weakref.WeakKeyDictionary()
+_INDEXES_LOCK = threading.Lock()
+
+
+# -- the layer -------------------------------------------------------------------
+
+
+class FactsLayer:
+    """Entities, facts, documents and claims of one :class:`~memlane.memory.Memory`."""
+
+    def __init__(self, mem: Memory) -> None:
+        self._mem = mem
+        self._store = mem.store
+
+    # -- plumbing ------------------------------------------------------------
+
+    def _vectors(self, kind: str) -> _VectorIndex:
+        with _INDEXES_LOCK:
+            per_store = _INDEXES.setdefault(self._store, {})
+            return per_store.setdefault(kind, _VectorIndex())
+
+    def _embed(self, texts: Sequence[str]) -> builtins.list[bytes] | None:
+        """Vectors for texts, made before a write opens its transaction (None without an embedder)."""
+        return None if self._mem.embedder is None or not texts else self._mem._embed(texts)
+
+    def _insert_vectors(self, s: SqlSession, kind: str, refs: Sequence[str], blobs: Sequence[bytes] | None) -> None:
+        if blobs is None:
+            return
+        s.many(
+            "INSERT INTO graph_vectors (kind, ref, vector) VALUES (?, ?, ?)",
+            [(kind, ref, blob) for ref, blob in zip(refs, blobs, strict=True)],
+        )
+
+    def _index_text(self, s: SqlSession, kind: str, rows: Sequence[tuple[str, str, str]]) -> None:
+        """Full-text rows ``(ref, namespace, text)``; PostgreSQL indexes generated columns itself."""
+        if s.dialect == "sqlite" and rows:
+            s.many(f"INSERT INTO {kind}_fts (ref, namespace, text) VALUES (?, ?, ?)", rows)
+
+    # -- entities --------------------------------------------------------------
+
+    def _survivors(self, s: SqlSession, ids: Iterable[str]) -> dict[str, str]:
+        """Each known id mapped to the entity it was (transitively) merged into, or itself."""
+        parent: dict[str, str | None] = {}
+        todo = set(ids)
+        while todo:
+            where, params = in_sql("id", sorted(todo))
+            rows = s.rows(f"SELECT id, merged_into FROM entities WHERE {where}", params)
+            parent.update(rows)
+            todo = {m for _, m in rows if m is not None and m not in parent}
+        out = {}
+        for start in parent:
+            node, seen = start, {start}
+            while parent.get(node) is not None:
+                node = parent[node]  # type: ignore[assignment]
+                if node in seen:
+                    break
+                seen.add(node)
+            out[start] = node
+        return out
+
+    def _family(self, s: SqlSession, survivors: Iterable[str]) -> dict[str, str]:
+        """Every id that resolves to one of ``survivors`` (the survivors included), mapped to it."""
+        family = {sid: sid for sid in survivors}
+        frontier = builtins.list(family)
+        while frontier:
+            where, params = in_sql("merged_into", frontier)
+            rows = s.rows(f"SELECT id, merged_into FROM entities WHERE {where}", params)
+            frontier = [i for i, _ in rows if i not in family]
+            for i, m in rows:
+                family.setdefault(i, family[m])
+        return family
+
+    def _entities(self, s: SqlSession, ids: Iterable[str]) -> dict[str, Entity]:
+        """Entities by id, aliases including the names of everything merged into them."""
+        ids = builtins.list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        family = self._family(s, ids)
+        where, params = in_sql("id", builtins.list(family))
+        rows = s.rows(
+            f"SELECT id, namespace, kind, name, profile, merged_into, created_at FROM entities WHERE {where}", params
+        )
+        by_id = {r[0]: r for r in rows}
+        aliases: dict[str, dict[str, None]] = {i: {} for i in ids}
+        where, params = in_sql("entity_id", builtins.list(family))
+        for eid, alias in s.rows(f"SELECT entity_id, alias FROM entity_aliases WHERE {where} ORDER BY alias", params):
+            aliases[family[eid]][alias] = None
+        for member, sid in family.items():
+            if member != sid and member in by_id:
+                aliases[sid][by_id[member][3]] = None
+        out = {}
+        for i in ids:
+            r = by_id.get(i)
+            if r is None:
+                continue
+            names = [a for a in aliases[i] if a != r[3]]
+            out[i] = Entity(r[0], ns_tuple(r[1]), r[2], r[3], names, r[4], r[5], _dt(r[6]))
+        return out
+
+    def _visible_entity(self, s: SqlSession, raw: Any, field: str, within: Sequence[Namespace]) -> str:
+        """The survivor id of an entity the caller may see, or a clear error."""
+        if not isinstance(raw, str) or not _ENTITY_ID.match(raw):
+            raise ValidationError(field, f"{raw!r} is not an entity id (ent_ followed by 32 hex digits)")
+        sid = self._survivors(s, [raw]).get(raw)
+        if sid is not None:
+            where, params = scope_sql("namespace", within)
+            if s.rows(f"SELECT 1 FROM entities WHERE id = ? AND {where}", [sid, *params]):
+                return sid
+        raise NotFoundError(f"no entity {raw!r} that you can see; find one with resolve_entity or add_entity")
+
+    def add_entity(
+        self,
+        namespace: Any,
+        name: Any,
+        *,
+        kind: Any = "thing",
+        aliases: Any = (),
+        profile: Any = "",
+    ) -> Entity:
+        """Create an entity. Two entities may share a name; ``resolve_entity`` tells them apart."""
+        ns = v.namespace(namespace)
+        name = _name(name, "name")
+        kind = _name(kind, "kind")
+        if isinstance(aliases, str) or not isinstance(aliases, list | tuple):
+            raise ValidationError("aliases", "must be a list of names")
+        alias_list = builtins.list(dict.fromkeys(_name(a, "aliases") for a in aliases))
+        if not isinstance(profile, str):
+            raise ValidationError("profile", f"must be a string, not {type(profile).__name__}")
+        profile = v.text(profile, "profile")
+        now = self._mem._now()
+        eid = _new_ids("ent", now)[0]
+        with self._store.session(write=True) as s:
+            s.run(
+                "INSERT INTO entities (id, namespace, kind, name, norm, profile, created_at, author) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (eid, ns_text(ns), kind, name, t.normalise(name), profile, ts(now), self._mem.author),
+            )
+            self._insert_aliases(s, eid, alias_list, now)
+        return Entity(eid, ns, kind, name, [a for a in alias_list if a != name], profile, None, now)
+
+    def _insert_aliases(self, s: SqlSession, eid: str, aliases: Sequence[str], now: datetime) -> None:
+        s.many(
+            "INSERT INTO entity_aliases (entity_id, alias, norm, created_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            [(eid, a, t.normalise(a), ts(now)) for a in aliases],
+        )
+
+    def add_alias(self, entity_id: Any, alias: Any, *, within: Sequence[Namespace] = ((),)) -> Entity:
+        """Another name for an entity (added to the survivor if it was merged away)."""
+        alias = _name(alias, "alias")
+        now = self._mem._now()
+        with self._store.session(write=True) as s:
+            sid = self._visible_entity(s, entity_id, "entity_id", within)
+            self._insert_aliases(s, sid, [alias], now)
+            return self._entities(s, [sid])[sid]
+
+    def merge_entities(self, survivor: Any, merged: Any, *, within: Sequence[Namespace] = ((),)) -> Entity:
+        """Merge ``merged`` into ``survivor``; the merged-away id keeps resolving to the survivor."""
+        with self._store.session(write=True) as s:
+            keep = self._visible_entity(s, survivor, "survivor", within)
+            gone = self._visible_entity(s, merged, "merged", within)
+            if keep == gone:
+                raise ConflictError(f"{merged!r} already is (or was merged into) {keep!r}; nothing to merge")
+            s.run("UPDATE entities SET merged_into = ? WHERE id = ?", (keep, gone))
+            return self._entities(s, [keep])[keep]
+
+    def resolve_entity(self, name: Any, *, within: Sequence[Namespace]) -> Context:
+        """A name to one entity, several candidates (with what sets them apart), or none."""
+        started = perf_counter()
+        name = _name(name, "name")
+        norm = t.normalise(name)
+        where, params = scope_sql("e.namespace", within)
+        stages = [
+            ("name", f"SELECT e.id FROM entities e WHERE e.name = ? AND {where}", [name, *params]),
+            (
+                "alias",
+                f"SELECT a.entity_id FROM entity_aliases a JOIN entities e ON e.id = a.entity_id "
+                f"WHERE a.alias = ? AND {where}",
+                [name, *params],
+            ),
+            (
+                "normalised",
+                f"SELECT e.id FROM entities e WHERE e.norm = ? AND {where} UNION "
+                f"SELECT a.entity_id FROM entity_aliases a JOIN entities e ON e.id = a.entity_id "
+                f"WHERE a.norm = ? AND {where}",
+                [norm, *params, norm, *params],
+            ),
+        ]
+        candidates: builtins.list[Candidate] = []
+        with self._store.session() as s:
+            for matched, sql, args in stages:
+                found = [r[0] for r in s.rows(sql, args)] if norm or matched != "normalised" else []
+                if not found:
+                    continue
+                survivors = builtins.list(dict.fromkeys(self._survivors(s, found).values()))
+                entities = self._entities(s, survivors)
+                for sid in sorted(entities, key=lambda i: (entities[i].created_at or datetime.min, i)):
+                    facts = self._current_facts(s, sid, within, 3)
+                    candidates.append(Candidate(entities[sid], matched, [f.text for f in facts]))
+                break
+        status = "none" if not candidates else "resolved" if len(candidates) == 1 else "ambiguous"
+        notes = []
+        if status == "ambiguous":
+            differ = [
+                f
+                for f in ("namespace", "kind", "profile", "aliases")
+                if len({json.dumps(getattr(c.entity, f), default=str) for c in candidates}) > 1
+            ]
+            notes.append(
+                f"{len(candidates)} entities match {name!r}; they differ in: "
+                + (", ".join(differ + ["facts"]) if differ else "facts only")
+            )
+        return Context(
+            "resolve_entity",
+            {"name": name},
+            {"entities": candidates},
+            counts={"candidates": len(candidates)},
+            timings={"total_ms": _ms(started)},
+            notes=notes,
+            status=status,
+        )
+
+    # -- facts -----------------------------------------------------------------
+
+    def _fact_rows(self, s: SqlSession, where: str, params: Sequence[Any], at: At | None) -> builtins.list[tuple]:
+        """Fact rows matching ``where``: at ``at`` the one version believed then, else the latest."""
+        if at is None:
+            sql = (
+                f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {where} AND f.version = "
+                "(SELECT max(g.version) FROM facts g WHERE g.id = f.id)"
+            )
+            return s.rows(sql, params)
+        return s.rows(
+            f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {where} AND {_BELIEVED}", [*params, at.believed, at.believed]
+        )
+
+    def _facts(self, s: SqlSession, rows: Sequence[tuple], believed: str | None) -> builtins.list[Fact]:
+        """Fact records for rows, with entity names and evidence as of ``believed``."""
+        if not rows:
+            return []
+        names = {}
+        ids = {r[3] for r in rows} | {r[5] for r in rows if r[5]}
+        survivors = self._survivors(s, ids)
+        where, params = in_sql("id", builtins.list(set(survivors.values())))
+        names = dict(s.rows(f"SELECT id, name FROM entities WHERE {where}", params))
+        evidence: dict[str, builtins.list[str]] = {r[0]: [] for r in rows}
+        where, params = in_sql("fact_id", builtins.list(evidence))
+        sql = f"SELECT fact_id, source FROM evidence WHERE {where}"
+        if believed is not None:
+            sql += " AND recorded_at <= ?"
+            params.append(believed)
+        for fid, source in s.rows(sql + " ORDER BY recorded_at, source", params):
+            evidence[fid].append(source)
+        out = []
+        for r in rows:
+            subject = survivors.get(r[3], r[3])
+            obj = survivors.get(r[5], r[5]) if r[5] else None
+            sources = evidence[r[0]]
+            out.append(
+                Fact(
+                    r[0],
+                    r[1],
+                    ns_tuple(r[2]),
+                    subject,
+                    names.get(subject, ""),
+                    r[4],
+                    obj,
+                    names.get(obj) if obj else None,
+                    None if r[6] is None else loads_json(r[6]),
+                    r[7],
+                    _dt(r[8]),
+                    _dt(r[9]),
+                    datetime.fromisoformat(r[10]),
+                    _dt(r[11]),
+                    len(sources),
+                    [x for x in sources if x],
+                )
+            )
+        return out
+
+    def _current_facts(self, s: SqlSession, eid: str, within: Sequence[Namespace], limit: int) -> builtins.list[Fact]:
+        now = ts(self._mem._now())
+        family = builtins.list(self._family(s, [eid]))
+        subj, p1 = in_sql("f.subject", family)
+        where, p2 = scope_sql("f.namespace", within)
+        rows = s.rows(
+            f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {subj} AND {where} AND f.retracted_at IS NULL AND {_VALID} "
+            "ORDER BY f.recorded_at DESC, f.id LIMIT ?",
+            [*p1, *p2, now, now, limit],
+        )
+        return self._facts(s, rows, None)
+
+    def assert_fact(
+        self,
+        namespace: Any,
+        subject: Any,
+        predicate: Any,
+        object: Any,  # noqa: A002 - the word of the domain
+        *,
+        valid_from: Any = None,
+        valid_to: Any = None,
+        source: Any = None,
+        supersedes: Any = None,
+        within: Sequence[Namespace] = ((),),
+    ) -> Fact:
+        """Assert ``subject predicate object``; a fact that already holds gains evidence instead."""
+        ns = v.namespace(namespace)
+        pred = _predicate(predicate)
+        start = _time(valid_from, "valid_from")
+        end = _time(valid_to, "valid_to")
+        if start is not None and end is not None and end <= start:
+            raise ValidationError("valid_to", "must be later than valid_from")
+        src = "" if source is None else _name(source, "source")
+        now = self._mem._now()
+        with self._store.session(write=True) as s:
+            subj = self._visible_entity(s, subject, "subject", within)
+            if isinstance(object, str) and object.startswith("ent_"):
+                obj_entity: str | None = self._visible_entity(s, object, "object", within)
+                obj_value = None
+                key_object = obj_entity
+            else:
+                obj_entity = None
+                obj_value, _ = v.value(object, "object")
+                key_object = obj_value
+            fact_key = hashlib.sha256(json.dumps([ns_text(ns), subj, pred, key_object]).encode()).hexdigest()[:32]
+            if s.dialect == "postgres":  # two writers asserting one fact must not both create it
+                s.run("SELECT pg_advisory_xact_lock(hashtext(?))", (fact_key,))
+            if supersedes is not None:
+                self._close(s, supersedes, "supersedes", within, now)
+            existing = s.rows(
+                f"SELECT {_FACT_COLUMNS} FROM facts f WHERE f.fact_key = ? AND f.retracted_at IS NULL", (fact_key,)
+            )
+            for row in existing:
+                if (start is None or _dt(row[8]) == start) and (end is None or _dt(row[9]) == end):
+                    s.run(
+                        "INSERT INTO evidence (fact_id, source, recorded_at, author) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT DO NOTHING",
+                        (row[0], src, ts(now), self._mem.author),
+                    )
+                    return self._facts(s, self._fact_rows(s, "f.id = ?", [row[0]], None), None)[0]
+            names = dict(s.rows("SELECT id, name FROM entities WHERE id IN (?, ?)", (subj, obj_entity or subj)))
+            shown = names[obj_entity] if obj_entity else (loads_json(obj_value) if obj_value else "")
+            text = f"{names[subj]} {pred.replace('_', ' ')} {shown if isinstance(shown, str) else obj_value}"
+            fid = _new_ids("fact", now)[0]
+            self._insert_fact(s, fid, 1, ns, fact_key, subj, pred, obj_entity, obj_value, text, start, end, now)
+            s.run(
+                "INSERT INTO evidence (fact_id, source, recorded_at, author) VALUES (?, ?, ?, ?)",
+                (fid, src, ts(now), self._mem.author),
+            )
+            self._index_text(s, "fact", [(fid, ns_text(ns), text)])
+            fact = self._facts(s, self._fact_rows(s, "f.id = ?", [fid], None), None)[0]
+        # the text depends on names read in the transaction, so its vector follows it;
+        # a fact without one is still found by the lexical channel
+        blobs = self._embed([text])
+        if blobs is not None:
+            with self._store.session(write=True) as s:
+                self._insert_vectors(s, "fact", [fid], blobs)
+        return fact
+
+    def _insert_fact(
+        self,
+        s: SqlSession,
+        fid: str,
+        version: int,
+        ns: Namespace,
+        key: str,
+        subj: str,
+        pred: str,
+        obj_entity: str | None,
+        obj_value: str | None,
+        text: str,
+        start: datetime | None,
+        end: datetime | None,
+        now: datetime,
+    ) -> None:
+        s.run(
+            "INSERT INTO facts (id, version, namespace, fact_key, subject, predicate, object_entity, object_value, "
+            "text, valid_from, valid_to, recorded_at, author) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                fid,
+                version,
+                ns_text(ns),
+                key,
+                subj,
+                pred,
+                obj_entity,
+                obj_value,
+                text,
+                None if start is None else ts(start),
+                None if end is None else ts(end),
+                ts(now),
+                self._mem.author,
+            ),
+        )
+
+    def _close(self, s: SqlSession, fact_id: Any, field: str, within: Sequence[Namespace], now: datetime) -> tuple:
+        """Stamp the end of belief on a fact's current row; returns that row."""
+        if not isinstance(fact_id, str) or not fact_id.startswith("fact_"):
+            raise ValidationError(field, f"{fact_id!r} is not a fact id (fact_...)")
+        where, params = scope_sql("f.namespace", within)
+        rows = s.rows(
+            f"SELECT {_FACT_COLUMNS} FROM facts f WHERE f.id = ? AND {where} ORDER BY f.version DESC",
+            [fact_id, *params],
+        )
+        if not rows:
+            raise NotFoundError(f"no fact {fact_id!r} that you can see")
+        if rows[0][11] is not None:
+            raise ConflictError(
+                f"fact {fact_id!r} was already retracted at {rows[0][11]}; assert it again to revive it"
+            )
+        s.run("UPDATE facts SET retracted_at = ? WHERE id = ? AND version = ?", (ts(now), fact_id, rows[0][1]))
+        return rows[0]
+
+    def retract_fact(self, fact_id: Any, *, within: Sequence[Namespace] = ((),)) -> Fact:
+        """End memlane's belief in a fact; it stays readable at earlier ``believed_at`` times."""
+        now = self._mem._now()
+        with self._store.session(write=True) as s:
+            self._close(s, fact_id, "fact_id", within, now)
+            return self._facts(s, self._fact_rows(s, "f.id = ?", [fact_id], None), None)[0]
+
+    def end_fact(self, fact_id: Any, valid_to: Any, *, within: Sequence[Namespace] = ((),)) -> Fact:
+        """Record that a fact stopped being true in the world at ``valid_to`` (a new version)."""
+        end = _time(valid_to, "valid_to")
+        if end is None:
+            raise ValidationError("valid_to", "is required: the time the fact stopped holding")
+        now = self._mem._now()
+        with self._store.session(write=True) as s:
+            row = self._close(s, fact_id, "fact_id", within, now)
+            start = _dt(row[8])
+            if start is not None and end <= start:
+                raise ValidationError("valid_to", f"must be later than the fact's valid_from ({row[8]})")
+            key = s.rows("SELECT fact_key FROM facts WHERE id = ? AND version = ?", (row[0], row[1]))[0][0]
+            self._insert_fact(
+                s, row[0], row[1] + 1, ns_tuple(row[2]), key, row[3], row[4], row[5], row[6], row[7], start, end, now
+            )
+            return self._facts(s, self._fact_rows(s, "f.id = ?", [row[0]], None), None)[0]
+
+    # -- documents and claims ----------------------------------------------------
+
+    def add_document(
+        self,
+        namespace: Any,
+        title: Any,
+        text: Any,
+        *,
+        source: Any = None,
+        created_at: Any = None,
+        chunk_chars: Any = t.DEFAULT_CHUNK_CHARS,
+    ) -> Document:
+        """Store a source split into ordered chunks (a list of strings: one chunk each)."""
+        ns = v.namespace(namespace)
+        title = _name(title, "title")
+        if isinstance(text, list):
+            parts = [v.text(p, "text") if isinstance(p, str) else _name(p, "text") for p in text]
+        elif isinstance(text, str):
+            parts = v.text(text, "text")  # type: ignore[assignment]
+        else:
+            raise ValidationError("text", f"must be a string or a list of strings, not {type(text).__name__}")
+        limit = _bounded_int(chunk_chars, "chunk_chars", 100, 100_000)
+        pieces = t.chunk(parts, limit)
+        if not pieces:
+            raise ValidationError("text", "has no words; a document needs at least one non-blank passage")
+        src = _optional_name(source, "source")
+        created = _time(created_at, "created_at")
+        now = self._mem._now()
+        blobs = self._embed(pieces)
+        did = _new_ids("doc", now)[0]
+        chunk_ids = _new_ids("chunk", now, len(pieces))
+        ns_t = ns_text(ns)
+        with self._store.session(write=True) as s:
+            s.run(
+                "INSERT INTO documents (id, namespace, title, source, created_at, recorded_at, chunk_count, author) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    did,
+                    ns_t,
+                    title,
+                    src,
+                    None if created is None else ts(created),
+                    ts(now),
+                    len(pieces),
+                    self._mem.author,
+                ),
+            )
+            s.many(
+                "INSERT INTO chunks (id, document_id, namespace, position, text) VALUES (?, ?, ?, ?, ?)",
+                [(cid, did, ns_t, i, p) for i, (cid, p) in enumerate(zip(chunk_ids, pieces, strict=True))],
+            )
+            self._index_text(s, "chunk", [(cid, ns_t, p) for cid, p in zip(chunk_ids, pieces, strict=True)])
+            self._insert_vectors(s, "chunk", chunk_ids, blobs)
+        return Document(did, ns, title, src, created, now, len(pieces), chunk_ids)
+
+    def add_claim(
+        self,
+        namespace: Any,
+        text: Any,
+        *,
+        speaker: Any = None,
+        asserted_at: Any = None,
+        chunk: Any = None,
+        about: Any = (),
+        within: Sequence[Namespace] = ((),),
+    ) -> Claim:
+        """Record what a source said: its text, who said it, when, from which chunk, about whom."""
+        ns = v.namespace(namespace)
+        text = _name(text, "text")
+        who = _optional_name(speaker, "speaker")
+        when = _time(asserted_at, "asserted_at")
+        about_ids = _ids(about, "about", maximum=100)
+        now = self._mem._now()
+        blobs = self._embed([text])
+        cid = _new_ids("claim", now)[0]
+        with self._store.session(write=True) as s:
+            entities = [self._visible_entity(s, e, "about", within) for e in about_ids]
+            if chunk is not None:
+                where, params = scope_sql("namespace", within)
+                if not isinstance(chunk, str) or not s.rows(
+                    f"SELECT 1 FROM chunks WHERE id = ? AND {where}", [chunk, *params]
+                ):
+                    raise NotFoundError(f"no chunk {chunk!r} that you can see; chunk ids come from add_document")
+            s.run(
+                "INSERT INTO claims (id, namespace, text, norm, speaker, asserted_at, chunk_id, recorded_at, author) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    cid,
+                    ns_text(ns),
+                    text,
+                    t.normalise(text),
+                    who,
+                    None if when is None else ts(when),
+                    chunk,
+                    ts(now),
+                    self._mem.author,
+                ),
+            )
+            entities = builtins.list(dict.fromkeys(entities))
+            s.many("INSERT INTO claim_entities (claim_id, entity_id) VALUES (?, ?)", [(cid, e) for e in entities])
+            self._index_text(s, "claim", [(cid, ns_text(ns), text)])
+            self._insert_vectors(s, "claim", [cid], blobs)
+        return Claim(cid, ns, text, who, when, chunk, entities, now)
+
+    def supersede_claim(self, claim_id: Any, by: Any = None, *, within: Sequence[Namespace] = ((),)) -> Claim:
+        """Mark a claim as no longer current testimony, optionally naming the claim that replaces it."""
+        now = self._mem._now()
+        with self._store.session(write=True) as s:
+            claim = self._claims(s, [claim_id], within).get(claim_id) if isinstance(claim_id, str) else None
+            if claim is None:
+                raise NotFoundError(f"no claim {claim_id!r} that you can see")
+            if claim.superseded_at is not None:
+                raise ConflictError(f"claim {claim_id!r} was already superseded at {claim.superseded_at.isoformat()}")
+            if by is not None and (
+                not isinstance(by, str) or by == claim_id or by not in self._claims(s, [by], within)
+            ):
+                raise NotFoundError(f"no other claim {by!r} that you can see to supersede {claim_id!r} with")
+            s.run("UPDATE claims SET superseded_by = ?, superseded_at = ? WHERE id = ?", (by, ts(now), claim_id))
+            return self._claims(s, [claim_id], within)[claim_id]
+
+    def _claims(self, s: SqlSession, ids: Sequence[str], within: Sequence[Namespace]) -> dict[str, Claim]:
+        where, params = in_sql("c.id", ids)
+        scope, p2 = scope_sql("c.namespace", within)
+        rows = s.rows(f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE {where} AND {scope}", [*params, *p2])
+        about: dict[str, builtins.list[str]] = {r[0]: [] for r in rows}
+        if rows:
+            where, params = in_sql("claim_id", builtins.list(about))
+            for cid, eid in s.rows(f"SELECT claim_id, entity_id FROM claim_entities WHERE {where} ORDER BY 2", params):
+                about[cid].append(eid)
+        return {
+            r[0]: Claim(
+                r[0],
+                ns_tuple(r[1]),
+                r[2],
+                r[3],
+                _dt(r[4]),
+                r[5],
+                about[r[0]],
+                datetime.fromisoformat(r[6]),
+                r[7],
+                _dt(r[8]),
+            )
+            for r in rows
+        }
+
+    def _chunks(self, s: SqlSession, ids: Sequence[str], within: Sequence[Namespace]) -> dict[str, Chunk]:
+        where, params = in_sql("k.id", ids)
+        scope, p2 = scope_sql("k.namespace", within)
+        rows = s.rows(
+            f"SELECT k.id, k.document_id, k.namespace, k.position, k.text, d.title FROM chunks k "
+            f"JOIN documents d ON d.id = k.document_id WHERE {where} AND {scope}",
+            [*params, *p2],
+        )
+        return {r[0]: Chunk(r[0], r[1], ns_tuple(r[2]), r[3], r[4], r[5]) for r in rows}
+
+    def _documents(self, s: SqlSession, ids: Sequence[str], within: Sequence[Namespace]) -> dict[str, Document]:
+        where, params = in_sql("id", ids)
+        scope, p2 = scope_sql("namespace", within)
+        rows = s.rows(
+            f"SELECT id, namespace, title, source, created_at, recorded_at, chunk_count FROM documents "
+            f"WHERE {where} AND {scope}",
+            [*params, *p2],
+        )
+        out = {}
+        for r in rows:
+            chunk_ids = [c[0] for c in s.rows("SELECT id FROM chunks WHERE document_id = ? ORDER BY position", [r[0]])]
+            out[r[0]] = Document(
+                r[0], ns_tuple(r[1]), r[2], r[3], _dt(r[4]), datetime.fromisoformat(r[5]), r[6], chunk_ids
+            )
+        return out
+
+    # -- primitives --------------------------------------------------------------
+
+    def lookup(self, ids: Any, *, within: Sequence[Namespace], current: bool = False) -> builtins.list[Record | None]:
+        """Records by id, any mix of kinds, in order; ``None`` for unknown or unseen ids.
+
+        With ``current`` (the ``hydrate`` primitive) only what is current comes
+        back: facts believed and valid now, claims not superseded.
+        """
+        wanted = _ids(ids, "ids", maximum=MAX_LOOKUP)
+        by_kind: dict[str, builtins.list[str]] = {}
+        for i in wanted:
+            by_kind.setdefault(i.split("_", 1)[0], []).append(i)
+        unknown = sorted(set(by_kind) - set(_PREFIXES))
+        if unknown:
+            raise ValidationError("ids", f"has ids of unknown kind {unknown}; ids start with {sorted(_PREFIXES)}")
+        found: dict[str, Record] = {}
+        now = ts(self._mem._now())
+        with self._store.session() as s:
+            if "ent" in by_kind:
+                where, params = scope_sql("namespace", within)
+                ents = self._entities(s, by_kind["ent"])
+                visible = (
+                    {
+                        r[0]
+                        for r in s.rows(
+                            f"SELECT id FROM entities WHERE {in_sql('id', builtins.list(ents))[0]} AND {where}",
+                            [*ents, *params],
+                        )
+                    }
+                    if ents
+                    else set()
+                )
+                found.update((i, e) for i, e in ents.items() if i in visible and not (current and e.merged_into))
+            if "fact" in by_kind:
+                where, params = in_sql("f.id", by_kind["fact"])
+                scope, p2 = scope_sql("f.namespace", within)
+                if current:
+                    rows = s.rows(
+                        f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {where} AND {scope} AND f.retracted_at IS NULL "
+                        f"AND {_VALID}",
+                        [*params, *p2, now, now],
+                    )
+                else:
+                    rows = self._fact_rows(s, f"{where} AND {scope}", [*params, *p2], None)
+                found.update((f.id, f) for f in self._facts(s, rows, None))
+            if "claim" in by_kind:
+                claims = self._claims(s, by_kind["claim"], within)
+                found.update((i, c) for i, c in claims.items() if not (current and c.superseded_at))
+            if "chunk" in by_kind:
+                found.update(self._chunks(s, by_kind["chunk"], within))
+            if "doc" in by_kind:
+                found.update(self._documents(s, by_kind["doc"], within))
+        return [found.get(i) for i in wanted]
+
+    def neighbours(
+        self, chunk_id: Any, before: Any = 1, after: Any = 1, *, within: Sequence[Namespace]
+    ) -> builtins.list[Chunk]:
+        """A chunk with up to ``before`` chunks ahead of it and ``after`` behind, in document order."""
+        before = _bounded_int(before, "before", 0, 50)
+        after = _bounded_int(after, "after", 0, 50)
+        with self._store.session() as s:
+            centre = self._chunks(s, [chunk_id], within).get(chunk_id) if isinstance(chunk_id, str) else None
+            if centre is None:
+                raise NotFoundError(f"no chunk {chunk_id!r} that you can see")
+            rows = s.rows(
+                "SELECT id FROM chunks WHERE document_id = ? AND position >= ? AND position <= ? ORDER BY position",
+                (centre.document_id, centre.position - before, centre.position + after),
+            )
+            chunks = self._chunks(s, [r[0] for r in rows], within)
+        return [chunks[r[0]] for r in rows]
+
+    def _edges(self, s: SqlSession, nodes: Sequence[str], within: Sequence[Namespace], at: At) -> builtins.list[tuple]:
+        """Entity-to-entity fact rows touching ``nodes``, as believed at ``at`` (validity not applied)."""
+        subj, p1 = in_sql("f.subject", nodes)
+        obj, p2 = in_sql("f.object_entity", nodes)
+        scope, p3 = scope_sql("f.namespace", within)
+        return self._fact_rows(s, f"f.object_entity IS NOT NULL AND ({subj} OR {obj}) AND {scope}", [*p1, *p2, *p3], at)
+
+    def traverse(
+        self, entity_ids: Any, *, hops: Any = 2, time: Any = "current", within: Sequence[Namespace]
+    ) -> Context:
+        """Paths of entity-to-entity facts from the given entities, whole or not at all.
+
+        A path is kept only if every edge on it holds at the requested valid
+        time; a path with a broken edge is dropped and counted in
+        ``dropped["broken_paths"]``, never cut short.
+        """
+        started = perf_counter()
+        starts = _ids(entity_ids, "entity_ids", maximum=MAX_ENTITY_IDS, kind="ent")
+        if not starts:
+            raise ValidationError("entity_ids", "must name at least one entity")
+        hops = _bounded_int(hops, "hops", 1, MAX_HOPS)
+        at = parse_time(time, self._mem._now())
+        paths: builtins.list[Path] = []
+        broken = 0
+        truncated = False
+        with self._store.session() as s:
+            survivors = [self._visible_entity(s, e, "entity_ids", within) for e in starts]
+            family = self._family(s, survivors)
+            frontier: builtins.list[tuple[builtins.list[str], builtins.list[tuple]]] = [
+                ([sid], []) for sid in survivors
+            ]
+            found: builtins.list[tuple[builtins.list[str], builtins.list[tuple]]] = []
+            for _ in range(hops):
+                ends = {p[-1] for p, _ in frontier}
+                members = [m for m, sid in family.items() if sid in ends]
+                edges = self._edges(s, members or builtins.list(ends), within, at)
+                family = {
+                    **family,
+                    **self._family(
+                        s, {self._survivors(s, [e[3], e[5]]).get(x, x) for e in edges for x in (e[3], e[5])}
+                    ),
+                }
+                step = []
+                for nodes, facts in frontier:
+                    for e in edges:
+                        a, b = family.get(e[3], e[3]), family.get(e[5], e[5])
+                        if nodes[-1] not in (a, b):
+                            continue
+                        other = b if a == nodes[-1] else a
+                        if other in nodes:
+                            continue
+                        step.append((nodes + [other], facts + [e]))
+                found.extend(step)
+                frontier = step
+                if len(found) > MAX_PATHS:
+                    truncated = True
+                    break
+            for nodes, facts in found[:MAX_PATHS]:
+                if all(_holds(f, at.valid) for f in facts):
+                    records = self._facts(s, facts, at.believed)
+                    names = self._entities(s, nodes)
+                    paths.append(Path(nodes, [names[n].name if n in names else "" for n in nodes], records))
+                else:
+                    broken += 1
+        return Context(
+            "traverse",
+            {"entity_ids": starts, "hops": hops, **at.params()},
+            {"paths": paths},
+            counts={"paths": len(paths)},
+            dropped={"broken_paths": broken},
+            truncated=["paths"] if truncated else [],
+            timings={"total_ms": _ms(started)},
+            notes=[f"{broken} path(s) dropped: an edge on them does not hold at the requested time"] if broken else [],
+        )
+
+    # -- ranked reads ----------------------------------------------------------
+
+    def _nominate(
+        self,
+        s: SqlSession,
+        kind: str,
+        query: str,
+        within: Sequence[Namespace],
+        k: int,
+        restrict: tuple[str, builtins.list[Any]] | None,
+    ) -> tuple[dict[str, builtins.list[tuple[str, float]]], builtins.list[str]]:
+        """Per-channel candidates for one kind of text; ``restrict`` is extra SQL on the table's ``id``."""
+        fts, table = _FTS[kind]
+        nominations: dict[str, builtins.list[tuple[str, float]]] = {}
+        notes: builtins.list[str] = []
+        words = rank.terms(query)
+        extra, extra_params = restrict if restrict is not None else ("1=1", [])
+        if words:
+            if s.dialect == "sqlite":
+                match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+                scope, params = scope_sql("namespace", within)
+                rows = s.rows(
+                    f"SELECT ref, bm25({fts}) FROM {fts} WHERE {fts} MATCH ? AND {scope} "
+                    f"AND ref IN (SELECT id FROM {table} WHERE {extra}) ORDER BY bm25({fts}) LIMIT ?",
+                    [match, *params, *extra_params, k],
+                )
+                nominations["lexical"] = [(r[0], -r[1]) for r in rows]
+            else:
+                tsquery = " | ".join("'" + w.replace("'", "''") + "'" for w in words)
+                scope, params = scope_sql("namespace", within)
+                rows = s.rows(
+                    f"SELECT id, max(ts_rank(tsv, q)) FROM {table}, to_tsquery('memlane', ?) q "
+                    f"WHERE tsv @@ q AND {scope} AND {extra} GROUP BY id ORDER BY 2 DESC, id LIMIT ?",
+                    [tsquery, *params, *extra_params, k],
+                )
+                nominations["lexical"] = [(r[0], float(r[1])) for r in rows]
+        else:
+            notes.append("the query has no searchable words")
+        if self._mem.embedder is not None and query.strip():
+            index = self._vectors(kind)
+            with index.lock:
+                index.refresh(s, kind)
+                scope, params = scope_sql("namespace", within)
+                allowed = None
+                if scope != "1=1" or restrict is not None:
+                    allowed = {
+                        r[0]
+                        for r in s.rows(f"SELECT id FROM {table} WHERE {scope} AND {extra}", [*params, *extra_params])
+                    }
+                nominations["vector"] = index.top(self._mem._embed_query(query), allowed, k)
+        return nominations, notes
+
+    def facts_context(
+        self,
+        query: Any,
+        *,
+        entity_ids: Any = None,
+        hops: Any = 1,
+        predicate: Any = None,
+        time: Any = "current",
+        limit: Any = 20,
+        within: Sequence[Namespace],
+    ) -> Context:
+        """What is true: facts holding at ``time``, searched inside the entities' neighbourhood."""
+        started = perf_counter()
+        query = v.query(query)
+        ids = None if entity_ids is None else _ids(entity_ids, "entity_ids", maximum=MAX_ENTITY_IDS, kind="ent")
+        hops = _bounded_int(hops, "hops", 0, MAX_HOPS)
+        pred = None if predicate is None else _predicate(predicate)
+        limit = _bounded_int(limit, "limit", 1, MAX_K)
+        at = parse_time(time, self._mem._now())
+        if not ids and not query.strip():
+            raise ValidationError("query", "is empty; give a query, entity_ids, or both")
+        counts: dict[str, int] = {}
+        notes: builtins.list[str] = []
+        truncated: builtins.list[str] = []
+        with self._store.session() as s:
+            hold = f"{_BELIEVED} AND {_VALID}"
+            hold_params = [at.believed, at.believed, at.valid, at.valid]
+            scope, scope_params = scope_sql("f.namespace", within)
+            where = [scope, hold]
+            params: builtins.list[Any] = [*scope_params, *hold_params]
+            if pred is not None:
+                where.append("f.predicate = ?")
+                params.append(pred)
+            if ids:
+                survivors = [self._visible_entity(s, e, "entity_ids", within) for e in ids]
+                reached = self._neighbourhood(s, survivors, hops, within, at)
+                counts["neighbourhood"] = len(reached)
+                if len(reached) >= MAX_NEIGHBOURHOOD:
+                    truncated.append("neighbourhood")
+                members = builtins.list(self._family(s, reached))
+                subj, p1 = in_sql("f.subject", members)
+                obj, p2 = in_sql("f.object_entity", members)
+                where.append(f"({subj} OR {obj})")
+                params.extend([*p1, *p2])
+            sql = f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {' AND '.join(where)}"
+            if query.strip() and rank.terms(query):
+                # candidates: the facts that hold here, ranked by both channels
+                # nominate inside the neighbourhood when there is one, then keep
+                # only candidates whose row holds at the requested time
+                restrict = None
+                if ids or pred is not None:
+                    restrict = in_sql("id", [r[0] for r in s.rows(sql, params)])
+                nominations, more = self._nominate(s, "fact", query, within, 4 * MAX_K, restrict)
+                notes.extend(more)
+                fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
+                counts.update({ch: len(n) for ch, n in nominations.items()})
+                refs, ref_params = in_sql("f.id", [c.ref for c in fused])
+                holding = {r[0]: r for r in s.rows(f"{sql} AND {refs}", [*params, *ref_params])}
+                kept: builtins.list[tuple[tuple, Any]] = [(holding[c.ref], c) for c in fused if c.ref in holding]
+                dropped = len(fused) - len(kept)
+            else:
+                rows = s.rows(sql + " ORDER BY f.recorded_at DESC, f.id", params)
+                kept, dropped = [(r, None) for r in rows], 0
+            if len(kept) > limit:
+                truncated.append("facts")
+            kept = kept[:limit]
+            facts = self._facts(s, [r for r, _ in kept], at.believed)
+            for fact, (_, cand) in zip(facts, kept, strict=True):
+                if cand is not None:
+                    fact.score, fact.ranks = round(cand.score, 10), cand.ranks
+        counts["facts"] = len(facts)
+        return Context(
+            "facts_context",
+            {"query": query, "entity_ids": ids, "hops": hops, "predicate": pred, "limit": limit, **at.params()},
+            {"facts": facts},
+            counts=counts,
+            dropped={"not_holding": dropped},
+            truncated=truncated,
+            timings={"total_ms": _ms(started)},
+            notes=notes,
+        )
+
+    def _neighbourhood(
+        self, s: SqlSession, starts: Sequence[str], hops: int, within: Sequence[Namespace], at: At
+    ) -> builtins.list[str]:
+        """Entities within ``hops`` edges of ``starts`` over facts that hold at ``at``."""
+        reached = dict.fromkeys(starts)
+        frontier = builtins.list(starts)
+        for _ in range(hops):
+            if not frontier or len(reached) >= MAX_NEIGHBOURHOOD:
+                break
+            family = self._family(s, frontier)
+            edges = [e for e in self._edges(s, builtins.list(family), within, at) if _holds(e, at.valid)]
+            ends = self._survivors(s, {x for e in edges for x in (e[3], e[5])})
+            frontier = [sid for sid in dict.fromkeys(ends.values()) if sid not in reached]
+            for sid in frontier[: MAX_NEIGHBOURHOOD - len(reached)]:
+                reached[sid] = None
+        return builtins.list(reached)
+
+    def claims_and_sources_context(
+        self,
+        query: Any,
+        *,
+        entity_ids: Any = None,
+        k: Any = 50,
+        candidate_k: Any = 200,
+        within: Sequence[Namespace],
+    ) -> Context:
+        """What was said: current claims grouped by what they say, and passages, each from its own run."""
+        started = perf_counter()
+        query = v.query(query)
+        if not query.strip():
+            raise ValidationError("query", "is empty; say what to look for")
+        ids = None if entity_ids is None else _ids(entity_ids, "entity_ids", maximum=MAX_ENTITY_IDS, kind="ent")
+        k = _bounded_int(k, "k", 1, MAX_K)
+        candidate_k = _bounded_int(candidate_k, "candidate_k", 1, MAX_CANDIDATE_K)
+        counts: dict[str, int] = {}
+        dropped: dict[str, int] = {}
+        truncated: builtins.list[str] = []
+        notes: builtins.list[str] = []
+        timings: dict[str, float] = {}
+        with self._store.session() as s:
+            claim_filter = chunk_filter = None
+            if ids:
+                survivors = [self._visible_entity(s, e, "entity_ids", within) for e in ids]
+                members = builtins.list(self._family(s, survivors))
+                about, params = in_sql("entity_id", members)
+                claim_filter = (f"id IN (SELECT claim_id FROM claim_entities WHERE {about})", params)
+                chunk_filter = (
+                    f"id IN (SELECT c.chunk_id FROM claims c JOIN claim_entities ce ON ce.claim_id = c.id "
+                    f"WHERE ce.{about})",
+                    builtins.list(params),
+                )
+            t0 = perf_counter()
+            live = (
+                "superseded_at IS NULL" + (f" AND {claim_filter[0]}" if claim_filter else ""),
+                claim_filter[1] if claim_filter else [],
+            )
+            nominations, more = self._nominate(s, "claim", query, within, candidate_k, live)
+            notes.extend(more)
+            fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
+            counts.update({f"claims_{ch}": len(n) for ch, n in nominations.items()})
+            claims = self._claims(s, [c.ref for c in fused], within)
+            confirmed = [(claims[c.ref], c) for c in fused if c.ref in claims and claims[c.ref].superseded_at is None]
+            dropped["claims"] = len(fused) - len(confirmed)
+            groups = self._group(s, confirmed, within, k)
+            if len(groups) > k:
+                truncated.append("claims")
+            groups = groups[:k]
+            timings["claims_ms"] = _ms(t0)
+            t0 = perf_counter()
+            nominations, more = self._nominate(s, "chunk", query, within, candidate_k, chunk_filter)
+            fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
+            counts.update({f"passages_{ch}": len(n) for ch, n in nominations.items()})
+            chunks = self._chunks(s, [c.ref for c in fused], within)
+            passages = []
+            for c in fused:
+                chunk = chunks.get(c.ref)
+                if chunk is not None:
+                    chunk.score, chunk.ranks = round(c.score, 10), c.ranks
+                    passages.append(chunk)
+            dropped["passages"] = len(fused) - len(passages)
+            if len(passages) > k:
+                truncated.append("passages")
+            passages = passages[:k]
+            timings["passages_ms"] = _ms(t0)
+        if ids and not passages:
+            notes.append("no passage is a source of a claim about these entities")
+        counts.update(claims=len(groups), passages=len(passages))
+        timings["total_ms"] = _ms(started)
+        return Context(
+            "claims_and_sources_context",
+            {"query": query, "entity_ids": ids, "k": k, "candidate_k": candidate_k},
+            {"claims": groups, "passages": passages},
+            counts=counts,
+            dropped=dropped,
+            truncated=truncated,
+            timings=timings,
+            notes=notes,
+        )
+
+    def _group(
+        self, s: SqlSession, confirmed: Sequence[tuple[Claim, Any]], within: Sequence[Namespace], k: int
+    ) -> builtins.list[ClaimGroup]:
+        """Claims that say the same thing (same normalised text), best first, each with all its current members."""
+        order: dict[str, Any] = {}
+        for claim, cand in confirmed:
+            norm = t.normalise(claim.text)
+            if norm not in order:
+                order[norm] = cand
+            if len(order) > k:
+                break
+        if not order:
+            return []
+        where, params = in_sql("c.norm", builtins.list(order))
+        scope, p2 = scope_sql("c.namespace", within)
+        rows = s.rows(
+            f"SELECT c.id, c.norm FROM claims c WHERE {where} AND {scope} AND c.superseded_at IS NULL "
+            "ORDER BY c.recorded_at, c.id",
+            [*params, *p2],
+        )
+        members: dict[str, builtins.list[str]] = {n: [] for n in order}
+        for cid, norm in rows:
+            members[norm].append(cid)
+        claims = self._claims(s, [r[0] for r in rows], within)
+        groups = []
+        for norm, cand in order.items():
+            group = [claims[i] for i in members[norm] if i in claims]
+            sources = {c.chunk_id or c.id for c in group}
+            groups.append(ClaimGroup(group[0].text, len(sources), group, round(cand.score, 10), cand.ranks))
+        return groups
+
+    def combined_context(
+        self,
+        query: Any,
+        *,
+        entity_ids: Any = None,
+        hops: Any = 1,
+        predicate: Any = None,
+        time: Any = "current",
+        k: Any = 50,
+        within: Sequence[Namespace],
+    ) -> Context:
+        """Facts and claims-with-sources for one question, run independently, side by side."""
+        started = perf_counter()
+        facts = self.facts_context(
+            query,
+            entity_ids=entity_ids,
+            hops=hops,
+            predicate=predicate,
+            time=time,
+            limit=min(_limit_of(k), MAX_K),
+            within=within,
+        )
+        said = self.claims_and_sources_context(query, entity_ids=entity_ids, k=k, within=within)
+        return Context(
+            "combined_context",
+            {**facts.params, "k": said.params["k"]},
+            {"facts": facts["facts"], "claims": said["claims"], "passages": said["passages"]},
+            counts={**{f"facts_{n}": c for n, c in facts.counts.items()}, **said.counts},
+            dropped={**{f"facts_{n}": c for n, c in facts.dropped.items()}, **said.dropped},
+            truncated=[*facts.truncated, *said.truncated],
+            timings={
+                "facts_ms": facts.timings["total_ms"],
+                "claims_and_sources_ms": said.timings["total_ms"],
+                "total_ms": _ms(started),
+            },
+            notes=[*facts.notes, *said.notes],
+        )
+
+
+def _limit_of(k: Any) -> int:
+    return _bounded_int(k, "k", 1, MAX_K)
+
+
+def _holds(row: Sequence[Any], valid: str) -> bool:
+    """Whether a fact row is valid in the world at ``valid``."""
+    return (row[8] is None or row[8] <= valid) and (row[9] is None or row[9] > valid)

@@ -1,0 +1,138 @@
+"""Tables of the facts layer (migration ``m003_facts``), one list per backend.
+
+Rows are appended, never rewritten: a fact's belief ends by stamping
+``retracted_at`` on its row, and a change of validity (``end_fact``) closes the
+current row and appends the next version, so every state stays readable at its
+time. Identifiers are text (``ent_...``, ``fact_...``) made in Python, so a
+memory moves between backends without renumbering.
+"""
+
+from __future__ import annotations
+
+_TABLES = [
+    """CREATE TABLE entities (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        norm TEXT NOT NULL,
+        profile TEXT NOT NULL DEFAULT '',
+        merged_into TEXT REFERENCES entities (id),
+        created_at TEXT NOT NULL,
+        author TEXT
+    )""",
+    "CREATE INDEX entities_norm ON entities (norm)",
+    "CREATE INDEX entities_namespace ON entities (namespace)",
+    "CREATE INDEX entities_merged_into ON entities (merged_into)",
+    """CREATE TABLE entity_aliases (
+        entity_id TEXT NOT NULL REFERENCES entities (id),
+        alias TEXT NOT NULL,
+        norm TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (entity_id, norm)
+    )""",
+    "CREATE INDEX entity_aliases_norm ON entity_aliases (norm)",
+    """CREATE TABLE facts (
+        id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        namespace TEXT NOT NULL,
+        fact_key TEXT NOT NULL,
+        subject TEXT NOT NULL REFERENCES entities (id),
+        predicate TEXT NOT NULL,
+        object_entity TEXT REFERENCES entities (id),
+        object_value TEXT,
+        text TEXT NOT NULL,
+        valid_from TEXT,
+        valid_to TEXT,
+        recorded_at TEXT NOT NULL,
+        retracted_at TEXT,
+        author TEXT,
+        PRIMARY KEY (id, version)
+    )""",
+    "CREATE INDEX facts_key ON facts (fact_key)",
+    "CREATE INDEX facts_subject ON facts (subject)",
+    "CREATE INDEX facts_object ON facts (object_entity)",
+    """CREATE TABLE evidence (
+        fact_id TEXT NOT NULL,
+        source TEXT NOT NULL,
+        recorded_at TEXT NOT NULL,
+        author TEXT,
+        PRIMARY KEY (fact_id, source)
+    )""",
+    """CREATE TABLE documents (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        title TEXT NOT NULL,
+        source TEXT,
+        created_at TEXT,
+        recorded_at TEXT NOT NULL,
+        chunk_count INTEGER NOT NULL,
+        author TEXT
+    )""",
+    "CREATE INDEX documents_namespace ON documents (namespace)",
+    """CREATE TABLE chunks (
+        id TEXT PRIMARY KEY,
+        document_id TEXT NOT NULL REFERENCES documents (id),
+        namespace TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        UNIQUE (document_id, position)
+    )""",
+    """CREATE TABLE claims (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        text TEXT NOT NULL,
+        norm TEXT NOT NULL,
+        speaker TEXT,
+        asserted_at TEXT,
+        chunk_id TEXT REFERENCES chunks (id),
+        recorded_at TEXT NOT NULL,
+        superseded_by TEXT REFERENCES claims (id),
+        superseded_at TEXT,
+        author TEXT
+    )""",
+    "CREATE INDEX claims_norm ON claims (norm)",
+    "CREATE INDEX claims_chunk ON claims (chunk_id)",
+    """CREATE TABLE claim_entities (
+        claim_id TEXT NOT NULL REFERENCES claims (id),
+        entity_id TEXT NOT NULL REFERENCES entities (id),
+        PRIMARY KEY (claim_id, entity_id)
+    )""",
+    "CREATE INDEX claim_entities_entity ON claim_entities (entity_id)",
+]
+
+SQLITE: list[str] = [
+    *_TABLES,
+    """CREATE TABLE graph_vectors (
+        kind TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (kind, ref)
+    )""",
+    # one full-text index per searchable table; namespace rides along so a
+    # scoped search filters inside the index scan
+    *(
+        f"CREATE VIRTUAL TABLE {kind}_fts USING fts5(text, ref UNINDEXED, namespace UNINDEXED, "
+        "tokenize = 'porter unicode61')"
+        for kind in ("fact", "claim", "chunk")
+    ),
+]
+
+POSTGRES: list[str] = [
+    *_TABLES,
+    """CREATE TABLE graph_vectors (
+        kind TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        vector BYTEA NOT NULL,
+        PRIMARY KEY (kind, ref)
+    )""",
+    *(
+        stmt
+        for table in ("facts", "claims", "chunks")
+        for stmt in (
+            f"ALTER TABLE {table} ADD COLUMN tsv tsvector "
+            "GENERATED ALWAYS AS (to_tsvector('memlane'::regconfig, text)) STORED",
+            f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)",
+        )
+    ),
+]
