@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
+from ..facts import schema as facts_schema
 from ..model import Item, Namespace, Stats, Version
 from . import _common as c
 from .base import PutRow, Store
@@ -148,6 +149,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             END $$""",
         ],
     ),
+    ("m003_facts", facts_schema.POSTGRES),
 ]
 
 _UPSERT = f"""
@@ -732,6 +734,18 @@ class PostgresStore(Store):
                     )
                 written += 1
         return written
+
+    @contextmanager
+    def session(self, *, write: bool = False) -> Iterator[c.SqlSession]:
+        """A transaction (``write``) or snapshot for the facts layer's portable SQL."""
+        with self._conn() as conn:
+            if write:
+                with conn.transaction():
+                    yield c.SqlSession(conn, "postgres")
+            else:
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    yield c.SqlSession(conn, "postgres")
 
     def close(self) -> None:
         """Close the pool and the read connection."""
