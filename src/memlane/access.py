@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import validate as v
 from .errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from .facts.layer import FactsLayer
+from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
 from .model import Envelope, Item, Namespace, Page, Version, namespace_text
 
 if TYPE_CHECKING:
@@ -458,3 +460,106 @@ class AgentView:
             limit,
             namespace_prefix,
         )
+
+    # -- facts, claims and sources ------------------------------------------
+
+    def _facts(self) -> FactsLayer:
+        return FactsLayer(self._as_author())
+
+    def _within(self, prefix: Any = ()) -> builtins.list[Namespace]:
+        # an admin's broad item reads list top-level item namespaces; the facts
+        # layer has its own namespaces, so an admin reads them by prefix directly
+        if self.scope.admin:
+            return [v.namespace(prefix, "namespace_prefix", allow_empty=True)]
+        return self._prefixes(prefix)
+
+    def _changeable(self, record_id: Any, field: str) -> None:
+        """Refuse a change to a record the agent may read but not write (unknown ids fail later)."""
+        if not isinstance(record_id, str):
+            return
+        try:
+            (record,) = FactsLayer(self._mem).lookup([record_id], within=self._within())
+        except ValidationError:
+            return
+        ns = getattr(record, "namespace", None)
+        if ns is not None and not self.scope.can_write(ns):
+            raise ForbiddenError(
+                f"{field} {record_id!r} lives in {namespace_text(ns)!r}, which this agent may read but not write"
+            )
+
+    def add_entity(self, namespace: Any, name: Any, **kwargs: Any) -> Entity:
+        """``Memory.add_entity`` inside the agent's writable scope."""
+        return self._facts().add_entity(self._writable(namespace), name, **kwargs)
+
+    def add_alias(self, entity_id: Any, alias: Any) -> Entity:
+        """``Memory.add_alias`` on an entity the agent may write."""
+        self._changeable(entity_id, "entity")
+        return self._facts().add_alias(entity_id, alias, within=self._within())
+
+    def merge_entities(self, survivor: Any, merged: Any) -> Entity:
+        """``Memory.merge_entities``; both entities must be writable by the agent."""
+        self._changeable(survivor, "survivor")
+        self._changeable(merged, "merged")
+        return self._facts().merge_entities(survivor, merged, within=self._within())
+
+    def assert_fact(self, namespace: Any, subject: Any, predicate: Any, object: Any, **kwargs: Any) -> Fact:  # noqa: A002
+        """``Memory.assert_fact`` into a writable namespace, about entities the agent may see."""
+        ns = self._writable(namespace)
+        if kwargs.get("supersedes") is not None:
+            self._changeable(kwargs["supersedes"], "supersedes")
+        return self._facts().assert_fact(ns, subject, predicate, object, within=self._within(), **kwargs)
+
+    def retract_fact(self, fact_id: Any) -> Fact:
+        """``Memory.retract_fact`` on a fact the agent may write."""
+        self._changeable(fact_id, "fact")
+        return self._facts().retract_fact(fact_id, within=self._within())
+
+    def end_fact(self, fact_id: Any, valid_to: Any) -> Fact:
+        """``Memory.end_fact`` on a fact the agent may write."""
+        self._changeable(fact_id, "fact")
+        return self._facts().end_fact(fact_id, valid_to, within=self._within())
+
+    def add_document(self, namespace: Any, title: Any, text: Any, **kwargs: Any) -> Document:
+        """``Memory.add_document`` into a writable namespace."""
+        return self._facts().add_document(self._writable(namespace), title, text, **kwargs)
+
+    def add_claim(self, namespace: Any, text: Any, **kwargs: Any) -> Claim:
+        """``Memory.add_claim`` into a writable namespace, citing chunks and entities the agent may see."""
+        return self._facts().add_claim(self._writable(namespace), text, within=self._within(), **kwargs)
+
+    def supersede_claim(self, claim_id: Any, by: Any = None) -> Claim:
+        """``Memory.supersede_claim`` on a claim the agent may write."""
+        self._changeable(claim_id, "claim")
+        return self._facts().supersede_claim(claim_id, by, within=self._within())
+
+    def resolve_entity(self, name: Any, *, namespace_prefix: Any = ()) -> Context:
+        """``Memory.resolve_entity`` among the entities the agent may see."""
+        return self._facts().resolve_entity(name, within=self._within(namespace_prefix))
+
+    def facts_context(self, query: Any, *, namespace_prefix: Any = (), **kwargs: Any) -> Context:
+        """``Memory.facts_context`` over what the agent may see."""
+        return self._facts().facts_context(query, within=self._within(namespace_prefix), **kwargs)
+
+    def claims_and_sources_context(self, query: Any, *, namespace_prefix: Any = (), **kwargs: Any) -> Context:
+        """``Memory.claims_and_sources_context`` over what the agent may see."""
+        return self._facts().claims_and_sources_context(query, within=self._within(namespace_prefix), **kwargs)
+
+    def combined_context(self, query: Any, *, namespace_prefix: Any = (), **kwargs: Any) -> Context:
+        """``Memory.combined_context`` over what the agent may see."""
+        return self._facts().combined_context(query, within=self._within(namespace_prefix), **kwargs)
+
+    def lookup(self, ids: Any) -> builtins.list[Record | None]:
+        """``Memory.lookup``; what the agent may not see comes back as ``None``."""
+        return self._facts().lookup(ids, within=self._within())
+
+    def hydrate(self, ids: Any) -> builtins.list[Record | None]:
+        """``Memory.hydrate`` over what the agent may see."""
+        return self._facts().lookup(ids, within=self._within(), current=True)
+
+    def traverse(self, entity_ids: Any, **kwargs: Any) -> Context:
+        """``Memory.traverse`` over facts the agent may see."""
+        return self._facts().traverse(entity_ids, within=self._within(), **kwargs)
+
+    def neighbours(self, chunk_id: Any, before: Any = 1, after: Any = 1) -> builtins.list[Chunk]:
+        """``Memory.neighbours`` inside what the agent may see."""
+        return self._facts().neighbours(chunk_id, before, after, within=self._within())

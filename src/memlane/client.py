@@ -10,9 +10,11 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record, record_from_dict
 from .memory import RECORD_FIELDS
 from .model import Envelope, Item, Namespace, Page, Stats, Version
 
@@ -309,3 +311,215 @@ class Client:
             hits.sort(key=lambda h: (-h.item.updated_at.timestamp(), "/".join(h.namespace)))
         env.hits = hits[:limit]
         return env
+
+    # -- facts, claims and sources ------------------------------------------
+
+    def _facts(self, op: str, **body: Any) -> Any:
+        for name in ("namespace", "namespace_prefix"):
+            if name in body:
+                body[name] = _ns(body[name])
+        for name in ("valid_from", "valid_to", "created_at", "asserted_at"):
+            if isinstance(body.get(name), datetime):
+                body[name] = body[name].isoformat()
+        if isinstance(body.get("time"), Mapping):
+            body["time"] = {k: t.isoformat() if isinstance(t, datetime) else t for k, t in body["time"].items()}
+        for name in ("aliases", "about", "entity_ids", "ids", "text"):
+            if isinstance(body.get(name), tuple):
+                body[name] = builtins.list(body[name])
+        return self._call("POST", op, body)
+
+    def add_entity(
+        self,
+        namespace: Namespace | str,
+        name: str,
+        *,
+        kind: str = "thing",
+        aliases: Sequence[str] = (),
+        profile: str = "",
+    ) -> Entity:
+        """Create an entity; see :meth:`Memory.add_entity`."""
+        out = self._facts("add_entity", namespace=namespace, name=name, kind=kind, aliases=aliases, profile=profile)
+        return Entity.from_dict(out)
+
+    def add_alias(self, entity_id: str, alias: str) -> Entity:
+        """Another name for an entity."""
+        return Entity.from_dict(self._facts("add_alias", entity_id=entity_id, alias=alias))
+
+    def merge_entities(self, survivor: str, merged: str) -> Entity:
+        """Merge ``merged`` into ``survivor``."""
+        return Entity.from_dict(self._facts("merge_entities", survivor=survivor, merged=merged))
+
+    def assert_fact(
+        self,
+        namespace: Namespace | str,
+        subject: str,
+        predicate: str,
+        object: Any,  # noqa: A002 - the word of the domain
+        *,
+        valid_from: datetime | str | None = None,
+        valid_to: datetime | str | None = None,
+        source: str | None = None,
+        supersedes: str | None = None,
+    ) -> Fact:
+        """Assert a fact; see :meth:`Memory.assert_fact`."""
+        out = self._facts(
+            "assert_fact",
+            namespace=namespace,
+            subject=subject,
+            predicate=predicate,
+            object=object,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            source=source,
+            supersedes=supersedes,
+        )
+        return Fact.from_dict(out)
+
+    def retract_fact(self, fact_id: str) -> Fact:
+        """End belief in a fact."""
+        return Fact.from_dict(self._facts("retract_fact", fact_id=fact_id))
+
+    def end_fact(self, fact_id: str, valid_to: datetime | str) -> Fact:
+        """Record that a fact stopped holding in the world."""
+        return Fact.from_dict(self._facts("end_fact", fact_id=fact_id, valid_to=valid_to))
+
+    def add_document(
+        self,
+        namespace: Namespace | str,
+        title: str,
+        text: str | Sequence[str],
+        *,
+        source: str | None = None,
+        created_at: datetime | str | None = None,
+        chunk_chars: int = 1200,
+    ) -> Document:
+        """Store a source as ordered chunks."""
+        out = self._facts(
+            "add_document",
+            namespace=namespace,
+            title=title,
+            text=text if isinstance(text, str) else builtins.list(text),
+            source=source,
+            created_at=created_at,
+            chunk_chars=chunk_chars,
+        )
+        return Document.from_dict(out)
+
+    def add_claim(
+        self,
+        namespace: Namespace | str,
+        text: str,
+        *,
+        speaker: str | None = None,
+        asserted_at: datetime | str | None = None,
+        chunk: str | None = None,
+        about: Sequence[str] = (),
+    ) -> Claim:
+        """Record what a source said."""
+        out = self._facts(
+            "add_claim",
+            namespace=namespace,
+            text=text,
+            speaker=speaker,
+            asserted_at=asserted_at,
+            chunk=chunk,
+            about=about,
+        )
+        return Claim.from_dict(out)
+
+    def supersede_claim(self, claim_id: str, by: str | None = None) -> Claim:
+        """Mark a claim as no longer current testimony."""
+        return Claim.from_dict(self._facts("supersede_claim", claim_id=claim_id, by=by))
+
+    def resolve_entity(self, name: str, *, namespace_prefix: Namespace | str = ()) -> Context:
+        """A name to one entity, several candidates, or none."""
+        return Context.from_dict(self._facts("resolve_entity", name=name, namespace_prefix=namespace_prefix))
+
+    def facts_context(
+        self,
+        query: str,
+        *,
+        entity_ids: Sequence[str] | None = None,
+        hops: int = 1,
+        predicate: str | None = None,
+        time: str | Mapping[str, Any] = "current",
+        limit: int = 20,
+        namespace_prefix: Namespace | str = (),
+    ) -> Context:
+        """What is true; see :meth:`Memory.facts_context`."""
+        out = self._facts(
+            "facts_context",
+            query=query,
+            entity_ids=entity_ids,
+            hops=hops,
+            predicate=predicate,
+            time=time,
+            limit=limit,
+            namespace_prefix=namespace_prefix,
+        )
+        return Context.from_dict(out)
+
+    def claims_and_sources_context(
+        self,
+        query: str,
+        *,
+        entity_ids: Sequence[str] | None = None,
+        k: int = 50,
+        candidate_k: int = 200,
+        namespace_prefix: Namespace | str = (),
+    ) -> Context:
+        """What was said; see :meth:`Memory.claims_and_sources_context`."""
+        out = self._facts(
+            "claims_and_sources_context",
+            query=query,
+            entity_ids=entity_ids,
+            k=k,
+            candidate_k=candidate_k,
+            namespace_prefix=namespace_prefix,
+        )
+        return Context.from_dict(out)
+
+    def combined_context(
+        self,
+        query: str,
+        *,
+        entity_ids: Sequence[str] | None = None,
+        hops: int = 1,
+        predicate: str | None = None,
+        time: str | Mapping[str, Any] = "current",
+        k: int = 50,
+        namespace_prefix: Namespace | str = (),
+    ) -> Context:
+        """Facts and claims side by side; see :meth:`Memory.combined_context`."""
+        out = self._facts(
+            "combined_context",
+            query=query,
+            entity_ids=entity_ids,
+            hops=hops,
+            predicate=predicate,
+            time=time,
+            k=k,
+            namespace_prefix=namespace_prefix,
+        )
+        return Context.from_dict(out)
+
+    def lookup(self, ids: Sequence[str]) -> builtins.list[Record | None]:
+        """Records by id, in order (``None`` if unknown or unseen)."""
+        return [record_from_dict(r) for r in self._facts("lookup", ids=ids)["records"]]
+
+    def hydrate(self, ids: Sequence[str]) -> builtins.list[Record | None]:
+        """``lookup`` keeping only what is current."""
+        return [record_from_dict(r) for r in self._facts("hydrate", ids=ids)["records"]]
+
+    def traverse(
+        self, entity_ids: Sequence[str], *, hops: int = 2, time: str | Mapping[str, Any] = "current"
+    ) -> Context:
+        """Paths of entity-to-entity facts, whole or not at all."""
+        return Context.from_dict(self._facts("traverse", entity_ids=entity_ids, hops=hops, time=time))
+
+    def neighbours(self, chunk_id: str, before: int = 1, after: int = 1) -> builtins.list[Chunk]:
+        """A chunk with its neighbouring passages."""
+        return [
+            Chunk.from_dict(c)
+            for c in self._facts("neighbours", chunk_id=chunk_id, before=before, after=after)["chunks"]
+        ]

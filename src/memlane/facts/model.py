@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
-from ..model import Namespace, namespace_text
+from ..model import Namespace
 
 R = TypeVar("R", bound="Record")
 
@@ -21,7 +21,7 @@ def _parse_ns(raw: Any) -> Namespace:
 
 
 class Record:
-    """Shared JSON mapping: datetimes as ISO text, namespaces as ``a/b`` text."""
+    """Shared JSON mapping: datetimes as ISO text, namespaces as lists of segments (like items)."""
 
     _TIMES: ClassVar[tuple[str, ...]] = ()
 
@@ -33,7 +33,7 @@ class Record:
             if isinstance(value, datetime):
                 value = value.isoformat()
             elif f.name == "namespace":
-                value = namespace_text(value)
+                value = list(value)
             elif isinstance(value, Record):
                 value = value.to_dict()
             elif isinstance(value, list) and value and isinstance(value[0], Record):

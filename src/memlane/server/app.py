@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import errors, validate
 from ..access import RESERVED, Access, Agent, AgentView
 from ..memory import RECORD_FIELDS, Memory
+from .facts import register as register_facts
 
 API_VERSION = "v1"
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -499,6 +500,8 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
             mode=body.mode,
         )
         return ok(env.to_dict())
+
+    register_facts(route, view, ok)
 
     @app.get(f"/{API_VERSION}/export", summary="Every item the caller may see, as JSON lines.")
     def export(v: AgentView = Depends(view)) -> PlainTextResponse:  # noqa: B008
