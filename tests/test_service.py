@@ -100,7 +100,14 @@ class Service:
         """Everything stored, access records and history included: equal before and after a refusal."""
         items = [i.to_dict() for i in self.mem.list((), limit=10_000).items]
         stats = self.mem.stats()
-        return json.dumps([items, stats.active_items, stats.history_versions, stats.expired_items], sort_keys=True)
+        with self.mem.store.session() as s:  # the facts layer's rows, every version and stamp
+            facts = [
+                s.rows(f"SELECT * FROM {table} ORDER BY 1, 2")
+                for table in ("entities", "entity_aliases", "facts", "evidence", "documents", "chunks", "claims")
+            ]
+        return json.dumps(
+            [items, stats.active_items, stats.history_versions, stats.expired_items, facts], sort_keys=True, default=str
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -182,6 +189,23 @@ ENDPOINTS: list[tuple[str, str, Any, str]] = [
     ("POST", "/v1/recall", {"query": "orchid"}, "read"),
     ("POST", "/v1/recall", {"query": "orchid", "key": KEY}, "read"),
     ("GET", "/v1/export", None, "read"),
+    ("POST", "/v1/add_entity", {"namespace": "agent/alice", "name": "Kim"}, "write"),
+    (
+        "POST",
+        "/v1/assert_fact",
+        {"namespace": "agent/alice", "subject": "ent_" + "0" * 32, "predicate": "p", "object": 1},
+        "write",
+    ),
+    ("POST", "/v1/add_document", {"namespace": "agent/alice", "title": "t", "text": "x"}, "write"),
+    ("POST", "/v1/add_claim", {"namespace": "agent/alice", "text": "x"}, "write"),
+    ("POST", "/v1/retract_fact", {"fact_id": "fact_" + "0" * 32}, "write"),
+    ("POST", "/v1/resolve_entity", {"name": "Kim"}, "read"),
+    ("POST", "/v1/facts_context", {"query": "orchid"}, "read"),
+    ("POST", "/v1/claims_and_sources_context", {"query": "orchid"}, "read"),
+    ("POST", "/v1/combined_context", {"query": "orchid"}, "read"),
+    ("POST", "/v1/lookup", {"ids": ["ent_" + "0" * 32]}, "read"),
+    ("POST", "/v1/traverse", {"entity_ids": ["ent_" + "0" * 32]}, "read"),
+    ("POST", "/v1/neighbours", {"chunk_id": "chunk_" + "0" * 32}, "read"),
     ("GET", "/v1/me", None, "self"),
     ("GET", "/v1/stats", None, "admin"),
     ("POST", "/v1/cleanup", None, "admin"),
@@ -297,6 +321,15 @@ OUTSIDE: list[tuple[str, dict[str, Any]]] = [
     ("recall", {"query": "orchid", "namespace": "team/secret", "mode": "lexical"}),
     ("recall", {"query": "orchid", "key": KEY, "namespace": "agent/bob"}),
     ("recall", {"query": "orchid", "key": KEY, "namespace": "room/ops"}),
+    ("add_entity", {"namespace": "agent/bob", "name": "Planted"}),
+    ("add_entity", {"namespace": "project/x", "name": "Planted"}),  # readable, not writable
+    ("add_document", {"namespace": "room/ops", "title": "t", "text": "planted"}),
+    ("add_claim", {"namespace": "_memlane/agents", "text": "planted"}),
+    ("assert_fact", {"namespace": "agent/bob", "subject": "ent_" + "0" * 32, "predicate": "p", "object": 1}),
+    ("resolve_entity", {"name": "Kim", "namespace_prefix": "agent/bob"}),
+    ("facts_context", {"query": "orchid", "namespace_prefix": "room/ops"}),
+    ("claims_and_sources_context", {"query": "orchid", "namespace_prefix": "team/secret"}),
+    ("combined_context", {"query": "orchid", "namespace_prefix": "agent/bob"}),
 ]
 
 
@@ -1407,3 +1440,33 @@ if __name__ == "__main__":  # pragma: no cover - run by hand
     else:
         print("usage: python tests/test_service.py --record", file=sys.stderr)
         sys.exit(2)
+
+
+def test_facts_layer_over_http_answers_only_from_the_agents_scope(fresh):
+    for ns in ("agent/alice", "team/secret"):
+        kim = fresh.mem.add_entity(ns, "Kim", kind="person")
+        pay = fresh.mem.add_entity(ns, "Payments", kind="project")
+        fresh.mem.assert_fact(ns, kim.id, "owns", pay.id, source=f"{ns}-note")
+        doc = fresh.mem.add_document(ns, "notes", [f"Kim owns payments ({ns})"])
+        fresh.mem.add_claim(ns, f"Kim owns payments ({ns})", chunk=doc.chunk_ids[0], about=[pay.id])
+    body = fresh.call("POST", "/v1/combined_context", {"query": "who owns payments"}, as_="alice").json()
+    rows = [r for section in body["sections"].values() for r in section]
+    assert rows and "team/secret" not in json.dumps(body)
+    assert {tuple(f["namespace"]) for f in body["sections"]["facts"]} == {("agent", "alice")}
+    resolved = fresh.call("POST", "/v1/resolve_entity", {"name": "kim"}, as_="alice").json()
+    assert resolved["status"] == "resolved"
+    fact = fresh.call(
+        "POST",
+        "/v1/assert_fact",
+        {
+            "namespace": "agent/alice",
+            "subject": resolved["sections"]["entities"][0]["entity"]["id"],
+            "predicate": "likes",
+            "object": {"colour": "green"},
+            "valid_from": "2026-01-01",
+        },
+        as_="alice",
+    ).json()
+    assert fact["value"] == {"colour": "green"} and fact["valid_from"].startswith("2026-01-01T00:00:00")
+    bad = fresh.call("POST", "/v1/facts_context", {"query": "x", "hops": 7}, as_="alice")
+    assert error_of(bad, 400, "validation_error")["field"] == "hops"
