@@ -40,6 +40,26 @@ TOOLS = {
     "memory_recall",
     "memory_history",
 }
+FACT_TOOLS = {
+    "memory_resolve_entity",
+    "memory_facts_context",
+    "memory_claims_and_sources_context",
+    "memory_combined_context",
+    "memory_traverse",
+    "memory_lookup",
+    "memory_hydrate",
+    "memory_neighbours",
+    "memory_add_entity",
+    "memory_add_alias",
+    "memory_merge_entities",
+    "memory_assert_fact",
+    "memory_retract_fact",
+    "memory_end_fact",
+    "memory_add_document",
+    "memory_add_claim",
+    "memory_supersede_claim",
+}
+TOOLS |= FACT_TOOLS
 
 # The console script installed beside the interpreter running the tests.
 MEMLANE = Path(sys.executable).with_name("memlane")
@@ -415,5 +435,75 @@ def test_http_without_a_valid_token_is_refused(service: Service) -> None:
             with pytest.RaisesGroup(refused, flatten_subgroups=True, allow_unwrapped=True):
                 async with http_session(service, None, token):
                     pass
+
+    run(main)
+
+
+def test_stdio_facts_tools_round_trip(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with stdio_session(tmp_path) as s:
+            ns = "team/acme"
+            ravi = await call(s, "memory_add_entity", namespace=ns, name="Ravi", kind="person", aliases=["RK"])
+            other = await call(s, "memory_add_entity", namespace=ns, name="Ravi", profile="the designer")
+            proj = await call(s, "memory_add_entity", namespace=["team", "acme"], name="Billing migration")
+            assert (await call(s, "memory_add_alias", entity_id=proj["id"], alias="billing-v2"))["aliases"] == [
+                "billing-v2"
+            ]
+            ambiguous = await call(s, "memory_resolve_entity", name="Ravi")
+            assert ambiguous["status"] == "ambiguous" and len(ambiguous["sections"]["entities"]) == 2
+            works = await call(s, "memory_assert_fact", namespace=ns, subject=ravi["id"], predicate="works on",
+                               object=proj["id"], source="note:1")  # fmt: skip
+            again = await call(s, "memory_assert_fact", namespace=ns, subject=ravi["id"], predicate="works on",
+                               object=proj["id"], source="note:2")  # fmt: skip
+            assert again["id"] == works["id"] and again["evidence_count"] == 2
+            date = await call(s, "memory_assert_fact", namespace=ns, subject=proj["id"], predicate="cutover date",
+                              object="2026-03-01")  # fmt: skip
+            ctx = await call(s, "memory_facts_context", query="what is Ravi working on", entity_ids=[ravi["id"]])
+            assert {f["id"] for f in ctx["sections"]["facts"]} == {works["id"], date["id"]}
+            doc = await call(s, "memory_add_document", namespace=ns, title="standup",
+                             text=["Ravi: cutover moves to April.", "Dana: ok."])  # fmt: skip
+            claim = await call(s, "memory_add_claim", namespace=ns, text="The cutover moves to April",
+                               speaker="Ravi", chunk=doc["chunk_ids"][0], about=[proj["id"]])  # fmt: skip
+            said = await call(s, "memory_claims_and_sources_context", query="cutover", entity_ids=[proj["id"]])
+            assert said["sections"]["claims"][0]["corroboration"] == 1
+            assert said["sections"]["passages"][0]["id"] == doc["chunk_ids"][0]
+            both = await call(s, "memory_combined_context", query="cutover", entity_ids=[proj["id"]])
+            assert set(both["sections"]) == {"facts", "claims", "passages"}
+            paths = await call(s, "memory_traverse", entity_ids=[ravi["id"]], hops=1)
+            assert paths["sections"]["paths"][0]["names"] == ["Ravi", "Billing migration"]
+            near = await call(s, "memory_neighbours", chunk_id=doc["chunk_ids"][1])
+            assert [c["position"] for c in near["chunks"]] == [0, 1]
+            ended = await call(s, "memory_end_fact", fact_id=works["id"], valid_to="2026-01-01T00:00:00Z")
+            assert ended["valid_to"].startswith("2026-01-01")
+            assert (await call(s, "memory_retract_fact", fact_id=date["id"]))["retracted_at"] is not None
+            assert (await call(s, "memory_hydrate", ids=[date["id"]]))["records"] == [None]
+            looked = await call(s, "memory_lookup", ids=[claim["id"], "ent_" + "0" * 32])
+            assert looked["records"][0]["text"] == "The cutover moves to April" and looked["records"][1] is None
+            superseded = await call(s, "memory_supersede_claim", claim_id=claim["id"])
+            assert superseded["superseded_at"] is not None
+            merged = await call(s, "memory_merge_entities", survivor=ravi["id"], merged=other["id"])
+            assert merged["id"] == ravi["id"]
+            _, error = await fail(s, "memory_facts_context", query="x", hops=9)
+            assert error["type"] == "validation_error" and error["field"] == "hops"
+
+    run(main)
+
+
+def test_http_facts_tools_see_only_the_agents_scope(service: Service) -> None:
+    bob_kim = service.mem.add_entity("agent/bob", "Kim", profile="bob's contact")
+    service.mem.assert_fact("agent/bob", bob_kim.id, "phone", "555-0100")
+
+    async def main() -> None:
+        async with http_session(service, "alice") as s:
+            kim = await call(s, "memory_add_entity", namespace="room/eng", name="Kim", profile="eng lead")
+            assert kim["namespace"] == ["room", "eng"]
+            resolved = await call(s, "memory_resolve_entity", name="Kim")
+            assert resolved["status"] == "resolved" and resolved["sections"]["entities"][0]["entity"]["id"] == kim["id"]
+            assert (await call(s, "memory_facts_context", query="phone"))["sections"]["facts"] == []
+            assert (await call(s, "memory_lookup", ids=[bob_kim.id]))["records"] == [None]
+            _, error = await fail(s, "memory_add_entity", namespace="agent/bob", name="Planted")
+            assert error["type"] == "forbidden"
+            _, error = await fail(s, "memory_traverse", entity_ids=[bob_kim.id])
+            assert error["type"] == "not_found"
 
     run(main)

@@ -164,6 +164,88 @@ before?" or "who changed this?"; for the current value use memory_get.""",
 
 DESCRIPTIONS = {name: " ".join(text.split()) for name, text in DESCRIPTIONS.items()}  # one paragraph each
 
+FACT_DESCRIPTIONS = {
+    "memory_resolve_entity": """\
+Find which entity (person, project, thing) a name refers to, before asking about it.
+Tries the exact name, then aliases, then a normalised match (case, accents, punctuation).
+Returns status resolved (one entity), ambiguous (several candidates, each with its kind,
+namespace, profile, aliases and a few facts that tell them apart: ask the user or pick by
+context) or none. Pass the chosen entity id to memory_facts_context / memory_traverse.""",
+    "memory_facts_context": """\
+What is TRUE about something: structured facts (subject, predicate, object) with their
+dates and evidence counts. With entity_ids (from memory_resolve_entity) it first expands
+the graph `hops` steps out (hops=1: the entity's projects and people) and searches fact
+text inside that neighbourhood, so "what is Ravi working on" reaches the project's facts.
+time is "current" or {"valid_at": ..., "believed_at": ...} to ask what held, or what was
+believed, at a moment. For what people SAID use memory_claims_and_sources_context.""",
+    "memory_claims_and_sources_context": """\
+What was SAID about a topic: current claims grouped when they say the same thing (with a
+corroboration count and who said it, when, from which passage), and the source passages
+themselves, in two separate lists. Use it to quote or weigh testimony; superseded claims
+are left out. For structured facts use memory_facts_context; for both use
+memory_combined_context.""",
+    "memory_combined_context": """\
+memory_facts_context and memory_claims_and_sources_context for one question, run
+independently and returned side by side (facts, claims, passages): use it when you want
+both what is recorded as true and what sources said.""",
+    "memory_traverse": """\
+Paths through the entity graph from given entity ids, up to `hops` edges (facts linking
+two entities). A path is returned whole or not at all: if any edge on it does not hold at
+the requested time, the path is dropped and counted. Use it to answer "how is A connected
+to B?".""",
+    "memory_lookup": """\
+Read entities, facts, documents, chunks or claims by id (ids start with ent_, fact_,
+doc_, chunk_, claim_), in input order, null where unknown or not visible. Use it when an
+earlier answer gave you ids and you need the full records.""",
+    "memory_hydrate": """\
+Like memory_lookup but only what is current: facts believed and valid now, claims not
+superseded, entities not merged away; everything else comes back null. Use it to check
+that ids you kept from earlier still hold before relying on them.""",
+    "memory_neighbours": """\
+A passage (chunk id) with the passages just before and after it in its document: use it
+to read around a passage that memory_claims_and_sources_context returned.""",
+    "memory_add_entity": """\
+Create an entity (kind: person, project, team, ...) with optional aliases and a profile.
+Use it for someone or something you will record facts or claims about. Check
+memory_resolve_entity first so you don't create a duplicate; two entities may share
+a name, the profile tells them apart.""",
+    "memory_add_alias": """\
+Give an entity another name (nickname, handle, abbreviation) that memory_resolve_entity
+will match. Use it when you learn that a name you could not resolve means a known entity.""",
+    "memory_merge_entities": """\
+Merge a duplicate entity into the one that survives; the merged-away id keeps resolving
+to the survivor and its facts and claims follow. Use it when two entities turn out to be
+the same person or thing.""",
+    "memory_assert_fact": """\
+Record that subject predicate object is true (subject: an entity id; object: an entity id
+or any JSON value), optionally with valid_from / valid_to and a source. Asserting a fact
+that already holds adds the source as evidence instead of a duplicate. To correct a
+value (a date that moved), pass the old fact's id as supersedes. Use it for what you know
+to be true about an entity; for what someone merely said, use memory_add_claim.""",
+    "memory_retract_fact": """\
+Withdraw belief in a fact that was recorded wrongly. It disappears from current answers
+but stays readable at earlier believed_at times. If the fact was true and stopped being
+true, use memory_end_fact instead.""",
+    "memory_end_fact": """\
+Record that a fact stopped being true in the world at valid_to (a job ended, a project
+closed). The fact stays readable for times before valid_to. Use memory_retract_fact
+instead when it was never true.""",
+    "memory_add_document": """\
+Store a source (meeting notes, a message thread, a document) split into ordered passages:
+text as one string (split at paragraphs) or a list of strings (one passage each). Returns
+the chunk ids to cite in memory_add_claim. Use it to keep the exact words a claim or fact
+came from.""",
+    "memory_add_claim": """\
+Record what a source said: the statement, the speaker, when, the chunk it came from and
+the entity ids it is about. Claims are testimony, not facts: several claims saying the
+same thing are counted as corroboration. Use it when you want to keep who said what,
+rather than decide what is true.""",
+    "memory_supersede_claim": """\
+Mark a claim as no longer current testimony, optionally naming the claim that replaces
+it. Use it when the speaker corrected or withdrew what they said.""",
+}
+DESCRIPTIONS.update({name: " ".join(text.split()) for name, text in FACT_DESCRIPTIONS.items()})
+
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
@@ -411,6 +493,246 @@ class MemoryTools:
         return self._run(ctx, op)
 
 
+EntityIdsIn = Annotated[list[str], Field(description="Entity ids (ent_...), e.g. from memory_resolve_entity.")]
+TimeIn = Annotated[
+    str | dict[str, str],
+    Field(description='"current", or {"valid_at": ISO time, "believed_at": ISO time} (either may be left out).'),
+]
+HopsIn = Annotated[int, Field(description="Graph steps to expand from the entities (0-3).")]
+
+
+class FactTools:
+    """The facts layer's tools: resolve, the assured reads, primitives and writes."""
+
+    def __init__(self, resolve: Callable[[Context], Backend]) -> None:
+        self._resolve = resolve
+
+    def _run(self, ctx: Context, op: Callable[[Backend], Any]) -> CallToolResult:
+        try:
+            return _ok(op(self._resolve(ctx)))
+        except MemlaneError as e:
+            return tool_error(e)
+
+    def tools(self) -> list[Tool]:
+        """The tools, ready for ``MCPServer(tools=...)``."""
+        write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+        reads: list[Callable[..., Any]] = [
+            self.memory_resolve_entity,
+            self.memory_facts_context,
+            self.memory_claims_and_sources_context,
+            self.memory_combined_context,
+            self.memory_traverse,
+            self.memory_lookup,
+            self.memory_hydrate,
+            self.memory_neighbours,
+        ]
+        writes: list[Callable[..., Any]] = [
+            self.memory_add_entity,
+            self.memory_add_alias,
+            self.memory_merge_entities,
+            self.memory_assert_fact,
+            self.memory_retract_fact,
+            self.memory_end_fact,
+            self.memory_add_document,
+            self.memory_add_claim,
+            self.memory_supersede_claim,
+        ]
+        return [_tool(fn, READ) for fn in reads] + [_tool(fn, write) for fn in writes]
+
+    # -- reads ------------------------------------------------------------
+
+    def memory_resolve_entity(
+        self,
+        name: Annotated[str, Field(description="The name as you heard it.")],
+        ctx: Context,
+        namespace: PrefixIn = "",
+    ) -> ToolResult:
+        return self._run(ctx, lambda m: m.resolve_entity(name, namespace_prefix=_ns(namespace)).to_dict())
+
+    def memory_facts_context(
+        self,
+        query: Annotated[str, Field(description="The question, in plain words.")],
+        ctx: Context,
+        entity_ids: EntityIdsIn | None = None,
+        hops: HopsIn = 1,
+        predicate: Annotated[str | None, Field(description="Only facts with this predicate.")] = None,
+        time: TimeIn = "current",
+        limit: LimitIn = 20,
+        namespace: PrefixIn = "",
+    ) -> ToolResult:
+        return self._run(
+            ctx,
+            lambda m: m.facts_context(
+                query,
+                entity_ids=entity_ids,
+                hops=hops,
+                predicate=predicate,
+                time=time,
+                limit=limit,
+                namespace_prefix=_ns(namespace),
+            ).to_dict(),
+        )
+
+    def memory_claims_and_sources_context(
+        self,
+        query: Annotated[str, Field(description="The question, in plain words.")],
+        ctx: Context,
+        entity_ids: EntityIdsIn | None = None,
+        k: Annotated[int, Field(description="Claim groups and passages to return (at most 100).")] = 50,
+        namespace: PrefixIn = "",
+    ) -> ToolResult:
+        return self._run(
+            ctx,
+            lambda m: m.claims_and_sources_context(
+                query, entity_ids=entity_ids, k=k, namespace_prefix=_ns(namespace)
+            ).to_dict(),
+        )
+
+    def memory_combined_context(
+        self,
+        query: Annotated[str, Field(description="The question, in plain words.")],
+        ctx: Context,
+        entity_ids: EntityIdsIn | None = None,
+        hops: HopsIn = 1,
+        time: TimeIn = "current",
+        k: Annotated[int, Field(description="Results per list (at most 100).")] = 20,
+        namespace: PrefixIn = "",
+    ) -> ToolResult:
+        return self._run(
+            ctx,
+            lambda m: m.combined_context(
+                query, entity_ids=entity_ids, hops=hops, time=time, k=k, namespace_prefix=_ns(namespace)
+            ).to_dict(),
+        )
+
+    def memory_traverse(
+        self, entity_ids: EntityIdsIn, ctx: Context, hops: HopsIn = 2, time: TimeIn = "current"
+    ) -> ToolResult:
+        return self._run(ctx, lambda m: m.traverse(entity_ids, hops=hops, time=time).to_dict())
+
+    def memory_lookup(
+        self, ids: Annotated[list[str], Field(description="Ids: ent_, fact_, doc_, chunk_ or claim_...")], ctx: Context
+    ) -> ToolResult:
+        return self._run(ctx, lambda m: {"records": [None if r is None else r.to_dict() for r in m.lookup(ids)]})
+
+    def memory_hydrate(
+        self, ids: Annotated[list[str], Field(description="Ids: ent_, fact_, doc_, chunk_ or claim_...")], ctx: Context
+    ) -> ToolResult:
+        return self._run(ctx, lambda m: {"records": [None if r is None else r.to_dict() for r in m.hydrate(ids)]})
+
+    def memory_neighbours(
+        self,
+        chunk_id: Annotated[str, Field(description="A chunk id (chunk_...).")],
+        ctx: Context,
+        before: Annotated[int, Field(description="Passages before it.")] = 1,
+        after: Annotated[int, Field(description="Passages after it.")] = 1,
+    ) -> ToolResult:
+        return self._run(ctx, lambda m: {"chunks": [c.to_dict() for c in m.neighbours(chunk_id, before, after)]})
+
+    # -- writes -----------------------------------------------------------
+
+    def memory_add_entity(
+        self,
+        namespace: NamespaceIn,
+        name: Annotated[str, Field(description="The entity's canonical name.")],
+        ctx: Context,
+        kind: Annotated[str, Field(description="person, project, team, place, ...")] = "thing",
+        aliases: Annotated[list[str], Field(description="Other names it goes by.")] = [],  # noqa: B006
+        profile: Annotated[str, Field(description="A short description that tells it apart.")] = "",
+    ) -> ToolResult:
+        return self._run(
+            ctx, lambda m: m.add_entity(_ns(namespace), name, kind=kind, aliases=aliases, profile=profile).to_dict()
+        )
+
+    def memory_add_alias(
+        self, entity_id: Annotated[str, Field(description="ent_...")], alias: str, ctx: Context
+    ) -> ToolResult:
+        return self._run(ctx, lambda m: m.add_alias(entity_id, alias).to_dict())
+
+    def memory_merge_entities(
+        self,
+        survivor: Annotated[str, Field(description="The entity id that stays.")],
+        merged: Annotated[str, Field(description="The duplicate entity id merged into it.")],
+        ctx: Context,
+    ) -> ToolResult:
+        return self._run(ctx, lambda m: m.merge_entities(survivor, merged).to_dict())
+
+    def memory_assert_fact(
+        self,
+        namespace: NamespaceIn,
+        subject: Annotated[str, Field(description="The subject's entity id (ent_...).")],
+        predicate: Annotated[str, Field(description="The relation, e.g. 'works on', 'cutover date'.")],
+        object: Annotated[Any, Field(description="An entity id (ent_...) or any JSON value.")],  # noqa: A002
+        ctx: Context,
+        valid_from: Annotated[str | None, Field(description="ISO time it became true.")] = None,
+        valid_to: Annotated[str | None, Field(description="ISO time it stopped being true.")] = None,
+        source: Annotated[str | None, Field(description="Where you learned it (evidence).")] = None,
+        supersedes: Annotated[str | None, Field(description="A fact id this one corrects.")] = None,
+    ) -> ToolResult:
+        return self._run(
+            ctx,
+            lambda m: m.assert_fact(
+                _ns(namespace),
+                subject,
+                predicate,
+                object,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                source=source,
+                supersedes=supersedes,
+            ).to_dict(),
+        )
+
+    def memory_retract_fact(self, fact_id: Annotated[str, Field(description="fact_...")], ctx: Context) -> ToolResult:
+        return self._run(ctx, lambda m: m.retract_fact(fact_id).to_dict())
+
+    def memory_end_fact(
+        self,
+        fact_id: Annotated[str, Field(description="fact_...")],
+        valid_to: Annotated[str, Field(description="ISO time it stopped being true.")],
+        ctx: Context,
+    ) -> ToolResult:
+        return self._run(ctx, lambda m: m.end_fact(fact_id, valid_to).to_dict())
+
+    def memory_add_document(
+        self,
+        namespace: NamespaceIn,
+        title: str,
+        text: Annotated[str | list[str], Field(description="The text, or a list of passages (one chunk each).")],
+        ctx: Context,
+        source: Annotated[str | None, Field(description="Where it comes from (URL, file, meeting).")] = None,
+        created_at: Annotated[str | None, Field(description="ISO time the source was written.")] = None,
+    ) -> ToolResult:
+        return self._run(
+            ctx, lambda m: m.add_document(_ns(namespace), title, text, source=source, created_at=created_at).to_dict()
+        )
+
+    def memory_add_claim(
+        self,
+        namespace: NamespaceIn,
+        text: Annotated[str, Field(description="What was said, as one statement.")],
+        ctx: Context,
+        speaker: str | None = None,
+        asserted_at: Annotated[str | None, Field(description="ISO time it was said.")] = None,
+        chunk: Annotated[str | None, Field(description="The chunk id it came from.")] = None,
+        about: Annotated[list[str], Field(description="Entity ids it is about.")] = [],  # noqa: B006
+    ) -> ToolResult:
+        return self._run(
+            ctx,
+            lambda m: m.add_claim(
+                _ns(namespace), text, speaker=speaker, asserted_at=asserted_at, chunk=chunk, about=about
+            ).to_dict(),
+        )
+
+    def memory_supersede_claim(
+        self,
+        claim_id: Annotated[str, Field(description="claim_...")],
+        ctx: Context,
+        by: Annotated[str | None, Field(description="The claim id that replaces it.")] = None,
+    ) -> ToolResult:
+        return self._run(ctx, lambda m: m.supersede_claim(claim_id, by).to_dict())
+
+
 def build_server(resolve: Callable[[Context], Backend]) -> MCPServer:
     """An :class:`MCPServer` with the nine memory tools over ``resolve(ctx)``."""
     from . import __version__
@@ -421,7 +743,7 @@ def build_server(resolve: Callable[[Context], Backend]) -> MCPServer:
         description="Durable memory for AI agents: exact keyed lookup and confirmed hybrid search.",
         instructions=INSTRUCTIONS,
         version=__version__,
-        tools=MemoryTools(resolve).tools(),
+        tools=MemoryTools(resolve).tools() + FactTools(resolve).tools(),
         log_level="WARNING",
     )
 
