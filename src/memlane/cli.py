@@ -996,6 +996,425 @@ def import_records(
         _console().print(f"Imported {count} record{'s' * (count != 1)}")
 
 
+# -- facts, claims and sources ---------------------------------------------------
+
+entity_app = typer.Typer(help="Entities: people, projects and things that facts and claims are about.")
+fact_app = typer.Typer(help="Facts: subject-predicate-object with valid time and belief time.")
+doc_app = typer.Typer(help="Documents: sources split into ordered chunks.")
+claim_app = typer.Typer(help="Claims: what a source said, grouped by what they say.")
+app.add_typer(entity_app, name="entity")
+app.add_typer(fact_app, name="fact")
+app.add_typer(doc_app, name="doc")
+app.add_typer(claim_app, name="claim")
+
+EntityIds = Annotated[list[str] | None, typer.Option("--entity", "-e", help="An entity id to start from (repeatable).")]
+Hops = Annotated[int, typer.Option("--hops", help="Graph steps to expand from the entities (0-3).")]
+ValidAt = Annotated[str | None, typer.Option("--valid-at", help="Ask what held in the world at this ISO time.")]
+BelievedAt = Annotated[str | None, typer.Option("--believed-at", help="Ask what memlane believed at this ISO time.")]
+
+
+def _time_arg(valid_at: str | None, believed_at: str | None) -> Any:
+    if valid_at is None and believed_at is None:
+        return "current"
+    return {k: t for k, t in (("valid_at", valid_at), ("believed_at", believed_at)) if t is not None}
+
+
+def _fact_validity(fact: Any) -> str:
+    start, end = fact.valid_from, fact.valid_to
+    if start is None and end is None:
+        return "always"
+    return f"{_when(start) or '…'} → {_when(end) or '…'}"
+
+
+def _facts_table(facts: list[Any]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD)
+    for name in ("fact", "valid (UTC)", "recorded (UTC)", "evidence", "id"):
+        table.add_column(name, overflow="fold" if name == "id" else "ellipsis")
+    for f in facts:
+        recorded = _when(f.recorded_at) + (f" (retracted {_when(f.retracted_at)})" if f.retracted_at else "")
+        table.add_row(Text(f.text), _fact_validity(f), recorded, str(f.evidence_count), f.id)
+    return table
+
+
+def _entity_rows(entities: list[Any], table: Table | None = None) -> Table:
+    table = table or Table("id", "name", "kind", "namespace", "aliases", "profile", box=box.SIMPLE_HEAD)
+    for e in entities:
+        table.add_row(
+            e.id,
+            Text(e.name),
+            Text(e.kind),
+            Text(namespace_text(e.namespace)),
+            Text(", ".join(e.aliases)),
+            _squeezable(_brief(e.profile, 50)),
+        )
+    return table
+
+
+def _show_record(record: Any, as_json: bool) -> None:
+    if as_json:
+        _print_json(record.to_dict())
+        return
+    from .facts.model import Entity, Fact
+
+    if isinstance(record, Entity):
+        _console().print(_entity_rows([record]))
+    elif isinstance(record, Fact):
+        _console().print(_facts_table([record]))
+    else:
+        table = Table("field", "value", box=box.SIMPLE_HEAD)
+        for name, value in record.to_dict().items():
+            table.add_row(name, Text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)))
+        _console().print(table)
+
+
+def _show_context(ctx: Any, as_json: bool) -> None:
+    """Each section of an assured read as its own table, then the counts, drops and notes."""
+    if as_json:
+        _print_json(ctx.to_dict())
+        return
+    console = _console()
+    for name, rows in ctx.sections.items():
+        console.print(Text(f"{name} ({len(rows)})", style="bold"))
+        if not rows:
+            console.print("  none")
+        elif name == "facts":
+            console.print(_facts_table(rows))
+        elif name == "entities":
+            console.print(f"status: {ctx.status}")
+            table = Table("id", "name", "kind", "namespace", "aliases", "profile", box=box.SIMPLE_HEAD)
+            _entity_rows([c.entity for c in rows], table)
+            console.print(table)
+        elif name == "claims":
+            table = Table("#", "claim", "corroboration", "said by", "sources", box=box.SIMPLE_HEAD)
+            for n, g in enumerate(rows, 1):
+                speakers = ", ".join(dict.fromkeys(c.speaker or "?" for c in g.claims))
+                sources = ", ".join(dict.fromkeys(c.chunk_id or c.id for c in g.claims))
+                table.add_row(str(n), Text(g.text), str(g.corroboration), Text(speakers), _squeezable(sources))
+            console.print(table)
+        elif name == "passages":
+            table = Table("#", "document", "pos", "passage", "id", box=box.SIMPLE_HEAD)
+            for n, p in enumerate(rows, 1):
+                table.add_row(str(n), Text(p.document_title), str(p.position), _squeezable(_brief(p.text, 80)), p.id)
+            console.print(table)
+        elif name == "paths":
+            for p in rows:
+                console.print(Text(" → ".join(p.names)))
+    counts = ", ".join(f"{k} {n}" for k, n in ctx.counts.items())
+    dropped = ", ".join(f"{k} {n}" for k, n in ctx.dropped.items() if n)
+    console.print(Text(" · ".join(x for x in (counts, f"dropped: {dropped}" if dropped else "") if x)))
+    for note_text in ctx.notes:
+        console.print(Text(f"Note: {note_text}"))
+    if ctx.truncated:
+        console.print(f"Cut: {', '.join(ctx.truncated)} had more results.")
+
+
+@_command("add", entity_app)
+def entity_add(
+    namespace: NamespaceArg,
+    name: Annotated[str, typer.Argument(help="The entity's canonical name.")],
+    kind: Annotated[str, typer.Option("--kind", help="person, project, team...")] = "thing",
+    alias: Annotated[list[str] | None, typer.Option("--alias", help="Another name (repeatable).")] = None,
+    profile: Annotated[str, typer.Option("--profile", help="A short description that tells it apart.")] = "",
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Create an entity."""
+    with _open(db, embedder) as mem:
+        _show_record(mem.add_entity(namespace, name, kind=kind, aliases=alias or [], profile=profile), as_json)
+
+
+@_command("alias", entity_app)
+def entity_alias(
+    entity_id: Annotated[str, typer.Argument(help="ent_...")],
+    alias: Annotated[str, typer.Argument(help="The other name.")],
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Give an entity another name."""
+    with _open(db, embedder) as mem:
+        _show_record(mem.add_alias(entity_id, alias), as_json)
+
+
+@_command("merge", entity_app)
+def entity_merge(
+    survivor: Annotated[str, typer.Argument(help="The entity id that stays.")],
+    merged: Annotated[str, typer.Argument(help="The duplicate merged into it.")],
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Merge a duplicate entity into another; its id keeps resolving to the survivor."""
+    with _open(db, embedder) as mem:
+        _show_record(mem.merge_entities(survivor, merged), as_json)
+
+
+@_command("resolve", entity_app)
+def entity_resolve(
+    name: Annotated[str, typer.Argument(help="The name as you heard it.")],
+    prefix: Prefix = "",
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Which entity a name refers to: one, several candidates, or none."""
+    with _open(db, embedder) as mem:
+        _show_context(mem.resolve_entity(name, namespace_prefix=prefix), as_json)
+
+
+@_command("assert", fact_app)
+def fact_assert(
+    namespace: NamespaceArg,
+    subject: Annotated[str, typer.Argument(help="The subject's entity id (ent_...).")],
+    predicate: Annotated[str, typer.Argument(help="The relation, e.g. 'works on'.")],
+    obj: Annotated[str, typer.Argument(metavar="OBJECT", help="An entity id, or a value (JSON if it parses).")],
+    force_string: ForceString = False,
+    valid_from: Annotated[str | None, typer.Option("--valid-from", help="ISO time it became true.")] = None,
+    valid_to: Annotated[str | None, typer.Option("--valid-to", help="ISO time it stopped being true.")] = None,
+    source: Annotated[str | None, typer.Option("--source", help="Where it was learned (evidence).")] = None,
+    supersedes: Annotated[str | None, typer.Option("--supersedes", help="A fact id this one corrects.")] = None,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Assert a fact; one that already holds gains the source as evidence."""
+    value = obj if obj.startswith("ent_") else _value(obj, force_string)
+    with _open(db, embedder) as mem:
+        fact = mem.assert_fact(
+            namespace,
+            subject,
+            predicate,
+            value,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            source=source,
+            supersedes=supersedes,
+        )
+        _show_record(fact, as_json)
+
+
+@_command("retract", fact_app)
+def fact_retract(
+    fact_id: Annotated[str, typer.Argument(help="fact_...")],
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """End belief in a fact (it stays readable at earlier --believed-at)."""
+    with _open(db, embedder) as mem:
+        _show_record(mem.retract_fact(fact_id), as_json)
+
+
+@_command("end", fact_app)
+def fact_end(
+    fact_id: Annotated[str, typer.Argument(help="fact_...")],
+    valid_to: Annotated[str, typer.Argument(help="ISO time it stopped being true.")],
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Record that a fact stopped holding in the world."""
+    with _open(db, embedder) as mem:
+        _show_record(mem.end_fact(fact_id, valid_to), as_json)
+
+
+@_command("context", fact_app)
+def fact_context(
+    query: Annotated[str, typer.Argument(help="The question.")] = "",
+    entity: EntityIds = None,
+    hops: Hops = 1,
+    predicate: Annotated[str | None, typer.Option("--predicate", help="Only this predicate.")] = None,
+    valid_at: ValidAt = None,
+    believed_at: BelievedAt = None,
+    limit: Annotated[int, typer.Option("--limit", help="Facts to show (at most 100).")] = 20,
+    prefix: Prefix = "",
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """What is true: facts holding at a time, inside the entities' neighbourhood."""
+    with _open(db, embedder) as mem:
+        ctx = mem.facts_context(
+            query,
+            entity_ids=entity,
+            hops=hops,
+            predicate=predicate,
+            time=_time_arg(valid_at, believed_at),
+            limit=limit,
+            namespace_prefix=prefix,
+        )
+        _show_context(ctx, as_json)
+
+
+@_command("traverse", fact_app)
+def fact_traverse(
+    entity_ids: Annotated[list[str], typer.Argument(help="Entity ids to start from.")],
+    hops: Hops = 2,
+    valid_at: ValidAt = None,
+    believed_at: BelievedAt = None,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Paths between entities, whole or not at all."""
+    with _open(db, embedder) as mem:
+        _show_context(mem.traverse(entity_ids, hops=hops, time=_time_arg(valid_at, believed_at)), as_json)
+
+
+@_command("add", doc_app)
+def doc_add(
+    namespace: NamespaceArg,
+    title: Annotated[str, typer.Argument(help="The document's title.")],
+    path: Annotated[str, typer.Argument(help="A text file, or - for stdin.")],
+    lines: Annotated[bool, typer.Option("--lines", help="One chunk per non-blank line (turns, messages).")] = False,
+    source: Annotated[str | None, typer.Option("--source", help="Where it comes from.")] = None,
+    created_at: Annotated[str | None, typer.Option("--created-at", help="ISO time it was written.")] = None,
+    chunk_chars: Annotated[int, typer.Option("--chunk-chars", help="Longest chunk, in characters.")] = 1200,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Store a source split into ordered chunks (paragraphs, or lines with --lines)."""
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    body: Any = [line for line in text.splitlines() if line.strip()] if lines else text
+    with _open(db, embedder) as mem:
+        doc = mem.add_document(
+            namespace,
+            title,
+            body,
+            source=source or (None if path == "-" else path),
+            created_at=created_at,
+            chunk_chars=chunk_chars,
+        )
+        if as_json:
+            _print_json(doc.to_dict())
+        else:
+            _console().print(Text(f"Stored {doc.id} with {doc.chunk_count} chunk(s): {', '.join(doc.chunk_ids)}"))
+
+
+@_command("neighbours", doc_app)
+def doc_neighbours(
+    chunk_id: Annotated[str, typer.Argument(help="chunk_...")],
+    before: Annotated[int, typer.Option("--before", help="Chunks before it.")] = 1,
+    after: Annotated[int, typer.Option("--after", help="Chunks after it.")] = 1,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """A chunk with the passages around it, in document order."""
+    with _open(db, embedder) as mem:
+        chunks = mem.neighbours(chunk_id, before, after)
+    if as_json:
+        _print_json({"chunks": [c.to_dict() for c in chunks]})
+        return
+    for c in chunks:
+        _console().print(Text(f"[{c.position}] {c.text}", style="bold" if c.id == chunk_id else ""))
+
+
+@_command("add", claim_app)
+def claim_add(
+    namespace: NamespaceArg,
+    text: Annotated[str, typer.Argument(help="What was said.")],
+    speaker: Annotated[str | None, typer.Option("--speaker", help="Who said it.")] = None,
+    asserted_at: Annotated[str | None, typer.Option("--asserted-at", help="ISO time it was said.")] = None,
+    chunk: Annotated[str | None, typer.Option("--chunk", help="The chunk id it came from.")] = None,
+    about: Annotated[list[str] | None, typer.Option("--about", help="An entity id it is about (repeatable).")] = None,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Record what a source said."""
+    with _open(db, embedder) as mem:
+        claim = mem.add_claim(namespace, text, speaker=speaker, asserted_at=asserted_at, chunk=chunk, about=about or [])
+        _show_record(claim, as_json)
+
+
+@_command("supersede", claim_app)
+def claim_supersede(
+    claim_id: Annotated[str, typer.Argument(help="claim_...")],
+    by: Annotated[str | None, typer.Option("--by", help="The claim that replaces it.")] = None,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Mark a claim as no longer current testimony."""
+    with _open(db, embedder) as mem:
+        _show_record(mem.supersede_claim(claim_id, by), as_json)
+
+
+@_command("context", claim_app)
+def claim_context(
+    query: Annotated[str, typer.Argument(help="The question.")],
+    entity: EntityIds = None,
+    k: Annotated[int, typer.Option("-k", help="Claim groups and passages to show (at most 100).")] = 10,
+    candidate_k: Annotated[int, typer.Option("--candidate-k", help="Candidates per channel (at most 400).")] = 200,
+    prefix: Prefix = "",
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """What was said: grouped claims and passages, kept apart."""
+    with _open(db, embedder) as mem:
+        ctx = mem.claims_and_sources_context(
+            query, entity_ids=entity, k=k, candidate_k=candidate_k, namespace_prefix=prefix
+        )
+        _show_context(ctx, as_json)
+
+
+@_command("context")
+def combined(
+    query: Annotated[str, typer.Argument(help="The question.")],
+    entity: EntityIds = None,
+    hops: Hops = 1,
+    predicate: Annotated[str | None, typer.Option("--predicate", help="Only facts with this predicate.")] = None,
+    valid_at: ValidAt = None,
+    believed_at: BelievedAt = None,
+    k: Annotated[int, typer.Option("-k", help="Results per list (at most 100).")] = 10,
+    prefix: Prefix = "",
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Facts, claims and passages for one question, side by side (combined_context)."""
+    with _open(db, embedder) as mem:
+        ctx = mem.combined_context(
+            query,
+            entity_ids=entity,
+            hops=hops,
+            predicate=predicate,
+            time=_time_arg(valid_at, believed_at),
+            k=k,
+            namespace_prefix=prefix,
+        )
+        _show_context(ctx, as_json)
+
+
+@_command("lookup")
+def lookup(
+    ids: Annotated[list[str], typer.Argument(help="ent_, fact_, doc_, chunk_ or claim_ ids.")],
+    current: Annotated[bool, typer.Option("--current", help="Only what is current (hydrate).")] = False,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Entities, facts, documents, chunks and claims by id."""
+    with _open(db, embedder) as mem:
+        records = mem.hydrate(ids) if current else mem.lookup(ids)
+    if as_json:
+        _print_json({"records": [None if r is None else r.to_dict() for r in records]})
+        return
+    for rid, record in zip(ids, records, strict=True):
+        if record is None:
+            _console().print(Text(f"{rid}: not found" + (" or not current" if current else "")))
+        else:
+            _show_record(record, False)
+
+
 # -- the service and its agents --------------------------------------------------
 
 agent_app = typer.Typer(help="Agents of the shared service: each has a token and a private namespace.")
