@@ -1053,36 +1053,51 @@ class FactsLayer:
             if pred is not None:
                 where.append("f.predicate = ?")
                 params.append(pred)
+            family: dict[str, str] = {}
+            reached: dict[str, int] = {}
             if ids:
                 survivors = [self._visible_entity(s, e, "entity_ids", within) for e in ids]
                 reached = self._neighbourhood(s, survivors, hops, within, at)
                 counts["neighbourhood"] = len(reached)
                 if len(reached) >= MAX_NEIGHBOURHOOD:
                     truncated.append("neighbourhood")
-                members = builtins.list(self._family(s, reached))
-                subj, p1 = in_sql("f.subject", members)
-                obj, p2 = in_sql("f.object_entity", members)
+                family = self._family(s, reached)
+                subj, p1 = in_sql("f.subject", builtins.list(family))
+                obj, p2 = in_sql("f.object_entity", builtins.list(family))
                 where.append(f"({subj} OR {obj})")
                 params.extend([*p1, *p2])
             sql = f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {' AND '.join(where)}"
+            kept: builtins.list[tuple[tuple, Any]] = []
+            dropped = 0
             if query.strip() and rank.terms(query):
-                # candidates: the facts that hold here, ranked by both channels
                 # nominate inside the neighbourhood when there is one, then keep
                 # only candidates whose row holds at the requested time
-                restrict = None
-                if ids or pred is not None:
-                    restrict = in_sql("id", [r[0] for r in s.rows(sql, params)])
+                area = s.rows(sql, params) if ids or pred is not None else None
+                restrict = None if area is None else in_sql("id", [r[0] for r in area])
                 nominations, more = self._nominate(s, "fact", query, within, 4 * MAX_K, restrict)
                 notes.extend(more)
                 fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
                 counts.update({ch: len(n) for ch, n in nominations.items()})
                 refs, ref_params = in_sql("f.id", [c.ref for c in fused])
                 holding = {r[0]: r for r in s.rows(f"{sql} AND {refs}", [*params, *ref_params])}
-                kept: builtins.list[tuple[tuple, Any]] = [(holding[c.ref], c) for c in fused if c.ref in holding]
+                kept = [(holding[c.ref], c) for c in fused if c.ref in holding]
                 dropped = len(fused) - len(kept)
-            else:
-                rows = s.rows(sql + " ORDER BY f.recorded_at DESC, f.id", params)
-                kept, dropped = [(r, None) for r in rows], 0
+                counts["matched"] = len(kept)
+            if ids:
+                # the neighbourhood is the context: facts the query did not match
+                # follow the matched ones, nearest entities first, newest first
+                seen = {row[0] for row, _ in kept}
+                rest = [r for r in s.rows(sql + " ORDER BY f.recorded_at DESC, f.id", params) if r[0] not in seen]
+
+                def distance(r: tuple) -> int:
+                    ends = [family.get(r[3], r[3]), family.get(r[5], r[5]) if r[5] else None]
+                    return min(reached.get(e, hops + 1) for e in ends if e is not None)
+
+                kept += [(r, None) for r in sorted(rest, key=distance)]
+            elif not kept and not (query.strip() and rank.terms(query)):
+                kept = [
+                    (r, None) for r in s.rows(sql + " ORDER BY f.recorded_at DESC, f.id LIMIT ?", [*params, limit + 1])
+                ]
             if len(kept) > limit:
                 truncated.append("facts")
             kept = kept[:limit]
@@ -1104,11 +1119,11 @@ class FactsLayer:
 
     def _neighbourhood(
         self, s: SqlSession, starts: Sequence[str], hops: int, within: Sequence[Namespace], at: At
-    ) -> builtins.list[str]:
-        """Entities within ``hops`` edges of ``starts`` over facts that hold at ``at``."""
-        reached = dict.fromkeys(starts)
+    ) -> dict[str, int]:
+        """Entities within ``hops`` edges of ``starts`` over facts that hold at ``at``, with their distance."""
+        reached = dict.fromkeys(starts, 0)
         frontier = builtins.list(starts)
-        for _ in range(hops):
+        for distance in range(1, hops + 1):
             if not frontier or len(reached) >= MAX_NEIGHBOURHOOD:
                 break
             family = self._family(s, frontier)
@@ -1116,8 +1131,8 @@ class FactsLayer:
             ends = self._survivors(s, {x for e in edges for x in (e[3], e[5])})
             frontier = [sid for sid in dict.fromkeys(ends.values()) if sid not in reached]
             for sid in frontier[: MAX_NEIGHBOURHOOD - len(reached)]:
-                reached[sid] = None
-        return builtins.list(reached)
+                reached[sid] = distance
+        return reached
 
     def claims_and_sources_context(
         self,

@@ -1,0 +1,28 @@
+"""The facts layer without an embedder: lexical ranking alone still answers the scenario's questions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import memlane
+
+
+def test_two_hop_and_claims_without_vectors(tmp_path: Path) -> None:
+    mem = memlane.open(str(tmp_path / "m.db"), embedder=None)
+    ravi = mem.add_entity("team", "Ravi", kind="person")
+    billing = mem.add_entity("team", "Billing migration", kind="project")
+    other = mem.add_entity("team", "Office move", kind="project")
+    mem.assert_fact("team", ravi.id, "works on", billing.id)
+    mem.assert_fact("team", billing.id, "cutover date", "2026-04-15")
+    mem.assert_fact("team", other.id, "moving day", "2026-05-01")
+    ctx = mem.facts_context("what is Ravi working on", entity_ids=[ravi.id], hops=1)
+    texts = [f.text for f in ctx["facts"]]
+    # the matched fact first, then the project's facts the query did not name; nothing outside the neighbourhood
+    assert texts == ["Ravi works on Billing migration", "Billing migration cutover date 2026-04-15"]
+    assert ctx.counts["matched"] == 1 and "vector" not in ctx.counts
+    doc = mem.add_document("team", "standup", ["Ravi: the cutover moves to April.", "Dana: fine."])
+    mem.add_claim("team", "The cutover moves to April", speaker="Ravi", chunk=doc.chunk_ids[0])
+    said = mem.claims_and_sources_context("when is the cutover")
+    assert said["claims"][0].text == "The cutover moves to April"
+    assert [p.id for p in said["passages"]] == [doc.chunk_ids[0]]
+    mem.close()
