@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import validate as v
 from .errors import BackendUnavailableError, EmbedderError, EmbedderMismatchError, ValidationError
+from .facts import transfer
 from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
 from .facts.text import DEFAULT_CHUNK_CHARS
@@ -623,6 +624,7 @@ class Memory:
             recorded = _recorded_embedder(self._store)
             if recorded is not None and (recorded["name"], recorded["dimension"]) != (new.name, new.dimension):
                 self._store.drop_vectors()
+                self._facts.drop_vectors()
             self._store.set_meta("embedder", json.dumps({"name": new.name, "dimension": new.dimension}))
             self._embedder, self._embedder_recorded = new, True
         if self._embedder is None:
@@ -647,7 +649,7 @@ class Memory:
             after = backlog[-1][0]
             if progress:
                 progress(done, total)
-        return done
+        return done + self._facts.embed_missing(batch_size)
 
     # -- schema -----------------------------------------------------------
 
@@ -844,23 +846,33 @@ class Memory:
     # -- moving data ------------------------------------------------------
 
     def export_records(self) -> Iterator[dict[str, Any]]:
-        """Every stored row (items, then history versions) as JSON-ready dicts.
+        """Every stored row as JSON-ready dicts: items, history versions, then the facts layer.
 
         Expired rows not yet cleaned up are included (they stay invisible
-        after import, since ``expires_at`` travels with them).
+        after import, since ``expires_at`` travels with them). Facts-layer
+        rows (entities, facts with every version, evidence, documents, chunks,
+        claims) follow, references first.
         """
-        return self._store.export_records()
+        yield from self._store.export_records()
+        yield from transfer.export_rows(self._store)
 
     def import_records(self, records: Iterable[Mapping[str, Any]]) -> int:
-        """Write exported records back exactly (ids, times, versions) in one transaction.
+        """Write exported records back exactly (ids, times, versions).
 
         Idempotent: rows already present exactly as exported are skipped. An
         address holding a different live item is replaced by the imported row;
-        the displaced item goes to history with ``change="import"``. With an
-        embedder, vectors are then computed for the imported items. Returns the
-        number of records written.
+        the displaced item goes to history with ``change="import"``. Every
+        record is validated before anything is written; items and the facts
+        layer are then written in one transaction each. With an embedder,
+        vectors are then computed for what was imported. Returns the number of
+        records written.
         """
-        count = self._store.import_records((dict(r) for r in records), self._now())
+        items, facts = transfer.split(dict(r) for r in records)
+        parsed = transfer.parse(facts)
+        count = self._store.import_records(items, self._now())
+        if facts:
+            with self._store.session(write=True) as s:
+                count += transfer.import_rows(s, parsed)
         if self._embedder is not None:
             self.reindex()
         return count

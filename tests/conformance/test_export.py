@@ -94,3 +94,56 @@ def test_import_refuses_bad_times_and_kinds(mem):
         with pytest.raises(ValidationError, match="record 1"):
             mem.import_records([good | bad])
     assert mem.import_records([good]) == 1
+
+
+def _fill_facts(mem, clock):
+    kim = mem.add_entity("team", "Kim", kind="person", aliases=["K."])
+    dup = mem.add_entity("team", "Kimberly", kind="person")
+    pay = mem.add_entity("team", "Payments", kind="project")
+    fact = mem.assert_fact("team", kim.id, "owns", pay.id, source="note:1")
+    mem.assert_fact("team", kim.id, "owns", pay.id, source="note:2")
+    date = mem.assert_fact("team", pay.id, "launch", {"date": "2026-05-01"}, valid_from="2026-01-01")
+    clock.advance(5)
+    mem.end_fact(fact.id, clock.now)
+    mem.retract_fact(date.id)
+    mem.merge_entities(dup.id, kim.id)  # into the newer entity: a forward reference
+    doc = mem.add_document("team", "notes", ["Kim: payments launch in May.", "ok."], source="meeting")
+    first = mem.add_claim("team", "Payments launch in May", speaker="Kim", chunk=doc.chunk_ids[0], about=[pay.id])
+    second = mem.add_claim("team", "Payments launch in June", speaker="Kim", about=[pay.id])
+    mem.supersede_claim(first.id, second.id)
+    return kim, pay
+
+
+@pytest.mark.parametrize("target", ["sqlite", "postgres"])
+def test_facts_layer_travels_with_export_exactly(mem, clock, tmp_path, request, target):
+    kim, pay = _fill_facts(mem, clock)
+    exported = list(mem.export_records())
+    kinds = {r["record"] for r in exported}
+    assert {"entity", "alias", "fact", "evidence", "document", "chunk", "claim", "claim_entity"} <= kinds
+    url = str(tmp_path / "copy.db") if target == "sqlite" else request.getfixturevalue("postgres").create()
+    with memlane.open(url, clock=clock, embedder="fake") as copy:
+        assert copy.import_records(exported) == len(exported)
+        assert list(copy.export_records()) == exported
+        assert copy.import_records(exported) == 0  # idempotent
+        assert copy.lookup([kim.id]) == mem.lookup([kim.id])
+        assert copy.resolve_entity("K.").to_dict()["sections"] == mem.resolve_entity("K.").to_dict()["sections"]
+        ctx = copy.facts_context("owns payments", entity_ids=[pay.id], time={"valid_at": "2026-01-01T12:00:00Z"})
+        assert [f.evidence_count for f in ctx["facts"] if f.predicate == "owns"] == [2]
+        said = copy.claims_and_sources_context("payments launch")
+        assert [g.text for g in said["claims"]] == ["Payments launch in June"]
+        assert said["passages"] and said.counts["passages_vector"] > 0  # vectors recomputed on import
+    if target == "postgres":
+        request.getfixturevalue("postgres").drop(url)
+
+
+def test_facts_import_refuses_malformed_rows_before_writing(mem, clock):
+    _fill(mem, clock)
+    bad = [
+        {"record": "item", "id": "x", "namespace": ["a"], "key": "k", "value": 1, "value_type": "number", "text": "",
+         "created_at": "2026-01-01T00:00:00+00:00", "updated_at": "2026-01-01T00:00:00+00:00", "version": 1},
+        {"record": "fact", "id": "fact_1", "version": "one"},
+    ]  # fmt: skip
+    before = list(mem.export_records())
+    with pytest.raises(ValidationError, match="record 2"):
+        mem.import_records(bad)
+    assert list(mem.export_records()) == before

@@ -182,19 +182,25 @@ class _VectorIndex:
 
     def __init__(self) -> None:
         self.refs: builtins.list[str] = []
+        self.skipped = 0
         self.matrix: Any = None
         self.lock = threading.Lock()
 
-    def refresh(self, s: SqlSession, kind: str) -> None:
+    def refresh(self, s: SqlSession, kind: str, dimension: int) -> None:
         import numpy as np
 
         (count,) = s.rows("SELECT count(*) FROM graph_vectors WHERE kind = ?", (kind,))[0]
-        if count == len(self.refs):
+        if count == len(self.refs) + self.skipped:
             return
         rows = s.rows("SELECT ref, vector FROM graph_vectors WHERE kind = ? ORDER BY ref", (kind,))
-        self.refs = [r[0] for r in rows]
+        # a vector of another dimension (left by an older embedder) is skipped, never misread
+        fitting = [r for r in rows if len(r[1]) == 4 * dimension]
+        self.refs = [r[0] for r in fitting]
+        self.skipped = len(rows) - len(fitting)
         self.matrix = (
-            np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<f4").reshape(len(rows), -1) if rows else None
+            np.frombuffer(b"".join(bytes(r[1]) for r in fitting), dtype="<f4").reshape(len(fitting), dimension)
+            if fitting
+            else None
         )
 
     def top(self, query: Any, allowed: set[str] | None, k: int) -> builtins.list[tuple[str, float]]:
@@ -251,6 +257,37 @@ class FactsLayer:
         """Full-text rows ``(ref, namespace, text)``; PostgreSQL indexes generated columns itself."""
         if s.dialect == "sqlite" and rows:
             s.many(f"INSERT INTO {kind}_fts (ref, namespace, text) VALUES (?, ?, ?)", rows)
+
+    def embed_missing(self, batch_size: int = 64) -> int:
+        """Vectors for facts, claims and chunks that have none (after an import or an embedder change)."""
+        if self._mem.embedder is None:
+            return 0
+        done = 0
+        for kind, table in (("fact", "facts"), ("claim", "claims"), ("chunk", "chunks")):
+            while True:
+                with self._store.session() as s:
+                    rows = s.rows(
+                        f"SELECT DISTINCT t.id, t.text FROM {table} t WHERE NOT EXISTS "
+                        "(SELECT 1 FROM graph_vectors g WHERE g.kind = ? AND g.ref = t.id) ORDER BY t.id LIMIT ?",
+                        (kind, batch_size),
+                    )
+                if not rows:
+                    break
+                blobs = self._embed([text for _, text in rows])
+                with self._store.session(write=True) as s:
+                    s.many(
+                        "INSERT INTO graph_vectors (kind, ref, vector) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                        [(kind, ref, blob) for (ref, _), blob in zip(rows, blobs or [], strict=True)],
+                    )
+                done += len(rows)
+        return done
+
+    def drop_vectors(self) -> None:
+        """Forget every facts-layer vector (the embedder changed)."""
+        with self._store.session(write=True) as s:
+            s.run("DELETE FROM graph_vectors")
+        with _INDEXES_LOCK:
+            _INDEXES.pop(self._store, None)
 
     # -- entities --------------------------------------------------------------
 
@@ -1009,7 +1046,7 @@ class FactsLayer:
         if self._mem.embedder is not None and query.strip():
             index = self._vectors(kind)
             with index.lock:
-                index.refresh(s, kind)
+                index.refresh(s, kind, self._mem.embedder.dimension)
                 scope, params = scope_sql("namespace", within)
                 allowed = None
                 if scope != "1=1" or restrict is not None:

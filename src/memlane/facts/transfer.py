@@ -1,0 +1,176 @@
+"""Export and import of the facts layer's rows, beside the items in one JSONL stream.
+
+Rows travel verbatim (ids, times, versions, stamps), one record per row, in an
+order where every reference points backwards. Import is idempotent: a row
+already present is left alone, except that a stamp the file has and the store
+lacks (a retraction, a supersession, a merge) is applied, so importing a newer
+export over an older one converges. Vectors are not exported; an importing
+memory with an embedder computes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from .. import validate as v
+from ..errors import ValidationError
+from ..store._common import SqlSession, loads_json, ns_text, ns_tuple
+from ..store.base import Store
+
+# record kind: (table, columns, primary key columns, time columns, stamps applied to an existing row)
+TABLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "entity": (
+        "entities",
+        ("id", "namespace", "kind", "name", "norm", "profile", "merged_into", "created_at", "author"),
+        ("id",),
+        ("created_at",),
+        ("merged_into",),
+    ),
+    "alias": (
+        "entity_aliases", ("entity_id", "alias", "norm", "created_at"), ("entity_id", "norm"), ("created_at",), (),
+    ),
+    "document": (
+        "documents",
+        ("id", "namespace", "title", "source", "created_at", "recorded_at", "chunk_count", "author"),
+        ("id",),
+        ("created_at", "recorded_at"),
+        (),
+    ),
+    "chunk": ("chunks", ("id", "document_id", "namespace", "position", "text"), ("id",), (), ()),
+    "fact": (
+        "facts",
+        (
+            "id", "version", "namespace", "fact_key", "subject", "predicate", "object_entity", "object_value", "text",
+            "valid_from", "valid_to", "recorded_at", "retracted_at", "author",
+        ),
+        ("id", "version"),
+        ("valid_from", "valid_to", "recorded_at", "retracted_at"),
+        ("retracted_at",),
+    ),
+    "evidence": (
+        "evidence", ("fact_id", "source", "recorded_at", "author"), ("fact_id", "source"), ("recorded_at",), (),
+    ),
+    "claim": (
+        "claims",
+        (
+            "id", "namespace", "text", "norm", "speaker", "asserted_at", "chunk_id", "recorded_at", "superseded_by",
+            "superseded_at", "author",
+        ),
+        ("id",),
+        ("asserted_at", "recorded_at", "superseded_at"),
+        ("superseded_by", "superseded_at"),
+    ),
+    "claim_entity": ("claim_entities", ("claim_id", "entity_id"), ("claim_id", "entity_id"), (), ()),
+}  # fmt: skip
+# references that may point forwards (a merge into a newer entity): set after every row is in
+_LATE = {"entity": ("merged_into",), "claim": ("superseded_by",)}
+_INTEGER = {"version", "position", "chunk_count"}
+_SEARCHED = {"fact": "fact", "claim": "claim", "chunk": "chunk"}
+
+
+def export_rows(store: Store) -> Iterator[dict[str, Any]]:
+    """Every facts-layer row as a record, references first."""
+    with store.session() as s:
+        batches = [(kind, s.rows(f"SELECT {', '.join(spec[1])} FROM {spec[0]} ORDER BY {', '.join(spec[2])}"))
+                   for kind, spec in TABLES.items()]  # fmt: skip
+    for kind, rows in batches:
+        columns = TABLES[kind][1]
+        for row in rows:
+            rec: dict[str, Any] = {"record": kind, **dict(zip(columns, row, strict=True))}
+            if "namespace" in rec:
+                rec["namespace"] = list(ns_tuple(rec["namespace"]))
+            if kind == "fact" and rec["object_value"] is not None:
+                rec["object_value"] = loads_json(rec["object_value"])
+            yield rec
+
+
+def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
+    from ..store._common import _time
+
+    _, columns, _, times, _ = TABLES[kind]
+    out = []
+    for col in columns:
+        value = rec.get(col)
+        if col == "namespace":
+            value = ns_text(v.namespace(value))
+        elif col in times:
+            value = _time(rec, col, optional=True)
+        elif col == "object_value" and value is not None:
+            value = v.value(value, "object_value")[0]
+        elif col in _INTEGER:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{col} {value!r} is not an integer")
+        elif value is not None and not isinstance(value, str):
+            raise ValueError(f"{col} {value!r} is not a string")
+        out.append(value)
+    return tuple(out)
+
+
+Parsed = dict[str, list[tuple[int, tuple[Any, ...]]]]
+
+
+def parse(records: Iterable[tuple[int, dict[str, Any]]]) -> Parsed:
+    """Validate facts-layer records (numbered as in the file) into rows by kind, before anything is written."""
+    by_kind: Parsed = {kind: [] for kind in TABLES}
+    for n, rec in records:
+        try:
+            by_kind[rec["record"]].append((n, _row(rec["record"], rec)))
+        except (KeyError, TypeError, ValueError) as e:
+            what = str(e) if isinstance(e, ValidationError) else f"malformed ({e!r})"
+            raise ValidationError("record", f"record {n}: {what}; nothing was imported") from e
+    return by_kind
+
+
+def import_rows(s: SqlSession, by_kind: Parsed) -> int:
+    """Insert parsed rows into an open write session; returns the rows written (vectors: ``reindex``)."""
+    written = 0
+    for kind, rows in by_kind.items():
+        table, columns, key, _, stamps = TABLES[kind]
+        late = _LATE.get(kind, ())
+        for _, row in rows:
+            values = dict(zip(columns, row, strict=True))
+            where = " AND ".join(f"{k} = ?" for k in key)
+            current = s.rows(f"SELECT {', '.join(stamps) or '1'} FROM {table} WHERE {where}", [values[k] for k in key])
+            if current:
+                for stamp, have in zip(stamps, current[0], strict=False):
+                    if have is None and values[stamp] is not None and stamp not in late:
+                        s.run(
+                            f"UPDATE {table} SET {stamp} = ? WHERE {where}", [values[stamp], *(values[k] for k in key)]
+                        )
+                        written += 1
+                continue
+            insert = [None if c in late else values[c] for c in columns]
+            s.run(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", insert)
+            written += 1
+            if kind in _SEARCHED and not (kind == "fact" and values["version"] > 1) and s.dialect == "sqlite":
+                s.run(f"INSERT INTO {kind}_fts (ref, namespace, text) VALUES (?, ?, ?)",
+                      (values["id"], values["namespace"], values["text"]))  # fmt: skip
+    for kind, columns_late in _LATE.items():
+        table, columns, key, _, _ = TABLES[kind]
+        for _, row in by_kind[kind]:
+            values = dict(zip(columns, row, strict=True))
+            for col in columns_late:
+                if values[col] is not None:
+                    s.run(f"UPDATE {table} SET {col} = ? WHERE id = ? AND {col} IS NULL", (values[col], values["id"]))
+    return written
+
+
+def is_facts_record(rec: dict[str, Any]) -> bool:
+    """Whether an exported record belongs to the facts layer."""
+    return rec.get("record") in TABLES
+
+
+def split(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[int, dict[str, Any]]]]:
+    """Items and versions, and the facts-layer records numbered as in the file."""
+    items: list[dict[str, Any]] = []
+    facts: list[tuple[int, dict[str, Any]]] = []
+    for n, rec in enumerate(records, 1):
+        if isinstance(rec, dict) and is_facts_record(rec):
+            facts.append((n, rec))
+        else:
+            items.append(rec)
+    return items, facts
+
+
+__all__: Sequence[str] = ["export_rows", "parse", "import_rows", "split", "TABLES"]
