@@ -233,6 +233,7 @@ class FactsLayer:
     def __init__(self, mem: Memory) -> None:
         self._mem = mem
         self._store = mem.store
+        self._query_vectors: dict[str, builtins.list[float]] = {}
 
     # -- plumbing ------------------------------------------------------------
 
@@ -1007,6 +1008,12 @@ class FactsLayer:
 
     # -- ranked reads ----------------------------------------------------------
 
+    def _query_vector(self, query: str) -> builtins.list[float]:
+        # one embedding per question, however many runs of one read use it
+        if query not in self._query_vectors:
+            self._query_vectors[query] = self._mem._embed_query(query)
+        return self._query_vectors[query]
+
     def _nominate(
         self,
         s: SqlSession,
@@ -1015,46 +1022,53 @@ class FactsLayer:
         within: Sequence[Namespace],
         k: int,
         restrict: tuple[str, builtins.list[Any]] | None,
+        lexical_only: str | None = None,
     ) -> tuple[dict[str, builtins.list[tuple[str, float]]], builtins.list[str]]:
-        """Per-channel candidates for one kind of text; ``restrict`` is extra SQL on the table's ``id``."""
+        """Per-channel candidates for one kind of text.
+
+        ``restrict`` is extra SQL on the table's ``id`` for both channels;
+        ``lexical_only`` (parameterless SQL such as a liveness test) narrows the
+        index scan, while the vector channel leaves it to the confirm step.
+        """
         fts, table = _FTS[kind]
         nominations: dict[str, builtins.list[tuple[str, float]]] = {}
         notes: builtins.list[str] = []
         words = rank.terms(query)
-        extra, extra_params = restrict if restrict is not None else ("1=1", [])
+        conditions = [c for c in (restrict[0] if restrict else None, lexical_only) if c]
+        extra = " AND ".join(conditions)
+        extra_params = restrict[1] if restrict else []
         if words:
+            scope, params = scope_sql("namespace", within)
             if s.dialect == "sqlite":
                 match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-                scope, params = scope_sql("namespace", within)
+                narrowed = f"AND ref IN (SELECT id FROM {table} WHERE {extra}) " if extra else ""
                 rows = s.rows(
-                    f"SELECT ref, bm25({fts}) FROM {fts} WHERE {fts} MATCH ? AND {scope} "
-                    f"AND ref IN (SELECT id FROM {table} WHERE {extra}) ORDER BY bm25({fts}) LIMIT ?",
+                    f"SELECT ref, bm25({fts}) FROM {fts} WHERE {fts} MATCH ? AND {scope} {narrowed}"
+                    f"ORDER BY bm25({fts}) LIMIT ?",
                     [match, *params, *extra_params, k],
                 )
                 nominations["lexical"] = [(r[0], -r[1]) for r in rows]
             else:
                 tsquery = " | ".join("'" + w.replace("'", "''") + "'" for w in words)
-                scope, params = scope_sql("namespace", within)
                 rows = s.rows(
                     f"SELECT id, max(ts_rank(tsv, q)) FROM {table}, to_tsquery('memlane', ?) q "
-                    f"WHERE tsv @@ q AND {scope} AND {extra} GROUP BY id ORDER BY 2 DESC, id LIMIT ?",
+                    f"WHERE tsv @@ q AND {scope} AND {extra or '1=1'} GROUP BY id ORDER BY 2 DESC, id LIMIT ?",
                     [tsquery, *params, *extra_params, k],
                 )
                 nominations["lexical"] = [(r[0], float(r[1])) for r in rows]
         else:
             notes.append("the query has no searchable words")
-        if self._mem.embedder is not None and query.strip():
+        embedder = self._mem.embedder
+        if embedder is not None and query.strip():
             index = self._vectors(kind)
             with index.lock:
-                index.refresh(s, kind, self._mem.embedder.dimension)
+                index.refresh(s, kind, embedder.dimension)
                 scope, params = scope_sql("namespace", within)
                 allowed = None
                 if scope != "1=1" or restrict is not None:
-                    allowed = {
-                        r[0]
-                        for r in s.rows(f"SELECT id FROM {table} WHERE {scope} AND {extra}", [*params, *extra_params])
-                    }
-                nominations["vector"] = index.top(self._mem._embed_query(query), allowed, k)
+                    where = " AND ".join([scope, *([restrict[0]] if restrict else [])])
+                    allowed = {r[0] for r in s.rows(f"SELECT id FROM {table} WHERE {where}", [*params, *extra_params])}
+                nominations["vector"] = index.top(self._query_vector(query), allowed, k)
         return nominations, notes
 
     def facts_context(
@@ -1206,11 +1220,9 @@ class FactsLayer:
                     builtins.list(params),
                 )
             t0 = perf_counter()
-            live = (
-                "superseded_at IS NULL" + (f" AND {claim_filter[0]}" if claim_filter else ""),
-                claim_filter[1] if claim_filter else [],
+            nominations, more = self._nominate(
+                s, "claim", query, within, candidate_k, claim_filter, lexical_only="superseded_at IS NULL"
             )
-            nominations, more = self._nominate(s, "claim", query, within, candidate_k, live)
             notes.extend(more)
             fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
             counts.update({f"claims_{ch}": len(n) for ch, n in nominations.items()})
