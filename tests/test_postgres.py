@@ -25,7 +25,8 @@ def pg_url(postgres):  # type: ignore[no-untyped-def]
 def test_migration_names_match_sqlite(pg_url):
     assert [name for name, _ in pg.MIGRATIONS] == [name for name, _ in lite.MIGRATIONS]
     with memlane.open(pg_url, embedder=None) as mem:
-        assert [name for name, _ in mem.store.migrations()] == ["m001_initial", "m002_vectors"]  # type: ignore[attr-defined]
+        applied = [name for name, _ in mem.store.migrations()]  # type: ignore[attr-defined]
+        assert applied == [name for name, _ in lite.MIGRATIONS]
 
 
 def test_vector_search_uses_an_hnsw_index(pg_url, postgres):
@@ -51,6 +52,11 @@ def test_database_without_pgvector_works_except_the_vector_channel(postgres):
             assert [h.key for h in mem.search("orchids", channels=["lexical"]).hits] == ["k"]
             with pytest.raises(BackendUnavailableError, match="pgvector"):
                 mem.search("orchids", channels=["vector"])
+            # the facts layer keeps its vectors as bytea and ranks them in process: all of it works
+            kim = mem.add_entity("a", "Kim")
+            mem.add_claim("a", "Kim grows orchids", about=[kim.id])
+            said = mem.claims_and_sources_context("orchids")
+            assert said["claims"][0].text == "Kim grows orchids" and said.counts["claims_vector"] == 1
     finally:
         postgres.drop(url)
 
@@ -107,6 +113,11 @@ def test_cli_export_from_sqlite_import_into_postgres_and_back(tmp_path, pg_url, 
         mem.put("room/x", None, "a note about the billing cutover", ttl=3600)
         mem.put("room/x", "gone", 3.12)
         mem.delete("room/x", "gone")
+        kim = mem.add_entity("room/x", "Kim", aliases=["K"])
+        billing = mem.add_entity("room/x", "Billing")
+        mem.retract_fact(mem.assert_fact("room/x", kim.id, "owns", billing.id, source="n1").id)
+        doc = mem.add_document("room/x", "notes", ["Kim: cutover in April."])
+        mem.add_claim("room/x", "The cutover is in April", speaker="Kim", chunk=doc.chunk_ids[0], about=[billing.id])
     first, second, third = (str(tmp_path / f"{n}.jsonl") for n in ("1", "2", "3"))
     steps = [
         ["export", first, "--db", lite_db],
@@ -123,3 +134,6 @@ def test_cli_export_from_sqlite_import_into_postgres_and_back(tmp_path, pg_url, 
     with memlane.open(pg_url) as mem:
         assert mem.stats().vectors == 2  # recomputed on import
         assert mem.search("billing cutover").hits[0].value == "a note about the billing cutover"
+        assert mem.resolve_entity("K").status == "resolved"
+        said = mem.claims_and_sources_context("cutover", entity_ids=[billing.id])
+        assert said["claims"][0].claims[0].chunk_id == doc.chunk_ids[0] and said.counts["claims_vector"] == 1
