@@ -33,5 +33,19 @@ step "After its TTL it is missing, before any cleanup" \
   bash -c 'memlane get demo/user/42 scratch.otp || true'
 step "Cleanup removes expired rows physically" \
   memlane cleanup
+
+# facts, claims and sources: a fresh namespace per run, so reruns never make duplicates
+ns="demo/facts/run-$(date +%s)"
+id() { python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])'; }
+ravi=$(memlane entity add "$ns" Ravi --kind person --profile "billing engineer" --json | id)
+memlane entity add "$ns" Ravi --kind person --profile "designer in Lisbon" >/dev/null
+billing=$(memlane entity add "$ns" "Billing migration" --kind project --json | id)
+for n in 1 2 3; do memlane fact assert "$ns" "$ravi" "works on" "$billing" --source "note:$n" >/dev/null; done
+march=$(memlane fact assert "$ns" "$billing" "cutover date" 2026-03-01 --string --json | id)
+memlane fact assert "$ns" "$billing" "cutover date" 2026-04-15 --string --supersedes "$march" >/dev/null
+step "Which Ravi? Two entities share the name; what tells them apart" \
+  memlane entity resolve Ravi --prefix "$ns"
+step "What is true: three notes are one fact with evidence 3; the moved date replaced the old one" \
+  memlane fact context "what is Ravi working on" --entity "$ravi" --prefix "$ns"
 step "Stats" \
   memlane stats
