@@ -137,3 +137,93 @@ def test_cli_export_from_sqlite_import_into_postgres_and_back(tmp_path, pg_url, 
         assert mem.resolve_entity("K").status == "resolved"
         said = mem.claims_and_sources_context("cutover", entity_ids=[billing.id])
         assert said["claims"][0].claims[0].chunk_id == doc.chunk_ids[0] and said.counts["claims_vector"] == 1
+
+
+def _reference_lexical(url: str, terms: list[str], prefix: tuple[str, ...], k: int) -> list[tuple[int, float]]:
+    """The ranking spelled out step by step (one count per lexeme), as memlane did before it was one statement."""
+    import math
+
+    import psycopg
+
+    scope, scope_params = "", []
+    if prefix:
+        ns = "/".join(prefix)
+        scope, scope_params = " AND (namespace = %s OR (namespace >= %s AND namespace < %s))", [ns, ns + "/", ns + "0"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        words = sorted(
+            {r[0] for r in conn.execute("SELECT lexeme FROM unnest(to_tsvector('memlane', %s))", (" ".join(terms),))}
+        )
+        if prefix:
+            total = conn.execute("SELECT count(*) FROM items WHERE true" + scope, scope_params).fetchone()[0]
+        else:
+            total = conn.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = 'items'::regclass").fetchone()[0]
+            if total < 1:
+                total = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+        weights = {}
+        for w in words:
+            n = conn.execute(
+                "SELECT count(*) FROM items WHERE tsv @@ to_tsquery('simple', quote_literal(%s))" + scope,
+                (w, *scope_params),
+            ).fetchone()[0]
+            if n:
+                weights[w] = math.log(1 + (max(total, n) - n + 0.5) / (n + 0.5))
+        if not weights:
+            return []
+        score = " + ".join(["%s * ts_rank(tsv, to_tsquery('simple', quote_literal(%s)), 1)"] * len(weights))
+        rows = conn.execute(
+            f"SELECT ref, {score} AS s FROM items WHERE tsv @@ to_tsquery('simple', %s){scope} "
+            "ORDER BY s DESC, ref LIMIT %s",
+            (
+                *[x for w, idf in weights.items() for x in (idf, w)],
+                " | ".join(f"'{w}'" for w in weights),
+                *scope_params,
+                k,
+            ),
+        ).fetchall()
+    return [(ref, float(s)) for ref, s in rows]
+
+
+def test_lexical_ranking_is_one_statement_with_per_scope_idf(pg_url, clock):
+    """The one-statement ranking gives the step-by-step ranking's order and scores, per scope."""
+    import random
+
+    rng = random.Random(7)
+    vocab = "orchid humid greenhouse billing cutover friday migration schema index vector ranking agent".split()
+    rare = [f"rare{i}" for i in range(40)]
+    records = []
+    for i in range(120):
+        words = rng.choices(vocab, k=rng.randint(3, 12)) + rng.sample(rare, k=2)
+        if i % 10 == 0:  # long texts: their tsvectors are stored out of line (TOAST)
+            words += [f"filler{j}x{i}" for j in range(600)]
+        ns = ("team", "a") if i % 3 == 0 else ("team", "b") if i % 3 == 1 else ("other",)
+        records.append({"namespace": ns, "key": f"note.{i}", "value": " ".join(words)})
+    with memlane.open(pg_url, embedder=None, clock=clock) as mem:
+        mem.put_many(records)
+        mem.put(("team", "a"), "gone", "orchid billing orchid", ttl=60)  # expired rows still count in IDF
+        clock.advance(120)
+        store = mem.store
+        queries = [["orchid"], ["orchid", "billing"], ["rare3", "agent", "humid"], ["rare7"], vocab, ["nothing"]]
+        for terms in queries:
+            for prefix in [(), ("team",), ("team", "a"), ("other",), ("none",)]:
+                got = store.lexical(terms, prefix, 15)
+                want = _reference_lexical(pg_url, terms, prefix, 15)
+                assert [r for r, _ in got] == [r for r, _ in want], (terms, prefix)
+                assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-6), (terms, prefix)
+        # the rare word wins over common ones, and scope changes IDF: 'orchid' is rarer in team/a
+        hit = mem.search("rare5 orchid", channels=["lexical"], limit=1).hits[0]
+        assert "rare5" in hit.value
+        # words that are no lexemes, quotes, backslashes and tsquery syntax are data, never errors
+        assert store.lexical(["_", "!"], (), 10) == []
+        assert store.lexical(["o'brien", "a\\b", "x|y", "(z", "&", "'"], (), 10) == []
+
+
+def test_lexical_setting_does_not_leak_into_the_pool(pg_url):
+    """Sequential scans are off for the ranking statement only, not for the pooled connection."""
+    store = pg.PostgresStore(pg_url, min_size=1, max_size=1)
+    try:
+        assert store.lexical(["anything"], ("a",), 5) == []
+        with store._conn() as conn:  # the only connection of the pool
+            assert conn.execute("SHOW enable_seqscan").fetchone()[0] == "on"
+            assert conn.info.transaction_status == 0  # idle: the implicit transaction ended
+    finally:
+        store.close()

@@ -24,7 +24,6 @@ Design (the SQLite backend's, translated):
 from __future__ import annotations
 
 import builtins
-import math
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -172,6 +171,51 @@ RETURNING ref, id, created_at, version
 
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = %s AND key = %s"
+
+# Lexical ranking in one statement (PostgresStore.lexical):
+# * ``words``: the query's distinct lexemes, each with its one-word tsquery;
+# * ``hits``: the rows of the scope matching any lexeme, found through the GIN index (the OR query is a
+#   plan-time constant, so the planner estimates it from the column's statistics), one row per
+#   (ref, lexeme it contains, ts_rank for that lexeme); the tsvector is detoasted once per row
+#   (``setweight(.., 'D')`` is the identity on memlane's unlabelled vectors, and its result is reused);
+# * ``idf``: each lexeme's document frequency counted over ``hits`` (which hold every row of the scope
+#   that contains it), as BM25's IDF;
+# * the score: the IDF-weighted sum of ``ts_rank(.., 1)`` (rank divided by log2(1 + document length)).
+# Sequential scans are off for the statement: the planner does not count detoasting a tsvector in a
+# filter, so once a lexeme is common it would scan and detoast every row instead of using the index.
+_LEXICAL = """
+SELECT set_config('enable_seqscan', 'off', true);
+WITH words AS MATERIALIZED (
+    SELECT v.lexeme AS w, to_tsquery('simple', quote_literal(v.lexeme)) AS q
+    FROM unnest(to_tsvector('memlane', %(text)s)) AS v
+),
+hits AS MATERIALIZED (
+    SELECT i.ref, x.w, x.r
+    FROM items i
+    CROSS JOIN LATERAL (SELECT setweight(i.tsv, 'D') AS t OFFSET 0) AS d
+    CROSS JOIN LATERAL (SELECT w.w, ts_rank(d.t, w.q, 1) AS r FROM words w WHERE d.t @@ w.q OFFSET 0) AS x
+    WHERE i.tsv @@ to_tsquery('simple', nullif(replace(strip(to_tsvector('memlane', %(text)s))::text,
+        ''' ''', ''' | '''), '')){scope}
+),
+total AS ({total}),
+idf AS (
+    SELECT h.w, ln(1 + (greatest(total.n, count(*)) - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) AS idf
+    FROM hits h CROSS JOIN total GROUP BY h.w, total.n
+)
+SELECT h.ref, sum(idf.idf * h.r) AS score FROM hits h JOIN idf USING (w)
+GROUP BY h.ref ORDER BY score DESC, h.ref LIMIT %(k)s
+"""
+_LEXICAL_IN_PREFIX = _LEXICAL.format(
+    scope="\n      AND (i.namespace = %(ns)s OR (i.namespace >= %(ns_lo)s AND i.namespace < %(ns_hi)s))",
+    total="SELECT count(*) AS n FROM items "
+    "WHERE (namespace = %(ns)s OR (namespace >= %(ns_lo)s AND namespace < %(ns_hi)s))",
+)
+# without a prefix the planner's row estimate is plenty for IDF and avoids counting the table per query
+_LEXICAL_ALL = _LEXICAL.format(
+    scope="",
+    total="SELECT CASE WHEN reltuples >= 1 THEN reltuples::bigint ELSE (SELECT count(*) FROM items) END AS n "
+    "FROM pg_class WHERE oid = 'items'::regclass",
+)
 
 
 def redact(url: str) -> str:
@@ -548,53 +592,26 @@ class PostgresStore(Store):
     # -- ranked reads -----------------------------------------------------
 
     def lexical(self, terms: Sequence[str], prefix: Namespace, k: int) -> builtins.list[tuple[int, float]]:
-        """Full-text nomination: IDF-weighted, length-normalised ``ts_rank`` (BM25-like).
+        """Full-text nomination: IDF-weighted, length-normalised ``ts_rank`` (BM25-like), one round trip.
 
-        Each term is quoted for ``to_tsquery`` (so it is a word, never
-        syntax) and normalised by the ``memlane`` configuration. A term's weight
-        is ``ln(1 + (N - n + 0.5) / (n + 0.5))``, BM25's
-        IDF, with ``n`` the rows it matches among the candidates' scope.
+        The terms are normalised by the ``memlane`` configuration into
+        lexemes, each quoted for ``to_tsquery`` (a word, never syntax). A
+        lexeme's weight is BM25's IDF, ``ln(1 + (N - n + 0.5) / (n + 0.5))``,
+        with ``n`` the rows it matches in the searched scope and ``N`` the
+        rows of the scope (the planner's estimate for the whole table). See
+        ``_LEXICAL`` for how one statement does it all.
         """
         if not terms:
             return []
-        where_ns, ns_params = ("", []) if not prefix else (f" AND {_IN_NS}", builtins.list(c.ns_range(prefix)))
-        with self._conn() as conn, conn.transaction():
-            lexemes = conn.execute(
-                "SELECT DISTINCT lexeme FROM unnest(%s::text[]) AS t(term), "
-                "LATERAL unnest(to_tsvector('memlane', t.term)) AS v(lexeme, positions, weights)",
-                (builtins.list(terms),),
-            ).fetchall()
-            words = [r[0] for r in lexemes]
-            if not words:
-                return []
-            if prefix:
-                total = conn.execute(f"SELECT count(*) FROM items WHERE true{where_ns}", ns_params).fetchone()[0]
-            else:
-                # the planner's row estimate is plenty for IDF and avoids counting the table per query
-                total = conn.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = 'items'::regclass").fetchone()[
-                    0
-                ]
-                if total is None or total < 1:
-                    total = conn.execute("SELECT count(*) FROM items").fetchone()[0]
-            counts = conn.execute(
-                "SELECT w, (SELECT count(*) FROM items WHERE tsv @@ to_tsquery('simple', quote_literal(w))"
-                f"{where_ns}) FROM unnest(%s::text[]) AS w",
-                (*ns_params, words),
-            ).fetchall()
-            weights = {w: math.log(1 + (total - n + 0.5) / (n + 0.5)) for w, n in counts if n}
-            if not weights:
-                return []
-            pieces: builtins.list[str] = []
-            params: builtins.list[Any] = []
-            for w, idf in weights.items():
-                pieces.append("%s * ts_rank(tsv, to_tsquery('simple', quote_literal(%s)), 1)")
-                params.extend((idf, w))
-            query = " | ".join("'" + w.replace("'", "''") + "'" for w in weights)
-            rows = conn.execute(
-                f"SELECT ref, {' + '.join(pieces)} AS score FROM items "
-                f"WHERE tsv @@ to_tsquery('simple', %s){where_ns} ORDER BY score DESC, ref LIMIT %s",
-                (*params, query, *ns_params, k),
-            ).fetchall()
+        params: dict[str, Any] = {"text": " ".join(terms), "k": k}
+        if prefix:
+            params.update(zip(("ns", "ns_lo", "ns_hi"), c.ns_range(prefix), strict=True))
+        with self._conn() as conn, psycopg.ClientCursor(conn) as cur:
+            # two statements in one simple-protocol message run in one implicit transaction, so the
+            # setting holds for the ranking statement only; it is planned for these very lexemes
+            cur.execute(_LEXICAL_IN_PREFIX if prefix else _LEXICAL_ALL, params, prepare=False)
+            cur.nextset()
+            rows = cur.fetchall()
         return [(ref, float(score)) for ref, score in rows]
 
     def hydrate(self, refs: Sequence[int], now: datetime) -> dict[int, Item]:
