@@ -60,6 +60,8 @@ FACT_TOOLS = {
     "memory_supersede_claim",
 }
 TOOLS |= FACT_TOOLS
+QUERY_TOOLS = {"memory_query", "memory_query_space"}
+TOOLS |= QUERY_TOOLS
 
 # The console script installed beside the interpreter running the tests.
 MEMLANE = Path(sys.executable).with_name("memlane")

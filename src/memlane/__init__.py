@@ -15,6 +15,7 @@ from .errors import (
     ForbiddenError,
     MemlaneError,
     NotFoundError,
+    QueryRefused,
     SchemaVersionError,
     StoreError,
     UnauthorizedError,
@@ -22,6 +23,7 @@ from .errors import (
 )
 from .memory import Memory, open
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version
+from .query.model import QueryPlan, QueryResult, SavedQuery
 from .search.choose import Chooser, OpenAIChooser
 
 __version__ = "0.1.0"
@@ -44,6 +46,10 @@ __all__ = [
     "NotFoundError",
     "OpenAIChooser",
     "Page",
+    "QueryPlan",
+    "QueryRefused",
+    "QueryResult",
+    "SavedQuery",
     "SchemaVersionError",
     "Stats",
     "StoreError",

@@ -36,6 +36,7 @@ from .errors import ConflictError, ForbiddenError, NotFoundError, ValidationErro
 from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
 from .model import Envelope, Item, Namespace, Page, Version, namespace_text
+from .query.model import QueryPlan, QueryResult, SavedQuery
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -563,3 +564,58 @@ class AgentView:
     def neighbours(self, chunk_id: Any, before: Any = 1, after: Any = 1) -> builtins.list[Chunk]:
         """``Memory.neighbours`` inside what the agent may see."""
         return self._facts().neighbours(chunk_id, before, after, within=self._within())
+
+    # -- query space (see memlane.query) ----------------------------------------
+
+    def _query_scope(self) -> builtins.list[Namespace] | None:
+        # applied inside the memory_v1 views, so no join, subquery or function reaches
+        # further; None (an admin) is everything except the reserved namespace
+        return None if self.scope.admin else self._prefixes(())
+
+    def _owns(self, author: str | None) -> bool:
+        return self.scope.admin or author == self.author
+
+    def query(self, sql: Any, params: Any = None, *, max_rows: Any = 1000, timeout_ms: Any = 2000) -> QueryResult:
+        """``Memory.query`` over the rows the agent may see."""
+        from .query import run
+
+        return run.query(self._mem, sql, params, scope=self._query_scope(), max_rows=max_rows, timeout_ms=timeout_ms)
+
+    def explain_query(self, sql: Any, params: Any = None) -> QueryPlan:
+        """``Memory.explain_query``, planned over what the agent may see."""
+        from .query import run
+
+        return run.explain(self._mem, sql, params, scope=self._query_scope())
+
+    def describe_query_space(self) -> dict[str, Any]:
+        """``Memory.describe_query_space`` (the same for every agent)."""
+        return self._mem.describe_query_space()
+
+    def search_query_space(self, text: Any) -> builtins.list[dict[str, Any]]:
+        """``Memory.search_query_space``."""
+        return self._mem.search_query_space(text)
+
+    def save_query(self, name: Any, sql: Any, description: Any = "") -> SavedQuery:
+        """Save a query for every agent to run (each sees its own rows); only its author (or an admin) replaces it."""
+        from .query import run
+
+        return run.save(self._mem, name, sql, description, author=self.author, may_replace=self._owns)
+
+    def run_saved_query(
+        self, name: Any, params: Any = None, *, max_rows: Any = 1000, timeout_ms: Any = 2000
+    ) -> QueryResult:
+        """Run a saved query over the rows the agent may see."""
+        from .query import run
+
+        saved = run.get_saved(self._mem, name)
+        return self.query(saved.sql, params, max_rows=max_rows, timeout_ms=timeout_ms)
+
+    def saved_queries(self) -> builtins.list[SavedQuery]:
+        """Every saved query (their SQL is shared; their rows are each caller's own)."""
+        return self._mem.saved_queries()
+
+    def delete_saved_query(self, name: Any) -> bool:
+        """Delete a saved query the agent wrote (an admin: any)."""
+        from .query import run
+
+        return run.delete_saved(self._mem, name, may_replace=self._owns)

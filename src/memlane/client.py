@@ -17,6 +17,7 @@ from . import errors
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record, record_from_dict
 from .memory import RECORD_FIELDS
 from .model import Envelope, Item, Namespace, Page, Stats, Version
+from .query.model import QueryPlan, QueryResult, SavedQuery
 
 if TYPE_CHECKING:
     from .search.choose import Chooser
@@ -104,6 +105,8 @@ class Client:
             message, field = err.get("message", ""), err.get("field")
         except (ValueError, KeyError, TypeError, AttributeError):
             message, field = resp.text[:200], None
+        if resp.status_code == 400 and isinstance(err, dict) and err.get("type") == "query_refused":
+            raise errors.QueryRefused(message)
         if resp.status_code in (400, 413):
             raise errors.ValidationError(field or "request", message)
         kind = _KINDS.get(err.get("type", "")) if isinstance(err, dict) else None
@@ -523,3 +526,63 @@ class Client:
             Chunk.from_dict(c)
             for c in self._facts("neighbours", chunk_id=chunk_id, before=before, after=after)["chunks"]
         ]
+
+    # -- query space ------------------------------------------------------
+
+    def query(
+        self,
+        sql: str,
+        params: Sequence[Any] | Mapping[str, Any] | None = None,
+        *,
+        max_rows: int = 1000,
+        timeout_ms: int = 2000,
+    ) -> QueryResult:
+        """Run one read-only SELECT over the memory_v1 views; see :meth:`Memory.query`."""
+        body = {"sql": sql, "params": _params(params), "max_rows": max_rows, "timeout_ms": timeout_ms}
+        return QueryResult.from_dict(self._call("POST", "query", body))
+
+    def explain_query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> QueryPlan:
+        """Whether a statement passes the fence, what it touches, and its plan."""
+        return QueryPlan.from_dict(self._call("POST", "query/explain", {"sql": sql, "params": _params(params)}))
+
+    def describe_query_space(self) -> dict[str, Any]:
+        """The views with their columns, the allowed functions and the limits."""
+        return self._call("POST", "query/space", {})  # type: ignore[no-any-return]
+
+    def search_query_space(self, text: str) -> builtins.list[dict[str, Any]]:
+        """Views and columns matching ``text``'s words."""
+        return self._call("POST", "query/space/search", {"text": text})["matches"]  # type: ignore[no-any-return]
+
+    def save_query(self, name: str, sql: str, description: str = "") -> SavedQuery:
+        """Check and save a statement under ``name``."""
+        body = {"name": name, "sql": sql, "description": description}
+        return SavedQuery.from_dict(self._call("POST", "query/save", body))
+
+    def run_saved_query(
+        self,
+        name: str,
+        params: Sequence[Any] | Mapping[str, Any] | None = None,
+        *,
+        max_rows: int = 1000,
+        timeout_ms: int = 2000,
+    ) -> QueryResult:
+        """Run a saved query by name, over what this agent may see."""
+        body = {"name": name, "params": _params(params), "max_rows": max_rows, "timeout_ms": timeout_ms}
+        return QueryResult.from_dict(self._call("POST", "query/run", body))
+
+    def saved_queries(self) -> builtins.list[SavedQuery]:
+        """Every saved query."""
+        return [SavedQuery.from_dict(q) for q in self._call("POST", "query/saved", {})["queries"]]
+
+    def delete_saved_query(self, name: str) -> bool:
+        """Delete a saved query this agent wrote; ``False`` if there was none."""
+        return bool(self._call("POST", "query/delete", {"name": name})["deleted"])
+
+
+def _params(params: Any) -> Any:
+    """Query parameters as JSON: a list stays a list (tuples too), a mapping becomes an object."""
+    if isinstance(params, Mapping):
+        return dict(params)
+    if isinstance(params, tuple):
+        return builtins.list(params)
+    return params

@@ -66,6 +66,21 @@ class ChooserError(MemlaneError):
     """A recall chooser failed: its service errored or answered nonsense."""
 
 
+class QueryRefused(MemlaneError, ValueError):
+    """A query-space statement was refused or stopped (HTTP 400); nothing ran or nothing changed.
+
+    ``reason`` is a short code (``not_select``, ``unknown_view``,
+    ``function_not_allowed``, ``time_cap``...) and ``part`` the offending part
+    of the statement, when there is one; the message names both and says what
+    to do instead.
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None, part: str | None = None) -> None:
+        self.reason = reason
+        self.part = part
+        super().__init__(message)
+
+
 __all__ = [
     "BackendUnavailableError",
     "ChooserError",
@@ -75,6 +90,7 @@ __all__ = [
     "ForbiddenError",
     "MemlaneError",
     "NotFoundError",
+    "QueryRefused",
     "SchemaVersionError",
     "StoreError",
     "UnauthorizedError",

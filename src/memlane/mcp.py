@@ -271,6 +271,7 @@ _KINDS: list[tuple[type[MemlaneError], str, str]] = [
     (errors.BackendUnavailableError, "unavailable", "Unavailable"),
     (errors.EmbedderError, "embedder_error", "Embedder error"),
     (errors.ChooserError, "chooser_error", "Chooser error"),
+    (errors.QueryRefused, "query_refused", "Query refused"),
     (errors.StoreError, "store_error", "Store error"),
     (errors.MemlaneError, "error", "Error"),
 ]
@@ -734,6 +735,89 @@ class FactTools:
         return self._run(ctx, lambda m: m.supersede_claim(claim_id, by).to_dict())
 
 
+# -- the query space (memlane.query) -----------------------------------------------------
+
+QUERY_DESCRIPTIONS = {
+    "memory_query": """\
+Answer a question no other tool anticipates with one read-only SQL SELECT over the
+memory_v1 views (items, item_history, namespaces, entities, entity_aliases, facts,
+facts_current, evidence, documents, chunks, claims, claims_live, claim_entities), e.g.
+"which documents mention both Dana and the billing migration, newest first?" or "how many
+items per namespace?". Use memory_query_space FIRST to see the views, their columns and
+the functions you may call. Only SELECT (WITH allowed) over those views is accepted;
+anything else is refused with the reason. Pass values as params (? with a list, :name with
+an object), or run a saved query by name with `saved`. Rows are capped (max_rows, default
+100) and time-capped; the result says what was cut. You only ever see rows you may read.
+For a known address use memory_get; for a topic, memory_search.""",
+    "memory_query_space": """\
+Use it before writing a memory_query: it describes the SQL query space, every memory_v1 view with its
+columns (type and meaning), the functions allowed, the limits, and the saved queries you can
+run by name. Pass `search` to find the views and columns about some words (e.g. "who said",
+"valid time") instead of the whole map.""",
+}
+DESCRIPTIONS.update({name: " ".join(text.split()) for name, text in QUERY_DESCRIPTIONS.items()})
+
+
+class QueryTools:
+    """The query space's two tools: run (or check) a statement, and describe the views."""
+
+    def __init__(self, resolve: Callable[[Context], Backend]) -> None:
+        self._resolve = resolve
+
+    def _run(self, ctx: Context, op: Callable[[Backend], Any]) -> CallToolResult:
+        try:
+            return _ok(op(self._resolve(ctx)))
+        except MemlaneError as e:
+            return tool_error(e)
+
+    def tools(self) -> list[Tool]:
+        """The tools, ready for ``MCPServer(tools=...)``."""
+        return [_tool(self.memory_query, READ), _tool(self.memory_query_space, READ)]
+
+    def memory_query(
+        self,
+        ctx: Context,
+        sql: Annotated[
+            str | None,
+            Field(description="One SELECT over the memory_v1 views, e.g. 'SELECT claim_text FROM claims_live'."),
+        ] = None,
+        params: Annotated[
+            list[Any] | dict[str, Any] | None,
+            Field(description="Values for ? (a list, in order) or :name (an object) placeholders."),
+        ] = None,
+        saved: Annotated[str | None, Field(description="Run this saved query instead of sql.")] = None,
+        max_rows: Annotated[int, Field(description="At most this many rows (1-100000).")] = 100,
+        timeout_ms: Annotated[int, Field(description="Stop the statement after this long (1-60000).")] = 2000,
+        explain: Annotated[
+            bool, Field(description="Only check the statement and show its plan; nothing runs.")
+        ] = False,
+    ) -> ToolResult:
+        def op(m: Backend) -> dict[str, Any]:
+            if (sql is None) == (saved is None):
+                raise ValidationError("sql", "give either sql (a SELECT) or saved (the name of a saved query)")
+            if saved is not None:
+                return m.run_saved_query(saved, params, max_rows=max_rows, timeout_ms=timeout_ms).to_dict()
+            if explain:
+                return m.explain_query(sql, params).to_dict()  # type: ignore[arg-type]
+            return m.query(sql, params, max_rows=max_rows, timeout_ms=timeout_ms).to_dict()  # type: ignore[arg-type]
+
+        return self._run(ctx, op)
+
+    def memory_query_space(
+        self,
+        ctx: Context,
+        search: Annotated[
+            str | None, Field(description="Only views and columns whose name or meaning has these words.")
+        ] = None,
+    ) -> ToolResult:
+        def op(m: Backend) -> dict[str, Any]:
+            if search is not None:
+                return {"matches": m.search_query_space(search)}
+            return m.describe_query_space() | {"saved_queries": [q.to_dict() for q in m.saved_queries()]}
+
+        return self._run(ctx, op)
+
+
 def build_server(resolve: Callable[[Context], Backend]) -> MCPServer:
     """An :class:`MCPServer` with the nine memory tools over ``resolve(ctx)``."""
     from . import __version__
@@ -744,7 +828,7 @@ def build_server(resolve: Callable[[Context], Backend]) -> MCPServer:
         description="Durable memory for AI agents: exact keyed lookup and confirmed hybrid search.",
         instructions=INSTRUCTIONS,
         version=__version__,
-        tools=MemoryTools(resolve).tools() + FactTools(resolve).tools(),
+        tools=MemoryTools(resolve).tools() + FactTools(resolve).tools() + QueryTools(resolve).tools(),
         log_level="WARNING",
     )
 

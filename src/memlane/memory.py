@@ -25,6 +25,7 @@ from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
 from .facts.text import DEFAULT_CHUNK_CHARS
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
+from .query.model import QueryPlan, QueryResult, SavedQuery
 from .search import rank
 from .search.embedders import DEFAULT_EMBEDDER, Embedder, get_embedder, resolve_embedder
 from .store.base import PutRow, Store
@@ -833,6 +834,81 @@ class Memory:
     def neighbours(self, chunk_id: str, before: int = 1, after: int = 1) -> builtins.list[Chunk]:
         """A chunk with its neighbouring passages, in document order."""
         return self._facts.neighbours(chunk_id, before, after, within=[()])
+
+    # -- query space (see memlane.query) ----------------------------------------
+
+    def query(
+        self,
+        sql: str,
+        params: Sequence[Any] | Mapping[str, Any] | None = None,
+        *,
+        max_rows: int = 1000,
+        timeout_ms: int = 2000,
+    ) -> QueryResult:
+        """Run one read-only ``SELECT`` over the ``memory_v1`` views (docs/query-space.md).
+
+        The statement is parsed and checked before it runs (one SELECT, only the
+        views, only allowed functions), runs on a read-only connection, and stops
+        at ``max_rows`` rows (at most 100,000), ``timeout_ms`` (at most 60,000)
+        and 16 MiB; the result says what was cut. ``params`` binds ``?`` (a list)
+        or ``:name`` (a dict). Views never show the reserved ``_memlane`` namespace.
+
+        Raises:
+            QueryRefused: naming the reason and the offending part; nothing ran.
+        """
+        from .query import run
+
+        return run.query(self, sql, params, max_rows=max_rows, timeout_ms=timeout_ms)
+
+    def explain_query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> QueryPlan:
+        """Whether ``sql`` passes the fence (and why not), the views and functions it touches, and its plan."""
+        from .query import run
+
+        return run.explain(self, sql, params)
+
+    def describe_query_space(self) -> dict[str, Any]:
+        """The views with their columns, the allowed functions and the limits, for this backend."""
+        from .query import run
+
+        return run.describe(self)
+
+    def search_query_space(self, text: str) -> builtins.list[dict[str, Any]]:
+        """Views and columns whose name or meaning mentions ``text``'s words, best first."""
+        from .query import run
+
+        return run.search(self, text)
+
+    def save_query(self, name: str, sql: str, description: str = "") -> SavedQuery:
+        """Check ``sql`` and save it under ``name`` (replacing a query of that name) for ``run_saved_query``."""
+        from .query import run
+
+        return run.save(self, name, sql, description, author=self.author, may_replace=lambda _: True)
+
+    def run_saved_query(
+        self,
+        name: str,
+        params: Sequence[Any] | Mapping[str, Any] | None = None,
+        *,
+        max_rows: int = 1000,
+        timeout_ms: int = 2000,
+    ) -> QueryResult:
+        """Run a saved query by name with ``params``, like :meth:`query`."""
+        from .query import run
+
+        saved = run.get_saved(self, name)
+        return run.query(self, saved.sql, params, max_rows=max_rows, timeout_ms=timeout_ms)
+
+    def saved_queries(self) -> builtins.list[SavedQuery]:
+        """Every saved query, by name, with the parameters it takes."""
+        from .query import run
+
+        return run.saved(self)
+
+    def delete_saved_query(self, name: str) -> bool:
+        """Delete a saved query; ``False`` if there was none."""
+        from .query import run
+
+        return run.delete_saved(self, name, may_replace=lambda _: True)
 
     def migration_status(self) -> builtins.list[dict[str, Any]]:
         """Every migration this memlane knows, with when it was applied (``None``: pending)."""

@@ -45,6 +45,7 @@ STATUS: list[tuple[type[Exception], int, str]] = [
     (errors.BackendUnavailableError, 501, "unavailable"),
     (errors.EmbedderError, 502, "embedder_error"),
     (errors.ChooserError, 502, "chooser_error"),
+    (errors.QueryRefused, 400, "query_refused"),
     (errors.StoreError, 503, "store_error"),
     (errors.MemlaneError, 500, "error"),
 ]
@@ -172,6 +173,100 @@ class GrantBody(Body):
     agent: str
     prefix: Any
     mode: str
+
+
+# -- the query space (memlane.query): bodies and results ---------------------------
+
+
+class QueryBody(Body):
+    sql: Any
+    params: Any = None
+    max_rows: Any = 1000
+    timeout_ms: Any = 2000
+
+
+class ExplainBody(Body):
+    sql: Any
+    params: Any = None
+
+
+class SpaceBody(Body):
+    pass
+
+
+class SpaceSearchBody(Body):
+    text: Any
+
+
+class SaveQueryBody(Body):
+    name: Any
+    sql: Any
+    description: Any = ""
+
+
+class RunQueryBody(Body):
+    name: Any
+    params: Any = None
+    max_rows: Any = 1000
+    timeout_ms: Any = 2000
+
+
+class QueryNameBody(Body):
+    name: Any
+
+
+class QueryResultOut(BaseModel):
+    columns: list[str]
+    rows: list[list[Any]]
+    row_count: int
+    truncated: bool
+    truncated_by: str | None
+    limits: dict[str, int]
+    elapsed_ms: float
+    views: list[str]
+    notes: list[str]
+
+
+class QueryPlanOut(BaseModel):
+    valid: bool
+    sql: str
+    runs: str | None
+    views: list[str]
+    functions: list[str]
+    parameters: list[str]
+    plan: list[str]
+    reason: str | None
+    message: str | None
+    part: str | None
+
+
+class QuerySpaceOut(BaseModel):
+    schema_: str = Field(alias="schema")
+    dialect: str
+    views: list[dict[str, Any]]
+    functions: dict[str, list[str]]
+    casts: list[str]
+    parameters: str
+    limits: str
+    notes: list[str]
+
+
+class SpaceMatchesOut(BaseModel):
+    matches: list[dict[str, Any]]
+
+
+class SavedQueryOut(BaseModel):
+    name: str
+    sql: str
+    description: str
+    parameters: list[str]
+    author: str | None = None
+    created_at: str
+    updated_at: str
+
+
+class SavedQueriesOut(BaseModel):
+    queries: list[SavedQueryOut]
 
 
 # -- result shapes, for /v1/operations and OpenAPI ---------------------------------
@@ -567,6 +662,45 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
     @app.post(f"/{API_VERSION}/admin/grants", summary="Give an agent read or write on a namespace prefix.")
     def grant(body: GrantBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
         return ok(access.grant(body.agent, body.prefix, body.mode).to_dict())
+
+    # -- the query space (memlane.query) ------------------------------------
+
+    @route("query", QueryBody, QueryResultOut, "Run one read-only SELECT over the memory_v1 views, bounded.")
+    def query(body: QueryBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok(v.query(body.sql, body.params, max_rows=body.max_rows, timeout_ms=body.timeout_ms).to_dict())
+
+    @route("query/explain", ExplainBody, QueryPlanOut, "Whether a statement passes the fence, what it reads, its plan.")
+    def explain_query(body: ExplainBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok(v.explain_query(body.sql, body.params).to_dict())
+
+    @route("query/space", SpaceBody, QuerySpaceOut, "The memory_v1 views with their columns, functions and limits.")
+    def query_space(body: SpaceBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok(v.describe_query_space())
+
+    @app.get(f"/{API_VERSION}/query/space", summary="The memory_v1 views with their columns, functions and limits.")
+    def query_space_get(v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok(v.describe_query_space())
+
+    @route("query/space/search", SpaceSearchBody, SpaceMatchesOut, "Views and columns matching some words.")
+    def query_space_search(body: SpaceSearchBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok({"matches": v.search_query_space(body.text)})
+
+    @route("query/save", SaveQueryBody, SavedQueryOut, "Check a statement and save it under a name.")
+    def save_query(body: SaveQueryBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok(v.save_query(body.name, body.sql, body.description).to_dict())
+
+    @route("query/run", RunQueryBody, QueryResultOut, "Run a saved query by name with parameters.")
+    def run_saved_query(body: RunQueryBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        result = v.run_saved_query(body.name, body.params, max_rows=body.max_rows, timeout_ms=body.timeout_ms)
+        return ok(result.to_dict())
+
+    @route("query/saved", SpaceBody, SavedQueriesOut, "Every saved query with the parameters it takes.")
+    def saved_queries(body: SpaceBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok({"queries": [q.to_dict() for q in v.saved_queries()]})
+
+    @route("query/delete", QueryNameBody, DeletedOut, "Delete a saved query (its author or an admin).")
+    def delete_saved_query(body: QueryNameBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+        return ok({"deleted": v.delete_saved_query(body.name)})
 
     @app.get(f"/{API_VERSION}/operations", summary="Every operation with its parameter JSON schema.")
     def list_operations() -> JSONResponse:

@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
 from ..facts import schema as facts_schema
 from ..model import Item, Namespace, Stats, Version
+from ..query import space as query_space
 from . import _common as c
 from .base import PutRow, Store
 
@@ -149,6 +150,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("m003_facts", facts_schema.POSTGRES),
+    ("m004_query_space", query_space.postgres_migration()),
 ]
 
 _UPSERT = f"""
@@ -772,3 +774,14 @@ class PostgresStore(Store):
             with self._reader_lock:
                 if self._reader is not None:
                     self._reader.close()
+
+    # -- query space (memlane.query) ----------------------------------------
+
+    def query_runner(self) -> Any:
+        """The query space's runner (:class:`memlane.query.run.PostgresRunner`), made once per store."""
+        runner = getattr(self, "_query_runner", None)
+        if runner is None:
+            from ..query.run import PostgresRunner
+
+            runner = self._query_runner = PostgresRunner(self)
+        return runner

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConflictError, SchemaVersionError, StoreError
 from ..facts import schema as facts_schema
 from ..model import Item, Namespace, Stats, Version
+from ..query import space as query_space
 from . import _common as c
 from .base import PutRow, Store
 
@@ -133,6 +134,7 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
         ],
     ),
     ("m003_facts", facts_schema.SQLITE),
+    ("m004_query_space", query_space.SQLITE_MIGRATION),
 ]
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
@@ -743,3 +745,36 @@ class SqliteStore(Store):
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+                runner = getattr(self, "_query_runner", None)
+                if runner is not None:
+                    runner.close()
+
+    # -- query space (memlane.query) ----------------------------------------
+
+    def query_connection(self) -> sqlite3.Connection:
+        """A new connection to the same file, opened read-only (``mode=ro``), for the query space."""
+        if self._path == ":memory:":
+            from ..errors import BackendUnavailableError
+
+            raise BackendUnavailableError(
+                "the query space reads through a second, read-only connection, which an in-memory SQLite store "
+                "cannot have; open a file instead"
+            )
+        from urllib.parse import quote
+
+        uri = "file:" + quote(os.path.abspath(self._path)) + "?mode=ro"
+        try:
+            return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open {self._path!r} read-only for the query space: {e}") from e
+
+    def query_runner(self) -> Any:
+        """The query space's runner (:class:`memlane.query.run.SqliteRunner`), made once, closed with the store."""
+        with self._lock:
+            self._check_open()
+            runner = getattr(self, "_query_runner", None)
+            if runner is None:
+                from ..query.run import SqliteRunner
+
+                runner = self._query_runner = SqliteRunner(self)
+            return runner

@@ -1,0 +1,577 @@
+"""Running checked statements: layers two to four of the fence, one runner per backend.
+
+Layer one (:mod:`memlane.query.fence`) checked and rendered the statement. The
+layers here hold even if it had not:
+
+2. **A connection that can only read the views.** SQLite: a second connection
+   opened ``mode=ro`` with ``PRAGMA query_only``, and an authorizer that allows
+   reading a base table only from inside a ``memory_v1`` view (the views are
+   TEMP views of that connection), reading the views themselves, and calling
+   the allowed functions; everything else (``sqlite_master``, ``ATTACH``,
+   pragmas, any write) is denied by SQLite itself. PostgreSQL: a ``READ ONLY``
+   transaction as the NOLOGIN role ``memlane_query``, which may only ``SELECT``
+   the views (the views read the base tables with their owner's rights), with
+   ``search_path`` set to ``memory_v1``.
+3. **Bounds.** A time cap (SQLite: a progress handler that interrupts the
+   statement; PostgreSQL: ``statement_timeout``), a row cap and a result size
+   cap, both applied while fetching (rows are streamed: a server-side cursor on
+   PostgreSQL), so nothing is read past them. The result says what was cut.
+4. **Visibility inside the views.** The views read the caller's clock and
+   readable prefixes from per-statement context (a TEMP table on SQLite,
+   transaction-local settings on PostgreSQL) and drop the reserved
+   ``_memlane`` namespace unconditionally, so no join, subquery or function
+   can reach a row the caller could not read through ``get``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as _dt
+import decimal
+import json
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import (
+    BackendUnavailableError,
+    ForbiddenError,
+    NotFoundError,
+    QueryRefused,
+    StoreError,
+    ValidationError,
+)
+from ..model import Namespace
+from ..store._common import ns_range, ns_text, ts
+from . import fence, space
+from .model import QueryPlan, QueryResult, SavedQuery
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+DEFAULT_MAX_ROWS = 1000
+MAX_ROWS = 100_000
+DEFAULT_TIMEOUT_MS = 2000
+MAX_TIMEOUT_MS = 60_000
+MAX_BYTES = 16 * 1024 * 1024
+_VALUE_LIMIT = 96 * 1024 * 1024  # SQLite: no value built by a query may pass this (16 Mi 4-byte characters fit)
+_FETCH = 500
+_SAVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_WORD = re.compile(r"\w+")
+
+Scope = Sequence[Namespace] | None  # None: everything except the reserved namespace
+
+
+def _limit(raw: Any, field: str, maximum: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ValidationError(field, f"must be an integer, not {type(raw).__name__}")
+    if not 1 <= raw <= maximum:
+        raise ValidationError(field, f"must be between 1 and {maximum:,}, got {raw}")
+    return raw
+
+
+def _value(v: Any) -> Any:
+    """A database value as JSON-ready data: JSON stays text, times stay ISO text."""
+    if v is None or isinstance(v, str | bool | int | float):
+        return v
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() and abs(v) < 2**63 else float(v)
+    if isinstance(v, _dt.datetime | _dt.date | _dt.time):
+        return v.isoformat()
+    if isinstance(v, _dt.timedelta):
+        return v.total_seconds()
+    if isinstance(v, bytes | bytearray | memoryview):
+        return bytes(v).hex()
+    try:
+        return json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def _size(row: Sequence[Any]) -> int:
+    return sum(len(v) if isinstance(v, str) else 8 for v in row) + 16
+
+
+def fts_query(words: Any) -> str:
+    """``text_match``'s words as an FTS5 query: every word quoted (never syntax), all required."""
+    found = _WORD.findall(str(words or "").lower())
+    if not found:
+        return '""'  # matches nothing
+    return " ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(found))
+
+
+class _Fetch:
+    """Rows fetched under the row, size and time caps."""
+
+    def __init__(self, max_rows: int, deadline: float) -> None:
+        self.max_rows = max_rows
+        self.deadline = deadline
+        self.rows: builtins.list[builtins.list[Any]] = []
+        self.size = 0
+        self.cut: str | None = None
+
+    def take(self, batch: Sequence[Sequence[Any]]) -> bool:
+        """Add a batch; ``False`` once a cap is reached."""
+        for r in batch:
+            if len(self.rows) >= self.max_rows:
+                self.cut = "max_rows"
+                return False
+            n = _size(r)
+            if self.size + n > MAX_BYTES:
+                self.cut = "max_bytes"
+                return False
+            self.size += n
+            self.rows.append([_value(v) for v in r])
+        if time.monotonic() > self.deadline:
+            self.cut = "timeout"
+            return False
+        return True
+
+
+def _time_cap(timeout_ms: int) -> QueryRefused:
+    return QueryRefused(
+        f"the statement was stopped by the time cap after {timeout_ms:,} ms before it returned a row; "
+        "narrow it (a WHERE on namespace or time, fewer joins), or raise timeout_ms (at most "
+        f"{MAX_TIMEOUT_MS:,})",
+        reason="time_cap",
+    )
+
+
+def _db_error(message: str) -> QueryRefused:
+    first = " ".join(str(message).split())
+    return QueryRefused(
+        f"the database refused the statement: {first}; check names with describe_query_space()",
+        reason="database_error",
+        part=first,
+    )
+
+
+# -- SQLite ----------------------------------------------------------------------------------
+
+
+class SqliteRunner:
+    """The query space of one SQLite store: a read-only connection with TEMP views and an authorizer."""
+
+    dialect = "sqlite"
+    tsconfig = "memlane"
+
+    def __init__(self, store: Any) -> None:
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection = store.query_connection()
+        self._context: tuple[Any, ...] | None = None
+        conn = self._conn
+        try:
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _VALUE_LIMIT)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 4 * fence.MAX_SQL_CHARS + 65_536)
+            statements, inner_of = space.sqlite_setup(secrets.token_hex(8))
+            for sql in statements:
+                conn.execute(sql)
+            conn.create_function("memlane_fts_query", 1, fts_query, deterministic=True)
+            conn.execute("PRAGMA query_only = 1")
+        except sqlite3.Error as e:
+            conn.close()
+            raise StoreError(f"cannot set up the query space on {store.location!r}: {e}; run `memlane migrate`") from e
+        outer = frozenset(inner_of)  # what statements name: the views and the text_match helpers
+        inner = frozenset(inner_of.values())  # what holds the bodies: readers of the base tables
+        context = ("memlane_ctx", "memlane_scope")
+        functions = fence.allowed("sqlite").sqlite_names
+        base = space.BASE_TABLES
+        shadows = tuple(f"{t}_" for t in ("items_fts", "fact_fts", "claim_fts", "chunk_fts"))
+        ok, deny = sqlite3.SQLITE_OK, sqlite3.SQLITE_DENY
+        reading, selecting = sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT
+        calling, recursive = sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE
+        pragma = sqlite3.SQLITE_PRAGMA
+
+        def strict(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
+            if action == selecting or action == recursive:
+                return ok
+            if action == reading:
+                if db is None:
+                    return ok  # a CTE or subquery of the statement itself, not a database object
+                if db == "temp":
+                    if arg1 in outer:
+                        return ok
+                    if arg1 in inner and (source in outer or source in inner):
+                        return ok
+                    if arg1 in context and source in inner:
+                        return ok
+                    return deny
+                if db == "main" and source in inner and arg1 in base:
+                    return ok
+                return deny
+            if action == calling:
+                return ok if arg2 is not None and arg2.lower() in functions else deny
+            return deny
+
+        def lenient(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
+            # only after the same statement was prepared under ``strict``: the full-text index
+            # then reads its own shadow tables (and items, its content) from statements it prepares
+            if action == reading and db == "main" and source is None and arg1 is not None:
+                if arg1 in base or arg1.startswith(shadows):
+                    return ok
+            if action == pragma and arg1 == "data_version" and arg2 is None:
+                return ok  # FTS5 checks whether its cached structure is stale
+            return strict(action, arg1, arg2, db, source)
+
+        self._strict, self._lenient = strict, lenient
+
+    def close(self) -> None:
+        """Close the read-only connection."""
+        with self._lock:
+            self._conn.close()
+
+    def _set_context(self, now: str, scope: Scope) -> None:
+        key = (now, None if scope is None else tuple(scope))
+        if key == self._context:
+            return
+        conn = self._conn
+        conn.set_authorizer(None)
+        conn.execute("PRAGMA query_only = 0")  # TEMP tables only: the file itself is opened read-only
+        try:
+            conn.execute("DELETE FROM temp.memlane_ctx")
+            conn.execute("INSERT INTO temp.memlane_ctx (now, everything) VALUES (?, ?)", (now, int(scope is None)))
+            conn.execute("DELETE FROM temp.memlane_scope")
+            conn.executemany(
+                "INSERT INTO temp.memlane_scope (exact, low, high) VALUES (?, ?, ?)",
+                [ns_range(p) for p in scope or ()],
+            )
+        finally:
+            conn.execute("PRAGMA query_only = 1")
+        self._context = key
+
+    def _error(self, e: sqlite3.Error, timeout_ms: int) -> QueryRefused:
+        text = str(e)
+        if "interrupted" in text:
+            return _time_cap(timeout_ms)
+        if "not authorized" in text or "authorization denied" in text or "prohibited" in text:
+            return QueryRefused(
+                f"the read-only connection's guard refused the statement ({text}); only the memory_v1 views "
+                "and the allowed functions can be read",
+                reason="guard",
+            )
+        return _db_error(text)
+
+    def run(
+        self, checked: fence.Checked, now: str, scope: Scope, max_rows: int, timeout_ms: int
+    ) -> tuple[builtins.list[str], _Fetch]:
+        """Run a checked statement under the caps; ``(columns, fetched)``."""
+        with self._lock:
+            self._set_context(now, scope)
+            conn = self._conn
+            deadline = time.monotonic() + timeout_ms / 1000
+            fetched = _Fetch(max_rows, deadline)
+            conn.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+            cursor = None
+            columns: builtins.list[str] = []
+            try:
+                conn.set_authorizer(self._strict)
+                if checked.uses_match:
+                    conn.execute("EXPLAIN " + checked.sql, checked.params).fetchall()
+                    conn.set_authorizer(self._lenient)
+                cursor = conn.execute(checked.sql, checked.params)
+                columns = [d[0] for d in cursor.description or ()]
+                while True:
+                    batch = cursor.fetchmany(_FETCH)
+                    if not batch or not fetched.take(batch) or len(batch) < _FETCH:
+                        break
+            except sqlite3.Error as e:
+                if "interrupted" in str(e) and fetched.rows:
+                    fetched.cut = "timeout"
+                    return columns, fetched
+                raise self._error(e, timeout_ms) from None
+            finally:
+                if cursor is not None:
+                    cursor.close()
+                conn.set_progress_handler(None, 0)
+                conn.set_authorizer(None)
+            return columns, fetched
+
+    def explain(self, checked: fence.Checked, now: str, scope: Scope, timeout_ms: int) -> builtins.list[str]:
+        """``EXPLAIN QUERY PLAN`` lines, indented by depth."""
+        with self._lock:
+            self._set_context(now, scope)
+            conn = self._conn
+            deadline = time.monotonic() + timeout_ms / 1000
+            conn.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+            conn.set_authorizer(self._strict)
+            try:
+                rows = conn.execute("EXPLAIN QUERY PLAN " + checked.sql, checked.params).fetchall()
+            except sqlite3.Error as e:
+                raise self._error(e, timeout_ms) from None
+            finally:
+                conn.set_progress_handler(None, 0)
+                conn.set_authorizer(None)
+        depth: dict[int, int] = {0: -1}
+        lines = []
+        for node, parent, _, detail in rows:
+            depth[node] = depth.get(parent, -1) + 1
+            lines.append("  " * depth[node] + str(detail))
+        return lines
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------
+
+
+class PostgresRunner:
+    """The query space of one PostgreSQL store: pooled connections, a READ ONLY transaction per statement."""
+
+    dialect = "postgres"
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        with store.session() as s:
+            schema = s.rows("SELECT to_regnamespace(?)::text", (space.SCHEMA,))[0][0]
+            if schema is None:
+                raise StoreError(
+                    f"{store.location} has no {space.SCHEMA} schema; run `memlane migrate` (migration m004_query_space)"
+                )
+            exists = s.rows("SELECT 1 FROM pg_roles WHERE rolname = ?", (space.QUERY_ROLE,))
+            member = bool(exists) and bool(
+                s.rows("SELECT pg_has_role(current_user, ?, 'MEMBER')", (space.QUERY_ROLE,))[0][0]
+            )
+            found = s.rows(
+                "SELECT n.nspname FROM pg_ts_config c JOIN pg_namespace n ON n.oid = c.cfgnamespace "
+                "WHERE c.cfgname = 'memlane' ORDER BY n.nspname = current_schema() DESC LIMIT 1"
+            )
+            self._generic = int(s.rows("SELECT current_setting('server_version_num')::int")[0][0]) >= 160000
+        self.role = member
+        self.tsconfig = f"{found[0][0]}.memlane" if found else "english"
+        self.notes = (
+            []
+            if member
+            else [
+                f"queries run as the connecting role, not {space.QUERY_ROLE} (it is missing or this role may not "
+                "use it); the read-only transaction and the fence still apply"
+            ]
+        )
+
+    def close(self) -> None:
+        """Nothing to close: statements borrow the store's pool."""
+
+    def _begin(self, conn: Any, now: str, scope: Scope, timeout_ms: int) -> None:
+        prefixes = "*" if scope is None else "\n".join(ns_text(p) for p in scope)
+        settings = [("memlane.now", now), ("memlane.scope", prefixes), ("statement_timeout", str(timeout_ms))]
+        settings += [("search_path", space.SCHEMA), ("lock_timeout", str(timeout_ms))]
+        if self.role:
+            settings.append(("role", space.QUERY_ROLE))
+        conn.execute(
+            "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in settings),
+            [x for pair in settings for x in pair],
+        )
+
+    def _error(self, e: Exception, timeout_ms: int) -> QueryRefused:
+        import psycopg
+
+        if isinstance(e, psycopg.errors.QueryCanceled):
+            return _time_cap(timeout_ms)
+        if isinstance(e, psycopg.errors.InsufficientPrivilege | psycopg.errors.ReadOnlySqlTransaction):
+            return QueryRefused(
+                f"the read-only role's guard refused the statement ({' '.join(str(e).split())}); only the "
+                "memory_v1 views can be read",
+                reason="guard",
+            )
+        return _db_error(getattr(getattr(e, "diag", None), "message_primary", None) or str(e))
+
+    def run(
+        self, checked: fence.Checked, now: str, scope: Scope, max_rows: int, timeout_ms: int
+    ) -> tuple[builtins.list[str], _Fetch]:
+        """Run a checked statement through a server-side cursor under the caps."""
+        import psycopg
+
+        deadline = time.monotonic() + timeout_ms / 1000
+        fetched = _Fetch(max_rows, deadline)
+        with self._store.session() as s:  # REPEATABLE READ, READ ONLY
+            conn = s.conn
+            columns: builtins.list[str] = []
+            try:
+                self._begin(conn, now, scope, timeout_ms)
+                cursor = psycopg.RawServerCursor(conn, "memlane_query")
+                cursor.execute(checked.sql, checked.params)
+                columns = [d.name for d in cursor.description or ()]
+                while True:
+                    batch = cursor.fetchmany(_FETCH)
+                    if not batch or not fetched.take(batch) or len(batch) < _FETCH:
+                        break
+                cursor.close()
+            except psycopg.Error as e:
+                if isinstance(e, psycopg.errors.QueryCanceled) and fetched.rows:
+                    fetched.cut = "timeout"
+                    return columns, fetched
+                raise self._error(e, timeout_ms) from None
+        return columns, fetched
+
+    def explain(self, checked: fence.Checked, now: str, scope: Scope, timeout_ms: int) -> builtins.list[str]:
+        """``EXPLAIN`` lines (a generic plan when the statement has parameters, on PostgreSQL 16+)."""
+        import psycopg
+
+        with self._store.session() as s:
+            conn = s.conn
+            try:
+                self._begin(conn, now, scope, timeout_ms)
+                generic = checked.parameters and self._generic
+                sql = ("EXPLAIN (GENERIC_PLAN) " if generic else "EXPLAIN ") + checked.sql
+                cursor = psycopg.RawCursor(conn)
+                rows = cursor.execute(sql, None if generic else checked.params).fetchall()
+            except psycopg.Error as e:
+                raise self._error(e, timeout_ms) from None
+        return [str(r[0]) for r in rows]
+
+
+def runner(mem: Memory) -> SqliteRunner | PostgresRunner:
+    """The runner of ``mem``'s store (made on first use, closed with the store)."""
+    store = mem.store
+    make = getattr(store, "query_runner", None)
+    if make is None:
+        raise BackendUnavailableError(f"the {store.backend} backend has no query space")
+    return make()  # type: ignore[no-any-return]
+
+
+# -- the operations -------------------------------------------------------------------------------
+
+
+def query(
+    mem: Memory,
+    sql: Any,
+    params: Any = None,
+    *,
+    scope: Scope = None,
+    max_rows: Any = DEFAULT_MAX_ROWS,
+    timeout_ms: Any = DEFAULT_TIMEOUT_MS,
+) -> QueryResult:
+    """Check and run one statement as a caller who may read ``scope`` (``None``: everything but ``_memlane``)."""
+    started = time.perf_counter()
+    max_rows = _limit(max_rows, "max_rows", MAX_ROWS)
+    timeout_ms = _limit(timeout_ms, "timeout_ms", MAX_TIMEOUT_MS)
+    run = runner(mem)
+    checked = fence.check(sql, run.dialect, params, tsconfig=run.tsconfig)
+    columns, fetched = run.run(checked, ts(mem._now()), _scope(scope), max_rows, timeout_ms)
+    notes = list(getattr(run, "notes", []))
+    if fetched.cut == "timeout":
+        notes.append(f"stopped by the time cap ({timeout_ms:,} ms) after {len(fetched.rows):,} rows")
+    elif fetched.cut == "max_rows":
+        notes.append(f"more rows exist: only the first {max_rows:,} are returned (max_rows)")
+    elif fetched.cut == "max_bytes":
+        notes.append(f"the result passed the size cap ({MAX_BYTES:,} bytes); select fewer or shorter columns")
+    return QueryResult(
+        columns,
+        fetched.rows,
+        fetched.cut is not None,
+        fetched.cut,
+        {"max_rows": max_rows, "timeout_ms": timeout_ms, "max_bytes": MAX_BYTES},
+        round((time.perf_counter() - started) * 1000, 3),
+        checked.views,
+        notes,
+    )
+
+
+def explain(mem: Memory, sql: Any, params: Any = None, *, scope: Scope = None) -> QueryPlan:
+    """Whether ``sql`` passes the fence, the views and functions it touches, and the database's plan."""
+    run = runner(mem)
+    text = sql if isinstance(sql, str) else repr(sql)
+    try:
+        checked = fence.check(sql, run.dialect, params, bind=params is not None, tsconfig=run.tsconfig)
+    except QueryRefused as e:
+        return QueryPlan(False, text, reason=e.reason, message=str(e), part=e.part)
+    plan = run.explain(checked, ts(mem._now()), _scope(scope), DEFAULT_TIMEOUT_MS)
+    return QueryPlan(True, text, checked.sql, checked.views, checked.functions, checked.parameters, plan)
+
+
+def _scope(scope: Scope) -> Scope:
+    if scope is None or any(not p for p in scope):
+        return None
+    return [tuple(p) for p in scope]
+
+
+def describe(mem: Memory) -> dict[str, Any]:
+    """The query space of ``mem``'s backend: views, columns, functions, limits."""
+    return space.describe(mem.store.backend)
+
+
+def search(mem: Memory, text: Any) -> builtins.list[dict[str, Any]]:
+    """Views and columns matching ``text``."""
+    if not isinstance(text, str):
+        raise ValidationError("text", f"must be a string, not {type(text).__name__}")
+    return space.search(text, mem.store.backend)
+
+
+# -- saved queries ----------------------------------------------------------------------------------
+
+
+def _saved(row: Sequence[Any], dialect: str) -> SavedQuery:
+    try:
+        params = fence.parameters(row[1], dialect)
+    except QueryRefused:
+        params = []
+    return SavedQuery(row[0], row[1], row[2], params, row[3], row[4], row[5])
+
+
+def save(
+    mem: Memory, name: Any, sql: Any, description: Any = "", *, author: str | None, may_replace: Any
+) -> SavedQuery:
+    """Save ``sql`` under ``name`` after checking it; ``may_replace(existing_author)`` guards replacing."""
+    if not isinstance(name, str) or not _SAVED_NAME.match(name):
+        raise ValidationError(
+            "name", f"{name!r} is not a saved query name: 1-64 letters, digits, '_', '.', '-', starting alphanumeric"
+        )
+    if not isinstance(description, str) or len(description) > 2000:
+        raise ValidationError("description", "must be a string of at most 2,000 characters")
+    fence.check(sql, mem.store.backend, bind=False)  # refuse now what could never run
+    now = ts(mem._now())
+    with mem.store.session(write=True) as s:
+        found = s.rows("SELECT author, created_at FROM saved_queries WHERE name = ?", (name,))
+        if found:
+            if not may_replace(found[0][0]):
+                raise ForbiddenError(
+                    f"the saved query {name!r} belongs to {found[0][0]!r}; save yours under another name"
+                )
+            s.run(
+                "UPDATE saved_queries SET sql = ?, description = ?, author = ?, updated_at = ? WHERE name = ?",
+                (sql, description, author, now, name),
+            )
+            created = found[0][1]
+        else:
+            s.run(
+                "INSERT INTO saved_queries (name, sql, description, author, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (name, sql, description, author, now, now),
+            )
+            created = now
+    return SavedQuery(name, sql, description, fence.parameters(sql, mem.store.backend), author, created, now)
+
+
+def saved(mem: Memory) -> builtins.list[SavedQuery]:
+    """Every saved query, by name."""
+    with mem.store.session() as s:
+        rows = s.rows("SELECT name, sql, description, author, created_at, updated_at FROM saved_queries ORDER BY name")
+    return [_saved(r, mem.store.backend) for r in rows]
+
+
+def get_saved(mem: Memory, name: Any) -> SavedQuery:
+    """One saved query, or :class:`NotFoundError` naming how to list them."""
+    if not isinstance(name, str):
+        raise ValidationError("name", f"must be a string, not {type(name).__name__}")
+    with mem.store.session() as s:
+        rows = s.rows(
+            "SELECT name, sql, description, author, created_at, updated_at FROM saved_queries WHERE name = ?", (name,)
+        )
+    if not rows:
+        raise NotFoundError(f"no saved query named {name!r}; saved_queries() lists them")
+    return _saved(rows[0], mem.store.backend)
+
+
+def delete_saved(mem: Memory, name: Any, *, may_replace: Any) -> bool:
+    """Delete a saved query; ``False`` if there was none."""
+    if not isinstance(name, str):
+        raise ValidationError("name", f"must be a string, not {type(name).__name__}")
+    with mem.store.session(write=True) as s:
+        found = s.rows("SELECT author FROM saved_queries WHERE name = ?", (name,))
+        if not found:
+            return False
+        if not may_replace(found[0][0]):
+            raise ForbiddenError(f"the saved query {name!r} belongs to {found[0][0]!r}; only its author may delete it")
+        s.run("DELETE FROM saved_queries WHERE name = ?", (name,))
+    return True
