@@ -6,6 +6,8 @@ Usage::
         --queries ../shared/data/locomo/locomo_queries.jsonl [--mode hybrid|lexical|vector|all]
     python bench/retrieval.py beir --dir ../shared/data/scifact --split train [--mode ...]
 
+    python bench/retrieval.py locomo --memories ... --queries ... --facts [--observations FILE]
+
     common options: [--embedder minilm|fake|none] [--json OUT] [--limit-queries N]
                     [--sweep] [--store-dir DIR] [--neighbours N (locomo only)]
 
@@ -21,6 +23,19 @@ What is measured (see /work/shared/data/README.md for the data):
   category. ``--neighbours N`` is a separate, labelled configuration: the
   value stays the turn, but the indexed ``text=`` is the turn with up to N
   turns before and after it in the same session.
+* ``locomo --facts`` (the facts layer): the same turn items, and in the same
+  store each session as a document with one chunk per turn (same text), each
+  speaker as an entity and each observation
+  (``locomo_observations.jsonl``) as a claim: ``speaker`` = the observed
+  speaker, ``asserted_at`` = the session time, ``chunk`` = its first evidence
+  turn, ``about`` = the speaker. Per question, in its conversation:
+  ``claims_and_sources_context(question)`` (defaults ``k=50``,
+  ``candidate_k=200``), scored on its passages, on the source turns of its
+  claim groups, on both (top k of each) and on one interleaved list; once
+  more with ``entity_ids`` = the speakers named in the question (resolved
+  with ``resolve_entity``); beside ``search`` over the turn items (lexical,
+  and hybrid with an embedder) and plain FTS5. turns@10 = distinct turns a
+  reader is handed by the top 10 of each list.
 * ``beir`` (SciFact): one namespace ``("scifact",)``, key = the document id,
   value/text = ``title + " " + text``; queries = those in ``qrels/<split>.tsv``;
   ``limit=100``; reported: nDCG@10 (binary gains), Recall@10, Recall@100.
@@ -136,14 +151,17 @@ def _jsonl(path: str | Path) -> Iterable[dict[str, Any]]:
                 yield json.loads(line)
 
 
+def locomo_turn_text(r: dict[str, Any]) -> str:
+    """A LoCoMo turn as memlane stores it: ``"Speaker: text [image: caption]"``."""
+    text = f"{r['speaker']}: {r['text']}"
+    if r.get("image_caption"):
+        text += f" [image: {r['image_caption']}]"
+    return text
+
+
 def load_locomo(memories: str, queries: str, neighbours: int) -> Dataset:
     rows = list(_jsonl(memories))
-    turn_text: dict[str, str] = {}
-    for r in rows:
-        text = f"{r['speaker']}: {r['text']}"
-        if r.get("image_caption"):
-            text += f" [image: {r['image_caption']}]"
-        turn_text[r["id"]] = text
+    turn_text = {r["id"]: locomo_turn_text(r) for r in rows}
     # sessions in turn order, for the neighbour-context configuration
     sessions: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
@@ -289,13 +307,13 @@ class TimedEmbedder:
         self.seconds, self.texts, self.tokens, self.calls = 0.0, 0, 0, 0
 
 
-def make_embedder(name: str, threads: int | None) -> TimedEmbedder | None:
+def make_embedder(name: str) -> TimedEmbedder | None:
     if name == "none":
         return None
     if name == "minilm":
         from memlane.search.minilm import MiniLMEmbedder
 
-        inner: Any = MiniLMEmbedder(threads=threads)
+        inner: Any = MiniLMEmbedder()
         inner.load()
     elif name == "fake":
         from memlane.search.embedders import FakeEmbedder
@@ -463,6 +481,319 @@ def run_config(mem: Any, ds: Dataset, cfg: Config, vectors: dict[str, list[float
     return aggregate(ds, per_query)
 
 
+# -- facts layer: claims and sources on LoCoMo (--facts) ------------------------------------
+
+FACTS_KS = (1, 5, 10, 20)
+FACTS_COLUMNS = ("hit@1", "hit@5", "hit@10", "hit@20", "mrecall@10", "mrr@20", "turns@10")
+Slots = list[tuple[str, ...]]  # ranked results, each as the dia ids of the turns behind it
+
+
+def slot_scores(gold: frozenset[str], lists: Sequence[Slots]) -> dict[str, float]:
+    """Metrics when a reader gets the top k results of each list; a result stands for the turns behind it.
+
+    A passage or a ``search`` hit stands for its turn, a claim group for the turns its claims
+    were taken from. hit@k: a gold turn behind one of the top k results of any list; mrecall@k:
+    the share of gold turns behind them; MRR@20: 1 / the best rank, over the lists, of a result
+    with a gold turn behind it; turns@10: the distinct turns behind the top 10 of all lists (what
+    the reader is handed).
+    """
+    out: dict[str, float] = {}
+    for k in FACTS_KS:
+        seen = set().union(*(s for lst in lists for s in lst[:k]))
+        found = len(gold & seen)
+        out[f"hit@{k}"] = 1.0 if found else 0.0
+        out[f"mrecall@{k}"] = found / len(gold)
+    ranks = [next((i for i, s in enumerate(lst[:20], 1) if not gold.isdisjoint(s)), 0) for lst in lists]
+    best = min((r for r in ranks if r), default=0)
+    out["mrr@20"] = 1.0 / best if best else 0.0
+    out["turns@10"] = float(len(set().union(*(s for lst in lists for s in lst[:10]))))
+    return out
+
+
+def interleave(a: Slots, b: Slots) -> Slots:
+    """One list of turns: passage 1, the turns of claim group 1, passage 2, ..., each turn once."""
+    turns: dict[str, None] = {}
+    for i in range(max(len(a), len(b))):
+        for lst in (a, b):
+            if i < len(lst):
+                turns.update(dict.fromkeys(lst[i]))
+    return [(t,) for t in turns]
+
+
+@dataclass(slots=True)
+class LocomoFacts:
+    """The LoCoMo turns by session (in turn order) and the observations."""
+
+    sessions: dict[tuple[str, int], list[dict[str, Any]]]
+    observations: list[dict[str, Any]]
+    speakers: dict[str, list[str]]  # conversation -> speaker names
+
+    @property
+    def sourced(self) -> set[str]:
+        """Turn ids (``conv-26:D1:3``) that are the chunk of some claim (an observation's first evidence)."""
+        return {o["evidence_ids"][0] for o in self.observations}
+
+
+def load_locomo_facts(memories: str, observations: str) -> LocomoFacts:
+    sessions: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    speakers: dict[str, dict[str, None]] = defaultdict(dict)
+    for r in _jsonl(memories):
+        sessions[(r["conversation_id"], r["session"])].append(r)
+        speakers[r["conversation_id"]][r["speaker"]] = None
+    for turns in sessions.values():
+        turns.sort(key=lambda r: r["turn"])
+    obs = [o for o in _jsonl(observations) if o.get("evidence_ids")]
+    return LocomoFacts(dict(sessions), obs, {c: list(s) for c, s in speakers.items()})
+
+
+def build_facts(mem: Any, data: LocomoFacts, embedder: TimedEmbedder | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Sessions as documents (one chunk per turn), speakers as entities, observations as claims.
+
+    Returns the id map kept beside the store (chunk id -> dia id, claim ids) and the ingest figures.
+    """
+    info: dict[str, Any] = {}
+    chunk_dia: dict[str, str] = {}
+    turn_chunk: dict[str, str] = {}
+    t0 = time.perf_counter()
+    for (conv, session), turns in data.sessions.items():
+        doc = mem.add_document(
+            ("locomo", conv),
+            f"{conv} session {session} ({turns[0]['session_date']})",
+            [locomo_turn_text(r) for r in turns],
+            source=f"locomo:{conv}:S{session}",
+            created_at=turns[0]["session_datetime"],
+        )
+        if len(doc.chunk_ids) != len(turns):
+            raise SystemExit(f"{conv} session {session}: {len(turns)} turns became {len(doc.chunk_ids)} chunks")
+        for r, cid in zip(turns, doc.chunk_ids, strict=True):
+            chunk_dia[cid] = r["dia_id"]
+            turn_chunk[r["id"]] = cid
+    info["add_document"] = {"documents": len(data.sessions), "chunks": len(chunk_dia)}
+    info["add_document"]["seconds"] = round(time.perf_counter() - t0, 3)
+    if embedder is not None:
+        info["add_document"]["embedding"] = embedder.snapshot()
+        embedder.reset()
+    progress(
+        f"  add_document: {len(data.sessions)} sessions, {len(chunk_dia):,} chunks ({time.perf_counter() - t0:,.0f} s)"
+    )
+    entity: dict[tuple[str, str], str] = {}
+    for conv, names in data.speakers.items():
+        for name in names:
+            entity[(conv, name)] = mem.add_entity(("locomo", conv), name, kind="person").id
+    for o in data.observations:
+        key = (o["conversation_id"], o["speaker"])
+        if key not in entity:
+            entity[key] = mem.add_entity(("locomo", key[0]), key[1], kind="person").id
+    when = {key: turns[0]["session_datetime"] for key, turns in data.sessions.items()}
+    claim_ids = []
+    samples: list[int] = []
+    t0 = time.perf_counter()
+    for i, o in enumerate(data.observations, 1):
+        conv = o["conversation_id"]
+        t1 = time.perf_counter_ns()
+        claim = mem.add_claim(
+            ("locomo", conv),
+            o["text"],
+            speaker=o["speaker"],
+            asserted_at=when.get((conv, o["session"])),
+            chunk=turn_chunk[o["evidence_ids"][0]],
+            about=[entity[(conv, o["speaker"])]],
+        )
+        samples.append(time.perf_counter_ns() - t1)
+        claim_ids.append(claim.id)
+        if i % 200 == 0:
+            progress(f"  add_claim {i:,}/{len(data.observations):,} ({time.perf_counter() - t0:,.0f} s)")
+    lat = summarize(samples)
+    info["add_claim"] = {
+        "claims": len(claim_ids),
+        "entities": len(entity),
+        "seconds": round(time.perf_counter() - t0, 3),
+        "p50_ms": round(lat.p50_us / 1000, 3),
+        "p99_ms": round(lat.p99_us / 1000, 3),
+    }
+    if embedder is not None:
+        info["add_claim"]["embedding"] = embedder.snapshot()
+        embedder.reset()
+    return {"chunk_dia": chunk_dia, "claim_ids": claim_ids, "entities": len(entity)}, info
+
+
+def open_facts_store(
+    ds: Dataset, data: LocomoFacts, path: Path | str, embedder: TimedEmbedder | None, batch: int
+) -> tuple[Any, dict[str, str], dict[str, Any]]:
+    """The turn items (for ``search``) and the facts layer's documents and claims in one store.
+
+    With a file store the id map is kept beside it (``<store>.facts.json``, written last), and a
+    store whose map, items and records all check out is re-used; anything else is rebuilt.
+    """
+    sidecar = Path(f"{path}.facts.json") if isinstance(path, Path) else None
+    if sidecar is not None and isinstance(path, Path) and path.exists():
+        if sidecar.exists():
+            ids = json.loads(sidecar.read_text(encoding="utf-8"))
+            mem = memlane.open(str(path), embedder=embedder)
+            stats = mem.stats()
+            wanted = [*ids["chunk_dia"], *ids["claim_ids"]]
+            found = [r for i in range(0, len(wanted), 1000) for r in mem.lookup(wanted[i : i + 1000])]
+            if (
+                stats.active_items == len(ds.docs)
+                and stats.vectors_missing == 0
+                and len(ids["chunk_dia"]) == sum(len(t) for t in data.sessions.values())
+                and len(ids["claim_ids"]) == len(data.observations)
+                and all(r is not None for r in found)
+            ):
+                progress(f"re-using {path} ({len(ids['chunk_dia']):,} chunks, {len(ids['claim_ids']):,} claims)")
+                return mem, ids["chunk_dia"], {"path": str(path), "reused": True}
+            mem.close()
+        for suffix in ("", "-wal", "-shm", ".facts.json"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    mem, info = open_store(ds, path, embedder, batch)
+    ids, more = build_facts(mem, data, embedder)
+    info.update(more)
+    if sidecar is not None:
+        sidecar.write_text(json.dumps(ids), encoding="utf-8")
+    return mem, ids["chunk_dia"], info
+
+
+def _latency(samples: list[int]) -> dict[str, float]:
+    lat = summarize(samples)
+    return {"p50_ms": round(lat.p50_us / 1000, 3), "p99_ms": round(lat.p99_us / 1000, 3)}
+
+
+def run_facts(mem: Any, ds: Dataset, data: LocomoFacts, chunk_dia: dict[str, str], embedder: Any) -> dict[str, Any]:
+    """``claims_and_sources_context`` per question, beside ``search`` over the turn items, same store."""
+    subjects: dict[str, list[tuple[Query, dict[str, float]]]] = defaultdict(list)
+    latency: dict[str, list[int]] = defaultdict(list)
+    timings: dict[str, list[float]] = defaultdict(list)
+    calls: dict[str, int] = {}
+    notes: set[str] = set()
+    truncated: dict[str, int] = defaultdict(int)
+    searches = {"search lexical": ("lexical",)}
+    if embedder is not None:
+        searches["search hybrid (default)"] = ("lexical", "vector")
+    for label, channels in searches.items():
+        if embedder is not None:
+            embedder.reset()
+        for q in ds.queries:
+            t0 = time.perf_counter_ns()
+            env = mem.search(q.text, namespace_prefix=q.namespace, limit=ds.limit, channels=channels)
+            latency[label].append(time.perf_counter_ns() - t0)
+            subjects[label].append((q, slot_scores(q.gold, [[(h.item.key,) for h in env.hits]])))
+        if embedder is not None:
+            calls[label] = embedder.calls
+    names = {conv: [(n, re.compile(rf"\b{re.escape(n)}\b")) for n in ns] for conv, ns in data.speakers.items()}
+    entity_cache: dict[tuple[str, str], str | None] = {}
+    with_entities = 0
+    for variant in ("", " + entity_ids"):
+        if embedder is not None:
+            embedder.reset()
+        for i, q in enumerate(ds.queries, 1):
+            ids = None
+            if variant:
+                conv = q.namespace[1]
+                ids = []
+                for name, pattern in names[conv]:
+                    if not pattern.search(q.text):
+                        continue
+                    if (conv, name) not in entity_cache:
+                        found = mem.resolve_entity(name, namespace_prefix=q.namespace)
+                        entity_cache[(conv, name)] = (
+                            found["entities"][0].entity.id if found.status == "resolved" else None
+                        )
+                    if entity_cache[(conv, name)]:
+                        ids.append(entity_cache[(conv, name)])
+                ids = ids or None
+                with_entities += ids is not None
+            t0 = time.perf_counter_ns()
+            ctx = mem.claims_and_sources_context(q.text, namespace_prefix=q.namespace, entity_ids=ids)
+            latency["facts" + variant].append(time.perf_counter_ns() - t0)
+            for phase in ("claims_ms", "passages_ms"):
+                timings[f"facts{variant} {phase}"].append(ctx.timings[phase])
+            notes.update(ctx.notes)
+            for section in ctx.truncated:
+                truncated[f"facts{variant} {section}"] += 1
+            passages: Slots = [(chunk_dia[p.id],) for p in ctx["passages"]]
+            groups: Slots = [
+                tuple(dict.fromkeys(chunk_dia[c.chunk_id] for c in g.claims if c.chunk_id in chunk_dia))
+                for g in ctx["claims"]
+            ]
+            subjects[f"facts{variant}: passages"].append((q, slot_scores(q.gold, [passages])))
+            subjects[f"facts{variant}: claims (source turns)"].append((q, slot_scores(q.gold, [groups])))
+            subjects[f"facts{variant}: passages + claims"].append((q, slot_scores(q.gold, [passages, groups])))
+            if not variant:
+                merged = interleave(passages, groups)
+                subjects["facts: interleaved, one list of turns"].append((q, slot_scores(q.gold, [merged])))
+            if i % 200 == 0:
+                progress(f"  claims_and_sources_context{variant} {i:,}/{len(ds.queries):,}")
+        if embedder is not None:
+            calls["facts" + variant] = embedder.calls
+    results: dict[str, dict[str, Any]] = {}
+    for label, per_query in subjects.items():
+        results[label] = aggregate(ds, per_query)
+        call = next(c for c in latency if label == c or label.startswith(c + ":"))
+        results[label]["latency_ms"] = _latency(latency[call])
+    sourced = data.sourced
+    reachable = [q for q in ds.queries if any(f"{q.namespace[1]}:{g}" in sourced for g in q.gold)]
+    return {
+        "results": results,
+        "phase_ms_mean": {k: round(sum(v) / len(v), 3) for k, v in timings.items()},
+        "query_embedding_calls": calls,
+        "questions_with_entity_ids": with_entities,
+        "questions_with_a_sourced_gold_turn": len(reachable),
+        "truncated": dict(truncated),
+        "notes": sorted(notes),
+    }
+
+
+def facts_table(results: dict[str, dict[str, Any]], baseline: str) -> str:
+    rows = []
+    for label, res in results.items():
+        o = res["overall"]
+        rows.append(
+            [label]
+            + [f3(o.get(m)) for m in FACTS_COLUMNS]
+            + [f3(ratio(o["hit@10"], results[baseline]["overall"]["hit@10"])), f3(res["latency_ms"]["p50_ms"])]
+        )
+    return format_table(["subject", *FACTS_COLUMNS, "hit@10 / search", "p50 ms (call)"], rows)
+
+
+def facts_main(args: argparse.Namespace, ds: Dataset, target: Path | str, embedder: Any, report: dict[str, Any]) -> Any:
+    """``locomo --facts``: build (or re-use) the store, run both subjects, print and record the figures."""
+    data = load_locomo_facts(args.memories, args.observations)
+    progress(f"facts: {len(data.sessions)} sessions, {len(data.observations):,} observations")
+    mem, chunk_dia, build = open_facts_store(ds, data, target, embedder, args.batch)
+    report["build"] = build
+    out = run_facts(mem, ds, data, chunk_dia, embedder)
+    plain = run_plain_fts5(ds, "indexed")
+    results = {"plain FTS5 (same turn text)": plain, **out.pop("results")}
+    report["results"] = results
+    report["facts"] = out
+    base = "search hybrid (default)" if "search hybrid (default)" in results else "search lexical"
+    n = len(ds.queries)
+    print(f"\nLoCoMo, facts layer: {len(data.sessions)} sessions as documents ({len(chunk_dia):,} turn chunks), ")
+    print(f"{len(data.observations):,} observations as claims sourced from their first evidence turn; {n} questions")
+    print(f"embedder: {args.embedder}; search = Memory.search over the same turns as items, limit {ds.limit}")
+    print(
+        f"questions with a gold turn that is some claim's source (claims-only ceiling): "
+        f"{out['questions_with_a_sourced_gold_turn']} / {n} = {out['questions_with_a_sourced_gold_turn'] / n:.3f}"
+    )
+    if build["reused"]:
+        print("ingest: store re-used from --store-dir, not measured in this run")
+    steps = {"put_many_seconds": "put_many seconds", "embedding": "put_many embedding"}
+    for step in ("put_many_seconds", "embedding", "add_document", "add_claim"):
+        if step in build:
+            print(f"ingest, {steps.get(step, step)}: {build[step]}")
+    print()
+    print(facts_table(results, base))
+    print()
+    shown = {k: v for k, v in results.items() if "entity_ids" not in k and "interleaved" not in k}
+    print(category_table(ds, shown, "hit@10"))
+    print()
+    print(f"phase means (ms): {out['phase_ms_mean']}")
+    print(f"query embedding calls per subject: {out['query_embedding_calls']} for {n} questions")
+    print(f"questions asked with entity_ids (a speaker named in the question): {out['questions_with_entity_ids']}")
+    print(f"truncated sections: {out['truncated']}; notes: {out['notes']}")
+    return mem
+
+
 # -- reporting --------------------------------------------------------------------------
 
 
@@ -518,6 +849,96 @@ def embedding_line(e: dict[str, Any]) -> str:
     return line
 
 
+def run_modes(
+    args: argparse.Namespace,
+    ds: Dataset,
+    target: Path | str,
+    embedder: TimedEmbedder | None,
+    modes: list[str],
+    report: dict[str, Any],
+) -> Any:
+    """The recall modes (and ``--sweep``) on the turn items; returns the open memory."""
+    mem, build = open_store(ds, target, embedder, args.batch)
+    report["build"] = build
+    if "embedding" in build:
+        e = build["embedding"]
+        progress("corpus embedding: " + embedding_line(e))
+
+    results: dict[str, dict[str, Any]] = {}
+    progress("plain FTS5 baseline")
+    results["plain FTS5"] = run_plain_fts5(ds, "indexed")
+    if ds.name == "locomo":
+        results["plain FTS5 (bare turn text)"] = run_plain_fts5(ds, "bare")
+    if embedder is not None:
+        embedder.reset()
+    for mode in modes:
+        progress(f"memlane recall mode={mode}")
+        results[f"memlane {mode}"] = run_recall(mem, ds, mode)
+    if embedder is not None and embedder.texts:
+        report["query_embedding"] = embedder.snapshot()
+    report["results"] = results
+
+    print(f"\n{ds.name}: {len(ds.docs):,} documents, {len(ds.queries):,} queries, limit {ds.limit}")
+    print(f"embedder: {args.embedder}; {ds.describe}")
+    if "embedding" in build:
+        e = build["embedding"]
+        print(f"corpus embedding (inside put_many): {embedding_line(e)}")
+    elif build["reused"]:
+        print("corpus embedding: store re-used from --store-dir, not measured in this run")
+    if "query_embedding" in report:
+        print(f"query embedding (one query per recall call): {embedding_line(report['query_embedding'])}")
+    print()
+    print(results_table(ds, results, "plain FTS5"))
+    if ds.categories:
+        print()
+        print(category_table(ds, results, "hit@10"))
+
+    # goals
+    head = ds.headline
+    lex = results["memlane lexical"]["overall"][head]
+    plain = results["plain FTS5"]["overall"][head]
+    goals = [("lexical >= plain FTS5 (" + head + ")", lex >= plain - 1e-9, f"{lex:.3f} vs {plain:.3f}")]
+    if "memlane hybrid" in results:
+        hyb = results["memlane hybrid"]["overall"][head]
+        goal = GOAL_LOCOMO if ds.name == "locomo" else GOAL_SCIFACT
+        goals.append((goal.label, bool(goal.met(hyb)), f"{hyb:.3f}"))
+        goals.append((f"hybrid >= lexical ({head})", hyb >= lex - 1e-9, f"{hyb:.3f} vs {lex:.3f}"))
+        if ds.categories:
+            worse = [
+                c
+                for c in ds.categories
+                if results["memlane hybrid"]["by_category"][c][head]
+                < results["memlane lexical"]["by_category"][c][head] - 1e-9
+            ]
+            goals.append(("hybrid >= lexical in every category", not worse, ", ".join(worse) or "all"))
+    report["goals"] = [{"goal": g, "met": ok, "value": v} for g, ok, v in goals]
+    print()
+    print(format_table(["goal", "status", "value"], [[g, "met" if ok else "MISSED", v] for g, ok, v in goals]))
+
+    if args.sweep:
+        vectors: dict[str, list[float]] = {}
+        if embedder is not None:
+            embedder.reset()
+            texts = [q.text for q in ds.queries]
+            embedded = mem.embedder.embed_batch(texts)
+            vectors = {q.qid: v for q, v in zip(ds.queries, embedded, strict=True)}
+            progress(f"embedded {len(texts):,} queries: {embedder.snapshot()['texts_per_s']} texts/s")
+        configs = sweep_configs(ds, embedder is not None)
+        swept: list[tuple[Config, dict[str, Any]]] = []
+        t0 = time.perf_counter()
+        for i, cfg in enumerate(configs, 1):
+            swept.append((cfg, run_config(mem, ds, cfg, vectors)))
+            progress(
+                f"  sweep {i}/{len(configs)} {cfg.label}: {head} {swept[-1][1]['overall'][head]:.3f} "
+                f"({time.perf_counter() - t0:,.0f} s)"
+            )
+        report["sweep"] = [{"config": asdict(cfg), **res} for cfg, res in swept]
+        print()
+        print(f"sweep ({ds.describe}); d = change vs hybrid with current defaults")
+        print(sweep_table(ds, swept))
+    return mem
+
+
 # -- main -------------------------------------------------------------------------------
 
 
@@ -533,6 +954,16 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="index each turn with up to N neighbouring turns of its session (a separate configuration)",
     )
+    lp.add_argument(
+        "--facts",
+        action="store_true",
+        help="evaluate the facts layer instead: sessions as documents, observations as claims, "
+        "claims_and_sources_context beside search over the same turns",
+    )
+    lp.add_argument(
+        "--observations",
+        help="locomo_observations.jsonl for --facts (default: beside --memories)",
+    )
     bp = sub.add_parser("beir", help="a BEIR-layout set such as SciFact")
     bp.add_argument("--dir", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels/")
     bp.add_argument("--split", default="test", help="qrels split (default test)")
@@ -547,7 +978,7 @@ def main(argv: list[str] | None = None) -> int:
             "--threads",
             type=int,
             default=None,
-            help="MiniLM and BLAS threads (default: MiniLM's own choice); 1 is much faster on a busy machine",
+            help="BLAS threads for MiniLM (OPENBLAS/OMP/MKL_NUM_THREADS); 1 is much faster on a busy machine",
         )
         p.add_argument(
             "--backend",
@@ -565,8 +996,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.dataset == "locomo":
         if args.neighbours < 0:
             ap.error("--neighbours must be >= 0")
+        if args.facts and (args.neighbours or args.sweep):
+            ap.error("--facts indexes bare turns; it does not combine with --neighbours or --sweep")
         ds = load_locomo(args.memories, args.queries, args.neighbours)
         variant = f"n{args.neighbours}"
+        if args.facts:
+            if args.observations is None:
+                args.observations = str(Path(args.memories).with_name("locomo_observations.jsonl"))
+            variant = "facts"
     else:
         ds = load_beir(args.dir, args.split)
         variant = args.split
@@ -581,7 +1018,7 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError("--threads must take effect before numpy is imported")
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(args.threads)
-    embedder = make_embedder(args.embedder, args.threads)
+    embedder = make_embedder(args.embedder)
     if embedder is None:
         modes = [m for m in modes if m != "vector"]
         if not modes:
@@ -631,84 +1068,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         target = path
     try:
-        mem, build = open_store(ds, target, embedder, args.batch)
-        report["build"] = build
-        if "embedding" in build:
-            e = build["embedding"]
-            progress("corpus embedding: " + embedding_line(e))
-
-        results: dict[str, dict[str, Any]] = {}
-        progress("plain FTS5 baseline")
-        results["plain FTS5"] = run_plain_fts5(ds, "indexed")
-        if ds.name == "locomo":
-            results["plain FTS5 (bare turn text)"] = run_plain_fts5(ds, "bare")
-        if embedder is not None:
-            embedder.reset()
-        for mode in modes:
-            progress(f"memlane recall mode={mode}")
-            results[f"memlane {mode}"] = run_recall(mem, ds, mode)
-        if embedder is not None and embedder.texts:
-            report["query_embedding"] = embedder.snapshot()
-        report["results"] = results
-
-        print(f"\n{ds.name}: {len(ds.docs):,} documents, {len(ds.queries):,} queries, limit {ds.limit}")
-        print(f"embedder: {args.embedder}; {ds.describe}")
-        if "embedding" in build:
-            e = build["embedding"]
-            print(f"corpus embedding (inside put_many): {embedding_line(e)}")
-        elif build["reused"]:
-            print("corpus embedding: store re-used from --store-dir, not measured in this run")
-        if "query_embedding" in report:
-            print(f"query embedding (one query per recall call): {embedding_line(report['query_embedding'])}")
-        print()
-        print(results_table(ds, results, "plain FTS5"))
-        if ds.categories:
-            print()
-            print(category_table(ds, results, "hit@10"))
-
-        # goals
-        head = ds.headline
-        lex = results["memlane lexical"]["overall"][head]
-        plain = results["plain FTS5"]["overall"][head]
-        goals = [("lexical >= plain FTS5 (" + head + ")", lex >= plain - 1e-9, f"{lex:.3f} vs {plain:.3f}")]
-        if "memlane hybrid" in results:
-            hyb = results["memlane hybrid"]["overall"][head]
-            goal = GOAL_LOCOMO if ds.name == "locomo" else GOAL_SCIFACT
-            goals.append((goal.label, bool(goal.met(hyb)), f"{hyb:.3f}"))
-            goals.append((f"hybrid >= lexical ({head})", hyb >= lex - 1e-9, f"{hyb:.3f} vs {lex:.3f}"))
-            if ds.categories:
-                worse = [
-                    c
-                    for c in ds.categories
-                    if results["memlane hybrid"]["by_category"][c][head]
-                    < results["memlane lexical"]["by_category"][c][head] - 1e-9
-                ]
-                goals.append(("hybrid >= lexical in every category", not worse, ", ".join(worse) or "all"))
-        report["goals"] = [{"goal": g, "met": ok, "value": v} for g, ok, v in goals]
-        print()
-        print(format_table(["goal", "status", "value"], [[g, "met" if ok else "MISSED", v] for g, ok, v in goals]))
-
-        if args.sweep:
-            vectors: dict[str, list[float]] = {}
-            if embedder is not None:
-                embedder.reset()
-                texts = [q.text for q in ds.queries]
-                embedded = mem.embedder.embed_batch(texts)
-                vectors = {q.qid: v for q, v in zip(ds.queries, embedded, strict=True)}
-                progress(f"embedded {len(texts):,} queries: {embedder.snapshot()['texts_per_s']} texts/s")
-            configs = sweep_configs(ds, embedder is not None)
-            swept: list[tuple[Config, dict[str, Any]]] = []
-            t0 = time.perf_counter()
-            for i, cfg in enumerate(configs, 1):
-                swept.append((cfg, run_config(mem, ds, cfg, vectors)))
-                progress(
-                    f"  sweep {i}/{len(configs)} {cfg.label}: {head} {swept[-1][1]['overall'][head]:.3f} "
-                    f"({time.perf_counter() - t0:,.0f} s)"
-                )
-            report["sweep"] = [{"config": asdict(cfg), **res} for cfg, res in swept]
-            print()
-            print(f"sweep ({ds.describe}); d = change vs hybrid with current defaults")
-            print(sweep_table(ds, swept))
+        if args.dataset == "locomo" and args.facts:
+            mem = facts_main(args, ds, target, embedder, report)
+        else:
+            mem = run_modes(args, ds, target, embedder, modes, report)
         mem.close()
     finally:
         if pg is not None:
