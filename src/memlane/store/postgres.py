@@ -199,8 +199,8 @@ hits AS MATERIALIZED (
     WHERE i.tsv @@ to_tsquery('simple', nullif(replace(strip(to_tsvector('memlane', %(text)s))::text,
         ''' ''', ''' | '''), '')){scope}
 ),
-total AS ({total}),
-idf AS (
+total AS MATERIALIZED ({total}),
+idf AS MATERIALIZED (
     SELECT h.w, ln(1 + (greatest(total.n, count(*)) - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) AS idf
     FROM hits h CROSS JOIN total GROUP BY h.w, total.n
 )
