@@ -209,15 +209,15 @@ class _VectorIndex:
         if self.matrix is None or self.matrix.shape[1] != len(query):
             return []
         scores = self.matrix @ np.asarray(query, dtype=np.float32)
-        order = np.argsort(-scores, kind="stable")
-        out: builtins.list[tuple[str, float]] = []
-        for i in order:
-            ref = self.refs[int(i)]
-            if allowed is None or ref in allowed:
-                out.append((ref, float(scores[i])))
-                if len(out) >= k:
-                    break
-        return out
+        if allowed is not None:
+            mask = np.fromiter((ref in allowed for ref in self.refs), dtype=bool, count=len(self.refs))
+            scores = np.where(mask, scores, -np.inf)
+        take = min(k, len(self.refs))
+        if take <= 0:
+            return []
+        top = np.argpartition(-scores, take - 1)[:take]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(self.refs[int(i)], float(scores[i])) for i in top if np.isfinite(scores[i])]
 
 
 _INDEXES: weakref.WeakKeyDictionary[Any, dict[str, _VectorIndex]] = weakref.WeakKeyDictionary()
@@ -1041,7 +1041,7 @@ class FactsLayer:
             scope, params = scope_sql("namespace", within)
             if s.dialect == "sqlite":
                 match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-                narrowed = f"AND ref IN (SELECT id FROM {table} WHERE {extra}) " if extra else ""
+                narrowed = f"AND EXISTS (SELECT 1 FROM {table} WHERE id = {fts}.ref AND {extra}) " if extra else ""
                 rows = s.rows(
                     f"SELECT ref, bm25({fts}) FROM {fts} WHERE {fts} MATCH ? AND {scope} {narrowed}"
                     f"ORDER BY bm25({fts}) LIMIT ?",
@@ -1216,7 +1216,7 @@ class FactsLayer:
                 claim_filter = (f"id IN (SELECT claim_id FROM claim_entities WHERE {about})", params)
                 chunk_filter = (
                     f"id IN (SELECT c.chunk_id FROM claims c JOIN claim_entities ce ON ce.claim_id = c.id "
-                    f"WHERE ce.{about})",
+                    f"WHERE c.superseded_at IS NULL AND ce.{about})",
                     builtins.list(params),
                 )
             t0 = perf_counter()
@@ -1226,8 +1226,15 @@ class FactsLayer:
             notes.extend(more)
             fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
             counts.update({f"claims_{ch}": len(n) for ch, n in nominations.items()})
-            claims = self._claims(s, [c.ref for c in fused], within)
-            confirmed = [(claims[c.ref], c) for c in fused if c.ref in claims and claims[c.ref].superseded_at is None]
+            refs, ref_params = in_sql("c.id", [c.ref for c in fused])
+            scope, scope_params = scope_sql("c.namespace", within)
+            live = dict(
+                s.rows(
+                    f"SELECT c.id, c.norm FROM claims c WHERE {refs} AND {scope} AND c.superseded_at IS NULL",
+                    [*ref_params, *scope_params],
+                )
+            )
+            confirmed = [(live[c.ref], c) for c in fused if c.ref in live]
             dropped["claims"] = len(fused) - len(confirmed)
             groups = self._group(s, confirmed, within, k)
             if len(groups) > k:
@@ -1238,14 +1245,20 @@ class FactsLayer:
             nominations, more = self._nominate(s, "chunk", query, within, candidate_k, chunk_filter)
             fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
             counts.update({f"passages_{ch}": len(n) for ch, n in nominations.items()})
-            chunks = self._chunks(s, [c.ref for c in fused], within)
-            passages = []
-            for c in fused:
-                chunk = chunks.get(c.ref)
-                if chunk is not None:
+            # confirm best first, a page at a time, until k + 1 passages stand
+            passages: builtins.list[Chunk] = []
+            pos = dropped["passages"] = 0
+            while pos < len(fused) and len(passages) <= k:
+                page = fused[pos : pos + max(k + 1 - len(passages), 8)]
+                pos += len(page)
+                chunks = self._chunks(s, [c.ref for c in page], within)
+                for c in page:
+                    chunk = chunks.get(c.ref)
+                    if chunk is None:
+                        dropped["passages"] += 1
+                        continue
                     chunk.score, chunk.ranks = round(c.score, 10), c.ranks
                     passages.append(chunk)
-            dropped["passages"] = len(fused) - len(passages)
             if len(passages) > k:
                 truncated.append("passages")
             passages = passages[:k]
@@ -1266,16 +1279,19 @@ class FactsLayer:
         )
 
     def _group(
-        self, s: SqlSession, confirmed: Sequence[tuple[Claim, Any]], within: Sequence[Namespace], k: int
+        self, s: SqlSession, confirmed: Sequence[tuple[str, Any]], within: Sequence[Namespace], k: int
     ) -> builtins.list[ClaimGroup]:
-        """Claims that say the same thing (same normalised text), best first, each with all its current members."""
+        """Claims that say the same thing (same stored normalised text), best first, each with all its members.
+
+        ``confirmed`` is ``(norm, candidate)`` best first; only the first
+        ``k + 1`` groups are read in full (the extra one tells truncation).
+        """
         order: dict[str, Any] = {}
-        for claim, cand in confirmed:
-            norm = t.normalise(claim.text)
+        for norm, cand in confirmed:
             if norm not in order:
                 order[norm] = cand
-            if len(order) > k:
-                break
+                if len(order) > k:
+                    break
         if not order:
             return []
         where, params = in_sql("c.norm", builtins.list(order))
@@ -1292,6 +1308,8 @@ class FactsLayer:
         groups = []
         for norm, cand in order.items():
             group = [claims[i] for i in members[norm] if i in claims]
+            if not group:  # defensive: every norm came from a confirmed live claim
+                continue
             sources = {c.chunk_id or c.id for c in group}
             groups.append(ClaimGroup(group[0].text, len(sources), group, round(cand.score, 10), cand.ranks))
         return groups
