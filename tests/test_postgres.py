@@ -222,8 +222,9 @@ def test_lexical_setting_does_not_leak_into_the_pool(pg_url):
     store = pg.PostgresStore(pg_url, min_size=1, max_size=1)
     try:
         assert store.lexical(["anything"], ("a",), 5) == []
-        with store._conn() as conn:  # the only connection of the pool
-            assert conn.execute("SHOW enable_seqscan").fetchone()[0] == "on"
-            assert conn.info.transaction_status == 0  # idle: the implicit transaction ended
+        with store._read() as reader, store._conn() as pooled:  # lexical ran on one of these two
+            for conn in (reader, pooled):
+                assert conn.execute("SHOW enable_seqscan").fetchone()[0] == "on"
+                assert conn.info.transaction_status == 0  # idle: the implicit transaction ended
     finally:
         store.close()

@@ -608,7 +608,7 @@ class PostgresStore(Store):
         params: dict[str, Any] = {"text": " ".join(terms), "k": k}
         if prefix:
             params.update(zip(("ns", "ns_lo", "ns_hi"), c.ns_range(prefix), strict=True))
-        with self._conn() as conn, psycopg.ClientCursor(conn) as cur:
+        with self._read() as conn, psycopg.ClientCursor(conn) as cur:
             # two statements in one simple-protocol message run in one implicit transaction, so the
             # setting holds for the ranking statement only; it is planned for these very lexemes
             cur.execute(_LEXICAL_IN_PREFIX if prefix else _LEXICAL_ALL, params, prepare=False)
