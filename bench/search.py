@@ -3,6 +3,7 @@
 Usage::
 
     python bench/search.py [--n 10000 --n 100000] [--n 1000000] [--queries 400] [--json OUT]
+                           [--backend sqlite|postgres|both]
 
 For each N, in one process: ``put_many`` N synthetic items (Zipf-distributed
 words over a fixed vocabulary, 10-30 words each, spread over ``--namespaces``
@@ -35,6 +36,24 @@ BLAS threading matters on small machines: run once as is and once with
 Also reported: the first vector search after opening (it loads the vector
 cache from SQLite), the cache's bytes (``store.vector_cache_bytes()``) and the
 process RSS. Files live in a temporary directory removed afterwards.
+
+``--backend postgres`` (``both``: SQLite first, then PostgreSQL, in one run)
+builds the same items with the same synthetic vectors in a fresh database on
+``$MEMLANE_TEST_PG_URL`` or a throwaway pgserver (PostgreSQL 16 + pgvector),
+runs ``VACUUM ANALYZE``, times the first vector search (it creates the HNSW
+index), and then times the same memlane subjects beside raw psycopg queries on
+the same tables through a second plain connection:
+
+* raw ts_rank: ``tsv @@ to_tsquery('memlane', q)`` ``ORDER BY ts_rank(tsv, q)
+  DESC LIMIT 10`` with memlane's own terms quoted and OR-ed, fetching the rows
+  (the GIN index; plain ``ts_rank``, no IDF);
+* raw pgvector: ``ORDER BY embedding::vector(384) <=> q LIMIT 10`` on memlane's
+  HNSW expression index (default ``hnsw.ef_search``), fetching the rows.
+
+Reported: p50/p99 and memlane/raw ratios, the top-10 overlap of memlane with
+each raw query (memlane's lexical ranking is IDF-weighted, so it differs from
+plain ``ts_rank`` by design), whether each raw plan uses its index, and the
+database size. A comparison table of both backends ends a ``both`` run.
 """
 
 from __future__ import annotations
@@ -64,6 +83,8 @@ from _util import (  # noqa: E402
     fmt_bytes,
     format_table,
     machine_info,
+    pg_url_for,
+    postgres_server,
     progress,
     ratio,
     summarize,
@@ -306,31 +327,216 @@ def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def pg_tsquery(query: str) -> str:
+    """memlane's query terms, each quoted, OR-ed, for ``to_tsquery`` (as bench/kv.py's raw search)."""
+    return " | ".join("'" + t.replace("'", "''") + "'" for t in rank.terms(query))
+
+
+def run_postgres(n: int, admin_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The same items and subjects on PostgreSQL, beside raw psycopg queries on memlane's own tables."""
+    import psycopg
+
+    dbname = f"memlane_search_{os.getpid()}_{n}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        server_version = admin.execute("SHOW server_version").fetchone()[0]
+        admin.execute(f'DROP DATABASE IF EXISTS "{dbname}"')
+        admin.execute(f'CREATE DATABASE "{dbname}"')
+    try:
+        return _run_postgres(n, pg_url_for(admin_url, dbname), server_version, args)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+def _run_postgres(n: int, url: str, server_version: str, args: argparse.Namespace) -> dict[str, Any]:
+    import psycopg
+
+    from memlane.store._common import ITEM_COLUMNS
+
+    corpus = Corpus(args.seed, args.namespaces)
+    embedder = RandomUnitEmbedder()
+    result: dict[str, Any] = {
+        "backend": "postgres",
+        "server_version": server_version,
+        "n": n,
+        "namespaces": args.namespaces,
+        "vocabulary": len(corpus.vocab),
+    }
+
+    # build ----------------------------------------------------------------------
+    progress(f"N={n:,} postgres: put_many in batches of {args.batch:,} (synthetic vectors)")
+    mem = memlane.open(url, embedder=embedder)
+    t0 = time.perf_counter()
+    for start in range(0, n, args.batch):
+        mem.put_many(corpus.batch(start, min(n, start + args.batch)))
+    build_s = time.perf_counter() - t0
+    raw = psycopg.connect(url, autocommit=True)
+    t0 = time.perf_counter()
+    raw.execute("VACUUM ANALYZE items")
+    raw.execute("VACUUM ANALYZE item_vectors")
+    vacuum_s = time.perf_counter() - t0
+    progress(f"  built in {build_s:,.1f} s ({n / build_s:,.0f} items/s); VACUUM ANALYZE {vacuum_s:,.1f} s")
+
+    # the first vector search creates the HNSW index ---------------------------------
+    probe = embedder.embed_batch(["cache load probe"])[0].tolist()
+    t0 = time.perf_counter()
+    mem.search("cache load probe", channels=("vector",), embedding=probe, limit=10)
+    first_s = time.perf_counter() - t0
+    sizes = raw.execute(
+        "SELECT pg_database_size(current_database()), pg_total_relation_size('items'), "
+        "pg_total_relation_size('item_vectors'), pg_relation_size('items_tsv'), "
+        f"pg_relation_size('item_vectors_hnsw_{DIM}')"
+    ).fetchone()
+    result["build"] = {
+        "seconds": round(build_s, 2),
+        "items_per_s": round(n / build_s, 1),
+        "vacuum_analyze_seconds": round(vacuum_s, 2),
+        "first_vector_search_seconds": round(first_s, 2),
+        "database_bytes": sizes[0],
+        "items_bytes": sizes[1],
+        "item_vectors_bytes": sizes[2],
+        "gin_bytes": sizes[3],
+        "hnsw_bytes": sizes[4],
+    }
+    progress(
+        f"  first vector search (creates the HNSW index) {first_s:,.1f} s; database {fmt_bytes(sizes[0])}, "
+        f"HNSW index {fmt_bytes(sizes[4])}"
+    )
+
+    # raw baselines on a second plain connection ---------------------------------------
+    raw_fts_sql = (
+        f"SELECT {ITEM_COLUMNS} FROM items WHERE tsv @@ to_tsquery('memlane', %s) "
+        "ORDER BY ts_rank(tsv, to_tsquery('memlane', %s)) DESC LIMIT 10"
+    )
+    raw_vec_sql = (
+        f"SELECT {ITEM_COLUMNS} FROM (SELECT item_ref, embedding::vector({DIM}) <=> %s::vector({DIM}) AS d "
+        "FROM item_vectors ORDER BY d LIMIT 10) AS v JOIN items ON items.ref = v.item_ref ORDER BY v.d"
+    )
+    execute = raw.execute
+
+    def raw_fts(q1: str, q2: str) -> Any:
+        return execute(raw_fts_sql, (q1, q2)).fetchall()
+
+    def raw_vec(literal: str) -> Any:
+        return execute(raw_vec_sql, (literal,)).fetchall()
+
+    def lexical(q: str) -> Any:
+        return mem.search(q, limit=10, channels=("lexical",))
+
+    def vector(q: str, vec: Any) -> Any:
+        return mem.search(q, limit=10, channels=("vector",), embedding=vec)
+
+    def hybrid(q: str, vec: Any) -> Any:
+        return mem.search(q, limit=10, embedding=vec)
+
+    def hybrid_ns(q: str, vec: Any, ns: tuple[str, ...]) -> Any:
+        return mem.search(q, limit=10, embedding=vec, namespace_prefix=ns)
+
+    def plan(sql: str, params: tuple[Any, ...]) -> str:
+        return "\n".join(r[0] for r in execute("EXPLAIN " + sql, params).fetchall())
+
+    # timed ---------------------------------------------------------------------------
+    warm = min(50, args.queries)
+    result["queries"] = {}
+    qrng = random.Random(args.seed + 3)
+    for kind in args.query_kind:
+        texts = corpus.queries(kind, args.queries + warm)
+        vecs = [v.tolist() for v in embedder.embed_batch(texts)]
+        literals = ["[" + ",".join(repr(float(x)) for x in v) + "]" for v in vecs]
+        namespaces = [corpus.namespaces[qrng.randrange(len(corpus.namespaces))] for _ in texts]
+        tsq = [(pg_tsquery(t), pg_tsquery(t)) for t in texts]
+        plans = {
+            "raw ts_rank uses the GIN index": "items_tsv" in plan(raw_fts_sql, tsq[0]),
+            "raw pgvector uses the HNSW index": f"item_vectors_hnsw_{DIM}" in plan(raw_vec_sql, (literals[0],)),
+        }
+        # top-10 overlap with the raw queries (memlane's lexical ranking is IDF-weighted: it differs by design)
+        lex_same = vec_same = lex_total = vec_total = 0
+        for t, v, q, lit in zip(texts[:50], vecs[:50], tsq[:50], literals[:50], strict=True):
+            mine = {h.item.key for h in lexical(t).hits}
+            theirs = {row[2] for row in raw_fts(*q)}
+            lex_same, lex_total = lex_same + len(mine & theirs), lex_total + max(len(mine), len(theirs))
+            mine = {h.item.key for h in vector(t, v).hits}
+            theirs = {row[2] for row in raw_vec(lit)}
+            vec_same, vec_total = vec_same + len(mine & theirs), vec_total + max(len(mine), len(theirs))
+        progress(f"N={n:,} postgres {kind}: timing {args.queries:,} queries x 6 subjects (+{warm} warm-up)")
+        samples = time_calls_interleaved(
+            {
+                "raw ts_rank": (raw_fts, tsq),
+                "memlane lexical": (lexical, [(t,) for t in texts]),
+                "raw pgvector": (raw_vec, [(lit,) for lit in literals]),
+                "memlane vector": (vector, list(zip(texts, vecs, strict=True))),
+                "memlane hybrid": (hybrid, list(zip(texts, vecs, strict=True))),
+                "memlane hybrid, one namespace": (hybrid_ns, list(zip(texts, vecs, namespaces, strict=True))),
+            },
+            rounds=args.rounds,
+            warmup=warm,
+        )
+        result["queries"][kind] = {
+            "examples": texts[warm : warm + 3],
+            "top10_overlap_lexical_vs_raw": round(lex_same / lex_total, 3) if lex_total else None,
+            "top10_overlap_vector_vs_raw": round(vec_same / vec_total, 3) if vec_total else None,
+            "plans": plans,
+            "latency_us": {name: summarize(s).to_dict() for name, s in samples.items()},
+        }
+    mem.close()
+    raw.close()
+    return result
+
+
+RAW_BASE = {
+    "sqlite": {"memlane lexical": "raw FTS5", "memlane vector": "raw numpy"},
+    "postgres": {"memlane lexical": "raw ts_rank", "memlane vector": "raw pgvector"},
+}
+
+
 def report(res: dict[str, Any]) -> str:
     n = res["n"]
+    backend = res.get("backend", "sqlite")
+    bases = RAW_BASE[backend]
+    raw_lex, raw_vec = bases["memlane lexical"], bases["memlane vector"]
     lines = []
     for kind, q in res["queries"].items():
         lat = q["latency_us"]
         rows = []
         for name, s in lat.items():
-            base = {"memlane lexical": "raw FTS5", "memlane vector": "raw numpy"}.get(name)
+            base = bases.get(name)
             vs = f"{ratio(s['p50_us'], lat[base]['p50_us']):.2f}x {base}" if base else ""
+            if name == "memlane hybrid":
+                both = lat[raw_lex]["p50_us"] + lat[raw_vec]["p50_us"]
+                vs = f"{ratio(s['p50_us'], both):.2f}x {raw_lex} + {raw_vec}"
             rows.append(
                 [name, f"{s['p50_us'] / 1000:.2f}", f"{s['p90_us'] / 1000:.2f}", f"{s['p99_us'] / 1000:.2f}", vs]
             )
+        if backend == "postgres":
+            checks = (
+                f"top-10 overlap with raw: lexical {q['top10_overlap_lexical_vs_raw']:.0%} (IDF-weighted vs plain "
+                f"ts_rank), vector {q['top10_overlap_vector_vs_raw']:.0%}; "
+                + ", ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in q["plans"].items())
+            )
+        else:
+            checks = f"lexical/raw top-10 agreement {q['top10_agreement_lexical_vs_raw']:.0%}"
         title = (
-            f"N={n:,}, {kind} queries (e.g. {q['examples'][0]!r}); {lat['raw FTS5']['n']} timed each; "
-            f"lexical/raw top-10 agreement {q['top10_agreement_lexical_vs_raw']:.0%}"
+            f"{backend} N={n:,}, {kind} queries (e.g. {q['examples'][0]!r}); {lat[raw_lex]['n']} timed each; " + checks
         )
         lines.append(format_table(["subject", "p50 ms", "p90 ms", "p99 ms", "p50 vs raw"], rows, title=title))
         hyb = lat["memlane hybrid"]["p50_us"] / 1000
-        lex = ratio(lat["memlane lexical"]["p50_us"], lat["raw FTS5"]["p50_us"])
-        goals = [f"{GOAL_LEXICAL.label}: {lex:.2f}x {GOAL_LEXICAL.status(lex)}"]
+        lex = ratio(lat["memlane lexical"]["p50_us"], lat[raw_lex]["p50_us"])
+        goals = [f"lexical p50 <= 1.5x {raw_lex}: {lex:.2f}x {GOAL_LEXICAL.status(lex)}"]
         if n == 100_000:
             goals.append(f"{GOAL_HYBRID.label}: {hyb:.1f} ms {GOAL_HYBRID.status(hyb)}")
         lines.append("  goals: " + "; ".join(goals))
         lines.append("")
-    vc, b = res["vector_cache"], res["build"]
+    b = res["build"]
+    if backend == "postgres":
+        lines.append(
+            f"postgres {res['server_version']} N={n:,}: build {b['seconds']:,.1f} s ({b['items_per_s']:,.0f} items/s), "
+            f"VACUUM ANALYZE {b['vacuum_analyze_seconds']:,.1f} s; first vector search (creates the HNSW index) "
+            f"{b['first_vector_search_seconds']:,.1f} s; database {fmt_bytes(b['database_bytes'])} (items "
+            f"{fmt_bytes(b['items_bytes'])}, item_vectors {fmt_bytes(b['item_vectors_bytes'])}, GIN "
+            f"{fmt_bytes(b['gin_bytes'])}, HNSW {fmt_bytes(b['hnsw_bytes'])})"
+        )
+        return "\n".join(lines)
+    vc = res["vector_cache"]
     lines.append(
         f"N={n:,}: build {b['seconds']:,.1f} s ({b['items_per_s']:,.0f} items/s), file {fmt_bytes(b['db_bytes'])}; "
         f"first vector search (loads the cache) {vc['first_search_ms']:,.0f} ms; vector cache {fmt_bytes(vc['bytes'])} "
@@ -339,6 +545,35 @@ def report(res: dict[str, Any]) -> str:
         f"end (incl. the raw numpy copy), peak {fmt_bytes(res['rss_end_bytes']['peak'])}"
     )
     return "\n".join(lines)
+
+
+def compare(runs: list[dict[str, Any]]) -> str:
+    """p50 of each memlane subject on both backends, side by side, with the PostgreSQL/SQLite ratio."""
+    by = {(r.get("backend", "sqlite"), r["n"]): r for r in runs}
+    out = []
+    for n in sorted({r["n"] for r in runs}):
+        lite, pg = by.get(("sqlite", n)), by.get(("postgres", n))
+        if lite is None or pg is None:
+            continue
+        rows = []
+        for kind in lite["queries"]:
+            if kind not in pg["queries"]:
+                continue
+            a, b = lite["queries"][kind]["latency_us"], pg["queries"][kind]["latency_us"]
+            for name in ("memlane lexical", "memlane vector", "memlane hybrid", "memlane hybrid, one namespace"):
+                rows.append(
+                    [
+                        f"{kind}: {name}",
+                        f"{a[name]['p50_us'] / 1000:.2f} / {a[name]['p99_us'] / 1000:.2f}",
+                        f"{b[name]['p50_us'] / 1000:.2f} / {b[name]['p99_us'] / 1000:.2f}",
+                        f"{ratio(b[name]['p50_us'], a[name]['p50_us']):.2f}x",
+                    ]
+                )
+        title = f"N={n:,}: SQLite vs PostgreSQL, same items, same queries (ms)"
+        out.append(
+            format_table(["subject", "SQLite p50 / p99", "PostgreSQL p50 / p99", "PG / SQLite p50"], rows, title=title)
+        )
+    return "\n\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,6 +588,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=4, help="alternating blocks per measurement")
     ap.add_argument("--seed", type=int, default=20240607)
     ap.add_argument("--no-minilm", dest="minilm", action="store_false", help="skip the MiniLM query-embedding line")
+    ap.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres", "both"),
+        default="sqlite",
+        help="sqlite (default), postgres ($MEMLANE_TEST_PG_URL or a throwaway pgserver) or both",
+    )
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     args = ap.parse_args(argv)
     args.query_kind = args.query_kind or list(QUERY_KINDS)
@@ -369,10 +610,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"BLAS threads: {blas or 'OpenBLAS default (one per CPU)'}")
     print(f"command: python bench/search.py {' '.join(argv if argv is not None else sys.argv[1:])}\n", flush=True)
     runs = []
-    for n in sizes:
-        with tempfile.TemporaryDirectory(prefix=f"memlane-search-{n}-") as tmp:
-            runs.append(run(n, Path(tmp), args))
-        print(report(runs[-1]), flush=True)
+    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+    if "sqlite" in backends:
+        for n in sizes:
+            with tempfile.TemporaryDirectory(prefix=f"memlane-search-{n}-") as tmp:
+                runs.append(run(n, Path(tmp), args))
+            runs[-1].setdefault("backend", "sqlite")
+            print(report(runs[-1]), flush=True)
+            print(flush=True)
+    if "postgres" in backends:
+        with postgres_server() as admin_url:
+            for n in sizes:
+                runs.append(run_postgres(n, admin_url, args))
+                print(report(runs[-1]), flush=True)
+                print(flush=True)
+    if len(backends) == 2:
+        print(compare(runs), flush=True)
         print(flush=True)
     out: dict[str, Any] = {"benchmark": "search", "machine": info, "runs": runs}
     if args.minilm:
