@@ -338,7 +338,8 @@ def run_postgres(n: int, admin_url: str, args: argparse.Namespace) -> dict[str, 
 
     dbname = f"memlane_search_{os.getpid()}_{n}"
     with psycopg.connect(admin_url, autocommit=True) as admin:
-        server_version = admin.execute("SHOW server_version").fetchone()[0]
+        row: Any = admin.execute("SHOW server_version").fetchone()
+        server_version = row[0]
         admin.execute(f'DROP DATABASE IF EXISTS "{dbname}"')
         admin.execute(f'CREATE DATABASE "{dbname}"')
     try:
@@ -382,7 +383,7 @@ def _run_postgres(n: int, url: str, server_version: str, args: argparse.Namespac
     t0 = time.perf_counter()
     mem.search("cache load probe", channels=("vector",), embedding=probe, limit=10)
     first_s = time.perf_counter() - t0
-    sizes = raw.execute(
+    sizes: Any = raw.execute(
         "SELECT pg_database_size(current_database()), pg_total_relation_size('items'), "
         "pg_total_relation_size('item_vectors'), pg_relation_size('items_tsv'), "
         f"pg_relation_size('item_vectors_hnsw_{DIM}')"
