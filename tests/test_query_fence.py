@@ -199,6 +199,27 @@ def test_cross_join_of_large_views_is_stopped_by_the_time_cap(filled):
     assert filled.query("SELECT count(*) FROM items WHERE namespace = 'bulk'").rows == [[400]]
 
 
+def test_a_slow_statement_does_not_hold_up_a_quick_one(filled):
+    import threading
+
+    filled.put_many([{"namespace": "bulk", "key": f"k{i}", "value": i} for i in range(300)])
+    outcome: list[Any] = []
+
+    def slow() -> None:
+        try:
+            filled.query("SELECT count(*) FROM items a, items b, items c, items d", timeout_ms=3000)
+        except QueryRefused as e:
+            outcome.append(e.reason)
+
+    worker = threading.Thread(target=slow)
+    worker.start()
+    time.sleep(0.3)
+    assert filled.query("SELECT count(*) FROM items WHERE namespace = 'bulk'").rows == [[300]]
+    assert worker.is_alive()  # the quick statement did not wait for the slow one
+    worker.join()
+    assert outcome == ["time_cap"]
+
+
 def test_time_cap_during_fetch_returns_what_was_read(filled):
     filled.put_many([{"namespace": "bulk", "key": f"k{i}", "value": i} for i in range(600)])
     # a first batch of rows comes back, then the cross join behind them takes forever

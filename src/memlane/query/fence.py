@@ -175,6 +175,21 @@ def _function_name(node: exp.Func, dialect: str) -> tuple[str, str]:
     """
     if isinstance(node, exp.Anonymous):
         return "call", str(node.name)
+    shape = (
+        type(node),
+        dialect,
+        *((k, "x" if isinstance(v, exp.Expression | list) else repr(v)) for k, v in node.args.items()),
+    )
+    known = _NAMES.get(shape)
+    if known is None:
+        known = _NAMES[shape] = _render_name(node, dialect)
+    return known
+
+
+_NAMES: dict[tuple[Any, ...], tuple[str, str]] = {}  # rendering a node costs ~0.3 ms; its name depends on its shape
+
+
+def _render_name(node: exp.Func, dialect: str) -> tuple[str, str]:
     bare: dict[str, Any] = {}
     for key, value in node.args.items():
         if isinstance(value, exp.Expression):
@@ -486,7 +501,7 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
                 if node.args.get(key):
                     what = "SELECT ... INTO" if key == "into" else "FOR UPDATE / FOR SHARE"
                     raise refuse("not_read_only", f"{what} is not allowed; the query space is read-only", what)
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    ctes = {cte.alias_or_name.lower() for cte in nodes if isinstance(cte, exp.CTE)}
     hidden = space.NAMES | set(space.MATCH_HELPERS) | {"memlane_ctx", "memlane_scope"}
     for name in sorted(ctes):
         if name in hidden:
@@ -496,7 +511,8 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
                 name,
             )
     views_of: dict[int, str] = {}
-    for table in tree.find_all(exp.Table):
+    tables = [t for t in nodes if isinstance(t, exp.Table)]
+    for table in tables:
         if not isinstance(table.this, exp.Identifier):
             fn = table.this.sql(dialect=glot) if table.this is not None else table.sql(dialect=glot)
             raise refuse(
@@ -571,7 +587,7 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
         functions.add(name)
     for node in matches:
         node.replace(_rewrite_match(node, dialect, views_of, tsconfig))
-    for table in tree.find_all(exp.Table):
+    for table in tables:
         view_name = views_of.get(id(table))
         if view_name is None:
             continue
@@ -587,7 +603,7 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
                 col.set("db", None)
     names, shown = _number(tree, positional, dialect)
     return Prepared(
-        tree.sql(dialect=glot, comments=False, normalize_functions="lower"),
+        tree.sql(dialect=glot, comments=False, normalize_functions="lower", copy=False),
         tuple(names),
         tuple(shown),
         tuple(sorted(set(views_of.values()))),

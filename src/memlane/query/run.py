@@ -35,6 +35,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
@@ -58,10 +59,12 @@ MAX_ROWS = 100_000
 DEFAULT_TIMEOUT_MS = 2000
 MAX_TIMEOUT_MS = 60_000
 MAX_BYTES = 16 * 1024 * 1024
+SQLITE_CONNECTIONS = 4  # read-only connections per SQLite store, opened as statements need them
 _VALUE_LIMIT = 96 * 1024 * 1024  # SQLite: no value built by a query may pass this (16 Mi 4-byte characters fit)
-_FETCH = 500
+_FETCH = 2000  # rows per fetch at most (fewer when rows are large: see _Fetch.batch)
 _SAVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _WORD = re.compile(r"\w+")
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 Scope = Sequence[Namespace] | None  # None: everything except the reserved namespace
 
@@ -92,10 +95,6 @@ def _value(v: Any) -> Any:
         return str(v)
 
 
-def _size(row: Sequence[Any]) -> int:
-    return sum(len(v) if isinstance(v, str) else 8 for v in row) + 16
-
-
 def fts_query(words: Any) -> str:
     """``text_match``'s words as an FTS5 query: every word quoted (never syntax), all required."""
     found = _WORD.findall(str(words or "").lower())
@@ -114,22 +113,36 @@ class _Fetch:
         self.size = 0
         self.cut: str | None = None
 
+    def batch(self) -> int:
+        """How many rows to fetch next: about what still fits under the size cap (a row may be megabytes)."""
+        if not self.rows:
+            return 50
+        average = max(1, self.size // len(self.rows))
+        return max(1, min(_FETCH, self.max_rows + 1 - len(self.rows), (MAX_BYTES - self.size) // average))
+
     def take(self, batch: Sequence[Sequence[Any]]) -> bool:
-        """Add a batch; ``False`` once a cap is reached."""
-        for r in batch:
-            if len(self.rows) >= self.max_rows:
-                self.cut = "max_rows"
-                return False
-            n = _size(r)
-            if self.size + n > MAX_BYTES:
-                self.cut = "max_bytes"
-                return False
-            self.size += n
-            self.rows.append([_value(v) for v in r])
-        if time.monotonic() > self.deadline:
-            self.cut = "timeout"
+        """Add a batch; ``False`` once a cap is reached (the rows that fit are kept)."""
+        room = self.max_rows - len(self.rows)
+        if len(batch) > room:
+            batch, self.cut = batch[:room], "max_rows"
+        if not set(map(type, chain.from_iterable(batch))) <= _PLAIN:
+            batch = [[_value(v) for v in r] for r in batch]
+        total = len(repr(batch))  # one C call; rows are measured one by one only near the cap
+        if self.size + total > MAX_BYTES:
+            keep = 0
+            for n in map(len, map(repr, batch)):
+                if self.size + n > MAX_BYTES:
+                    break
+                self.size += n
+                keep += 1
+            self.rows.extend(map(list, batch[:keep]))
+            self.cut = "max_bytes"
             return False
-        return True
+        self.size += total
+        self.rows.extend(map(list, batch))
+        if self.cut is None and time.monotonic() > self.deadline:
+            self.cut = "timeout"
+        return self.cut is None
 
 
 def _time_cap(timeout_ms: int) -> QueryRefused:
@@ -153,32 +166,41 @@ def _db_error(message: str) -> QueryRefused:
 # -- SQLite ----------------------------------------------------------------------------------
 
 
-class SqliteRunner:
-    """The query space of one SQLite store: a read-only connection with TEMP views and an authorizer."""
+class _SqliteConnection:
+    """One read-only connection of the query space, with its TEMP views and authorizer.
 
-    dialect = "sqlite"
-    tsconfig = "memlane"
+    The authorizer and the progress handler are installed once and read the
+    runner's state: setting an authorizer again would expire every prepared
+    statement, and re-preparing a statement over the views costs more than
+    running a small one.
+    """
 
     def __init__(self, store: Any) -> None:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection = store.query_connection()
-        self._context: tuple[Any, ...] | None = None
+        self._scope_key: Any = object()
+        self._now = ""
+        self._deadline = float("inf")
+        self._mode = "internal"  # internal (our own statements), strict, or lenient (see below)
+        token = secrets.token_hex(8)
+        self._tag = f" /* memlane {token} */"  # our statements' text: no query can hit their cached plans
         conn = self._conn
         try:
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _VALUE_LIMIT)
             conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 4 * fence.MAX_SQL_CHARS + 65_536)
-            statements, inner_of = space.sqlite_setup(secrets.token_hex(8))
+            statements, inner_of = space.sqlite_setup(token)
             for sql in statements:
                 conn.execute(sql)
             conn.create_function("memlane_fts_query", 1, fts_query, deterministic=True)
+            conn.create_function("memlane_now", 0, lambda: self._now)
             conn.execute("PRAGMA query_only = 1")
         except sqlite3.Error as e:
             conn.close()
             raise StoreError(f"cannot set up the query space on {store.location!r}: {e}; run `memlane migrate`") from e
         outer = frozenset(inner_of)  # what statements name: the views and the text_match helpers
-        inner = frozenset(inner_of.values())  # what holds the bodies: readers of the base tables
+        inner = frozenset(inner_of.values())  # what holds the bodies: the only readers of the base tables
         context = ("memlane_ctx", "memlane_scope")
-        functions = fence.allowed("sqlite").sqlite_names
+        functions = fence.allowed("sqlite").sqlite_names | {"memlane_now"}
         base = space.BASE_TABLES
         shadows = tuple(f"{t}_" for t in ("items_fts", "fact_fts", "claim_fts", "chunk_fts"))
         ok, deny = sqlite3.SQLITE_OK, sqlite3.SQLITE_DENY
@@ -207,17 +229,23 @@ class SqliteRunner:
                 return ok if arg2 is not None and arg2.lower() in functions else deny
             return deny
 
-        def lenient(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
-            # only after the same statement was prepared under ``strict``: the full-text index
-            # then reads its own shadow tables (and items, its content) from statements it prepares
-            if action == reading and db == "main" and source is None and arg1 is not None:
-                if arg1 in base or arg1.startswith(shadows):
-                    return ok
-            if action == pragma and arg1 == "data_version" and arg2 is None:
-                return ok  # FTS5 checks whether its cached structure is stale
+        def authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
+            mode = self._mode
+            if mode == "internal":
+                return ok
+            if mode == "lenient":
+                # only after the same statement was prepared under ``strict``: the full-text
+                # index then reads its own shadow tables (and items, its content) from
+                # statements it prepares itself while the query runs
+                if action == reading and db == "main" and source is None and arg1 is not None:
+                    if arg1 in base or arg1.startswith(shadows):
+                        return ok
+                if action == pragma and arg1 == "data_version" and arg2 is None:
+                    return ok  # FTS5 checks whether its cached structure is stale
             return strict(action, arg1, arg2, db, source)
 
-        self._strict, self._lenient = strict, lenient
+        conn.set_authorizer(authorize)
+        conn.set_progress_handler(lambda: time.monotonic() > self._deadline, 1000)
 
     def close(self) -> None:
         """Close the read-only connection."""
@@ -225,23 +253,24 @@ class SqliteRunner:
             self._conn.close()
 
     def _set_context(self, now: str, scope: Scope) -> None:
-        key = (now, None if scope is None else tuple(scope))
-        if key == self._context:
+        """The clock for the next statement; the readable prefixes, written only when they change."""
+        self._now = now
+        key = None if scope is None else tuple(scope)
+        if key == self._scope_key:
             return
-        conn = self._conn
-        conn.set_authorizer(None)
-        conn.execute("PRAGMA query_only = 0")  # TEMP tables only: the file itself is opened read-only
+        conn, tag = self._conn, self._tag
+        self._mode = "internal"
+        conn.execute("PRAGMA query_only = 0" + tag)  # TEMP tables only: the file itself is opened read-only
         try:
-            conn.execute("DELETE FROM temp.memlane_ctx")
-            conn.execute("INSERT INTO temp.memlane_ctx (now, everything) VALUES (?, ?)", (now, int(scope is None)))
-            conn.execute("DELETE FROM temp.memlane_scope")
+            conn.execute("UPDATE temp.memlane_ctx SET everything = ?" + tag, (int(scope is None),))
+            conn.execute("DELETE FROM temp.memlane_scope" + tag)
             conn.executemany(
-                "INSERT INTO temp.memlane_scope (exact, low, high) VALUES (?, ?, ?)",
+                "INSERT INTO temp.memlane_scope (exact, low, high) VALUES (?, ?, ?)" + tag,
                 [ns_range(p) for p in scope or ()],
             )
         finally:
-            conn.execute("PRAGMA query_only = 1")
-        self._context = key
+            conn.execute("PRAGMA query_only = 1" + tag)
+        self._scope_key = key
 
     def _error(self, e: sqlite3.Error, timeout_ms: int) -> QueryRefused:
         text = str(e)
@@ -262,21 +291,21 @@ class SqliteRunner:
         with self._lock:
             self._set_context(now, scope)
             conn = self._conn
-            deadline = time.monotonic() + timeout_ms / 1000
-            fetched = _Fetch(max_rows, deadline)
-            conn.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+            fetched = _Fetch(max_rows, time.monotonic() + timeout_ms / 1000)
             cursor = None
             columns: builtins.list[str] = []
             try:
-                conn.set_authorizer(self._strict)
+                self._mode = "strict"
+                self._deadline = fetched.deadline
                 if checked.uses_match:
                     conn.execute("EXPLAIN " + checked.sql, checked.params).fetchall()
-                    conn.set_authorizer(self._lenient)
+                    self._mode = "lenient"
                 cursor = conn.execute(checked.sql, checked.params)
                 columns = [d[0] for d in cursor.description or ()]
                 while True:
-                    batch = cursor.fetchmany(_FETCH)
-                    if not batch or not fetched.take(batch) or len(batch) < _FETCH:
+                    want = fetched.batch()
+                    batch = cursor.fetchmany(want)
+                    if not batch or not fetched.take(batch) or len(batch) < want:
                         break
             except sqlite3.Error as e:
                 if "interrupted" in str(e) and fetched.rows:
@@ -286,31 +315,102 @@ class SqliteRunner:
             finally:
                 if cursor is not None:
                     cursor.close()
-                conn.set_progress_handler(None, 0)
-                conn.set_authorizer(None)
+                self._mode = "internal"
+                self._deadline = float("inf")
             return columns, fetched
 
     def explain(self, checked: fence.Checked, now: str, scope: Scope, timeout_ms: int) -> builtins.list[str]:
         """``EXPLAIN QUERY PLAN`` lines, indented by depth."""
         with self._lock:
             self._set_context(now, scope)
-            conn = self._conn
-            deadline = time.monotonic() + timeout_ms / 1000
-            conn.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
-            conn.set_authorizer(self._strict)
             try:
-                rows = conn.execute("EXPLAIN QUERY PLAN " + checked.sql, checked.params).fetchall()
+                self._mode = "strict"
+                self._deadline = time.monotonic() + timeout_ms / 1000
+                rows = self._conn.execute("EXPLAIN QUERY PLAN " + checked.sql, checked.params).fetchall()
             except sqlite3.Error as e:
                 raise self._error(e, timeout_ms) from None
             finally:
-                conn.set_progress_handler(None, 0)
-                conn.set_authorizer(None)
+                self._mode = "internal"
+                self._deadline = float("inf")
         depth: dict[int, int] = {0: -1}
         lines = []
         for node, parent, _, detail in rows:
             depth[node] = depth.get(parent, -1) + 1
             lines.append("  " * depth[node] + str(detail))
         return lines
+
+
+class SqliteRunner:
+    """The query space of one SQLite store: up to :data:`SQLITE_CONNECTIONS` read-only connections.
+
+    A statement borrows a free connection (opening one if none is free and the
+    limit allows), so a slow statement does not hold up the others; under WAL
+    readers never block the writer.
+    """
+
+    dialect = "sqlite"
+    tsconfig = "memlane"
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self._lock = threading.Condition()
+        self._free: builtins.list[_SqliteConnection] = [_SqliteConnection(store)]
+        self._count = 1
+        self._closed = False
+
+    def _borrow(self) -> _SqliteConnection:
+        with self._lock:
+            while not self._free:
+                if self._closed:
+                    raise StoreError("this memory is closed; open it again with memlane.open()")
+                if self._count < SQLITE_CONNECTIONS:
+                    self._count += 1
+                    break
+                self._lock.wait()
+            else:
+                return self._free.pop()
+        try:
+            return _SqliteConnection(self._store)
+        except BaseException:
+            with self._lock:
+                self._count -= 1
+                self._lock.notify()
+            raise
+
+    def _give_back(self, conn: _SqliteConnection) -> None:
+        with self._lock:
+            if self._closed:
+                conn.close()
+                return
+            self._free.append(conn)
+            self._lock.notify()
+
+    def run(
+        self, checked: fence.Checked, now: str, scope: Scope, max_rows: int, timeout_ms: int
+    ) -> tuple[builtins.list[str], _Fetch]:
+        """Run a checked statement under the caps on a free connection; ``(columns, fetched)``."""
+        conn = self._borrow()
+        try:
+            return conn.run(checked, now, scope, max_rows, timeout_ms)
+        finally:
+            self._give_back(conn)
+
+    def explain(self, checked: fence.Checked, now: str, scope: Scope, timeout_ms: int) -> builtins.list[str]:
+        """``EXPLAIN QUERY PLAN`` lines, indented by depth."""
+        conn = self._borrow()
+        try:
+            return conn.explain(checked, now, scope, timeout_ms)
+        finally:
+            self._give_back(conn)
+
+    def close(self) -> None:
+        """Close every connection (those in use close when they are given back)."""
+        with self._lock:
+            self._closed = True
+            free, self._free = self._free, []
+            self._lock.notify_all()
+        for conn in free:
+            conn.close()
 
 
 # -- PostgreSQL --------------------------------------------------------------------------------
@@ -393,10 +493,11 @@ class PostgresRunner:
                 cursor.execute(checked.sql, checked.params)
                 columns = [d.name for d in cursor.description or ()]
                 while True:
-                    batch = cursor.fetchmany(_FETCH)
-                    if not batch or not fetched.take(batch) or len(batch) < _FETCH:
+                    want = fetched.batch()
+                    batch = cursor.fetchmany(want)
+                    if not batch or not fetched.take(batch) or len(batch) < want:
                         break
-                cursor.close()
+                # the cursor ends with the transaction: no CLOSE round trip
             except psycopg.Error as e:
                 if isinstance(e, psycopg.errors.QueryCanceled) and fetched.rows:
                     fetched.cut = "timeout"

@@ -9,9 +9,9 @@ per dialect:
 * ``{V}`` before another view (``{V}entities``): ``temp.`` on SQLite,
   ``memory_v1.`` on PostgreSQL;
 * ``{now}``: the memory's clock for this statement (``Memory._now()``, so
-  "live", "unexpired" and "current" follow an injected clock): a one-row
-  TEMP table on SQLite, the transaction-local setting ``memlane.now`` on
-  PostgreSQL;
+  "live", "unexpired" and "current" follow an injected clock): the function
+  ``memlane_now()`` of the read-only connection on SQLite, the
+  transaction-local setting ``memlane.now`` on PostgreSQL;
 * ``{visible:<column>}``: the visibility rule for a namespace column: never the
   reserved ``_memlane`` namespace (access records), and only the prefixes the
   caller may read (a TEMP table on SQLite, the transaction-local setting
@@ -349,7 +349,7 @@ BASE_TABLES = frozenset(
 
 # -- per dialect -------------------------------------------------------------------------
 
-_SQLITE_NOW = "(SELECT now FROM temp.memlane_ctx)"
+_SQLITE_NOW = "(SELECT memlane_now())"
 _PG_NOW = "(current_setting('memlane.now', true) COLLATE \"C\")"
 
 
@@ -397,7 +397,8 @@ def sqlite_setup(token: str) -> tuple[list[str], dict[str, str]]:
     inner = {name: f"memlane_{token}_{name}" for name in [*NAMES, *MATCH_HELPERS]}
     prefix = f"memlane_{token}_"
     out = [
-        "CREATE TEMP TABLE memlane_ctx (now TEXT, everything INTEGER NOT NULL)",
+        "CREATE TEMP TABLE memlane_ctx (everything INTEGER NOT NULL)",
+        "INSERT INTO temp.memlane_ctx (everything) VALUES (0)",
         "CREATE TEMP TABLE memlane_scope (exact TEXT NOT NULL, low TEXT NOT NULL, high TEXT NOT NULL)",
     ]
     bodies = [(v.name, v.body) for v in VIEWS] + list(MATCH_HELPERS.items())
