@@ -48,12 +48,16 @@ the same tables through a second plain connection:
   DESC LIMIT 10`` with memlane's own terms quoted and OR-ed, fetching the rows
   (the GIN index; plain ``ts_rank``, no IDF);
 * raw pgvector: ``ORDER BY embedding::vector(384) <=> q LIMIT 10`` on memlane's
-  HNSW expression index (default ``hnsw.ef_search``), fetching the rows.
+  HNSW expression index (default ``hnsw.ef_search``, 40), fetching the rows;
+* raw pgvector with memlane's own nomination settings (``LIMIT 50``,
+  ``hnsw.ef_search = 100``: memlane asks every channel for
+  ``candidate_k = max(50, 2 * limit)`` candidates), refs only.
 
 Reported: p50/p99 and memlane/raw ratios, the top-10 overlap of memlane with
 each raw query (memlane's lexical ranking is IDF-weighted, so it differs from
-plain ``ts_rank`` by design), whether each raw plan uses its index, and the
-database size. A comparison table of both backends ends a ``both`` run.
+plain ``ts_rank`` by design), the vector recall@10 of both settings against
+an exact scan, whether each raw plan uses its index, and the database size.
+A comparison table of both backends ends a ``both`` run.
 """
 
 from __future__ import annotations
@@ -413,13 +417,30 @@ def _run_postgres(n: int, url: str, server_version: str, args: argparse.Namespac
         f"SELECT {ITEM_COLUMNS} FROM (SELECT item_ref, embedding::vector({DIM}) <=> %s::vector({DIM}) AS d "
         "FROM item_vectors ORDER BY d LIMIT 10) AS v JOIN items ON items.ref = v.item_ref ORDER BY v.d"
     )
+    # memlane's own nomination: candidate_k = max(50, 2 * limit) refs, hnsw.ef_search = 2 * candidate_k
+    wide_k = 50
+    raw_wide_sql = (
+        f"SELECT item_ref, 1 - (embedding::vector({DIM}) <=> %s::vector({DIM})), version FROM item_vectors "
+        f"ORDER BY embedding::vector({DIM}) <=> %s::vector({DIM}) LIMIT {wide_k}"
+    )
+    exact_sql = f"SELECT item_ref FROM item_vectors ORDER BY embedding::vector({DIM}) <=> %s::vector({DIM}) LIMIT 10"
     execute = raw.execute
+    wide = psycopg.connect(url, autocommit=True)
+    wide.execute(f"SET hnsw.ef_search = {2 * wide_k}")
 
     def raw_fts(q1: str, q2: str) -> Any:
         return execute(raw_fts_sql, (q1, q2)).fetchall()
 
     def raw_vec(literal: str) -> Any:
         return execute(raw_vec_sql, (literal,)).fetchall()
+
+    def raw_wide(literal: str) -> Any:
+        return wide.execute(raw_wide_sql, (literal, literal)).fetchall()
+
+    def exact_top10(literal: str) -> set[int]:
+        with raw.transaction():
+            raw.execute("SET LOCAL enable_indexscan = off")
+            return {r[0] for r in raw.execute(exact_sql, (literal,)).fetchall()}
 
     def lexical(q: str) -> Any:
         return mem.search(q, limit=10, channels=("lexical",))
@@ -450,6 +471,16 @@ def _run_postgres(n: int, url: str, server_version: str, args: argparse.Namespac
             "raw ts_rank uses the GIN index": "items_tsv" in plan(raw_fts_sql, tsq[0]),
             "raw pgvector uses the HNSW index": f"item_vectors_hnsw_{DIM}" in plan(raw_vec_sql, (literals[0],)),
         }
+        if "vector_recall_at_10" not in result:
+            # HNSW is approximate: recall@10 against an exact scan, for the default and for memlane's settings
+            hits = {"raw pgvector": 0, "memlane vector": 0}
+            for v, lit in zip(vecs[:50], literals[:50], strict=True):
+                exact = exact_top10(lit)
+                hits["raw pgvector"] += len(
+                    exact & {r[0] for r in execute(raw_vec_sql.replace(ITEM_COLUMNS, "ref"), (lit,))}
+                )
+                hits["memlane vector"] += len(exact & {ref for ref, _, _ in mem.store.vector(v, (), wide_k)[:10]})
+            result["vector_recall_at_10"] = {k: round(h / 500, 3) for k, h in hits.items()}
         # top-10 overlap with the raw queries (memlane's lexical ranking is IDF-weighted: it differs by design)
         lex_same = vec_same = lex_total = vec_total = 0
         for t, v, q, lit in zip(texts[:50], vecs[:50], tsq[:50], literals[:50], strict=True):
@@ -459,12 +490,13 @@ def _run_postgres(n: int, url: str, server_version: str, args: argparse.Namespac
             mine = {h.item.key for h in vector(t, v).hits}
             theirs = {row[2] for row in raw_vec(lit)}
             vec_same, vec_total = vec_same + len(mine & theirs), vec_total + max(len(mine), len(theirs))
-        progress(f"N={n:,} postgres {kind}: timing {args.queries:,} queries x 6 subjects (+{warm} warm-up)")
+        progress(f"N={n:,} postgres {kind}: timing {args.queries:,} queries x 7 subjects (+{warm} warm-up)")
         samples = time_calls_interleaved(
             {
                 "raw ts_rank": (raw_fts, tsq),
                 "memlane lexical": (lexical, [(t,) for t in texts]),
                 "raw pgvector": (raw_vec, [(lit,) for lit in literals]),
+                "raw pgvector, k=50, ef_search=100": (raw_wide, [(lit,) for lit in literals]),
                 "memlane vector": (vector, list(zip(texts, vecs, strict=True))),
                 "memlane hybrid": (hybrid, list(zip(texts, vecs, strict=True))),
                 "memlane hybrid, one namespace": (hybrid_ns, list(zip(texts, vecs, namespaces, strict=True))),
@@ -481,6 +513,7 @@ def _run_postgres(n: int, url: str, server_version: str, args: argparse.Namespac
         }
     mem.close()
     raw.close()
+    wide.close()
     return result
 
 
@@ -502,6 +535,9 @@ def report(res: dict[str, Any]) -> str:
         for name, s in lat.items():
             base = bases.get(name)
             vs = f"{ratio(s['p50_us'], lat[base]['p50_us']):.2f}x {base}" if base else ""
+            wide = "raw pgvector, k=50, ef_search=100"
+            if name == "memlane vector" and wide in lat:
+                vs += f"; {ratio(s['p50_us'], lat[wide]['p50_us']):.2f}x k=50"
             if name == "memlane hybrid":
                 both = lat[raw_lex]["p50_us"] + lat[raw_vec]["p50_us"]
                 vs = f"{ratio(s['p50_us'], both):.2f}x {raw_lex} + {raw_vec}"
@@ -536,6 +572,12 @@ def report(res: dict[str, Any]) -> str:
             f"{fmt_bytes(b['items_bytes'])}, item_vectors {fmt_bytes(b['item_vectors_bytes'])}, GIN "
             f"{fmt_bytes(b['gin_bytes'])}, HNSW {fmt_bytes(b['hnsw_bytes'])})"
         )
+        rec = res.get("vector_recall_at_10")
+        if rec:
+            lines.append(
+                f"vector recall@10 against an exact scan (50 queries): raw pgvector (LIMIT 10, default ef_search 40) "
+                f"{rec['raw pgvector']:.2f}; memlane (k=50, ef_search=100) {rec['memlane vector']:.2f}"
+            )
         return "\n".join(lines)
     vc = res["vector_cache"]
     lines.append(
