@@ -264,7 +264,7 @@ SKIPPING_THE_VALIDATOR = {
         "DELETE FROM public.items",
         "UPDATE memory_v1.items SET key = 'x'",
         "CREATE TABLE memory_v1.stolen (a int)",
-        "SELECT nextval('items_ref_seq')",
+        "SELECT nextval('public.items_ref_seq')",
     ],
 }
 
@@ -305,6 +305,67 @@ def test_sqlite_caps_the_size_of_any_value_a_query_builds(filled, backend):
                      "SELECT max(length(s)) FROM r", timeout_ms=20_000)  # fmt: skip
     assert e.value.reason == "database_error" and "too big" in str(e.value)
     assert state(filled) == before
+
+
+def test_postgres_scope_set_by_the_statement_itself_counts_for_nothing(filled, backend):
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's transaction-local settings")
+    runner = run.runner(filled)
+    now = "2026-01-01T12:00:00.000000+00:00"
+    forged = [
+        # skipping the validator: set the settings the views read, then read the views
+        "WITH f AS MATERIALIZED (SELECT set_config('memlane.scope', E'\\t', true) AS s) "
+        "SELECT i.namespace FROM f, memory_v1.items i",
+        "SELECT i.namespace FROM (SELECT set_config('memlane.scope', 'room', true)) f, memory_v1.items i",
+        "SELECT i.namespace FROM (SELECT set_config('memlane.now', '2000', true)) f, memory_v1.items i",
+    ]
+    for sql in forged:
+        rows = runner.run(fence.Checked(sql, [], [], []), now, [("user",)], 100, 2000)[1].rows
+        assert all(r[0] == "user/1" for r in rows), (sql, rows)
+    # the views believe the settings only with the runner's signature
+    with filled.store.session() as s:
+        s.run("SELECT set_config('memlane.scope', 'user', true), set_config('memlane.now', ?, true)", (now,))
+        assert s.rows("SELECT count(*) FROM memory_v1.items")[0][0] == 0
+
+
+def test_postgres_without_the_role_queries_still_run_read_only(request, backend):
+    """A database owned by a login role that may not use memlane_query: the fence still holds, and says so."""
+    if backend != "postgres":
+        pytest.skip("a PostgreSQL role")
+    from urllib.parse import urlsplit, urlunsplit
+
+    server = request.getfixturevalue("postgres")
+    server.execute("DO $$ BEGIN CREATE ROLE memlane_plain LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    url = server.create(owner="memlane_plain")
+    parts = urlsplit(url)
+    plain = urlunsplit(parts._replace(netloc=parts.netloc.replace("postgres:", "memlane_plain:", 1)))
+    try:
+        with memlane.open(plain, embedder=None) as m:
+            m.put("a", "k", "v")
+            m.put("_memlane/agents", "x", "hidden", text="")
+            result = m.query("SELECT namespace, key FROM items")
+            assert result.rows == [["a", "k"]]
+            assert any("memlane_query" in n for n in result.notes)
+            runner = run.runner(m)
+            assert not runner.role
+            with pytest.raises(QueryRefused):  # a cursor runs only a SELECT
+                runner.run(fence.Checked("DELETE FROM public.items", [], [], []), "2026", None, 10, 2000)
+            with pytest.raises(QueryRefused) as e:
+                runner.run(fence.Checked("SELECT nextval('public.items_ref_seq')", [], [], []), "2026", None, 10, 2000)
+            assert e.value.reason == "guard", str(e.value)  # the READ ONLY transaction
+            assert m.get("a", "k") is not None
+    finally:
+        server.drop(url)
+
+
+def test_a_namespace_named_like_a_wildcard_is_just_a_namespace(mem):
+    acc = Access(mem)
+    acc.create_agent("carol")
+    mem.put("*", "k", "in the namespace named *")
+    mem.put("other", "k", "elsewhere")
+    acc.grant("carol", "*", "read")
+    carol = acc.view(acc.agent("carol"))
+    assert carol.query("SELECT namespace FROM items ORDER BY namespace").rows == [["*"]]
 
 
 def test_postgres_queries_run_as_the_read_only_role(filled, backend):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 import decimal
+import hashlib
 import json
 import re
 import secrets
@@ -438,6 +439,7 @@ class PostgresRunner:
                 "WHERE c.cfgname = 'memlane' ORDER BY n.nspname = current_schema() DESC LIMIT 1"
             )
             self._generic = int(s.rows("SELECT current_setting('server_version_num')::int")[0][0]) >= 160000
+            self._secret = str(s.rows("SELECT secret FROM memlane_query_secret")[0][0])
         self.role = member
         self.tsconfig = f"{found[0][0]}.memlane" if found else "english"
         self.notes = (
@@ -452,9 +454,17 @@ class PostgresRunner:
     def close(self) -> None:
         """Nothing to close: statements borrow the store's pool."""
 
+    def _sign(self, prefixes: str, now: str, pid: int) -> str:
+        """The signature ``memory_v1.visible_scope()`` checks before the views believe the settings."""
+        message = space.scope_message(prefixes, now, pid).encode()
+        inner = hashlib.sha256(self._secret.encode() + message).hexdigest()
+        return hashlib.sha256((self._secret + inner).encode()).hexdigest()
+
     def _begin(self, conn: Any, now: str, scope: Scope, timeout_ms: int) -> None:
-        prefixes = "*" if scope is None else "\n".join(ns_text(p) for p in scope)
-        settings = [("memlane.now", now), ("memlane.scope", prefixes), ("statement_timeout", str(timeout_ms))]
+        prefixes = space.EVERYTHING if scope is None else "\n".join(ns_text(p) for p in scope)
+        signature = self._sign(prefixes, now, conn.info.backend_pid)
+        settings = [("memlane.now", now), ("memlane.scope", prefixes), ("memlane.sig", signature)]
+        settings.append(("statement_timeout", str(timeout_ms)))
         settings += [("search_path", space.SCHEMA), ("lock_timeout", str(timeout_ms))]
         if self.role:
             settings.append(("role", space.QUERY_ROLE))

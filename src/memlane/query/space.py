@@ -14,8 +14,10 @@ per dialect:
   transaction-local setting ``memlane.now`` on PostgreSQL;
 * ``{visible:<column>}``: the visibility rule for a namespace column: never the
   reserved ``_memlane`` namespace (access records), and only the prefixes the
-  caller may read (a TEMP table on SQLite, the transaction-local setting
-  ``memlane.scope`` on PostgreSQL). A setting that is missing hides every row.
+  caller may read (a TEMP table on SQLite; on PostgreSQL the transaction-local
+  setting ``memlane.scope``, believed only with the runner's signature in
+  ``memlane.sig``, checked by ``memory_v1.visible_scope()`` against a secret
+  the query role cannot read). A missing or unsigned setting hides every row.
 
 The same list generates the SQLite TEMP views (created on the read-only
 connection when it opens), the PostgreSQL ``memory_v1`` schema (migration
@@ -361,14 +363,37 @@ def _sqlite_visible(col: str) -> str:
     )
 
 
+EVERYTHING = "\t"  # the scope "everything but _memlane": a namespace never holds a control character
+_PG_SCOPE = f"(SELECT {SCHEMA}.visible_scope())"
+
+
 def _pg_visible(col: str) -> str:
-    # prefixes are joined with newlines: a namespace never holds a control character
+    # prefixes are joined with newlines; visible_scope() returns them only with a valid signature
     return (
         f"(substr({col}, 1, 9) <> '{RESERVED}/' AND {col} <> '{RESERVED}' AND "
-        "(current_setting('memlane.scope', true) = '*' OR EXISTS (SELECT 1 FROM "
-        "unnest(string_to_array(current_setting('memlane.scope', true), E'\\n')) AS p(prefix) "
+        f"({_PG_SCOPE} = E'\\t' OR EXISTS (SELECT 1 FROM "
+        f"unnest(string_to_array({_PG_SCOPE}, E'\\n')) AS p(prefix) "
         f"WHERE {col} = p.prefix OR starts_with({col}, p.prefix || '/'))))"
     )
+
+
+def scope_message(scope: str, now: str, pid: int) -> str:
+    """What the runner signs for one PostgreSQL transaction: prefixes, clock and backend, length-prefixed."""
+    return f"{len(scope)}:{scope}|{len(now)}:{now}|{pid}"
+
+
+# The same message built in SQL, and its signature: sha256(secret || sha256(secret || message)), hex.
+_PG_MESSAGE = (
+    "length(coalesce(current_setting('memlane.scope', true), ''))::text || ':' || "
+    "coalesce(current_setting('memlane.scope', true), '') || '|' || "
+    "length(coalesce(current_setting('memlane.now', true), ''))::text || ':' || "
+    "coalesce(current_setting('memlane.now', true), '') || '|' || pg_backend_pid()::text"
+)
+_PG_SIGNED = (
+    "encode(sha256(convert_to(s.secret || encode(sha256(convert_to(s.secret || "
+    + _PG_MESSAGE
+    + ", 'UTF8')), 'hex'), 'UTF8')), 'hex')"
+)
 
 
 _VISIBLE = re.compile(r"\{visible:([a-z_.]+)\}")
@@ -430,6 +455,24 @@ def postgres_migration() -> list[str]:
     and queries run as the connecting role, inside the same read-only transaction.
     """
     out = [SAVED_QUERIES_TABLE, f"CREATE SCHEMA {SCHEMA}"]
+    # The views read the caller's prefixes and clock from transaction-local settings, which any role
+    # may set; they count only with the runner's signature (a secret the query role cannot read), so
+    # a statement that sets them itself sees nothing.
+    out += [
+        "CREATE TABLE memlane_query_secret (secret TEXT NOT NULL)",
+        "INSERT INTO memlane_query_secret (secret) "
+        "VALUES (replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''))",
+        f"""DO $do$ BEGIN EXECUTE format($f$
+            CREATE FUNCTION {SCHEMA}.visible_scope() RETURNS text LANGUAGE sql STABLE SECURITY DEFINER
+            SET search_path = pg_catalog AS $body$
+                SELECT CASE WHEN current_setting('memlane.sig', true) = {_PG_SIGNED}
+                    THEN current_setting('memlane.scope', true) END
+                FROM %I.memlane_query_secret s
+            $body$
+        $f$, current_schema());
+        END $do$""",
+        f"REVOKE ALL ON FUNCTION {SCHEMA}.visible_scope() FROM PUBLIC",
+    ]
     out += [f"CREATE VIEW {SCHEMA}.{v.name} AS {view_sql(v.body, 'postgres')}" for v in VIEWS]
     out.append(
         f"""DO $$ BEGIN
@@ -443,9 +486,16 @@ def postgres_migration() -> list[str]:
         f"""DO $$ BEGIN
             GRANT USAGE ON SCHEMA {SCHEMA} TO {QUERY_ROLE};
             GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {QUERY_ROLE};
+            GRANT EXECUTE ON FUNCTION {SCHEMA}.visible_scope() TO {QUERY_ROLE};
+        EXCEPTION WHEN undefined_object THEN
+            RAISE NOTICE 'memlane: no role {QUERY_ROLE}; queries will run as the connecting role';
+        END $$"""
+    )
+    out.append(
+        f"""DO $$ BEGIN
             EXECUTE format('GRANT {QUERY_ROLE} TO %I', current_user);
         EXCEPTION WHEN undefined_object OR insufficient_privilege OR invalid_grant_operation THEN
-            RAISE NOTICE 'memlane: cannot grant role {QUERY_ROLE}: %', SQLERRM;
+            RAISE NOTICE 'memlane: cannot join role {QUERY_ROLE}: %', SQLERRM;
         END $$"""
     )
     return out
