@@ -67,6 +67,8 @@ Which tool to use:
   with counts), then memory_get / memory_get_many / memory_list on what it shows.
 - Write with memory_set (replaces an existing address; memory_history keeps the old
   versions), remove with memory_delete.
+- A question over many records (counts, joins, "which documents mention X and Y?"):
+  memory_query_space to see the SQL views, then memory_query with one read-only SELECT.
 """
 
 # -- inputs --------------------------------------------------------------------------

@@ -283,6 +283,12 @@ class _SqliteConnection:
                 "and the allowed functions can be read",
                 reason="guard",
             )
+        if "no such table: main." in text:
+            return QueryRefused(
+                f"this memory's schema predates a view's tables ({text}); run `memlane migrate` "
+                "(Python: Memory.migrate())",
+                reason="database_error",
+            )
         return _db_error(text)
 
     def run(
