@@ -491,6 +491,21 @@ def test_through_the_live_service_an_agent_sees_only_its_rows(tmp_path: Path):
                 alice.query("DELETE FROM items")
             refused = alice.explain_query("SELECT * FROM sqlite_master")
             assert not refused.valid and refused.reason == "unknown_view"
+        import httpx
+
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            body = {"sql": "SELECT namespace FROM items"}
+            assert http.post("/v1/query", json=body).status_code == 401  # no token: nothing runs
+            auth = {"Authorization": f"Bearer {alice_token}"}
+            got = http.post("/v1/query", json=body, headers=auth)
+            assert got.status_code == 200 and got.json()["rows"] == [["agent/alice"]]
+            bad = http.post("/v1/query", json={"sql": "DROP TABLE items"}, headers=auth)
+            assert bad.status_code == 400 and bad.json()["error"]["type"] == "query_refused"
+            assert set(bad.json()["error"]) == {"type", "message"} and "DROP" in bad.json()["error"]["message"]
+            space_get = http.get("/v1/query/space", headers=auth).json()
+            assert space_get["schema"] == "memory_v1" and space_get["dialect"] == "sqlite"
+            ops = {op["name"] for op in http.get("/v1/operations").json()["operations"]}
+            assert {"query", "query/explain", "query/space", "query/space/search", "query/save", "query/run"} <= ops
         assert mem.get("agent/bob", "k").value == "bob orchid heist"
     finally:
         server.stop()
