@@ -60,6 +60,7 @@ MAX_ROWS = 100_000
 DEFAULT_TIMEOUT_MS = 2000
 MAX_TIMEOUT_MS = 60_000
 MAX_BYTES = 16 * 1024 * 1024
+TEMP_FILE_LIMIT = "256MB"  # PostgreSQL temporary files per statement, when the connecting role may set it
 SQLITE_CONNECTIONS = 4  # read-only connections per SQLite store, opened as statements need them
 _VALUE_LIMIT = 96 * 1024 * 1024  # SQLite: no value built by a query may pass this (16 Mi 4-byte characters fit)
 _FETCH = 2000  # rows per fetch at most (fewer when rows are large: see _Fetch.batch)
@@ -446,6 +447,8 @@ class PostgresRunner:
             )
             self._generic = int(s.rows("SELECT current_setting('server_version_num')::int")[0][0]) >= 160000
             self._secret = str(s.rows("SELECT secret FROM memlane_query_secret")[0][0])
+            # a sort or hash of a huge join spills to temporary files; cap them where this role may
+            self._temp_cap = bool(s.rows("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0][0])
         self.role = member
         self.tsconfig = f"{found[0][0]}.memlane" if found else "english"
         self.notes = (
@@ -472,6 +475,8 @@ class PostgresRunner:
         settings = [("memlane.now", now), ("memlane.scope", prefixes), ("memlane.sig", signature)]
         settings.append(("statement_timeout", str(timeout_ms)))
         settings += [("search_path", space.SCHEMA), ("lock_timeout", str(timeout_ms))]
+        if self._temp_cap:
+            settings.append(("temp_file_limit", TEMP_FILE_LIMIT))
         if self.role:
             settings.append(("role", space.QUERY_ROLE))
         conn.execute(
