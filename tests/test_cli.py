@@ -752,7 +752,7 @@ def test_every_command_has_help_with_an_example() -> None:
         "set", "note", "get", "fetch", "list", "delete", "clear", "cleanup", "stats",
         "namespaces", "summarize", "history", "search", "recall", "reindex", "export", "import", "migrate",
         "serve", "grant",
-        "mcp",
+        "mcp", "context", "lookup",
     }  # fmt: skip
     for name in names:
         result = runner.invoke(cli.app, [name, "--help"], env={"COLUMNS": "200"})

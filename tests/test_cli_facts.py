@@ -81,3 +81,12 @@ def test_errors_are_one_line_with_the_field(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "no fact" in missing.stderr
     no_file = run(db, "doc", "add", "team", "t", str(tmp_path / "absent.txt"))
     assert no_file.exit_code == 1 and "absent.txt" in no_file.stderr
+
+
+@pytest.mark.parametrize("group", ["entity", "fact", "doc", "claim"])
+def test_every_facts_command_has_help_with_an_example(group: str) -> None:
+    typer_group = next(g.typer_instance for g in cli.app.registered_groups if g.name == group)
+    for command in typer_group.registered_commands:
+        result = CliRunner().invoke(cli.app, [group, str(command.name), "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0 and "Example:" in result.stdout, (group, command.name)
+        assert f"memlane {group} {command.name}" in result.stdout

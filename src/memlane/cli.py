@@ -930,12 +930,13 @@ class _BadLine(memlane.ValidationError):
 
 
 class _JsonLines:
-    """The records of a JSONL stream; ``line`` is the number of the line last read."""
+    """The records of a JSONL stream; ``line`` is the number of the line last read, ``lines`` each record's line."""
 
     def __init__(self, stream: IO[bytes], advance: Callable[[int], Any]) -> None:
         self._stream = stream
         self._advance = advance
         self.line = 0
+        self.lines: list[int] = []
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for self.line, raw in enumerate(self._stream, 1):  # noqa: B020 (an attribute, not the iterable)
@@ -948,6 +949,7 @@ class _JsonLines:
                 raise _BadLine(f"line {self.line}", f"not valid JSON ({e}); nothing was imported") from None
             if not isinstance(record, dict):
                 raise _BadLine(f"line {self.line}", "is not a JSON object; nothing was imported")
+            self.lines.append(self.line)
             yield record
 
 
@@ -985,8 +987,10 @@ def import_records(
             except _BadLine:
                 raise
             except memlane.ValidationError as e:
-                # The store reads one record at a time, so the line last read is the culprit.
-                raise memlane.ValidationError(f"line {lines.line}", str(e)) from e
+                # the core names the record by its number; without one, the line last read is the culprit
+                record = getattr(e, "record", None)
+                line = lines.lines[record - 1] if record and record <= len(lines.lines) else lines.line
+                raise memlane.ValidationError(f"line {line}", str(e)) from e
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
@@ -1119,7 +1123,11 @@ def entity_add(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Create an entity."""
+    """Create an entity.
+
+    Example:
+        memlane entity add team/acme Ravi --kind person --alias RK --profile "billing engineer"
+    """
     with _open(db, embedder) as mem:
         _show_record(mem.add_entity(namespace, name, kind=kind, aliases=alias or [], profile=profile), as_json)
 
@@ -1132,7 +1140,11 @@ def entity_alias(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Give an entity another name."""
+    """Give an entity another name.
+
+    Example:
+        memlane entity alias ent_0123... "Ravi K"
+    """
     with _open(db, embedder) as mem:
         _show_record(mem.add_alias(entity_id, alias), as_json)
 
@@ -1145,7 +1157,11 @@ def entity_merge(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Merge a duplicate entity into another; its id keeps resolving to the survivor."""
+    """Merge a duplicate entity into another; its id keeps resolving to the survivor.
+
+    Example:
+        memlane entity merge ent_0123... ent_4567...
+    """
     with _open(db, embedder) as mem:
         _show_record(mem.merge_entities(survivor, merged), as_json)
 
@@ -1158,7 +1174,11 @@ def entity_resolve(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Which entity a name refers to: one, several candidates, or none."""
+    """Which entity a name refers to: one, several candidates, or none.
+
+    Example:
+        memlane entity resolve Ravi --prefix team/acme
+    """
     with _open(db, embedder) as mem:
         _show_context(mem.resolve_entity(name, namespace_prefix=prefix), as_json)
 
@@ -1178,7 +1198,11 @@ def fact_assert(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Assert a fact; one that already holds gains the source as evidence."""
+    """Assert a fact; one that already holds gains the source as evidence.
+
+    Example:
+        memlane fact assert team/acme ent_0123... "works on" ent_4567... --source note:17
+    """
     value = obj if obj.startswith("ent_") else _value(obj, force_string)
     with _open(db, embedder) as mem:
         fact = mem.assert_fact(
@@ -1201,7 +1225,11 @@ def fact_retract(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """End belief in a fact (it stays readable at earlier --believed-at)."""
+    """End belief in a fact (it stays readable at earlier --believed-at).
+
+    Example:
+        memlane fact retract fact_0123...
+    """
     with _open(db, embedder) as mem:
         _show_record(mem.retract_fact(fact_id), as_json)
 
@@ -1214,7 +1242,11 @@ def fact_end(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Record that a fact stopped holding in the world."""
+    """Record that a fact stopped holding in the world.
+
+    Example:
+        memlane fact end fact_0123... 2026-06-30T00:00:00Z
+    """
     with _open(db, embedder) as mem:
         _show_record(mem.end_fact(fact_id, valid_to), as_json)
 
@@ -1233,7 +1265,11 @@ def fact_context(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """What is true: facts holding at a time, inside the entities' neighbourhood."""
+    """What is true: facts holding at a time, inside the entities' neighbourhood.
+
+    Example:
+        memlane fact context "what is Ravi working on" --entity ent_0123... --hops 1
+    """
     with _open(db, embedder) as mem:
         ctx = mem.facts_context(
             query,
@@ -1257,7 +1293,11 @@ def fact_traverse(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Paths between entities, whole or not at all."""
+    """Paths between entities, whole or not at all.
+
+    Example:
+        memlane fact traverse ent_0123... --hops 2
+    """
     with _open(db, embedder) as mem:
         _show_context(mem.traverse(entity_ids, hops=hops, time=_time_arg(valid_at, believed_at)), as_json)
 
@@ -1275,7 +1315,11 @@ def doc_add(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Store a source split into ordered chunks (paragraphs, or lines with --lines)."""
+    """Store a source split into ordered chunks (paragraphs, or lines with --lines).
+
+    Example:
+        memlane doc add team/acme "Standup 5 Jan" notes.txt --source meeting:standup
+    """
     if path == "-":
         text = sys.stdin.read()
     else:
@@ -1306,7 +1350,11 @@ def doc_neighbours(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """A chunk with the passages around it, in document order."""
+    """A chunk with the passages around it, in document order.
+
+    Example:
+        memlane doc neighbours chunk_0123... --before 2
+    """
     with _open(db, embedder) as mem:
         chunks = mem.neighbours(chunk_id, before, after)
     if as_json:
@@ -1328,7 +1376,11 @@ def claim_add(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Record what a source said."""
+    """Record what a source said.
+
+    Example:
+        memlane claim add team/acme "The cutover moves to April" --speaker Ravi --chunk chunk_0123...
+    """
     with _open(db, embedder) as mem:
         claim = mem.add_claim(namespace, text, speaker=speaker, asserted_at=asserted_at, chunk=chunk, about=about or [])
         _show_record(claim, as_json)
@@ -1342,7 +1394,11 @@ def claim_supersede(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Mark a claim as no longer current testimony."""
+    """Mark a claim as no longer current testimony.
+
+    Example:
+        memlane claim supersede claim_0123... --by claim_4567...
+    """
     with _open(db, embedder) as mem:
         _show_record(mem.supersede_claim(claim_id, by), as_json)
 
@@ -1358,7 +1414,11 @@ def claim_context(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """What was said: grouped claims and passages, kept apart."""
+    """What was said: grouped claims and passages, kept apart.
+
+    Example:
+        memlane claim context "when is the cutover" -k 5
+    """
     with _open(db, embedder) as mem:
         ctx = mem.claims_and_sources_context(
             query, entity_ids=entity, k=k, candidate_k=candidate_k, namespace_prefix=prefix
@@ -1380,7 +1440,11 @@ def combined(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Facts, claims and passages for one question, side by side (combined_context)."""
+    """Facts, claims and passages for one question, side by side (combined_context).
+
+    Example:
+        memlane context "when is the billing cutover" --entity ent_0123...
+    """
     with _open(db, embedder) as mem:
         ctx = mem.combined_context(
             query,
@@ -1402,7 +1466,11 @@ def lookup(
     embedder: EmbedderName = None,
     as_json: AsJson = False,
 ) -> None:
-    """Entities, facts, documents, chunks and claims by id."""
+    """Entities, facts, documents, chunks and claims by id.
+
+    Example:
+        memlane lookup ent_0123... fact_4567... --json
+    """
     with _open(db, embedder) as mem:
         records = mem.hydrate(ids) if current else mem.lookup(ids)
     if as_json:

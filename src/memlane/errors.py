@@ -15,11 +15,13 @@ class MemlaneError(Exception):
 class ValidationError(MemlaneError, ValueError):
     """Input was refused at the boundary; nothing was written.
 
-    ``field`` names the offending argument (``namespace``, ``key``, ``ttl``...).
+    ``field`` names the offending argument (``namespace``, ``key``, ``ttl``...);
+    ``record`` the 1-based number of the offending record of an import, if any.
     """
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, *, record: int | None = None) -> None:
         self.field = field
+        self.record = record
         super().__init__(f"{field}: {message}")
 
 

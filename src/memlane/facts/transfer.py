@@ -118,7 +118,7 @@ def parse(records: Iterable[tuple[int, dict[str, Any]]]) -> Parsed:
             by_kind[rec["record"]].append((n, _row(rec["record"], rec)))
         except (KeyError, TypeError, ValueError) as e:
             what = str(e) if isinstance(e, ValidationError) else f"malformed ({e!r})"
-            raise ValidationError("record", f"record {n}: {what}; nothing was imported") from e
+            raise ValidationError("record", f"record {n}: {what}; nothing was imported", record=n) from e
     return by_kind
 
 
@@ -161,15 +161,14 @@ def is_facts_record(rec: dict[str, Any]) -> bool:
     return rec.get("record") in TABLES
 
 
-def split(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[int, dict[str, Any]]]]:
-    """Items and versions, and the facts-layer records numbered as in the file."""
-    items: list[dict[str, Any]] = []
+def split(
+    records: Iterable[dict[str, Any]],
+) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, dict[str, Any]]]]:
+    """Items and versions, and the facts-layer records, each numbered as in the input."""
+    items: list[tuple[int, dict[str, Any]]] = []
     facts: list[tuple[int, dict[str, Any]]] = []
     for n, rec in enumerate(records, 1):
-        if isinstance(rec, dict) and is_facts_record(rec):
-            facts.append((n, rec))
-        else:
-            items.append(rec)
+        (facts if isinstance(rec, dict) and is_facts_record(rec) else items).append((n, rec))
     return items, facts
 
 

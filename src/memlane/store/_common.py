@@ -9,6 +9,7 @@ character right after ``/``. Keys work the same way with ``.`` and ``/``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import json.scanner
 from collections.abc import Iterable, Iterator, Sequence
@@ -172,7 +173,9 @@ def _time(rec: dict[str, Any], name: str, *, optional: bool = False) -> str | No
     return ts(parsed.astimezone(UTC))
 
 
-def import_rows(records: Iterable[dict[str, Any]]) -> Iterator[tuple[str, tuple[Any, ...]]]:
+def import_rows(
+    records: Iterable[dict[str, Any]], numbers: Iterable[int] | None = None
+) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """Validate exported records into ``("item", ITEM_COLUMNS row)`` / ``("version", HISTORY_COLUMNS row)``.
 
     Raises:
@@ -181,7 +184,7 @@ def import_rows(records: Iterable[dict[str, Any]]) -> Iterator[tuple[str, tuple[
     """
     from .. import validate as v
 
-    for n, rec in enumerate(records, 1):
+    for n, rec in zip(itertools.count(1) if numbers is None else numbers, records, strict=False):
         try:
             kind = rec["record"]
             if kind not in ("item", "version"):
@@ -216,7 +219,7 @@ def import_rows(records: Iterable[dict[str, Any]]) -> Iterator[tuple[str, tuple[
                 row += (rec["change"], _time(rec, "changed_at"), rec.get("changed_by"))
         except (KeyError, TypeError, ValueError) as e:
             what = str(e) if isinstance(e, ValidationError) else f"malformed ({e!r})"
-            raise ValidationError("record", f"record {n}: {what}; nothing was imported") from e
+            raise ValidationError("record", f"record {n}: {what}; nothing was imported", record=n) from e
         yield kind, row
 
 
