@@ -218,13 +218,14 @@ def test_lexical_ranking_is_one_statement_with_per_scope_idf(pg_url, clock):
 
 
 def test_lexical_setting_does_not_leak_into_the_pool(pg_url):
-    """Sequential scans are off for the ranking statement only, not for the pooled connection."""
+    """The ranking statement's planner settings end with it; they never stay on a connection."""
     store = pg.PostgresStore(pg_url, min_size=1, max_size=1)
     try:
         assert store.lexical(["anything"], ("a",), 5) == []
         with store._read() as reader, store._conn() as pooled:  # lexical ran on one of these two
             for conn in (reader, pooled):
                 assert conn.execute("SHOW enable_seqscan").fetchone()[0] == "on"
+                assert conn.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
                 assert conn.info.transaction_status == 0  # idle: the implicit transaction ended
     finally:
         store.close()

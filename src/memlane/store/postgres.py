@@ -183,10 +183,13 @@ _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = %s AND key = %s"
 # * ``idf``: each lexeme's document frequency counted over ``hits`` (which hold every row of the scope
 #   that contains it), as BM25's IDF;
 # * the score: the IDF-weighted sum of ``ts_rank(.., 1)`` (rank divided by log2(1 + document length)).
-# Sequential scans are off for the statement: the planner does not count detoasting a tsvector in a
-# filter, so once a lexeme is common it would scan and detoast every row instead of using the index.
+# Sequential scans are off for the statement (_LEXICAL_SETTINGS): the planner does not count detoasting
+# a tsvector in a filter, so once a lexeme is common it would scan and detoast every row instead of using
+# the index. The statement is prepared once per connection but always planned for its parameters.
+_LEXICAL_SETTINGS = (
+    "SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)"
+)
 _LEXICAL = """
-SELECT set_config('enable_seqscan', 'off', true);
 WITH words AS MATERIALIZED (
     SELECT v.lexeme AS w, to_tsquery('simple', quote_literal(v.lexeme)) AS q
     FROM unnest(to_tsvector('memlane', %(text)s)) AS v
@@ -608,11 +611,12 @@ class PostgresStore(Store):
         params: dict[str, Any] = {"text": " ".join(terms), "k": k}
         if prefix:
             params.update(zip(("ns", "ns_lo", "ns_hi"), c.ns_range(prefix), strict=True))
-        with self._read() as conn, psycopg.ClientCursor(conn) as cur:
-            # two statements in one simple-protocol message run in one implicit transaction, so the
-            # setting holds for the ranking statement only; it is planned for these very lexemes
-            cur.execute(_LEXICAL_IN_PREFIX if prefix else _LEXICAL_ALL, params, prepare=False)
-            cur.nextset()
+        with self._read() as conn, conn.pipeline() as pipeline:
+            # both statements go out before one Sync, so they run in one implicit transaction: the
+            # settings hold for the ranking statement only, and the answer takes one round trip
+            conn.execute(_LEXICAL_SETTINGS, prepare=True)
+            cur = conn.execute(_LEXICAL_IN_PREFIX if prefix else _LEXICAL_ALL, params, prepare=True)
+            pipeline.sync()
             rows = cur.fetchall()
         return [(ref, float(score)) for ref, score in rows]
 
