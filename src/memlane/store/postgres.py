@@ -430,6 +430,10 @@ class PostgresStore(Store):
 
     def _upsert_vectors(self, cur: Any, rows: Sequence[tuple[int, int, bytes]]) -> None:
         cast = "::vector" if self._vector_kind == "pgvector" else ""
+        if cast and rows and self._index_dimension != len(rows[0][2]) // 4:
+            # made with the first vectors, while the table is small: an index built
+            # at the first search would stall that search for minutes on a large table
+            self._ensure_index(cur.connection, len(rows[0][2]) // 4)
         cur.executemany(
             f"INSERT INTO item_vectors (item_ref, version, embedding) SELECT ref, version, %s{cast} FROM items "
             "WHERE ref = %s AND version = %s ON CONFLICT (item_ref) DO UPDATE SET version = excluded.version, "
@@ -645,10 +649,13 @@ class PostgresStore(Store):
         # HNSW needs a fixed dimension, known only once an embedder is chosen
         if self._index_dimension == dimension:
             return
-        conn.execute(
-            f"CREATE INDEX IF NOT EXISTS item_vectors_hnsw_{dimension} ON item_vectors "
-            f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)"
-        )
+        name = f"item_vectors_hnsw_{dimension}"
+        # look before creating: CREATE INDEX IF NOT EXISTS would lock the table even when the index is there
+        if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is None:
+            conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {name} ON item_vectors "
+                f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)"
+            )
         self._index_dimension = dimension
 
     def vector(self, query: Sequence[float], prefix: Namespace, k: int) -> builtins.list[tuple[int, float, int]]:
