@@ -330,21 +330,25 @@ def _tool(fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
 # -- the tools -------------------------------------------------------------------------
 
 
-class MemoryTools:
-    """The nine tools over whatever ``resolve(ctx)`` returns for a call: the Memory or an AgentView.
+class _Tools:
+    """Tools over whatever ``resolve(ctx)`` returns for a call: the Memory or an AgentView.
 
     Tool functions are synchronous: the SDK runs them on a worker thread, so
-    storage never blocks the event loop.
+    storage never blocks the event loop. A memlane error becomes a tool error.
     """
 
     def __init__(self, resolve: Callable[[Context], Backend]) -> None:
         self._resolve = resolve
 
-    def _run(self, ctx: Context, op: Callable[[Backend], dict[str, Any]]) -> CallToolResult:
+    def _run(self, ctx: Context, op: Callable[[Backend], Any]) -> CallToolResult:
         try:
             return _ok(op(self._resolve(ctx)))
         except MemlaneError as e:
             return tool_error(e)
+
+
+class MemoryTools(_Tools):
+    """The nine item tools."""
 
     def tools(self) -> list[Tool]:
         """The tools, ready for ``MCPServer(tools=...)``."""
@@ -505,17 +509,8 @@ TimeIn = Annotated[
 HopsIn = Annotated[int, Field(description="Graph steps to expand from the entities (0-3).")]
 
 
-class FactTools:
+class FactTools(_Tools):
     """The facts layer's tools: resolve, the assured reads, primitives and writes."""
-
-    def __init__(self, resolve: Callable[[Context], Backend]) -> None:
-        self._resolve = resolve
-
-    def _run(self, ctx: Context, op: Callable[[Backend], Any]) -> CallToolResult:
-        try:
-            return _ok(op(self._resolve(ctx)))
-        except MemlaneError as e:
-            return tool_error(e)
 
     def tools(self) -> list[Tool]:
         """The tools, ready for ``MCPServer(tools=...)``."""
@@ -760,17 +755,8 @@ run by name. Pass `search` to find the views and columns about some words (e.g. 
 DESCRIPTIONS.update({name: " ".join(text.split()) for name, text in QUERY_DESCRIPTIONS.items()})
 
 
-class QueryTools:
+class QueryTools(_Tools):
     """The query space's two tools: run (or check) a statement, and describe the views."""
-
-    def __init__(self, resolve: Callable[[Context], Backend]) -> None:
-        self._resolve = resolve
-
-    def _run(self, ctx: Context, op: Callable[[Backend], Any]) -> CallToolResult:
-        try:
-            return _ok(op(self._resolve(ctx)))
-        except MemlaneError as e:
-            return tool_error(e)
 
     def tools(self) -> list[Tool]:
         """The tools, ready for ``MCPServer(tools=...)``."""
