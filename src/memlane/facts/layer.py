@@ -1214,9 +1214,12 @@ class FactsLayer:
                 members = builtins.list(self._family(s, survivors))
                 about, params = in_sql("entity_id", members)
                 claim_filter = (f"id IN (SELECT claim_id FROM claim_entities WHERE {about})", params)
+                # the sources about the entities: every passage of a document that a
+                # current claim about them cites (not only the cited passages, which
+                # would hide the rest of a conversation or report)
                 chunk_filter = (
-                    f"id IN (SELECT c.chunk_id FROM claims c JOIN claim_entities ce ON ce.claim_id = c.id "
-                    f"WHERE c.superseded_at IS NULL AND ce.{about})",
+                    "document_id IN (SELECT k.document_id FROM chunks k JOIN claims c ON c.chunk_id = k.id "
+                    f"JOIN claim_entities ce ON ce.claim_id = c.id WHERE c.superseded_at IS NULL AND ce.{about})",
                     builtins.list(params),
                 )
             t0 = perf_counter()
@@ -1264,7 +1267,7 @@ class FactsLayer:
             passages = passages[:k]
             timings["passages_ms"] = _ms(t0)
         if ids and not passages:
-            notes.append("no passage is a source of a claim about these entities")
+            notes.append("no document is cited by a current claim about these entities")
         counts.update(claims=len(groups), passages=len(passages))
         timings["total_ms"] = _ms(started)
         return Context(
