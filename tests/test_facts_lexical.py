@@ -26,3 +26,23 @@ def test_two_hop_and_claims_without_vectors(tmp_path: Path) -> None:
     assert said["claims"][0].text == "The cutover moves to April"
     assert [p.id for p in said["passages"]] == [doc.chunk_ids[0]]
     mem.close()
+
+
+def test_string_values_that_merely_start_like_an_id_are_values(tmp_path: Path) -> None:
+    with memlane.open(str(tmp_path / "m.db"), embedder=None) as mem:
+        kim = mem.add_entity("team", "Kim")
+        fact = mem.assert_fact("team", kim.id, "handle", "ent_kim")
+        assert (fact.object, fact.value) == (None, "ent_kim")
+
+
+def test_a_neighbourhood_with_more_facts_than_one_statement_carries(tmp_path: Path) -> None:
+    from memlane.facts import layer
+
+    with memlane.open(str(tmp_path / "m.db"), embedder=None) as mem:
+        kim = mem.add_entity("team", "Kim")
+        for i in range(layer.MAX_AREA + 50):
+            mem.assert_fact("team", kim.id, "visited", f"city {i}")
+        mem.assert_fact("team", kim.id, "lives in", "Lisbon")
+        ctx = mem.facts_context("where does Kim live", entity_ids=[kim.id], limit=5)
+        assert ctx["facts"][0].text == "Kim lives in Lisbon"
+        assert "facts" in ctx.truncated

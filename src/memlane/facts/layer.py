@@ -40,6 +40,7 @@ MAX_NEIGHBOURHOOD = 2000  # entities reached by expansion; past it the answer sa
 MAX_PATHS = 1000
 MAX_NAME_CHARS = 1000
 MAX_LOOKUP = 1000
+MAX_AREA = 5000  # facts a neighbourhood search restricts to by id
 _ENTITY_ID = re.compile(r"^ent_[0-9a-f]{32}$")
 _PREFIXES = {"ent": "entities", "fact": "facts", "doc": "documents", "chunk": "chunks", "claim": "claims"}
 _FTS = {"fact": ("fact_fts", "facts"), "claim": ("claim_fts", "claims"), "chunk": ("chunk_fts", "chunks")}
@@ -568,7 +569,7 @@ class FactsLayer:
         now = self._mem._now()
         with self._store.session(write=True) as s:
             subj = self._visible_entity(s, subject, "subject", within)
-            if isinstance(object, str) and object.startswith("ent_"):
+            if isinstance(object, str) and _ENTITY_ID.match(object):
                 obj_entity: str | None = self._visible_entity(s, object, "object", within)
                 obj_value = None
                 key_object = obj_entity
@@ -1124,7 +1125,9 @@ class FactsLayer:
                 # nominate inside the neighbourhood when there is one, then keep
                 # only candidates whose row holds at the requested time
                 area = s.rows(sql, params) if ids or pred is not None else None
-                restrict = None if area is None else in_sql("id", [r[0] for r in area])
+                # a small area is searched inside; a large one (more ids than a statement
+                # should carry) is searched whole and filtered by the confirm step below
+                restrict = None if area is None or len(area) > MAX_AREA else in_sql("id", [r[0] for r in area])
                 nominations, more = self._nominate(s, "fact", query, within, 4 * MAX_K, restrict)
                 notes.extend(more)
                 fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
