@@ -90,3 +90,12 @@ def test_every_facts_command_has_help_with_an_example(group: str) -> None:
         result = CliRunner().invoke(cli.app, [group, str(command.name), "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0 and "Example:" in result.stdout, (group, command.name)
         assert f"memlane {group} {command.name}" in result.stdout
+
+
+def test_claims_from_a_jsonl_file(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    lines = '{"text": "Kim owns payments", "speaker": "Dana"}\n\n{"text": "Payments ship in May"}\n'
+    assert ok(db, "claim", "add-many", "team", "-", input=lines).stdout.strip() == "Recorded 2 claims"
+    assert "Payments ship in May" in ok(db, "claim", "context", "payments").stdout
+    bad = run(db, "claim", "add-many", "team", "-", input='{"text": "ok"}\nnot json\n')
+    assert bad.exit_code == 2 and bad.stderr.startswith("Error: line 2")

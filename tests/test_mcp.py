@@ -57,6 +57,7 @@ FACT_TOOLS = {
     "memory_end_fact",
     "memory_add_document",
     "memory_add_claim",
+    "memory_add_claims",
     "memory_supersede_claim",
 }
 TOOLS |= FACT_TOOLS
@@ -481,6 +482,10 @@ def test_stdio_facts_tools_round_trip(tmp_path: Path) -> None:
             assert (await call(s, "memory_hydrate", ids=[date["id"]]))["records"] == [None]
             looked = await call(s, "memory_lookup", ids=[claim["id"], "ent_" + "0" * 32])
             assert looked["records"][0]["text"] == "The cutover moves to April" and looked["records"][1] is None
+            many = await call(s, "memory_add_claims", namespace=ns, claims=[
+                {"text": "Dana agrees", "speaker": "Dana", "chunk": doc["chunk_ids"][1]}, {"text": "Ravi confirms"},
+            ])  # fmt: skip
+            assert [c["text"] for c in many["claims"]] == ["Dana agrees", "Ravi confirms"]
             superseded = await call(s, "memory_supersede_claim", claim_id=claim["id"])
             assert superseded["superseded_at"] is not None
             merged = await call(s, "memory_merge_entities", survivor=ravi["id"], merged=other["id"])

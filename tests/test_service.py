@@ -198,6 +198,7 @@ ENDPOINTS: list[tuple[str, str, Any, str]] = [
     ),
     ("POST", "/v1/add_document", {"namespace": "agent/alice", "title": "t", "text": "x"}, "write"),
     ("POST", "/v1/add_claim", {"namespace": "agent/alice", "text": "x"}, "write"),
+    ("POST", "/v1/add_claims", {"namespace": "agent/alice", "claims": [{"text": "x"}]}, "write"),
     ("POST", "/v1/retract_fact", {"fact_id": "fact_" + "0" * 32}, "write"),
     ("POST", "/v1/resolve_entity", {"name": "Kim"}, "read"),
     ("POST", "/v1/facts_context", {"query": "orchid"}, "read"),
@@ -325,6 +326,7 @@ OUTSIDE: list[tuple[str, dict[str, Any]]] = [
     ("add_entity", {"namespace": "project/x", "name": "Planted"}),  # readable, not writable
     ("add_document", {"namespace": "room/ops", "title": "t", "text": "planted"}),
     ("add_claim", {"namespace": "_memlane/agents", "text": "planted"}),
+    ("add_claims", {"namespace": "agent/bob", "claims": [{"text": "planted"}]}),
     ("assert_fact", {"namespace": "agent/bob", "subject": "ent_" + "0" * 32, "predicate": "p", "object": 1}),
     ("resolve_entity", {"name": "Kim", "namespace_prefix": "agent/bob"}),
     ("facts_context", {"query": "orchid", "namespace_prefix": "room/ops"}),

@@ -528,6 +528,10 @@ class AgentView:
         """``Memory.add_claim`` into a writable namespace, citing chunks and entities the agent may see."""
         return self._facts().add_claim(self._writable(namespace), text, within=self._within(), **kwargs)
 
+    def add_claims(self, namespace: Any, claims: Any) -> builtins.list[Claim]:
+        """``Memory.add_claims`` into a writable namespace, citing what the agent may see."""
+        return self._facts().add_claims(self._writable(namespace), claims, within=self._within())
+
     def supersede_claim(self, claim_id: Any, by: Any = None) -> Claim:
         """``Memory.supersede_claim`` on a claim the agent may write."""
         self._changeable(claim_id, "claim")

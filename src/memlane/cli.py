@@ -1386,6 +1386,41 @@ def claim_add(
         _show_record(claim, as_json)
 
 
+@_command("add-many", claim_app)
+def claim_add_many(
+    namespace: NamespaceArg,
+    path: Annotated[
+        str, typer.Argument(help="A JSON Lines file of claims ({text, speaker, ...} per line); - for stdin.")
+    ],
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Record many claims in one transaction, all or nothing.
+
+    Example:
+        memlane claim add-many team/acme claims.jsonl
+    """
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    claims = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                claims.append(json.loads(line))
+            except ValueError as e:
+                raise memlane.ValidationError(f"line {n}", f"not valid JSON ({e}); nothing was recorded") from None
+    with _open(db, embedder) as mem:
+        added = mem.add_claims(namespace, claims)
+    if as_json:
+        _print_json({"claims": [c.to_dict() for c in added]})
+    else:
+        _console().print(f"Recorded {len(added)} claim{'s' * (len(added) != 1)}")
+
+
 @_command("supersede", claim_app)
 def claim_supersede(
     claim_id: Annotated[str, typer.Argument(help="claim_...")],

@@ -430,6 +430,19 @@ class Client:
         )
         return Claim.from_dict(out)
 
+    def add_claims(self, namespace: Namespace | str, claims: Iterable[Mapping[str, Any]]) -> builtins.list[Claim]:
+        """Record many claims in one transaction; see :meth:`Memory.add_claims`."""
+        body = []
+        for claim in claims:
+            record = dict(claim)
+            if isinstance(record.get("asserted_at"), datetime):
+                record["asserted_at"] = record["asserted_at"].isoformat()
+            if isinstance(record.get("about"), tuple):
+                record["about"] = builtins.list(record["about"])
+            body.append(record)
+        out = self._facts("add_claims", namespace=namespace, claims=body)["records"]
+        return [Claim.from_dict(c) for c in out]
+
     def supersede_claim(self, claim_id: str, by: str | None = None) -> Claim:
         """Mark a claim as no longer current testimony."""
         return Claim.from_dict(self._facts("supersede_claim", claim_id=claim_id, by=by))

@@ -243,6 +243,11 @@ Record what a source said: the statement, the speaker, when, the chunk it came f
 the entity ids it is about. Claims are testimony, not facts: several claims saying the
 same thing are counted as corroboration. Use it when you want to keep who said what,
 rather than decide what is true.""",
+    "memory_add_claims": """\
+Record many claims at once (one transaction, all or nothing): use it after reading a
+document, to keep everything its speakers said in one call instead of many
+memory_add_claim calls. Each claim is {"text": ..., "speaker"?, "asserted_at"?, "chunk"?,
+"about"?: [entity ids]}.""",
     "memory_supersede_claim": """\
 Mark a claim as no longer current testimony, optionally naming the claim that replaces
 it. Use it when the speaker corrected or withdrew what they said.""",
@@ -534,6 +539,7 @@ class FactTools(_Tools):
             self.memory_end_fact,
             self.memory_add_document,
             self.memory_add_claim,
+            self.memory_add_claims,
             self.memory_supersede_claim,
         ]
         return [_tool(fn, READ) for fn in reads] + [_tool(fn, write) for fn in writes]
@@ -722,6 +728,17 @@ class FactTools(_Tools):
                 _ns(namespace), text, speaker=speaker, asserted_at=asserted_at, chunk=chunk, about=about
             ).to_dict(),
         )
+
+    def memory_add_claims(
+        self,
+        namespace: NamespaceIn,
+        claims: Annotated[
+            list[dict[str, Any]],
+            Field(description='Claims, e.g. [{"text": "...", "speaker": "Kim", "chunk": "chunk_...", "about": []}].'),
+        ],
+        ctx: Context,
+    ) -> ToolResult:
+        return self._run(ctx, lambda m: {"claims": [c.to_dict() for c in m.add_claims(_ns(namespace), claims)]})
 
     def memory_supersede_claim(
         self,

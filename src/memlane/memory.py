@@ -749,6 +749,14 @@ class Memory:
             namespace, text, speaker=speaker, asserted_at=asserted_at, chunk=chunk, about=about
         )
 
+    def add_claims(self, namespace: Namespace | str, claims: Iterable[Mapping[str, Any]]) -> builtins.list[Claim]:
+        """Record many claims in one transaction and one embedding batch, all or nothing.
+
+        Each claim is a dict of ``add_claim``'s arguments: ``text`` and optional
+        ``speaker``, ``asserted_at``, ``chunk``, ``about``. At most 10,000 per call.
+        """
+        return self._facts.add_claims(namespace, builtins.list(claims))
+
     def supersede_claim(self, claim_id: str, by: str | None = None) -> Claim:
         """Mark a claim as no longer current testimony, optionally naming its replacement."""
         return self._facts.supersede_claim(claim_id, by)

@@ -243,3 +243,26 @@ def test_unknown_references_are_not_found(mem, world):
         mem.add_claim(NS, "x", chunk="chunk_" + "0" * 32)
     with pytest.raises(NotFoundError, match="no fact"):
         mem.retract_fact("fact_" + "0" * 32)
+
+
+def test_add_claims_in_one_call_all_or_nothing(mem, world):
+    chunk = world["doc"].chunk_ids[2]
+    added = mem.add_claims(NS, [
+        {"text": "Thanks were given", "speaker": "Ravi", "chunk": chunk},
+        {"text": "Billing is on track", "about": [world["billing"].id], "asserted_at": "2026-01-05T10:00:00Z"},
+    ])  # fmt: skip
+    assert [c.text for c in added] == ["Thanks were given", "Billing is on track"]
+    assert added[1].about == [world["billing"].id] and added[1].asserted_at.isoformat().startswith("2026-01-05")
+    assert mem.lookup([added[0].id])[0].chunk_id == chunk
+    said = mem.claims_and_sources_context("billing on track")
+    assert said["claims"][0].text == "Billing is on track"
+    before = mem.lookup([c.id for c in added])
+    with pytest.raises(ValidationError) as err:
+        mem.add_claims(NS, [{"text": "fine"}, {"text": "x", "speeker": "typo"}])
+    assert err.value.field == "claims[1].speeker"
+    with pytest.raises(NotFoundError):
+        mem.add_claims(NS, [{"text": "kept?"}, {"text": "bad chunk", "chunk": "chunk_" + "0" * 32}])
+    texts = {g.text for g in mem.claims_and_sources_context("kept", k=100)["claims"]}
+    assert "kept?" not in texts and "fine" not in texts  # nothing of a refused batch was written
+    assert mem.lookup([c.id for c in added]) == before
+    assert mem.add_claims(NS, []) == []

@@ -15,7 +15,7 @@ import json
 import re
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter
@@ -40,6 +40,7 @@ MAX_NEIGHBOURHOOD = 2000  # entities reached by expansion; past it the answer sa
 MAX_PATHS = 1000
 MAX_NAME_CHARS = 1000
 MAX_LOOKUP = 1000
+MAX_BATCH = 10_000  # claims per add_claims call
 MAX_AREA = 5000  # facts a neighbourhood search restricts to by id
 _ENTITY_ID = re.compile(r"^ent_[0-9a-f]{32}$")
 _PREFIXES = {"ent": "entities", "fact": "facts", "doc": "documents", "chunk": "chunks", "claim": "claims"}
@@ -757,42 +758,71 @@ class FactsLayer:
         within: Sequence[Namespace] = ((),),
     ) -> Claim:
         """Record what a source said: its text, who said it, when, from which chunk, about whom."""
+        record = {"text": text, "speaker": speaker, "asserted_at": asserted_at, "chunk": chunk, "about": about}
+        return self.add_claims(namespace, [record], within=within, fields=False)[0]
+
+    def add_claims(
+        self, namespace: Any, claims: Any, *, within: Sequence[Namespace] = ((),), fields: bool = True
+    ) -> builtins.list[Claim]:
+        """Record many claims in one transaction (one embedding batch): each a dict of ``add_claim``'s arguments."""
         ns = v.namespace(namespace)
-        text = _name(text, "text")
-        who = _optional_name(speaker, "speaker")
-        when = _time(asserted_at, "asserted_at")
-        about_ids = _ids(about, "about", maximum=100)
+        if isinstance(claims, str | bytes | Mapping) or not isinstance(claims, Iterable):
+            raise ValidationError("claims", "must be a list of claim objects")
+        checked = []
+        for n, raw in enumerate(claims):
+            where = f"claims[{n}]." if fields else ""
+            if not isinstance(raw, Mapping):
+                raise ValidationError("claims", f"item {n} is not an object with a text")
+            unknown = set(raw) - {"text", "speaker", "asserted_at", "chunk", "about"}
+            if unknown:
+                raise ValidationError(f"{where}{sorted(unknown)[0]}", "is not a claim field (text, speaker, "
+                                      "asserted_at, chunk, about)")  # fmt: skip
+            checked.append(
+                (
+                    _name(raw.get("text"), f"{where}text"),
+                    _optional_name(raw.get("speaker"), f"{where}speaker"),
+                    _time(raw.get("asserted_at"), f"{where}asserted_at"),
+                    raw.get("chunk"),
+                    _ids(raw.get("about") or [], f"{where}about", maximum=100),
+                )
+            )
+        if len(checked) > MAX_BATCH:
+            raise ValidationError("claims", f"has {len(checked):,} claims; at most {MAX_BATCH:,} per call")
+        if not checked:
+            return []
         now = self._mem._now()
-        blobs = self._embed([text])
-        cid = _new_ids("claim", now)[0]
+        blobs = self._embed([c[0] for c in checked])
+        ids = _new_ids("claim", now, len(checked))
+        out: builtins.list[Claim] = []
         with self._store.session(write=True) as s:
-            entities = [self._visible_entity(s, e, "about", within) for e in about_ids]
-            if chunk is not None:
-                where, params = scope_sql("namespace", within)
-                if not isinstance(chunk, str) or not s.rows(
-                    f"SELECT 1 FROM chunks WHERE id = ? AND {where}", [chunk, *params]
+            scope, scope_params = scope_sql("namespace", within)
+            for n, (cid, (text, who, when, chunk, about_ids)) in enumerate(zip(ids, checked, strict=True)):
+                entities = builtins.list(
+                    dict.fromkeys(self._visible_entity(s, e, f"claims[{n}].about" if fields else "about", within)
+                                  for e in about_ids)
+                )  # fmt: skip
+                if chunk is not None and (
+                    not isinstance(chunk, str)
+                    or not s.rows(f"SELECT 1 FROM chunks WHERE id = ? AND {scope}", [chunk, *scope_params])
                 ):
                     raise NotFoundError(f"no chunk {chunk!r} that you can see; chunk ids come from add_document")
-            s.run(
+                out.append(Claim(cid, ns, text, who, when, chunk, entities, now))
+            s.many(
                 "INSERT INTO claims (id, namespace, text, norm, speaker, asserted_at, chunk_id, recorded_at, author) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    cid,
-                    ns_text(ns),
-                    text,
-                    t.normalise(text),
-                    who,
-                    None if when is None else ts(when),
-                    chunk,
-                    ts(now),
-                    self._mem.author,
-                ),
+                [
+                    (c.id, ns_text(ns), c.text, t.normalise(c.text), c.speaker,
+                     None if c.asserted_at is None else ts(c.asserted_at), c.chunk_id, ts(now), self._mem.author)
+                    for c in out
+                ],
+            )  # fmt: skip
+            s.many(
+                "INSERT INTO claim_entities (claim_id, entity_id) VALUES (?, ?)",
+                [(c.id, e) for c in out for e in c.about],
             )
-            entities = builtins.list(dict.fromkeys(entities))
-            s.many("INSERT INTO claim_entities (claim_id, entity_id) VALUES (?, ?)", [(cid, e) for e in entities])
-            self._index_text(s, "claim", [(cid, ns_text(ns), text)])
-            self._insert_vectors(s, "claim", [cid], blobs)
-        return Claim(cid, ns, text, who, when, chunk, entities, now)
+            self._index_text(s, "claim", [(c.id, ns_text(ns), c.text) for c in out])
+            self._insert_vectors(s, "claim", ids, blobs)
+        return out
 
     def supersede_claim(self, claim_id: Any, by: Any = None, *, within: Sequence[Namespace] = ((),)) -> Claim:
         """Mark a claim as no longer current testimony, optionally naming the claim that replaces it."""

@@ -53,6 +53,12 @@ OPERATIONS: dict[str, tuple[list[str], dict[str, Any], str, str]] = {
         "record",
         "Record what a source said, from which chunk, about which entities.",
     ),
+    "add_claims": (
+        ["namespace", "claims"],
+        {},
+        "records",
+        "Record many claims in one transaction: each {text, speaker?, asserted_at?, chunk?, about?}.",
+    ),
     "supersede_claim": (["claim_id"], {"by": None}, "record", "Mark a claim as no longer current testimony."),
     "resolve_entity": (
         ["name"],
