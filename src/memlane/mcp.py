@@ -2,7 +2,7 @@
 
 Nine item tools, one per verb an agent needs: ``memory_get``, ``memory_get_many``,
 ``memory_set``, ``memory_delete``, ``memory_list``, ``memory_summarize``,
-``memory_search``, ``memory_recall`` and ``memory_history``, and seventeen for the
+``memory_search``, ``memory_recall`` and ``memory_history``, and eighteen for the
 facts layer (:class:`FactTools`: resolve, the assured reads, primitives, writes). Like every
 interface, they are thin: parse the arguments, call the core, render
 ``to_dict()`` as structured content (and the same JSON as text), and turn a
