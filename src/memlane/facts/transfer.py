@@ -10,7 +10,7 @@ memory with an embedder computes them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .. import validate as v
@@ -66,7 +66,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], 
 # references that may point forwards (a merge into a newer entity): set after every row is in
 _LATE = {"entity": ("merged_into",), "claim": ("superseded_by",)}
 _INTEGER = {"version", "position", "chunk_count"}
-_SEARCHED = {"fact": "fact", "claim": "claim", "chunk": "chunk"}
+_SEARCHED = {"fact", "claim", "chunk"}  # kinds with a full-text table on SQLite
 
 
 def export_rows(store: Store) -> Iterator[dict[str, Any]]:
@@ -170,6 +170,3 @@ def split(
     for n, rec in enumerate(records, 1):
         (facts if isinstance(rec, dict) and is_facts_record(rec) else items).append((n, rec))
     return items, facts
-
-
-__all__: Sequence[str] = ["export_rows", "parse", "import_rows", "split", "TABLES"]
