@@ -28,7 +28,6 @@ from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespa
 from .query.model import QueryPlan, QueryResult, SavedQuery
 from .search import rank
 from .search.embedders import DEFAULT_EMBEDDER, Embedder, get_embedder, resolve_embedder
-from .store._common import import_rows
 from .store.base import PutRow, Store
 
 if TYPE_CHECKING:
@@ -953,10 +952,8 @@ class Memory:
         records written.
         """
         numbered, facts = transfer.split(dict(r) for r in records)
-        for _ in import_rows([r for _, r in numbered], [n for n, _ in numbered]):
-            pass  # every item record checked, numbered as in the input, before anything is written
-        parsed = transfer.parse(facts)
-        count = self._store.import_records([r for _, r in numbered], self._now())
+        parsed = transfer.parse(facts)  # checked before anything is written; items are checked in their transaction
+        count = self._store.import_records([r for _, r in numbered], self._now(), numbers=[n for n, _ in numbered])
         if facts:
             with self._store.session(write=True) as s:
                 count += transfer.import_rows(s, parsed)

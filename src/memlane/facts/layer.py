@@ -494,7 +494,6 @@ class FactsLayer:
         """Fact records for rows, with entity names and evidence as of ``believed``."""
         if not rows:
             return []
-        names = {}
         ids = {r[3] for r in rows} | {r[5] for r in rows if r[5]}
         survivors = self._survivors(s, ids)
         where, params = in_sql("id", builtins.list(set(survivors.values())))
@@ -998,12 +997,8 @@ class FactsLayer:
                 ends = {p[-1] for p, _ in frontier}
                 members = [m for m, sid in family.items() if sid in ends]
                 edges = self._edges(s, members or builtins.list(ends), within, at)
-                family = {
-                    **family,
-                    **self._family(
-                        s, {self._survivors(s, [e[3], e[5]]).get(x, x) for e in edges for x in (e[3], e[5])}
-                    ),
-                }
+                ends_of = self._survivors(s, {x for e in edges for x in (e[3], e[5])})
+                family = {**family, **self._family(s, set(ends_of.values()))}
                 step = []
                 for nodes, facts in frontier:
                     for e in edges:

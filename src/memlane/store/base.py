@@ -170,11 +170,14 @@ class Store(ABC):
         """Every stored row (items, then history) as JSON-ready dicts."""
 
     @abstractmethod
-    def import_records(self, records: Iterable[dict[str, Any]], now: datetime) -> int:
+    def import_records(
+        self, records: Iterable[dict[str, Any]], now: datetime, *, numbers: Iterable[int] | None = None
+    ) -> int:
         """Write exported records back verbatim in one transaction; returns rows written.
 
         Rows already present exactly are skipped; a different live row at an
-        imported address goes to history with ``change="import"``.
+        imported address goes to history with ``change="import"``. ``numbers``
+        are the records' numbers in the caller's input, for error messages.
         """
 
     @abstractmethod

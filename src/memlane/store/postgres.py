@@ -731,12 +731,14 @@ class PostgresStore(Store):
         for r in versions:
             yield c.version_record(r)
 
-    def import_records(self, records: Iterable[dict[str, Any]], now: datetime) -> int:
+    def import_records(
+        self, records: Iterable[dict[str, Any]], now: datetime, *, numbers: Iterable[int] | None = None
+    ) -> int:
         """Write exported records verbatim; idempotent."""
         at = c.ts(now)
         written = 0
         with self._write() as conn:
-            for kind, row in c.import_rows(records):
+            for kind, row in c.import_rows(records, numbers):
                 if kind == "item":
                     ns, key = row[1], row[2]
                     current = conn.execute(

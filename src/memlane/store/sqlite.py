@@ -692,7 +692,9 @@ class SqliteStore(Store):
         for r in versions:
             yield c.version_record(r)
 
-    def import_records(self, records: Iterable[dict[str, Any]], now: datetime) -> int:
+    def import_records(
+        self, records: Iterable[dict[str, Any]], now: datetime, *, numbers: Iterable[int] | None = None
+    ) -> int:
         """Write exported records verbatim in one transaction; returns rows written.
 
         Idempotent: a row already present exactly as exported is skipped, so
@@ -702,7 +704,7 @@ class SqliteStore(Store):
         at = c.ts(now)
         written = 0
         with self._write() as conn:
-            for kind, row in c.import_rows(records):
+            for kind, row in c.import_rows(records, numbers):
                 if kind == "item":
                     ns, key = row[1], row[2]
                     current = conn.execute(
