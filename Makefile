@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser run test lint format bench clean
+.PHONY: setup browser run test lint format bench clean mutate coverage shuffle
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,16 +26,32 @@ run: setup
 	$(VENV)/bin/memlane serve --db memlane.db --host 127.0.0.1 --port 8420
 
 lint: setup
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/ruff format --check src tests bench scripts
 	$(VENV)/bin/mypy
 
 test: setup browser lint
 	$(PY) -m pytest
 
+# mutation testing, one module or all (not part of `make test`): make mutate [MODULE=validate]
+mutate: setup
+	$(PY) scripts/mutate.py $(MODULE) --markdown
+
+# branch coverage over the whole suite (both backends, the client run, subprocesses);
+# fails under 95% of branches in the modules scripts/mutate.py lists
+coverage: setup browser
+	rm -f .coverage .coverage.*
+	$(VENV)/bin/coverage run -m pytest -q -p no:randomly
+	$(VENV)/bin/coverage combine -q
+	$(VENV)/bin/coverage report --include="$$($(PY) scripts/mutate.py --files)" --fail-under=95
+
+# the suite in a random order, to find tests that depend on each other: make shuffle [SEED=1]
+shuffle: setup browser
+	$(PY) -m pytest -q -p randomly $(if $(SEED),--randomly-seed=$(SEED))
+
 format: setup
-	$(VENV)/bin/ruff format src tests bench
-	$(VENV)/bin/ruff check --fix src tests bench
+	$(VENV)/bin/ruff format src tests bench scripts
+	$(VENV)/bin/ruff check --fix src tests bench scripts
 
 bench: setup
 	$(PY) bench/kv.py --n 100000

@@ -1,0 +1,358 @@
+"""Mutation testing, one module at a time: ``make mutate MODULE=validate`` (or every module).
+
+mutmut 3 makes small deliberate bugs (a comparison turned round, a constant changed, a
+call dropped) in the listed source files and reruns the tests that reach each mutated
+function. A mutant that no test notices marks a behaviour nothing guards.
+
+Each module runs in its own work folder (``.mutate/<module>/``) with its own narrow test
+selection, because mutmut reads one configuration per folder and a module touched by
+every test (validation) would otherwise rerun hundreds of tests per mutant. Where a
+module yields more mutants than ``--sample``, a seeded random sample runs, and the
+report says so. Mutants reviewed as equivalent (no test could tell them apart from the
+original) are listed with a reason in ``scripts/equivalent/<module>.txt``.
+
+Output: a line per module, ``.mutate/<module>/report.json`` and ``survivors.txt`` (the
+diff of every surviving mutant), and with ``--markdown`` the table docs/testing.md shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / ".mutate"
+EQUIVALENT = ROOT / "scripts" / "equivalent"
+SQLITE_ONLY = "not postgres and not client"
+
+
+@dataclass(frozen=True)
+class Module:
+    """What to mutate and which tests are aimed at it."""
+
+    files: tuple[str, ...]
+    tests: tuple[str, ...]
+    select: str = SQLITE_ONLY  # a pytest -k expression
+    postgres: bool = False
+    note: str = ""
+    only: tuple[str, ...] = field(default=())  # function-name globs, when only part of a file counts
+
+
+MODULES: dict[str, Module] = {
+    "validate": Module(
+        files=("src/memlane/validate.py",),
+        tests=(
+            "tests/conformance/test_validation.py",
+            "tests/conformance/test_limits.py",
+            "tests/conformance/test_items.py",
+            "tests/test_validate.py",
+        ),
+    ),
+    "access": Module(
+        files=("src/memlane/access.py",),
+        tests=(
+            "tests/conformance/test_access.py",
+            "tests/conformance/test_facts_access.py",
+            "tests/test_service.py",
+            "tests/test_access.py",
+        ),
+    ),
+    "store-sqlite": Module(
+        files=("src/memlane/store/sqlite.py", "src/memlane/store/_common.py"),
+        tests=(
+            "tests/conformance/test_items.py",
+            "tests/conformance/test_reads.py",
+            "tests/conformance/test_ttl.py",
+            "tests/conformance/test_export.py",
+            "tests/conformance/test_limits.py",
+            "tests/conformance/test_search.py",
+            "tests/test_rules_property.py",
+            "tests/test_store.py",
+        ),
+        note="the write, expiry, read and hydrate paths",
+    ),
+    "store-postgres": Module(
+        files=("src/memlane/store/postgres.py",),
+        tests=(
+            "tests/conformance/test_items.py",
+            "tests/conformance/test_reads.py",
+            "tests/conformance/test_ttl.py",
+            "tests/conformance/test_export.py",
+            "tests/conformance/test_limits.py",
+            "tests/conformance/test_search.py",
+            "tests/test_rules_property.py",
+            "tests/test_postgres.py",
+            "tests/test_store.py",
+        ),
+        select="postgres",
+        postgres=True,
+        note="the write, expiry, read and hydrate paths",
+    ),
+    "search": Module(
+        files=("src/memlane/search/rank.py", "src/memlane/search/vectors.py"),
+        tests=(
+            "tests/test_rank.py",
+            "tests/conformance/test_search.py",
+            "tests/conformance/test_recall.py",
+            "tests/test_search_rules.py",
+        ),
+        note="ranking, fusion and confirm",
+    ),
+    "facts": Module(
+        files=("src/memlane/facts/layer.py", "src/memlane/facts/model.py", "src/memlane/facts/text.py"),
+        tests=(
+            "tests/conformance/test_facts.py",
+            "tests/conformance/test_facts_access.py",
+            "tests/conformance/test_limits.py",
+            "tests/test_facts_lexical.py",
+            "tests/test_rules_property.py",
+            "tests/test_facts_rules.py",
+        ),
+    ),
+    "query": Module(
+        files=("src/memlane/query/fence.py", "src/memlane/query/run.py"),
+        tests=("tests/test_query_fence.py", "tests/conformance/test_query.py", "tests/test_query_rules.py"),
+        select=SQLITE_ONLY + " and not slow",
+        note="the fence (validator) and the runner",
+    ),
+    "service": Module(
+        files=("src/memlane/server/app.py", "src/memlane/client.py"),
+        tests=("tests/test_answers.py", "tests/test_service.py"),
+        select="",
+        note="the service's error mapping and the Client's error kinds",
+    ),
+}
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    # copy2 keeps mtimes: mutmut regenerates a file's mutants only when its source is newer
+    shutil.copytree(
+        src, dst, dirs_exist_ok=True, copy_function=shutil.copy2, ignore=shutil.ignore_patterns("__pycache__")
+    )
+
+
+def prepare(name: str, module: Module, rev: str | None) -> Path:
+    """Lay out the work folder: sources, tests and a pyproject whose [tool.mutmut] is this module's.
+
+    With ``rev``, sources and tests come from that git revision instead of the work tree.
+    """
+    work = WORK / (name if rev is None else f"{name}@{rev}")
+    work.mkdir(parents=True, exist_ok=True)
+    if rev is None:
+        for folder in ("src", "tests"):
+            _copy_tree(ROOT / folder, work / folder)
+    else:
+        for folder in ("src", "tests"):
+            shutil.rmtree(work / folder, ignore_errors=True)
+        archive = subprocess.run(["git", "archive", rev, "src", "tests"], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(work)], input=archive.stdout, check=True)
+    tests = [t for t in module.tests if (work / t).exists()]
+    selection = [*tests, "-p", "no:randomly", "-p", "no:cacheprovider"]
+    if module.select:
+        selection += ["-k", module.select]
+    config = {
+        "source_paths": ["src"],
+        "only_mutate": list(module.files),
+        "pytest_add_cli_args_test_selection": selection,
+        "pytest_add_cli_args": ["-W", "ignore"],
+        "do_not_mutate_patterns": [],
+    }
+    lines = ["", "[tool.mutmut]"] + [f"{k} = {json.dumps(v)}" for k, v in config.items()]
+    text = (ROOT / "pyproject.toml").read_text() + "\n".join(lines) + "\n"
+    target = work / "pyproject.toml"
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
+    return work
+
+
+def _postgres_url() -> str:
+    # one server for the whole run: a forked test process would otherwise start its own
+    import pgserver
+
+    base = Path("/tmp/memlane-mutate-pg")
+    base.mkdir(exist_ok=True)
+    os.chmod(base, 0o755)
+    return str(pgserver.get_server(str(base), cleanup_mode=None).get_uri())
+
+
+def list_mutants(work: Path) -> list[str]:
+    """Generate the mutants (mutmut's own generator) and return their names."""
+    code = (
+        "import sys\n"
+        "from mutmut.__main__ import create_mutants\n"
+        "from mutmut.utils.file_utils import copy_src_dir, copy_also_copy_files, walk_mutatable_files\n"
+        "from mutmut.mutation.data import SourceFileMutationData\n"
+        "from mutmut.mutation.trampoline import set_mutant_under_test\n"
+        "import os, json\n"
+        "os.makedirs('mutants', exist_ok=True)\n"
+        "set_mutant_under_test('mutant_generation')\n"
+        "copy_src_dir(); copy_also_copy_files(); create_mutants(2)\n"
+        "names = []\n"
+        "for p in walk_mutatable_files():\n"
+        "    m = SourceFileMutationData(path=p); m.load(); names += list(m.exit_code_by_key)\n"
+        "print(json.dumps(names))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"mutant generation failed in {work}:\n{out.stderr[-4000:]}")
+    return sorted(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def equivalents(name: str) -> dict[str, str]:
+    """A module's reviewed equivalent mutants: ``mutant-name reason`` per line, ``#`` comments."""
+    found: dict[str, str] = {}
+    path = EQUIVALENT / f"{name}.txt"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                name, _, reason = line.partition(" ")
+                found[name] = reason.strip()
+    return found
+
+
+def results(work: Path) -> dict[str, int | None]:
+    """Each mutant's exit code as mutmut recorded it."""
+    codes: dict[str, int | None] = {}
+    for meta in (work / "mutants").rglob("*.meta"):
+        codes.update(json.loads(meta.read_text())["exit_code_by_key"])
+    return codes
+
+
+KILLED = {1, 3, 36, 24, -24, 152, 255, -11, -9}  # failed, errored, or hung past the time cap
+
+
+def run(name: str, sample: int, seed: int, workers: int, rev: str | None = None) -> dict[str, object]:
+    module = MODULES[name]
+    started = time.monotonic()
+    work = prepare(name, module, rev)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("MEMLANE_DB", None)
+    if module.postgres:
+        env["MEMLANE_TEST_PG_URL"] = _postgres_url()
+    names = list_mutants(work)
+    chosen = sorted(random.Random(seed).sample(names, sample)) if 0 < sample < len(names) else names
+    log = work / "mutmut.log"
+    with log.open("w") as out:
+        # names go in chunks: a very long argv is refused by the kernel
+        for i in range(0, len(chosen), 400):
+            cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers), *chosen[i : i + 400]]
+            subprocess.run(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+    codes = results(work)
+    equivalent = equivalents(name)
+    killed, survived, no_tests, skipped = [], [], [], []
+    for mutant in chosen:
+        code = codes.get(mutant)
+        if mutant in equivalent:
+            continue
+        if code in KILLED:
+            killed.append(mutant)
+        elif code in (33, 5):
+            no_tests.append(mutant)
+        elif code is None or code == 34:
+            skipped.append(mutant)
+        else:
+            survived.append(mutant)
+    equivalent_here = sorted(m for m in chosen if m in equivalent)
+    scored = len(killed) + len(survived) + len(no_tests)
+    report: dict[str, object] = {
+        "module": name,
+        "files": list(module.files),
+        "mutants": len(names),
+        "run": len(chosen),
+        "sampled": len(chosen) < len(names),
+        "seed": seed,
+        "killed": len(killed),
+        "survived": sorted(survived),
+        "no_tests": sorted(no_tests),
+        "not_run": sorted(skipped),
+        "equivalent": {m: equivalent[m] for m in equivalent_here},
+        "score": round(len(killed) / scored, 4) if scored else None,
+        "seconds": round(time.monotonic() - started),
+        "date": time.strftime("%Y-%m-%d"),
+        "rev": rev or "work tree",
+    }
+    (work / "report.json").write_text(json.dumps(report, indent=2))
+    with (work / "survivors.txt").open("w") as out:
+        for mutant in sorted(survived + no_tests):
+            shown = subprocess.run(
+                [sys.executable, "-m", "mutmut", "show", mutant], cwd=work, capture_output=True, text=True
+            )
+            out.write(f"### {mutant}\n{shown.stdout}\n")
+    return report
+
+
+def line(r: dict[str, object]) -> str:
+    score = r["score"]
+    shown = f"{100 * score:.1f}%" if isinstance(score, float) else "n/a"
+    surviving = len(r["survived"]) + len(r["no_tests"])  # type: ignore[arg-type]
+    sampled = f" (sample of {r['mutants']}, seed {r['seed']})" if r["sampled"] else ""
+    return (
+        f"{r['module']}: {r['run']} mutants{sampled}, {r['killed']} killed, {surviving} surviving, "
+        f"{len(r['equivalent'])} equivalent: {shown} killed ({r['seconds']} s)"  # type: ignore[arg-type]
+    )
+
+
+def markdown(reports: list[dict[str, object]]) -> str:
+    rows = [
+        "| module | files | mutants | run | killed | surviving | equivalent | killed of non-equivalent |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in reports:
+        score = r["score"]
+        surviving = len(r["survived"]) + len(r["no_tests"])  # type: ignore[arg-type]
+        run_count = f"{r['run']} (sample, seed {r['seed']})" if r["sampled"] else str(r["run"])
+        files = ", ".join(f"`{f.removeprefix('src/memlane/')}`" for f in r["files"])  # type: ignore[attr-defined]
+        rows.append(
+            f"| {r['module']} | {files} | {r['mutants']} | {run_count} | {r['killed']} | {surviving} | "
+            f"{len(r['equivalent'])} | {100 * score:.1f}% |"  # type: ignore[arg-type, operator]
+            if isinstance(score, float)
+            else f"| {r['module']} | {files} | {r['mutants']} | {run_count} | - | - | - | n/a |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("modules", nargs="*", help=f"modules to mutate (default: all): {', '.join(MODULES)}")
+    parser.add_argument("--sample", type=int, default=150, help="mutants per module at most (0: all)")
+    parser.add_argument("--seed", type=int, default=18)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--markdown", action="store_true", help="print the table docs/testing.md shows")
+    parser.add_argument("--report-only", action="store_true", help="summarise the last run without running")
+    parser.add_argument("--files", action="store_true", help="print the listed source files, comma-separated")
+    parser.add_argument("--rev", help="mutate the sources and run the tests of this git revision (default: work tree)")
+    args = parser.parse_args()
+    if args.files:
+        print(",".join(f for m in MODULES.values() for f in m.files))
+        return
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        parser.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
+    reports = []
+    for name in args.modules or list(MODULES):
+        if args.report_only:
+            path = WORK / (name if args.rev is None else f"{name}@{args.rev}") / "report.json"
+            if not path.exists():
+                print(f"{name}: not run yet (make mutate MODULE={name})")
+                continue
+            report = json.loads(path.read_text())
+        else:
+            report = run(name, args.sample, args.seed, args.workers, args.rev)
+        reports.append(report)
+        print(line(report), flush=True)
+    if args.markdown:
+        print()
+        print(markdown(reports))
+
+
+if __name__ == "__main__":
+    main()
