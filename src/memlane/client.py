@@ -27,6 +27,7 @@ _ERRORS: dict[int, type[errors.MemlaneError]] = {
     403: errors.ForbiddenError,
     404: errors.NotFoundError,
     409: errors.ConflictError,
+    500: errors.MemlaneError,
     501: errors.BackendUnavailableError,
     502: errors.EmbedderError,
 }
@@ -43,6 +44,7 @@ _KINDS: dict[str, type[errors.MemlaneError]] = {
     "embedder_error": errors.EmbedderError,
     "chooser_error": errors.ChooserError,
     "store_error": errors.StoreError,
+    "error": errors.MemlaneError,
 }
 
 

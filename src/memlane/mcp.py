@@ -274,6 +274,7 @@ _KINDS: list[tuple[type[MemlaneError], str, str]] = [
     (errors.UnauthorizedError, "unauthorized", "Unauthorized"),
     (errors.ForbiddenError, "forbidden", "Forbidden"),
     (errors.NotFoundError, "not_found", "Not found"),
+    (errors.ConflictError, "conflict", "Conflict"),
     (errors.EmbedderMismatchError, "embedder_mismatch", "Embedder mismatch"),
     (errors.BackendUnavailableError, "unavailable", "Unavailable"),
     (errors.EmbedderError, "embedder_error", "Embedder error"),
