@@ -174,6 +174,8 @@ def value(raw: Any, field: str = "value") -> tuple[str, str]:
         if len(raw) > MAX_VALUE_CHARS // 2:
             return canonical_json(raw, field, MAX_VALUE_CHARS), "string"
         out = _encode_str(raw)
+        if len(out) > MAX_VALUE_CHARS:  # escapes can more than double a string: '"' is 2, a control character 6
+            raise ValidationError(field, f"is {len(out):,} characters as JSON; at most {MAX_VALUE_CHARS:,}")
         _utf8(out, field)
         return out, "string"
     vtype = _TYPES.get(type(raw))
