@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import heapq
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -286,14 +285,22 @@ class Access:
 class AgentView:
     """A :class:`Memory` narrowed to one agent's scope; writes record the agent as author.
 
-    Reads under several readable prefixes run once per prefix and merge; every
-    explicit namespace is checked before any lookup.
+    Every read runs once, as one statement, over all of the agent's readable
+    prefixes (the scope travels into the SQL: nothing is merged afterwards);
+    every explicit namespace is checked before any lookup.
     """
 
     def __init__(self, mem: Memory, scope: Scope, author: str) -> None:
+        import copy
+
         self._mem = mem
         self.scope = scope
         self.author = author
+        # the wrapped memory is shared between requests: read and write through a
+        # shallow copy that carries this agent's scope and name
+        self._scoped = copy.copy(mem)
+        self._scoped._scope = scope
+        self._scoped.author = author
 
     # -- checks -----------------------------------------------------------
 
@@ -315,13 +322,7 @@ class AgentView:
         return self.scope.narrow(v.namespace(prefix, "namespace_prefix", allow_empty=True)) or [NOTHING]
 
     def _as_author(self) -> Memory:
-        # the wrapped memory is shared between requests: write through a
-        # shallow copy that carries this agent as the author
-        import copy
-
-        mem = copy.copy(self._mem)
-        mem.author = self.author
-        return mem
+        return self._scoped
 
     # -- writes -----------------------------------------------------------
 
@@ -366,101 +367,36 @@ class AgentView:
 
     def fetch(self, key: str, *, namespace_prefix: Any = (), limit: int = 10) -> builtins.list[Item]:
         """The keyed recall, over exactly what the agent may read."""
-        found = [self._mem.fetch(key, namespace_prefix=p, limit=limit) for p in self._prefixes(namespace_prefix)]
-        merged = sorted(
-            (i for items in found for i in items),
-            key=lambda i: (-i.updated_at.timestamp(), namespace_text(i.namespace)),
-        )
-        return merged[:limit]
+        return self._scoped.fetch(key, namespace_prefix=namespace_prefix, limit=limit)
 
     def list(
         self, namespace_prefix: Any = (), *, key_prefix: str = "", limit: int = 100, cursor: str | None = None
     ) -> Page:
-        """Address-ordered pages over every readable prefix, merged."""
-        from .memory import _encode_cursor
-
-        limit = v.limit(limit)
-        prefixes = self._prefixes(namespace_prefix)
-        if len(prefixes) == 1:
-            return self._mem.list(prefixes[0], key_prefix=key_prefix, limit=limit, cursor=cursor)
-        # one extra item per prefix tells whether anything follows this page
-        pages = [
-            self._mem.list(p, key_prefix=key_prefix, limit=min(limit + 1, 10_000), cursor=cursor).items
-            for p in prefixes
-        ]
-        merged = list(heapq.merge(*pages, key=lambda i: (namespace_text(i.namespace), i.key)))
-        if len(merged) > limit:
-            merged = merged[:limit]
-            return Page(merged, _encode_cursor(merged[-1].namespace, merged[-1].key))
-        return Page(merged, None)
+        """Address-ordered pages over every readable prefix."""
+        return self._scoped.list(namespace_prefix, key_prefix=key_prefix, limit=limit, cursor=cursor)
 
     def namespaces(self, prefix: Any = (), *, max_depth: int | None = None) -> builtins.list[Namespace]:
         """Namespaces the agent may see."""
-        found = {ns for p in self._prefixes(prefix) for ns in self._mem.namespaces(p, max_depth=max_depth)}
-        return sorted(ns for ns in found if self.scope.admin or ns[0] != RESERVED)
+        found = self._scoped.namespaces(prefix, max_depth=max_depth)
+        return [ns for ns in found if self.scope.admin or ns[0] != RESERVED]
 
     def summarize(
         self, namespace_prefix: Any = (), *, depth: int = 3, key_prefix: str = ""
     ) -> dict[str, dict[str, int]]:
         """The taxonomy map of what the agent may see."""
-        out: dict[str, dict[str, int]] = {}
-        for p in self._prefixes(namespace_prefix):
-            out.update(self._mem.summarize(p, depth=depth, key_prefix=key_prefix))
-        return dict(sorted(out.items()))
+        return self._scoped.summarize(namespace_prefix, depth=depth, key_prefix=key_prefix)
 
     # -- ranked reads -----------------------------------------------------
 
-    def _merge(self, envelopes: Sequence[Envelope], limit: int, requested: Any) -> Envelope:
-        first = envelopes[0]
-        if first.params.get("mode") == "keyed":
-            hits = sorted(
-                (h for e in envelopes for h in e.hits),
-                key=lambda h: (-h.item.updated_at.timestamp(), namespace_text(h.namespace)),
-            )
-        else:
-            hits = sorted((h for e in envelopes for h in e.hits), key=lambda h: -h.score)
-        counts: dict[str, int] = {}
-        for e in envelopes:
-            for ch, n in e.counts.items():
-                counts[ch] = counts.get(ch, 0) + n
-        return Envelope(
-            operation=first.operation,
-            params=first.params
-            | {
-                "namespace_prefix": namespace_text(v.namespace(requested, "namespace_prefix", allow_empty=True)),
-                "searched_prefixes": [e.params.get("namespace_prefix") for e in envelopes],
-            },
-            hits=hits[:limit],
-            counts=counts,
-            dropped_by_hydration=sum(e.dropped_by_hydration for e in envelopes),
-            truncated=len(hits) > limit or any(e.truncated for e in envelopes),
-            timings={k: round(sum(e.timings.get(k, 0.0) for e in envelopes), 3) for k in first.timings},
-            notes=sorted({n for e in envelopes for n in e.notes}),
-        )
-
     def search(self, query: str, *, namespace_prefix: Any = (), limit: int = 10, **kwargs: Any) -> Envelope:
-        """``Memory.search`` over the readable scope (one run per readable prefix, merged by score)."""
-        prefixes = self._prefixes(namespace_prefix)
-        if len(prefixes) == 1:
-            return self._mem.search(query, namespace_prefix=prefixes[0], limit=limit, **kwargs)
-        return self._merge(
-            [self._mem.search(query, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes],
-            limit,
-            namespace_prefix,
-        )
+        """``Memory.search`` over the readable scope: one nomination per channel, one fusion."""
+        return self._scoped.search(query, namespace_prefix=namespace_prefix, limit=limit, **kwargs)
 
     def recall(
         self, query: str, *, key: str | None = None, namespace_prefix: Any = (), limit: int = 10, **kwargs: Any
     ) -> Envelope:
         """``Memory.recall`` over the readable scope; keyed recall is checked exactly like search."""
-        prefixes = self._prefixes(namespace_prefix)
-        if len(prefixes) == 1:
-            return self._mem.recall(query, key=key, namespace_prefix=prefixes[0], limit=limit, **kwargs)
-        return self._merge(
-            [self._mem.recall(query, key=key, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes],
-            limit,
-            namespace_prefix,
-        )
+        return self._scoped.recall(query, key=key, namespace_prefix=namespace_prefix, limit=limit, **kwargs)
 
     # -- facts, claims and sources ------------------------------------------
 
