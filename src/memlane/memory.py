@@ -178,6 +178,14 @@ class Memory:
             return [prefix]
         return self._scope.narrow(prefix)
 
+    def _searched(self, prefix: Namespace, within: Sequence[Namespace]) -> dict[str, Any]:
+        """Envelope params saying what a scoped read covered (the v1 wire's shape)."""
+        if self._scope is None:
+            return {}
+        if len(within) == 1:
+            return {"namespace_prefix": namespace_text(within[0])}
+        return {"searched_prefixes": [namespace_text(p) for p in within]}
+
     def _now(self) -> datetime:
         now = self._clock()
         if now.tzinfo is None:
@@ -537,7 +545,7 @@ class Memory:
                 "weights": {ch: weights.get(ch, 1.0) for ch in wanted},
                 "embedding": "given" if embedding is not None else None,
             }
-            | ({} if self._scope is None else {"searched_prefixes": [namespace_text(p) for p in within]}),
+            | self._searched(prefix, within),
             hits=hits,
             counts={ch: len(found) for ch, found in nominations.items()},
             dropped_by_hydration=dropped,
@@ -593,7 +601,8 @@ class Memory:
                     "namespace_prefix": namespace_text(prefix),
                     "limit": limit,
                     "mode": "keyed",
-                },
+                }
+                | self._searched(prefix, self._within(prefix)),
                 hits=[Hit(item, 0.0) for item in items[:limit]],
                 counts={"keyed": len(items[:limit])},
                 dropped_by_hydration=0,

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import errors, validate
-from ..access import RESERVED, Access, Agent, AgentView
+from ..access import Access, Agent, AgentView
 from ..memory import RECORD_FIELDS, Memory
 from .facts import register as register_facts
 
@@ -173,6 +173,11 @@ class GrantBody(Body):
     agent: str
     prefix: Any
     mode: str
+
+
+class RevokeBody(Body):
+    agent: str
+    prefix: Any
 
 
 # -- the query space (memlane.query): bodies and results ---------------------------
@@ -466,6 +471,10 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
             raise errors.ForbiddenError("this operation needs an admin agent")
         return agent
 
+    def changer(agent: Agent = Depends(admin)) -> Access:  # noqa: B008
+        # changes are logged with the admin who made them
+        return Access(mem, actor=agent.name)
+
     def route(
         path: str, body: type[BaseModel], result: type[BaseModel], summary: str
     ) -> Callable[[Callable[..., Any]], Any]:
@@ -625,43 +634,59 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
 
     @app.get(f"/{API_VERSION}/stats", summary="Counts and size of the whole store (admin).")
     def stats(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        # access records are items too; report what agents stored
-        result = mem.stats()
-        reserved = len(mem.list((RESERVED,), limit=10_000).items)
-        result.active_items -= reserved
-        result.namespaces -= len(mem.namespaces((RESERVED,)))
-        return ok(result.to_dict() | {"access_records": reserved})
+        return ok(mem.stats().to_dict() | {"access_records": access.count()})
 
     # -- administration ---------------------------------------------------
 
     @app.post(f"/{API_VERSION}/admin/agents", summary="Create an agent; its token is returned once.")
-    def create_agent(body: AgentBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        agent, token = access.create_agent(body.name, admin=body.admin)
+    def create_agent(body: AgentBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        agent, token = a.create_agent(body.name, admin=body.admin)
         return ok({"agent": agent.to_dict(), "token": token})
 
-    @app.get(f"/{API_VERSION}/admin/agents", summary="Every agent with its rooms and grants.")
-    def list_agents(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok({"agents": [a.to_dict() for a in access.agents()]})
+    @app.get(f"/{API_VERSION}/admin/agents", summary="Agents with their rooms and grants, a page at a time.")
+    def list_agents(limit: int = 1000, cursor: str | None = None, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        page = access.agent_page(limit=limit, cursor=cursor)
+        return ok({"agents": [a.to_dict() for a in page.entries], "next_cursor": page.next_cursor})
+
+    @app.delete(f"/{API_VERSION}/admin/agents/{{name}}", summary="Delete an agent, its memberships and grants.")
+    def delete_agent(name: str, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok({"deleted": a.delete_agent(name)})
 
     @app.post(f"/{API_VERSION}/admin/rooms", summary="Create a room.")
-    def create_room(body: RoomBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok(access.create_room(body.name))
+    def create_room(body: RoomBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok(a.create_room(body.name))
 
-    @app.get(f"/{API_VERSION}/admin/rooms", summary="Every room with its members.")
-    def list_rooms(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok({"rooms": access.rooms()})
+    @app.get(f"/{API_VERSION}/admin/rooms", summary="Rooms with their members, a page at a time.")
+    def list_rooms(limit: int = 1000, cursor: str | None = None, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        page = access.room_page(limit=limit, cursor=cursor)
+        return ok({"rooms": page.entries, "next_cursor": page.next_cursor})
 
     @app.post(f"/{API_VERSION}/admin/rooms/{{room}}/members", summary="Add an agent to a room.")
-    def add_member(room: str, body: MemberBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok(access.add_member(room, body.agent))
+    def add_member(room: str, body: MemberBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok(a.add_member(room, body.agent))
 
     @app.delete(f"/{API_VERSION}/admin/rooms/{{room}}/members/{{agent}}", summary="Remove an agent from a room.")
-    def remove_member(room: str, agent: str, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok(access.remove_member(room, agent))
+    def remove_member(room: str, agent: str, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok(a.remove_member(room, agent))
 
     @app.post(f"/{API_VERSION}/admin/grants", summary="Give an agent read or write on a namespace prefix.")
-    def grant(body: GrantBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok(access.grant(body.agent, body.prefix, body.mode).to_dict())
+    def grant(body: GrantBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok(a.grant(body.agent, body.prefix, body.mode).to_dict())
+
+    @app.post(f"/{API_VERSION}/admin/revoke", summary="Remove an agent's grant on a namespace prefix.")
+    def revoke(body: RevokeBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok(a.revoke(body.agent, body.prefix).to_dict())
+
+    @app.get(f"/{API_VERSION}/admin/log", summary="The access log: who changed agents, rooms and grants, and when.")
+    def access_log(
+        agent: str | None = None,
+        room: str | None = None,
+        after: int = 0,
+        limit: int = 1000,
+        _: Agent = Depends(admin),  # noqa: B008
+    ) -> JSONResponse:
+        changes = access.history(agent=agent, room=room, after=after, limit=limit)
+        return ok({"changes": [c.to_dict() for c in changes]})
 
     # -- the query space (memlane.query) ------------------------------------
 

@@ -36,6 +36,7 @@ from ..facts import schema as facts_schema
 from ..model import Item, Namespace, Stats, Version
 from ..query import space as query_space
 from . import _common as c
+from . import access_tables
 from .base import Nomination, PutRow, Store, Within
 
 try:  # the postgres extra
@@ -159,6 +160,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "CREATE UNIQUE INDEX items_id ON items (id)",
         ],
     ),
+    ("m006_access", access_tables.POSTGRES),
 ]
 
 _UPSERT = f"""

@@ -34,6 +34,7 @@ from ..facts import schema as facts_schema
 from ..model import Item, Namespace, Stats, Version
 from ..query import space as query_space
 from . import _common as c
+from . import access_tables
 from .base import Nomination, PutRow, Store, Within
 
 if TYPE_CHECKING:
@@ -143,6 +144,7 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
             "CREATE UNIQUE INDEX items_id ON items (id)",
         ],
     ),
+    ("m006_access", access_tables.SQLITE),
 ]
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
