@@ -42,11 +42,13 @@ def _plant_reserved(mem, key: str, value: str) -> None:
     """A row under the old _memlane root, as a store from before m006_access could still hold (no verb writes one)."""
     with mem.store.session(write=True) as s:
         s.run(
-            "INSERT INTO items (id, namespace, key, value, value_type, text, metadata, created_at, updated_at, version) "
-            "VALUES (?, '_memlane/agents', ?, ?, 'object', '', '{}', '2026-01-01T00:00:00+00:00', "
+            "INSERT INTO items (id, namespace, key, value, value_type, text, metadata, created_at, updated_at, "
+            "version) VALUES (?, '_memlane/agents', ?, ?, 'object', '', '{}', '2026-01-01T00:00:00+00:00', "
             "'2026-01-01T00:00:00+00:00', 1)",
             ("legacy" + key, key, value),
         )
+        if s.dialect == "sqlite":  # as put would: an external-content FTS row per item
+            s.run("INSERT INTO items_fts (rowid, text) SELECT rowid, text FROM items WHERE id = ?", ("legacy" + key,))
 
 
 @pytest.fixture

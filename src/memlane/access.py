@@ -28,14 +28,15 @@ from __future__ import annotations
 import builtins
 import hashlib
 import secrets
-from collections.abc import Iterable, Mapping
-from contextlib import AbstractContextManager
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import validate as v
-from .errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from .errors import BusyError, ConflictError, ForbiddenError, NotFoundError, ValidationError
 from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
 from .model import Envelope, Item, Namespace, Page, Version, namespace_text
@@ -168,16 +169,59 @@ def _page(limit: Any) -> int:
     return v.limit(limit, maximum=MAX_PAGE)
 
 
+class Gate:
+    """Limits on concurrent expensive work (ranked reads, the query space): per agent and in all.
+
+    A caller over its share is refused at once with :class:`~memlane.errors.BusyError`
+    (HTTP 429 with ``Retry-After``) instead of queueing, so one agent can never
+    occupy every worker, and point reads always find one free.
+    """
+
+    def __init__(self, per_agent: int = 4, total: int = 16) -> None:
+        if per_agent < 1 or total < per_agent:
+            raise ValueError("per_agent must be at least 1 and total at least per_agent")
+        self.per_agent = per_agent
+        self.total = total
+        self._running: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def enter(self, agent: str) -> Iterator[None]:
+        """Hold one slot of ``agent``'s share for the duration of the block."""
+        with self._lock:
+            mine = self._running.get(agent, 0)
+            if mine >= self.per_agent:
+                raise BusyError(
+                    f"agent {agent!r} already runs {mine} searches or queries at once (at most {self.per_agent}); "
+                    "wait for one to finish, then retry",
+                    retry_after=1,
+                )
+            if sum(self._running.values()) >= self.total:
+                raise BusyError(f"the service already runs {self.total} searches or queries at once; retry shortly")
+            self._running[agent] = mine + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._running[agent] - 1
+                if left:
+                    self._running[agent] = left
+                else:
+                    del self._running[agent]
+
+
 class Access:
     """Agents, rooms and grants, in the memory's access tables (one transaction per change, logged).
 
     ``actor`` is recorded in the access log as who made each change (``None``:
-    the store's owner, e.g. the CLI).
+    the store's owner, e.g. the CLI). ``gate`` limits each agent's concurrent
+    expensive reads through the views this object hands out.
     """
 
-    def __init__(self, mem: Memory, *, actor: str | None = None) -> None:
+    def __init__(self, mem: Memory, *, actor: str | None = None, gate: Gate | None = None) -> None:
         self.mem = mem
         self.actor = actor
+        self.gate = gate
         self._version = -1
         self._by_token: dict[str, Agent | None] = {}
 
@@ -484,7 +528,7 @@ class Access:
 
     def view(self, agent: Agent) -> AgentView:
         """The memory as ``agent`` sees it."""
-        return AgentView(self.mem, self.scope(agent), agent.name)
+        return AgentView(self.mem, self.scope(agent), agent.name, gate=self.gate)
 
 
 class AgentView:
@@ -495,9 +539,10 @@ class AgentView:
     every explicit namespace is checked before any lookup.
     """
 
-    def __init__(self, mem: Memory, scope: Scope, author: str) -> None:
+    def __init__(self, mem: Memory, scope: Scope, author: str, *, gate: Gate | None = None) -> None:
         import copy
 
+        self._gate = gate
         self._mem = mem
         self.scope = scope
         self.author = author
@@ -508,6 +553,9 @@ class AgentView:
         self._scoped.author = author
 
     # -- checks -----------------------------------------------------------
+
+    def _expensive(self) -> AbstractContextManager[None]:
+        return nullcontext() if self._gate is None else self._gate.enter(self.author)
 
     def _readable(self, namespace: Any, field: str = "namespace") -> Namespace:
         ns = v.namespace(namespace, field)
@@ -594,13 +642,15 @@ class AgentView:
 
     def search(self, query: str, *, namespace_prefix: Any = (), limit: int = 10, **kwargs: Any) -> Envelope:
         """``Memory.search`` over the readable scope: one nomination per channel, one fusion."""
-        return self._scoped.search(query, namespace_prefix=namespace_prefix, limit=limit, **kwargs)
+        with self._expensive():
+            return self._scoped.search(query, namespace_prefix=namespace_prefix, limit=limit, **kwargs)
 
     def recall(
         self, query: str, *, key: str | None = None, namespace_prefix: Any = (), limit: int = 10, **kwargs: Any
     ) -> Envelope:
         """``Memory.recall`` over the readable scope; keyed recall is checked exactly like search."""
-        return self._scoped.recall(query, key=key, namespace_prefix=namespace_prefix, limit=limit, **kwargs)
+        with self._expensive():
+            return self._scoped.recall(query, key=key, namespace_prefix=namespace_prefix, limit=limit, **kwargs)
 
     # -- facts, claims and sources ------------------------------------------
 
@@ -679,19 +729,23 @@ class AgentView:
 
     def resolve_entity(self, name: Any, *, namespace_prefix: Any = ()) -> Context:
         """``Memory.resolve_entity`` among the entities the agent may see."""
-        return self._facts().resolve_entity(name, within=self._within(namespace_prefix))
+        with self._expensive():
+            return self._facts().resolve_entity(name, within=self._within(namespace_prefix))
 
     def facts_context(self, query: Any, *, namespace_prefix: Any = (), **kwargs: Any) -> Context:
         """``Memory.facts_context`` over what the agent may see."""
-        return self._facts().facts_context(query, within=self._within(namespace_prefix), **kwargs)
+        with self._expensive():
+            return self._facts().facts_context(query, within=self._within(namespace_prefix), **kwargs)
 
     def claims_and_sources_context(self, query: Any, *, namespace_prefix: Any = (), **kwargs: Any) -> Context:
         """``Memory.claims_and_sources_context`` over what the agent may see."""
-        return self._facts().claims_and_sources_context(query, within=self._within(namespace_prefix), **kwargs)
+        with self._expensive():
+            return self._facts().claims_and_sources_context(query, within=self._within(namespace_prefix), **kwargs)
 
     def combined_context(self, query: Any, *, namespace_prefix: Any = (), **kwargs: Any) -> Context:
         """``Memory.combined_context`` over what the agent may see."""
-        return self._facts().combined_context(query, within=self._within(namespace_prefix), **kwargs)
+        with self._expensive():
+            return self._facts().combined_context(query, within=self._within(namespace_prefix), **kwargs)
 
     def lookup(self, ids: Any) -> builtins.list[Record | None]:
         """``Memory.lookup``; what the agent may not see comes back as ``None``."""
@@ -703,7 +757,8 @@ class AgentView:
 
     def traverse(self, entity_ids: Any, **kwargs: Any) -> Context:
         """``Memory.traverse`` over facts the agent may see."""
-        return self._facts().traverse(entity_ids, within=self._within(), **kwargs)
+        with self._expensive():
+            return self._facts().traverse(entity_ids, within=self._within(), **kwargs)
 
     def neighbours(self, chunk_id: Any, before: Any = 1, after: Any = 1) -> builtins.list[Chunk]:
         """``Memory.neighbours`` inside what the agent may see."""
@@ -723,13 +778,17 @@ class AgentView:
         """``Memory.query`` over the rows the agent may see."""
         from .query import run
 
-        return run.query(self._mem, sql, params, scope=self._query_scope(), max_rows=max_rows, timeout_ms=timeout_ms)
+        with self._expensive():
+            return run.query(
+                self._mem, sql, params, scope=self._query_scope(), max_rows=max_rows, timeout_ms=timeout_ms
+            )
 
     def explain_query(self, sql: Any, params: Any = None) -> QueryPlan:
         """``Memory.explain_query``, planned over what the agent may see."""
         from .query import run
 
-        return run.explain(self._mem, sql, params, scope=self._query_scope())
+        with self._expensive():
+            return run.explain(self._mem, sql, params, scope=self._query_scope())
 
     def describe_query_space(self) -> dict[str, Any]:
         """``Memory.describe_query_space`` (the same for every agent)."""

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import errors, validate
-from ..access import Access, Agent, AgentView
+from ..access import Access, Agent, AgentView, Gate
 from ..memory import RECORD_FIELDS, Memory
 from .facts import register as register_facts
 
@@ -47,6 +47,7 @@ STATUS: list[tuple[type[Exception], int, str]] = [
     (errors.ChooserError, 502, "chooser_error"),
     (errors.QueryRefused, 400, "query_refused"),
     (errors.StoreError, 503, "store_error"),
+    (errors.BusyError, 429, "busy"),
     (errors.MemlaneError, 500, "error"),
 ]
 
@@ -401,7 +402,14 @@ class BodyLimit:
                 await self._refuse(send)
 
 
-def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+def create_app(
+    mem: Memory,
+    *,
+    keyed_recall: bool = True,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_agent_work: int = 4,
+    max_work: int = 16,
+) -> FastAPI:
     """Build the service over ``mem``.
 
     Args:
@@ -409,13 +417,17 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
         keyed_recall: answer ``key`` in ``/v1/recall`` (``False`` emulates an
             older server that ignores it; clients must stay correct).
         max_body_bytes: larger request bodies get 413.
+        max_agent_work: ranked reads and query-space statements one agent may
+            run at once; more get 429 with ``Retry-After``.
+        max_work: the same for all agents together (below the worker pool's 40
+            threads, so point reads always find a free one).
     """
     app = FastAPI(
         title="memlane",
         version=API_VERSION,
         description="Durable memory for AI agents: exact keyed lookup and confirmed hybrid search.",
     )
-    access = Access(mem)
+    access = Access(mem, gate=Gate(max_agent_work, max_work))
     app.state.memory = mem
     app.state.access = access
     operations: list[dict[str, Any]] = []
@@ -432,7 +444,8 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
                 message = str(exc)
                 if field and message.startswith(field + ": "):
                     message = message[len(field) + 2 :]
-                return JSONResponse(error_body(kind, message, field), status_code=status)
+                headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, errors.BusyError) else None
+                return JSONResponse(error_body(kind, message, field), status_code=status, headers=headers)
         raise AssertionError("unreachable: MemlaneError is in the table")  # pragma: no cover
 
     @app.exception_handler(StarletteHTTPException)
@@ -727,9 +740,14 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
     def delete_saved_query(body: QueryNameBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
         return ok({"deleted": v.delete_saved_query(body.name)})
 
+    # async: served on the event loop, so they answer even while every worker thread is busy
     @app.get(f"/{API_VERSION}/operations", summary="Every operation with its parameter JSON schema.")
-    def list_operations() -> JSONResponse:
+    async def list_operations() -> JSONResponse:
         return JSONResponse({"version": API_VERSION, "operations": operations})
+
+    @app.get(f"/{API_VERSION}/health", summary="Whether the service is up (no token needed).")
+    async def health() -> JSONResponse:
+        return JSONResponse({"status": "ok", "version": API_VERSION, "backend": mem.store.backend})
 
     from ..mcp import mount_mcp
     from .inspector import mount_inspector
