@@ -131,13 +131,20 @@ class SharedMemory(RuleBasedStateMachine):
     """Random access changes and writes; after each step every agent's reads match the model exactly."""
 
     fresh: Any = None  # set by the test: a callable giving the URL of a new empty store
+    family = "core"  # or "client": every read goes through memlane.Client over loopback HTTP
 
     @initialize()
     def start(self) -> None:
         self.mem = memlane.open(type(self).fresh(), embedder="fake")
         self.access = Access(self.mem)
-        for a in AGENTS:
-            self.access.create_agent(a)
+        self.tokens = {a: self.access.create_agent(a)[1] for a in AGENTS}
+        self.server: Any = None
+        if self.family == "client":
+            from live import LiveServer
+            from memlane.server import create_app
+
+            self.server = LiveServer(create_app(self.mem))
+            self.clients = {a: memlane.Client(self.server.url, t) for a, t in self.tokens.items()}
         for r in ROOMS + ("r10",):
             self.access.create_room(r)
         self.members: dict[str, set[str]] = {r: set() for r in ROOMS + ("r10",)}
@@ -145,8 +152,18 @@ class SharedMemory(RuleBasedStateMachine):
         self.items: dict[tuple[tuple[str, ...], str], str] = {}
 
     def teardown(self) -> None:
+        if getattr(self, "server", None) is not None:
+            for client in self.clients.values():
+                client.close()
+            self.server.stop()
         if hasattr(self, "mem"):
             self.mem.close()
+
+    def reader(self, agent: str) -> Any:
+        """The agent's reads through the family under test (its view, or its HTTP client)."""
+        if self.family == "client":
+            return self.clients[agent]
+        return self.access.view(self.access.agent(agent))
 
     # -- the model --------------------------------------------------------------------
 
@@ -200,7 +217,7 @@ class SharedMemory(RuleBasedStateMachine):
         if not hasattr(self, "mem"):
             return
         for agent in AGENTS:
-            view = self.access.view(self.access.agent(agent))
+            view = self.reader(agent)
             visible = {a: t for a, t in self.items.items() if self.sees(agent, a[0])}
             listed = view.list(limit=1000).items
             assert {(i.namespace, i.key) for i in listed} == set(visible), agent
@@ -220,8 +237,8 @@ class SharedMemory(RuleBasedStateMachine):
                         view.get(place, "k1")
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_every_agent_reads_exactly_what_the_model_allows(request, tmp_path, backend):
+@pytest.mark.parametrize(("backend", "family"), [("sqlite", "core"), ("postgres", "core"), ("sqlite", "client")])
+def test_every_agent_reads_exactly_what_the_model_allows(request, tmp_path, backend, family):
     made: list[str] = []
 
     def fresh() -> str:
@@ -232,9 +249,13 @@ def test_every_agent_reads_exactly_what_the_model_allows(request, tmp_path, back
         return made[-1]
 
     SharedMemory.fresh = staticmethod(fresh)
+    SharedMemory.family = family
     state = SharedMemory.TestCase
     state.settings = settings(
-        max_examples=12, stateful_step_count=10, deadline=None, suppress_health_check=list(HealthCheck)
+        max_examples=12 if family == "core" else 5,
+        stateful_step_count=10,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
     )
     try:
         state().runTest()
