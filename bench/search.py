@@ -423,7 +423,10 @@ def _run_postgres(n: int, url: str, server_version: str, args: argparse.Namespac
         f"SELECT item_ref, 1 - (embedding::vector({DIM}) <=> %s::vector({DIM})), version FROM item_vectors "
         f"ORDER BY embedding::vector({DIM}) <=> %s::vector({DIM}) LIMIT {wide_k}"
     )
-    exact_sql = f"SELECT item_ref FROM item_vectors ORDER BY embedding::vector({DIM}) <=> %s::vector({DIM}) LIMIT 10"
+    exact_sql = (
+        f"SELECT items.id FROM item_vectors v JOIN items ON items.ref = v.item_ref "
+        f"ORDER BY v.embedding::vector({DIM}) <=> %s::vector({DIM}) LIMIT 10"
+    )
     execute = raw.execute
     wide = psycopg.connect(url, autocommit=True)
     wide.execute(f"SET hnsw.ef_search = {2 * wide_k}")
@@ -437,7 +440,7 @@ def _run_postgres(n: int, url: str, server_version: str, args: argparse.Namespac
     def raw_wide(literal: str) -> Any:
         return wide.execute(raw_wide_sql, (literal, literal)).fetchall()
 
-    def exact_top10(literal: str) -> set[int]:
+    def exact_top10(literal: str) -> set[str]:
         with raw.transaction():
             raw.execute("SET LOCAL enable_indexscan = off")
             return {r[0] for r in raw.execute(exact_sql, (literal,)).fetchall()}
@@ -477,9 +480,9 @@ def _run_postgres(n: int, url: str, server_version: str, args: argparse.Namespac
             for v, lit in zip(vecs[:50], literals[:50], strict=True):
                 exact = exact_top10(lit)
                 hits["raw pgvector"] += len(
-                    exact & {r[0] for r in execute(raw_vec_sql.replace(ITEM_COLUMNS, "ref"), (lit,))}
+                    exact & {r[0] for r in execute(raw_vec_sql.replace(ITEM_COLUMNS, "items.id"), (lit,))}
                 )
-                hits["memlane vector"] += len(exact & {ref for ref, _, _ in mem.store.vector(v, (), wide_k)[:10]})
+                hits["memlane vector"] += len(exact & {i for i, _, _ in mem.store.vector(v, [()], wide_k)[:10]})
             result["vector_recall_at_10"] = {k: round(h / 500, 3) for k, h in hits.items()}
         # top-10 overlap with the raw queries (memlane's lexical ranking is IDF-weighted: it differs by design)
         lex_same = vec_same = lex_total = vec_total = 0

@@ -349,11 +349,17 @@ def test_http_other_namespaces_are_forbidden(service: Service) -> None:
                 ("memory_summarize", {"namespace": "project"}),
                 ("memory_search", {"query": "rocket", "namespace": "agent/bob"}),
                 ("memory_recall", {"key": "plans.launch", "namespace": "agent/bob"}),
-                ("memory_get", {"namespace": "_memlane/agents", "key": "alice"}),
             ]
             for tool, args in refused:
                 _, error = await fail(s, tool, **args)
                 assert error["type"] == "forbidden", tool
+            # access records are no items: the reserved root is refused, and says why
+            for tool, args in [
+                ("memory_get", {"namespace": "_memlane/agents", "key": "alice"}),
+                ("memory_set", {"namespace": "_memlane/agents", "key": "alice", "value": {"admin": True}}),
+            ]:
+                _, error = await fail(s, tool, **args)
+                assert error["type"] == "validation_error" and "reserved" in error["message"], tool
         untouched = service.mem.get(("agent", "bob"), "plans.launch")
         assert untouched is not None and untouched.value == "bob's secret rocket launch plan"
         # carol is in no room

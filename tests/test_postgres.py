@@ -139,16 +139,24 @@ def test_cli_export_from_sqlite_import_into_postgres_and_back(tmp_path, pg_url, 
         assert said["claims"][0].claims[0].chunk_id == doc.chunk_ids[0] and said.counts["claims_vector"] == 1
 
 
-def _reference_lexical(url: str, terms: list[str], prefix: tuple[str, ...], k: int) -> list[tuple[int, float]]:
-    """The ranking spelled out step by step (one count per lexeme), as memlane did before it was one statement."""
+def _reference_lexical(url: str, terms: list[str], within: list[tuple[str, ...]], k: int) -> list[tuple[str, float]]:
+    """The ranking spelled out step by step (one count per lexeme), as memlane did before it was one statement.
+
+    ``within`` is a list of namespace prefixes (``[()]``: everything), spelled out as OR-ed ranges.
+    """
     import math
 
     import psycopg
 
+    prefix = () if any(not p for p in within) else within
     scope, scope_params = "", []
     if prefix:
-        ns = "/".join(prefix)
-        scope, scope_params = " AND (namespace = %s OR (namespace >= %s AND namespace < %s))", [ns, ns + "/", ns + "0"]
+        ranges = []
+        for p in within:
+            ns = "/".join(p)
+            ranges.append("(namespace = %s OR (namespace >= %s AND namespace < %s))")
+            scope_params += [ns, ns + "/", ns + "0"]
+        scope = " AND (" + " OR ".join(ranges) + ")"
     with psycopg.connect(url, autocommit=True) as conn:
         words = sorted(
             {r[0] for r in conn.execute("SELECT lexeme FROM unnest(to_tsvector('memlane', %s))", (" ".join(terms),))}
@@ -171,7 +179,7 @@ def _reference_lexical(url: str, terms: list[str], prefix: tuple[str, ...], k: i
             return []
         score = " + ".join(["%s * ts_rank(tsv, to_tsquery('simple', quote_literal(%s)), 1)"] * len(weights))
         rows = conn.execute(
-            f"SELECT ref, {score} AS s FROM items WHERE tsv @@ to_tsquery('simple', %s){scope} "
+            f"SELECT id, {score} AS s FROM items WHERE tsv @@ to_tsquery('simple', %s){scope} "
             "ORDER BY s DESC, ref LIMIT %s",
             (
                 *[x for w, idf in weights.items() for x in (idf, w)],
@@ -204,24 +212,25 @@ def test_lexical_ranking_is_one_statement_with_per_scope_idf(pg_url, clock):
         store = mem.store
         queries = [["orchid"], ["orchid", "billing"], ["rare3", "agent", "humid"], ["rare7"], vocab, ["nothing"]]
         for terms in queries:
-            for prefix in [(), ("team",), ("team", "a"), ("other",), ("none",)]:
-                got = store.lexical(terms, prefix, 15)
-                want = _reference_lexical(pg_url, terms, prefix, 15)
-                assert [r for r, _ in got] == [r for r, _ in want], (terms, prefix)
-                assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-6), (terms, prefix)
+            scopes = [[()], [("team",)], [("team", "a")], [("other",)], [("none",)], [("team", "a"), ("other",)]]
+            for within in scopes:
+                got = store.lexical(terms, within, 15)
+                want = _reference_lexical(pg_url, terms, within, 15)
+                assert [r for r, _, _ in got] == [r for r, _ in want], (terms, within)
+                assert [s for _, s, _ in got] == pytest.approx([s for _, s in want], rel=1e-6), (terms, within)
         # the rare word wins over common ones, and scope changes IDF: 'orchid' is rarer in team/a
         hit = mem.search("rare5 orchid", channels=["lexical"], limit=1).hits[0]
         assert "rare5" in hit.value
         # words that are no lexemes, quotes, backslashes and tsquery syntax are data, never errors
-        assert store.lexical(["_", "!"], (), 10) == []
-        assert store.lexical(["o'brien", "a\\b", "x|y", "(z", "&", "'"], (), 10) == []
+        assert store.lexical(["_", "!"], [()], 10) == []
+        assert store.lexical(["o'brien", "a\\b", "x|y", "(z", "&", "'"], [()], 10) == []
 
 
 def test_lexical_setting_does_not_leak_into_the_pool(pg_url):
     """The ranking statement's planner settings end with it; they never stay on a connection."""
     store = pg.PostgresStore(pg_url, min_size=1, max_size=1)
     try:
-        assert store.lexical(["anything"], ("a",), 5) == []
+        assert store.lexical(["anything"], [("a",)], 5) == []
         with store._read() as reader, store._conn() as pooled:  # lexical ran on one of these two
             for conn in (reader, pooled):
                 assert conn.execute("SHOW enable_seqscan").fetchone()[0] == "on"

@@ -38,13 +38,26 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+def _plant_reserved(mem, key: str, value: str) -> None:
+    """A row under the old _memlane root, as a store from before m006_access could still hold (no verb writes one)."""
+    with mem.store.session(write=True) as s:
+        s.run(
+            "INSERT INTO items (id, namespace, key, value, value_type, text, metadata, created_at, updated_at, "
+            "version) VALUES (?, '_memlane/agents', ?, ?, 'object', '', '{}', '2026-01-01T00:00:00+00:00', "
+            "'2026-01-01T00:00:00+00:00', 1)",
+            ("legacy" + key, key, value),
+        )
+        if s.dialect == "sqlite":  # as put would: an external-content FTS row per item
+            s.run("INSERT INTO items_fts (rowid, text) SELECT rowid, text FROM items WHERE id = ?", ("legacy" + key,))
+
+
 @pytest.fixture
 def filled(mem, clock):
     """A memory with items (one expiring), history, a reserved record, facts and claims."""
     mem.put("user/1", "preferences.ui.theme", "dark")
     mem.put("user/1", "preferences.ui.theme", "light")
     mem.put("room/eng", "digest", "billing ships Friday", ttl=3600)
-    mem.put("_memlane/agents", "root", {"admin": True, "token": "0" * 64}, text="")
+    _plant_reserved(mem, "root", '{"admin": true}')
     dana = mem.add_entity("team/acme", "Dana", kind="person")
     mem.assert_fact("team/acme", dana.id, "works_on", "billing", source="standup")
     mem.add_claim("team/acme", "the billing migration slips", speaker="Dana", about=[dana.id])
@@ -342,7 +355,7 @@ def test_postgres_without_the_role_queries_still_run_read_only(request, backend)
     try:
         with memlane.open(plain, embedder=None) as m:
             m.put("a", "k", "v")
-            m.put("_memlane/agents", "x", "hidden", text="")
+            _plant_reserved(m, "x", '"hidden"')
             result = m.query("SELECT namespace, key FROM items")
             assert result.rows == [["a", "k"]]
             assert any("memlane_query" in n for n in result.notes)

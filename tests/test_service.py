@@ -287,8 +287,6 @@ OUTSIDE: list[tuple[str, dict[str, Any]]] = [
     ("put", {"namespace": "agent/alice-corp", "key": "planted", "value": "x"}),  # segment boundary
     ("put", {"namespace": "project/x", "key": "planted", "value": "x"}),  # read grant only
     ("put", {"namespace": "project", "key": "planted", "value": "x"}),  # above a grant
-    ("put", {"namespace": "_memlane/tokens", "key": "planted", "value": "alice"}),  # access records
-    ("put", {"namespace": "_memlane/agents", "key": "alice", "value": {"admin": True}}),
     (
         "put_many",
         {
@@ -299,7 +297,6 @@ OUTSIDE: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("get", {"namespace": "agent/bob", "key": KEY}),
-    ("get", {"namespace": "_memlane/tokens", "key": "anything"}),
     ("get", {"namespace": "team/secret", "key": KEY}),
     ("get_many", {"addresses": [["agent/alice", KEY], ["agent/bob", KEY]]}),
     ("fetch", {"key": KEY, "namespace_prefix": "agent/bob"}),
@@ -311,7 +308,6 @@ OUTSIDE: list[tuple[str, dict[str, Any]]] = [
     ("clear", {"namespace_prefix": "agent"}),  # contains alice's, but is not hers
     ("list", {"namespace_prefix": "agent/bob"}),
     ("list", {"namespace_prefix": "agent/alice-corp"}),
-    ("list", {"namespace_prefix": "_memlane"}),
     ("namespaces", {"prefix": "agent/bob"}),
     ("namespaces", {"prefix": "team"}),
     ("summarize", {"namespace_prefix": "room/ops"}),
@@ -325,7 +321,6 @@ OUTSIDE: list[tuple[str, dict[str, Any]]] = [
     ("add_entity", {"namespace": "agent/bob", "name": "Planted"}),
     ("add_entity", {"namespace": "project/x", "name": "Planted"}),  # readable, not writable
     ("add_document", {"namespace": "room/ops", "title": "t", "text": "planted"}),
-    ("add_claim", {"namespace": "_memlane/agents", "text": "planted"}),
     ("add_claims", {"namespace": "agent/bob", "claims": [{"text": "planted"}]}),
     ("assert_fact", {"namespace": "agent/bob", "subject": "ent_" + "0" * 32, "predicate": "p", "object": 1}),
     ("resolve_entity", {"name": "Kim", "namespace_prefix": "agent/bob"}),
@@ -333,6 +328,34 @@ OUTSIDE: list[tuple[str, dict[str, Any]]] = [
     ("claims_and_sources_context", {"query": "orchid", "namespace_prefix": "team/secret"}),
     ("combined_context", {"query": "orchid", "namespace_prefix": "agent/bob"}),
 ]
+
+
+# access records live in their own tables: the old _memlane root is no namespace at all, for anyone
+RESERVED_ROOT: list[tuple[str, dict[str, Any]]] = [
+    ("put", {"namespace": "_memlane/tokens", "key": "planted", "value": "alice"}),
+    ("put", {"namespace": "_memlane/agents", "key": "alice", "value": {"admin": True}}),
+    ("put_many", {"records": [{"namespace": "_memlane/agents", "key": "alice", "value": {"admin": True}}]}),
+    ("get", {"namespace": "_memlane/tokens", "key": "anything"}),
+    ("delete", {"namespace": "_memlane/agents", "key": "alice"}),
+    ("clear", {"namespace_prefix": "_memlane"}),
+    ("list", {"namespace_prefix": "_memlane"}),
+    ("namespaces", {"prefix": "_memlane"}),
+    ("summarize", {"namespace_prefix": "_memlane/agents"}),
+    ("history", {"namespace": "_memlane/agents", "key": "alice"}),
+    ("search", {"query": "alice", "namespace_prefix": "_memlane"}),
+    ("add_claim", {"namespace": "_memlane/agents", "text": "planted"}),
+    ("add_entity", {"namespace": "_memlane", "name": "Planted"}),
+]
+
+
+@pytest.mark.parametrize("caller", ["alice", "root"])
+@pytest.mark.parametrize(("op", "body"), RESERVED_ROOT, ids=[f"{o}-{n}" for n, (o, _) in enumerate(RESERVED_ROOT)])
+def test_the_reserved_root_is_refused_for_everyone_and_changes_nothing(world, caller, op, body):
+    before = world.state()
+    resp = world.call("POST", f"/v1/{op}", body, as_=caller)
+    err = error_of(resp, 400, "validation_error")
+    assert "reserved" in err["message"] and err["field"] in ("namespace", "namespace_prefix", "prefix", "records")
+    assert world.state() == before
 
 
 @pytest.mark.parametrize(("op", "body"), OUTSIDE, ids=[f"{o}-{n}" for n, (o, _) in enumerate(OUTSIDE)])

@@ -8,6 +8,7 @@ Two verbs for two questions: exact lookup when the agent knows the address
 from .client import Client
 from .errors import (
     BackendUnavailableError,
+    BusyError,
     ChooserError,
     ConflictError,
     EmbedderError,
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailableError",
+    "BusyError",
     "Chooser",
     "ChooserError",
     "Client",

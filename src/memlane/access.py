@@ -9,11 +9,13 @@ Shared memory goes through the service, where every caller is an *agent*:
   (``write`` implies ``read``);
 * an admin agent sees and may change everything.
 
-Access records are ordinary items in the reserved namespace ``_memlane/...``
-(text left empty so search never finds them), so they live in whichever
-backend the memory uses, travel with export/import, and keep a history: who
-was added to which room, and when, is answerable after the fact. Tokens are
-stored only as SHA-256 hashes.
+Access records live in their own tables (``access_agents``, ``access_rooms``,
+``access_members``, ``access_grants``; migration ``m006_access``) in whichever
+backend the memory uses, and travel with export/import. Each change is one
+transaction that cannot lose a concurrent one, appended to ``access_log``, so
+who was in which room, and when, stays answerable (:meth:`Access.members_at`).
+No item verb reaches them: the ``_memlane`` root is refused everywhere. Tokens
+are stored only as SHA-256 hashes.
 
 :class:`AgentView` wraps a :class:`~memlane.memory.Memory` with an agent's
 :class:`Scope`: the same methods, with every read narrowed to what the agent
@@ -25,28 +27,28 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import heapq
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import validate as v
-from .errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from .errors import BusyError, ConflictError, ForbiddenError, NotFoundError, ValidationError
 from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
 from .model import Envelope, Item, Namespace, Page, Version, namespace_text
 from .query.model import QueryPlan, QueryResult, SavedQuery
+from .store._common import SqlSession, ns_tuple, ts
 
 if TYPE_CHECKING:
     from .memory import Memory
 
-RESERVED = "_memlane"
-AGENTS: Namespace = (RESERVED, "agents")
-TOKENS: Namespace = (RESERVED, "tokens")
-ROOMS: Namespace = (RESERVED, "rooms")
-NOTHING: Namespace = (RESERVED, "nothing")
+RESERVED = v.RESERVED
 MODES = ("read", "write")
+MAX_PAGE = 10_000
 
 
 def _hash(token: str) -> str:
@@ -118,9 +120,7 @@ class Scope:
         A prefix that touches nothing readable is refused.
         """
         if self.admin:
-            if prefix:
-                return [prefix]
-            return [p for p in self.read if p[0] != RESERVED]
+            return [prefix]
         if any(_inside(prefix, p) for p in self.read):
             return [prefix]
         below = [p for p in self.read if _inside(p, prefix)]
@@ -130,149 +130,397 @@ class Scope:
         return [p for p in below if not any(q != p and _inside(p, q) for q in below)]
 
 
-@dataclass(slots=True)
-class Access:
-    """Agents, rooms and grants, stored in the memory's reserved namespace."""
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One entry of the access log: who changed what, when."""
 
-    mem: Memory
-    _cache: dict[str, Any] = field(default_factory=dict)
+    seq: int
+    at: datetime
+    actor: str | None
+    action: str
+    agent: str | None = None
+    room: str | None = None
+    prefix: Namespace | None = None
+    mode: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "seq": self.seq,
+            "at": self.at.isoformat(),
+            "actor": self.actor,
+            "action": self.action,
+            "agent": self.agent,
+            "room": self.room,
+            "prefix": None if self.prefix is None else namespace_text(self.prefix),
+            "mode": self.mode,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """One page of agents or rooms; ``next_cursor`` is ``None`` on the last page."""
+
+    entries: list[Any]
+    next_cursor: str | None
+
+
+def _page(limit: Any) -> int:
+    return v.limit(limit, maximum=MAX_PAGE)
+
+
+class Gate:
+    """Limits on concurrent expensive work (ranked reads, the query space): per agent and in all.
+
+    A caller over its share is refused at once with :class:`~memlane.errors.BusyError`
+    (HTTP 429 with ``Retry-After``) instead of queueing, so one agent can never
+    occupy every worker, and point reads always find one free.
+    """
+
+    def __init__(self, per_agent: int = 4, total: int = 16) -> None:
+        if per_agent < 1 or total < per_agent:
+            raise ValueError("per_agent must be at least 1 and total at least per_agent")
+        self.per_agent = per_agent
+        self.total = total
+        self._running: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def enter(self, agent: str) -> Iterator[None]:
+        """Hold one slot of ``agent``'s share for the duration of the block."""
+        with self._lock:
+            mine = self._running.get(agent, 0)
+            if mine >= self.per_agent:
+                raise BusyError(
+                    f"agent {agent!r} already runs {mine} searches or queries at once (at most {self.per_agent}); "
+                    "wait for one to finish, then retry",
+                    retry_after=1,
+                )
+            if sum(self._running.values()) >= self.total:
+                raise BusyError(f"the service already runs {self.total} searches or queries at once; retry shortly")
+            self._running[agent] = mine + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._running[agent] - 1
+                if left:
+                    self._running[agent] = left
+                else:
+                    del self._running[agent]
+
+
+class Access:
+    """Agents, rooms and grants, in the memory's access tables (one transaction per change, logged).
+
+    ``actor`` is recorded in the access log as who made each change (``None``:
+    the store's owner, e.g. the CLI). ``gate`` limits each agent's concurrent
+    expensive reads through the views this object hands out.
+    """
+
+    def __init__(self, mem: Memory, *, actor: str | None = None, gate: Gate | None = None) -> None:
+        self.mem = mem
+        self.actor = actor
+        self.gate = gate
+        self._version = -1
+        self._by_token: dict[str, Agent | None] = {}
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _session(self, *, write: bool = False) -> AbstractContextManager[SqlSession]:
+        return self.mem.store.session(write=write)
+
+    def _log(self, s: SqlSession, at: str, action: str, **what: Any) -> None:
+        s.run(
+            "INSERT INTO access_log (at, actor, action, agent, room, prefix, mode) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (at, self.actor, action, what.get("agent"), what.get("room"), what.get("prefix"), what.get("mode")),
+        )
+
+    def _now(self) -> str:
+        return ts(self.mem._now())
+
+    @staticmethod
+    def _name(raw: Any, field: str) -> str:
+        return v.namespace((raw,), field)[0]
+
+    @staticmethod
+    def _require(s: SqlSession, table: str, name: str, what: str, hint: str) -> None:
+        if not s.rows(f"SELECT 1 FROM {table} WHERE name = ?", (name,)):
+            raise NotFoundError(f"no {what} named {name!r}; {hint}")
 
     # -- agents -----------------------------------------------------------
 
     def create_agent(self, name: str, *, admin: bool = False) -> tuple[Agent, str]:
         """Create an agent; returns it with its token, shown only this once."""
-        name = v.namespace((name,), "name")[0]
+        name = self._name(name, "name")
+        if not isinstance(admin, bool):
+            raise ValidationError("admin", f"must be true or false, not {admin!r}")
         token = "ml_" + secrets.token_urlsafe(32)
-        record = {"admin": admin, "grants": [], "token": _hash(token)}
-        try:
-            # atomic: two processes creating one name cannot both get a token
-            self.mem.put_many(
-                [
-                    {"namespace": AGENTS, "key": name, "value": record, "text": ""},
-                    {"namespace": TOKENS, "key": _hash(token), "value": name, "text": ""},
-                ],
-                if_absent=True,
+        at = self._now()
+        with self._session(write=True) as s:
+            # one statement decides: two processes creating one name cannot both get a token
+            created = s.rows(
+                "INSERT INTO access_agents (name, admin, token_hash, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (name) DO NOTHING RETURNING name",
+                (name, admin, _hash(token), at),
             )
-        except ConflictError:
-            raise ConflictError(f"agent {name!r} already exists; pick another name") from None
+            if not created:
+                raise ConflictError(f"agent {name!r} already exists; pick another name")
+            self._log(s, at, "create_agent", agent=name, mode="admin" if admin else None)
         return self.agent(name), token
 
     def rotate_token(self, name: str) -> str:
-        """Issue a new token for an agent; the old one stops working."""
-        record = self._record(name)
+        """Issue a new token for an agent; the old one stops working at once."""
+        name = self._name(name, "agent")
         token = "ml_" + secrets.token_urlsafe(32)
-        self.mem.delete(TOKENS, record["token"])
-        self.mem.put_many(
-            [
-                {"namespace": AGENTS, "key": name, "value": {**record, "token": _hash(token)}, "text": ""},
-                {"namespace": TOKENS, "key": _hash(token), "value": name, "text": ""},
-            ]
-        )
+        at = self._now()
+        with self._session(write=True) as s:
+            if not s.rows(
+                "UPDATE access_agents SET token_hash = ? WHERE name = ? RETURNING name", (_hash(token), name)
+            ):
+                raise NotFoundError(f"no agent named {name!r}; create it with `memlane agent create {name}`")
+            self._log(s, at, "rotate_token", agent=name)
         return token
 
-    def _record(self, name: str) -> dict[str, Any]:
-        item = self.mem.get(AGENTS, v.namespace((name,), "agent")[0])
-        if item is None:
-            raise NotFoundError(f"no agent named {name!r}; create it with `memlane agent create {name}`")
-        return dict(item.value)
+    def delete_agent(self, name: str) -> bool:
+        """Delete an agent, its memberships and grants; its token stops working. ``False`` if missing.
+
+        Its items stay where they are (``agent/<name>/...``): delete them with ``clear``.
+        """
+        name = self._name(name, "agent")
+        at = self._now()
+        with self._session(write=True) as s:
+            for (room,) in s.rows("DELETE FROM access_members WHERE agent = ? RETURNING room", (name,)):
+                self._log(s, at, "remove_member", room=room, agent=name)
+            s.run("DELETE FROM access_grants WHERE agent = ?", (name,))
+            if not s.rows("DELETE FROM access_agents WHERE name = ? RETURNING name", (name,)):
+                return False
+            self._log(s, at, "delete_agent", agent=name)
+        return True
+
+    def _load(self, s: SqlSession, where: str, param: str) -> Agent | None:
+        rows = s.rows(f"SELECT name, admin FROM access_agents WHERE {where} = ?", (param,))
+        if not rows:
+            return None
+        name, admin = rows[0][0], bool(rows[0][1])
+        rooms = tuple(r[0] for r in s.rows("SELECT room FROM access_members WHERE agent = ? ORDER BY room", (name,)))
+        grants = tuple(
+            Grant(ns_tuple(prefix), mode)
+            for prefix, mode in s.rows(
+                "SELECT prefix, mode FROM access_grants WHERE agent = ? ORDER BY prefix", (name,)
+            )
+        )
+        return Agent(name, admin, grants, rooms)
 
     def agent(self, name: str) -> Agent:
         """An agent by name, with its rooms and grants."""
-        record = self._record(name)
-        rooms = tuple(sorted(r.key for r in self._rooms() if name in r.value.get("members", [])))
-        grants = tuple(Grant(tuple(g["prefix"]), g["mode"]) for g in record.get("grants", []))
-        return Agent(name, bool(record.get("admin")), grants, rooms)
+        name = self._name(name, "agent")
+        with self._session() as s:
+            found = self._load(s, "name", name)
+        if found is None:
+            raise NotFoundError(f"no agent named {name!r}; create it with `memlane agent create {name}`")
+        return found
 
-    def agents(self) -> list[Agent]:
-        """Every agent, by name."""
-        return [self.agent(i.key) for i in self.mem.list(AGENTS, limit=10_000).items]
+    def agents(self, *, limit: Any = MAX_PAGE, cursor: str | None = None) -> list[Agent]:
+        """Agents by name, a page at a time (see :meth:`agent_page` for the cursor)."""
+        return self.agent_page(limit=limit, cursor=cursor).entries
+
+    def agent_page(self, *, limit: Any = 1000, cursor: str | None = None) -> Listing:
+        """One page of agents by name, with their rooms and grants; pass ``next_cursor`` back to go on."""
+        limit = _page(limit)
+        with self._session() as s:
+            names = [r[0] for r in s.rows(
+                "SELECT name FROM access_agents WHERE name > ? ORDER BY name LIMIT ?", (cursor or "", limit + 1)
+            )]  # fmt: skip
+            agents = [a for a in (self._load(s, "name", n) for n in names[:limit]) if a is not None]
+        return Listing(agents, names[limit - 1] if len(names) > limit else None)
+
+    def has_admin(self) -> bool:
+        """Whether any admin agent exists (``memlane serve`` creates one on first start)."""
+        with self._session() as s:
+            return bool(s.rows("SELECT 1 FROM access_agents WHERE admin = ? LIMIT 1", (True,)))
 
     def authenticate(self, token: str | None) -> Agent | None:
-        """The agent a token belongs to, or ``None``."""
+        """The agent a token belongs to, or ``None``.
+
+        Resolved agents are cached until the access log moves (any change, by any
+        process sharing the database), so a request costs one indexed read of the
+        log's head, whatever the number of rooms and grants.
+        """
         if not token or len(token) > 200:
             return None
         digest = _hash(token)
-        item = self.mem.get(TOKENS, digest)
-        if item is None:
-            return None
-        record = self.mem.get(AGENTS, item.value)
-        # the token index only points; the agent's record says which token is current
-        if record is None or record.value.get("token") != digest:
-            return None
-        return self.agent(item.value)
+        with self._session() as s:
+            version = s.rows("SELECT coalesce(max(seq), 0) FROM access_log")[0][0]
+            if version != self._version:
+                self._by_token, self._version = {}, version
+            if digest in self._by_token:
+                return self._by_token[digest]
+            found = self._load(s, "token_hash", digest)
+        if len(self._by_token) >= 10_000:  # many callers: start over rather than grow without bound
+            self._by_token.clear()
+        self._by_token[digest] = found
+        return found
+
+    def history(
+        self, *, agent: str | None = None, room: str | None = None, limit: Any = 1000, after: int = 0
+    ) -> list[Change]:
+        """The access log, oldest first: every change to agents, rooms, members and grants."""
+        limit = _page(limit)
+        where: list[str] = ["seq > ?"]
+        params: list[Any] = [after]
+        if agent is not None:
+            where.append("agent = ?")
+            params.append(self._name(agent, "agent"))
+        if room is not None:
+            where.append("room = ?")
+            params.append(self._name(room, "room"))
+        with self._session() as s:
+            rows = s.rows(
+                "SELECT seq, at, actor, action, agent, room, prefix, mode FROM access_log "
+                f"WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
+                (*params, limit),
+            )
+        return [
+            Change(seq, datetime.fromisoformat(at), actor, action, a, r, None if p is None else ns_tuple(p), m)
+            for seq, at, actor, action, a, r, p, m in rows
+        ]
+
+    def members_at(self, room: str, at: datetime) -> list[str]:
+        """Who was a member of ``room`` at instant ``at``, replayed from the access log."""
+        room = self._name(room, "room")
+        if not isinstance(at, datetime) or at.tzinfo is None:
+            raise ValidationError("at", "must be an aware datetime, e.g. datetime(2026, 3, 1, tzinfo=UTC)")
+        until = ts(at)
+        with self._session() as s:
+            rows = s.rows(
+                "SELECT action, agent FROM access_log WHERE room = ? AND at <= ? AND agent IS NOT NULL ORDER BY seq",
+                (room, until),
+            )
+        members: set[str] = set()
+        for action, agent in rows:
+            if action == "add_member":
+                members.add(agent)
+            elif action == "remove_member":
+                members.discard(agent)
+        return sorted(members)
 
     # -- rooms ------------------------------------------------------------
 
-    def _rooms(self) -> list[Item]:
-        return self.mem.list(ROOMS, limit=10_000).items
-
     def create_room(self, name: str) -> dict[str, Any]:
         """Create a room (``("room", name)``); idempotent."""
-        name = v.namespace((name,), "room")[0]
-        item = self.mem.get(ROOMS, name)
-        if item is None:
-            item = self.mem.put(ROOMS, name, {"members": []}, text="")
-        return {"name": name, "members": item.value["members"]}
+        name = self._name(name, "room")
+        at = self._now()
+        with self._session(write=True) as s:
+            if s.rows(
+                "INSERT INTO access_rooms (name, created_at) VALUES (?, ?) "
+                "ON CONFLICT (name) DO NOTHING RETURNING name",
+                (name, at),
+            ):
+                self._log(s, at, "create_room", room=name)
+            members = [r[0] for r in s.rows("SELECT agent FROM access_members WHERE room = ? ORDER BY agent", (name,))]
+        return {"name": name, "members": members}
 
-    def rooms(self) -> list[dict[str, Any]]:
-        """Every room with its members."""
-        return [{"name": r.key, "members": r.value["members"]} for r in self._rooms()]
+    def rooms(self, *, limit: Any = MAX_PAGE, cursor: str | None = None) -> list[dict[str, Any]]:
+        """Rooms with their members, a page at a time (see :meth:`room_page` for the cursor)."""
+        return self.room_page(limit=limit, cursor=cursor).entries
 
-    def _room(self, name: str) -> Item:
-        item = self.mem.get(ROOMS, v.namespace((name,), "room")[0])
-        if item is None:
-            raise NotFoundError(f"no room named {name!r}; create it with `memlane room create {name}`")
-        return item
+    def room_page(self, *, limit: Any = 1000, cursor: str | None = None) -> Listing:
+        """One page of rooms by name with their members; pass ``next_cursor`` back to go on."""
+        limit = _page(limit)
+        with self._session() as s:
+            names = [r[0] for r in s.rows(
+                "SELECT name FROM access_rooms WHERE name > ? ORDER BY name LIMIT ?", (cursor or "", limit + 1)
+            )]  # fmt: skip
+            shown = names[:limit]
+            members: dict[str, list[str]] = {n: [] for n in shown}
+            if shown:
+                for room, agent in s.rows(
+                    "SELECT room, agent FROM access_members WHERE room >= ? AND room <= ? ORDER BY room, agent",
+                    (shown[0], shown[-1]),
+                ):
+                    if room in members:
+                        members[room].append(agent)
+        entries = [{"name": n, "members": members[n]} for n in shown]
+        return Listing(entries, shown[-1] if len(names) > limit else None)
+
+    def _members(self, s: SqlSession, room: str) -> dict[str, Any]:
+        agents = [r[0] for r in s.rows("SELECT agent FROM access_members WHERE room = ? ORDER BY agent", (room,))]
+        return {"name": room, "members": agents}
 
     def add_member(self, room: str, agent: str) -> dict[str, Any]:
-        """Add an agent to a room."""
-        item = self._room(room)
-        self._record(agent)
-        members = sorted(set(item.value["members"]) | {agent})
-        self.mem.put(ROOMS, item.key, {"members": members}, text="")
-        return {"name": item.key, "members": members}
+        """Add an agent to a room (one row; a concurrent change to the room is never lost)."""
+        room, agent = self._name(room, "room"), self._name(agent, "agent")
+        at = self._now()
+        with self._session(write=True) as s:
+            self._require(s, "access_rooms", room, "room", f"create it with `memlane room create {room}`")
+            self._require(s, "access_agents", agent, "agent", f"create it with `memlane agent create {agent}`")
+            if s.rows(
+                "INSERT INTO access_members (room, agent, added_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (room, agent) DO NOTHING RETURNING agent",
+                (room, agent, at),
+            ):
+                self._log(s, at, "add_member", room=room, agent=agent)
+            return self._members(s, room)
 
     def remove_member(self, room: str, agent: str) -> dict[str, Any]:
-        """Remove an agent from a room."""
-        item = self._room(room)
-        members = [m for m in item.value["members"] if m != agent]
-        self.mem.put(ROOMS, item.key, {"members": members}, text="")
-        return {"name": item.key, "members": members}
+        """Remove an agent from a room; it takes effect for the agent's next request."""
+        room, agent = self._name(room, "room"), self._name(agent, "agent")
+        at = self._now()
+        with self._session(write=True) as s:
+            self._require(s, "access_rooms", room, "room", f"create it with `memlane room create {room}`")
+            if s.rows("DELETE FROM access_members WHERE room = ? AND agent = ? RETURNING agent", (room, agent)):
+                self._log(s, at, "remove_member", room=room, agent=agent)
+            return self._members(s, room)
 
     # -- grants -----------------------------------------------------------
 
     def grant(self, agent: str, prefix: Namespace | str, mode: str) -> Agent:
-        """Give an agent ``read`` or ``write`` on a namespace prefix."""
+        """Give an agent ``read`` or ``write`` on a namespace prefix (replacing its mode there)."""
         if mode not in MODES:
             raise ValidationError("mode", f"{mode!r} is not one of read, write")
+        agent = self._name(agent, "agent")
         ns = v.namespace(prefix, "prefix")
-        if ns[0] == RESERVED:
-            raise ValidationError("prefix", "the _memlane namespace holds access records; it cannot be granted")
-        record = self._record(agent)
-        grants = [g for g in record.get("grants", []) if tuple(g["prefix"]) != ns]
-        grants.append({"prefix": list(ns), "mode": mode})
-        self.mem.put(AGENTS, agent, {**record, "grants": grants}, text="")
+        at = self._now()
+        with self._session(write=True) as s:
+            self._require(s, "access_agents", agent, "agent", f"create it with `memlane agent create {agent}`")
+            s.run(
+                "INSERT INTO access_grants (agent, prefix, mode, granted_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (agent, prefix) DO UPDATE SET mode = excluded.mode, granted_at = excluded.granted_at",
+                (agent, namespace_text(ns), mode, at),
+            )
+            self._log(s, at, "grant", agent=agent, prefix=namespace_text(ns), mode=mode)
         return self.agent(agent)
 
     def revoke(self, agent: str, prefix: Namespace | str) -> Agent:
-        """Remove an agent's grant on a prefix."""
+        """Remove an agent's grant on a prefix; it takes effect for the agent's next request."""
+        agent = self._name(agent, "agent")
         ns = v.namespace(prefix, "prefix")
-        record = self._record(agent)
-        grants = [g for g in record.get("grants", []) if tuple(g["prefix"]) != ns]
-        self.mem.put(AGENTS, agent, {**record, "grants": grants}, text="")
+        at = self._now()
+        with self._session(write=True) as s:
+            self._require(s, "access_agents", agent, "agent", f"create it with `memlane agent create {agent}`")
+            if s.rows(
+                "DELETE FROM access_grants WHERE agent = ? AND prefix = ? RETURNING prefix", (agent, namespace_text(ns))
+            ):
+                self._log(s, at, "revoke", agent=agent, prefix=namespace_text(ns))
         return self.agent(agent)
+
+    def count(self) -> int:
+        """Rows in the access tables (agents, rooms, members, grants), for stats."""
+        with self._session() as s:
+            return int(
+                s.rows(
+                    "SELECT (SELECT count(*) FROM access_agents) + (SELECT count(*) FROM access_rooms) "
+                    "+ (SELECT count(*) FROM access_members) + (SELECT count(*) FROM access_grants)"
+                )[0][0]
+            )
 
     # -- the rule ---------------------------------------------------------
 
     def scope(self, agent: Agent) -> Scope:
-        """What ``agent`` may read and write.
-
-        An admin may name any namespace; its broad reads (no prefix) cover
-        every top-level namespace except the reserved one.
-        """
+        """What ``agent`` may read and write (an admin: everything)."""
         if agent.admin:
-            tops = tuple((ns[0],) for ns in self.mem.namespaces(max_depth=1) if ns[0] != RESERVED)
-            return Scope(tops, tops, admin=True)
+            return Scope((), (), admin=True)
         write = [agent.namespace, *(("room", r) for r in agent.rooms)]
         write += [g.prefix for g in agent.grants if g.mode == "write"]
         read = write + [g.prefix for g in agent.grants if g.mode == "read"]
@@ -280,22 +528,34 @@ class Access:
 
     def view(self, agent: Agent) -> AgentView:
         """The memory as ``agent`` sees it."""
-        return AgentView(self.mem, self.scope(agent), agent.name)
+        return AgentView(self.mem, self.scope(agent), agent.name, gate=self.gate)
 
 
 class AgentView:
     """A :class:`Memory` narrowed to one agent's scope; writes record the agent as author.
 
-    Reads under several readable prefixes run once per prefix and merge; every
-    explicit namespace is checked before any lookup.
+    Every read runs once, as one statement, over all of the agent's readable
+    prefixes (the scope travels into the SQL: nothing is merged afterwards);
+    every explicit namespace is checked before any lookup.
     """
 
-    def __init__(self, mem: Memory, scope: Scope, author: str) -> None:
+    def __init__(self, mem: Memory, scope: Scope, author: str, *, gate: Gate | None = None) -> None:
+        import copy
+
+        self._gate = gate
         self._mem = mem
         self.scope = scope
         self.author = author
+        # the wrapped memory is shared between requests: read and write through a
+        # shallow copy that carries this agent's scope and name
+        self._scoped = copy.copy(mem)
+        self._scoped._scope = scope
+        self._scoped.author = author
 
     # -- checks -----------------------------------------------------------
+
+    def _expensive(self) -> AbstractContextManager[None]:
+        return nullcontext() if self._gate is None else self._gate.enter(self.author)
 
     def _readable(self, namespace: Any, field: str = "namespace") -> Namespace:
         ns = v.namespace(namespace, field)
@@ -312,16 +572,10 @@ class AgentView:
     def _prefixes(self, prefix: Any) -> builtins.list[Namespace]:
         # nothing readable: read a namespace that never holds items, so the
         # core still validates every argument and answers in its usual shape
-        return self.scope.narrow(v.namespace(prefix, "namespace_prefix", allow_empty=True)) or [NOTHING]
+        return self.scope.narrow(v.namespace(prefix, "namespace_prefix", allow_empty=True))
 
     def _as_author(self) -> Memory:
-        # the wrapped memory is shared between requests: write through a
-        # shallow copy that carries this agent as the author
-        import copy
-
-        mem = copy.copy(self._mem)
-        mem.author = self.author
-        return mem
+        return self._scoped
 
     # -- writes -----------------------------------------------------------
 
@@ -366,101 +620,37 @@ class AgentView:
 
     def fetch(self, key: str, *, namespace_prefix: Any = (), limit: int = 10) -> builtins.list[Item]:
         """The keyed recall, over exactly what the agent may read."""
-        found = [self._mem.fetch(key, namespace_prefix=p, limit=limit) for p in self._prefixes(namespace_prefix)]
-        merged = sorted(
-            (i for items in found for i in items),
-            key=lambda i: (-i.updated_at.timestamp(), namespace_text(i.namespace)),
-        )
-        return merged[:limit]
+        return self._scoped.fetch(key, namespace_prefix=namespace_prefix, limit=limit)
 
     def list(
         self, namespace_prefix: Any = (), *, key_prefix: str = "", limit: int = 100, cursor: str | None = None
     ) -> Page:
-        """Address-ordered pages over every readable prefix, merged."""
-        from .memory import _encode_cursor
-
-        limit = v.limit(limit)
-        prefixes = self._prefixes(namespace_prefix)
-        if len(prefixes) == 1:
-            return self._mem.list(prefixes[0], key_prefix=key_prefix, limit=limit, cursor=cursor)
-        # one extra item per prefix tells whether anything follows this page
-        pages = [
-            self._mem.list(p, key_prefix=key_prefix, limit=min(limit + 1, 10_000), cursor=cursor).items
-            for p in prefixes
-        ]
-        merged = list(heapq.merge(*pages, key=lambda i: (namespace_text(i.namespace), i.key)))
-        if len(merged) > limit:
-            merged = merged[:limit]
-            return Page(merged, _encode_cursor(merged[-1].namespace, merged[-1].key))
-        return Page(merged, None)
+        """Address-ordered pages over every readable prefix."""
+        return self._scoped.list(namespace_prefix, key_prefix=key_prefix, limit=limit, cursor=cursor)
 
     def namespaces(self, prefix: Any = (), *, max_depth: int | None = None) -> builtins.list[Namespace]:
         """Namespaces the agent may see."""
-        found = {ns for p in self._prefixes(prefix) for ns in self._mem.namespaces(p, max_depth=max_depth)}
-        return sorted(ns for ns in found if self.scope.admin or ns[0] != RESERVED)
+        return self._scoped.namespaces(prefix, max_depth=max_depth)
 
     def summarize(
         self, namespace_prefix: Any = (), *, depth: int = 3, key_prefix: str = ""
     ) -> dict[str, dict[str, int]]:
         """The taxonomy map of what the agent may see."""
-        out: dict[str, dict[str, int]] = {}
-        for p in self._prefixes(namespace_prefix):
-            out.update(self._mem.summarize(p, depth=depth, key_prefix=key_prefix))
-        return dict(sorted(out.items()))
+        return self._scoped.summarize(namespace_prefix, depth=depth, key_prefix=key_prefix)
 
     # -- ranked reads -----------------------------------------------------
 
-    def _merge(self, envelopes: Sequence[Envelope], limit: int, requested: Any) -> Envelope:
-        first = envelopes[0]
-        if first.params.get("mode") == "keyed":
-            hits = sorted(
-                (h for e in envelopes for h in e.hits),
-                key=lambda h: (-h.item.updated_at.timestamp(), namespace_text(h.namespace)),
-            )
-        else:
-            hits = sorted((h for e in envelopes for h in e.hits), key=lambda h: -h.score)
-        counts: dict[str, int] = {}
-        for e in envelopes:
-            for ch, n in e.counts.items():
-                counts[ch] = counts.get(ch, 0) + n
-        return Envelope(
-            operation=first.operation,
-            params=first.params
-            | {
-                "namespace_prefix": namespace_text(v.namespace(requested, "namespace_prefix", allow_empty=True)),
-                "searched_prefixes": [e.params.get("namespace_prefix") for e in envelopes],
-            },
-            hits=hits[:limit],
-            counts=counts,
-            dropped_by_hydration=sum(e.dropped_by_hydration for e in envelopes),
-            truncated=len(hits) > limit or any(e.truncated for e in envelopes),
-            timings={k: round(sum(e.timings.get(k, 0.0) for e in envelopes), 3) for k in first.timings},
-            notes=sorted({n for e in envelopes for n in e.notes}),
-        )
-
     def search(self, query: str, *, namespace_prefix: Any = (), limit: int = 10, **kwargs: Any) -> Envelope:
-        """``Memory.search`` over the readable scope (one run per readable prefix, merged by score)."""
-        prefixes = self._prefixes(namespace_prefix)
-        if len(prefixes) == 1:
-            return self._mem.search(query, namespace_prefix=prefixes[0], limit=limit, **kwargs)
-        return self._merge(
-            [self._mem.search(query, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes],
-            limit,
-            namespace_prefix,
-        )
+        """``Memory.search`` over the readable scope: one nomination per channel, one fusion."""
+        with self._expensive():
+            return self._scoped.search(query, namespace_prefix=namespace_prefix, limit=limit, **kwargs)
 
     def recall(
         self, query: str, *, key: str | None = None, namespace_prefix: Any = (), limit: int = 10, **kwargs: Any
     ) -> Envelope:
         """``Memory.recall`` over the readable scope; keyed recall is checked exactly like search."""
-        prefixes = self._prefixes(namespace_prefix)
-        if len(prefixes) == 1:
-            return self._mem.recall(query, key=key, namespace_prefix=prefixes[0], limit=limit, **kwargs)
-        return self._merge(
-            [self._mem.recall(query, key=key, namespace_prefix=p, limit=limit, **kwargs) for p in prefixes],
-            limit,
-            namespace_prefix,
-        )
+        with self._expensive():
+            return self._scoped.recall(query, key=key, namespace_prefix=namespace_prefix, limit=limit, **kwargs)
 
     # -- facts, claims and sources ------------------------------------------
 
@@ -539,19 +729,23 @@ class AgentView:
 
     def resolve_entity(self, name: Any, *, namespace_prefix: Any = ()) -> Context:
         """``Memory.resolve_entity`` among the entities the agent may see."""
-        return self._facts().resolve_entity(name, within=self._within(namespace_prefix))
+        with self._expensive():
+            return self._facts().resolve_entity(name, within=self._within(namespace_prefix))
 
     def facts_context(self, query: Any, *, namespace_prefix: Any = (), **kwargs: Any) -> Context:
         """``Memory.facts_context`` over what the agent may see."""
-        return self._facts().facts_context(query, within=self._within(namespace_prefix), **kwargs)
+        with self._expensive():
+            return self._facts().facts_context(query, within=self._within(namespace_prefix), **kwargs)
 
     def claims_and_sources_context(self, query: Any, *, namespace_prefix: Any = (), **kwargs: Any) -> Context:
         """``Memory.claims_and_sources_context`` over what the agent may see."""
-        return self._facts().claims_and_sources_context(query, within=self._within(namespace_prefix), **kwargs)
+        with self._expensive():
+            return self._facts().claims_and_sources_context(query, within=self._within(namespace_prefix), **kwargs)
 
     def combined_context(self, query: Any, *, namespace_prefix: Any = (), **kwargs: Any) -> Context:
         """``Memory.combined_context`` over what the agent may see."""
-        return self._facts().combined_context(query, within=self._within(namespace_prefix), **kwargs)
+        with self._expensive():
+            return self._facts().combined_context(query, within=self._within(namespace_prefix), **kwargs)
 
     def lookup(self, ids: Any) -> builtins.list[Record | None]:
         """``Memory.lookup``; what the agent may not see comes back as ``None``."""
@@ -563,7 +757,8 @@ class AgentView:
 
     def traverse(self, entity_ids: Any, **kwargs: Any) -> Context:
         """``Memory.traverse`` over facts the agent may see."""
-        return self._facts().traverse(entity_ids, within=self._within(), **kwargs)
+        with self._expensive():
+            return self._facts().traverse(entity_ids, within=self._within(), **kwargs)
 
     def neighbours(self, chunk_id: Any, before: Any = 1, after: Any = 1) -> builtins.list[Chunk]:
         """``Memory.neighbours`` inside what the agent may see."""
@@ -583,13 +778,17 @@ class AgentView:
         """``Memory.query`` over the rows the agent may see."""
         from .query import run
 
-        return run.query(self._mem, sql, params, scope=self._query_scope(), max_rows=max_rows, timeout_ms=timeout_ms)
+        with self._expensive():
+            return run.query(
+                self._mem, sql, params, scope=self._query_scope(), max_rows=max_rows, timeout_ms=timeout_ms
+            )
 
     def explain_query(self, sql: Any, params: Any = None) -> QueryPlan:
         """``Memory.explain_query``, planned over what the agent may see."""
         from .query import run
 
-        return run.explain(self._mem, sql, params, scope=self._query_scope())
+        with self._expensive():
+            return run.explain(self._mem, sql, params, scope=self._query_scope())
 
     def describe_query_space(self) -> dict[str, Any]:
         """``Memory.describe_query_space`` (the same for every agent)."""

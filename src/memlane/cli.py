@@ -1554,7 +1554,7 @@ def serve(
     with _open(db, embedder) as mem:
         access = _access(mem)
         err = _console(stderr=True)
-        if not any(a.admin for a in access.agents()):
+        if not access.has_admin():
             try:
                 _, token = access.create_agent("admin", admin=True)
             except memlane.ConflictError:  # another replica created it first
@@ -1639,6 +1639,51 @@ def agent_list(db: Db = None, as_json: AsJson = False) -> None:
     _console().print(table)
 
 
+@_command("delete", agent_app)
+def agent_delete(
+    name: Annotated[str, typer.Argument(help="The agent to delete.")],
+    db: Db = None,
+) -> None:
+    """Delete an agent with its memberships and grants; its token stops working (its items stay).
+
+    Example:
+        memlane agent delete planner
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        deleted = _access(mem).delete_agent(name)
+    if not deleted:
+        _fail(f"no agent named {name!r}; see `memlane agent list`")
+    _console().print(f"Deleted agent {name!r}; its items under agent/{name} stay.", highlight=False)
+
+
+@_command("log", agent_app)
+def agent_log(
+    db: Db = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only changes to this agent.")] = None,
+    room: Annotated[str | None, typer.Option("--room", help="Only changes to this room.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many changes.")] = 1000,
+    as_json: AsJson = False,
+) -> None:
+    """Show the access log: who created, deleted, added, removed, granted and revoked what, and when.
+
+    Example:
+        memlane agent log --room eng
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        changes = _access(mem).history(agent=agent, room=room, limit=limit)
+    if as_json:
+        _print_json([c.to_dict() for c in changes])
+        return
+    table = Table("#", "at", "by", "change", "agent", "room", "prefix", "mode", box=box.SIMPLE_HEAD)
+    for c in changes:
+        prefix = "" if c.prefix is None else namespace_text(c.prefix)
+        table.add_row(
+            str(c.seq), c.at.isoformat(), c.actor or "(owner)", c.action, c.agent or "", c.room or "", prefix,
+            c.mode or "",
+        )  # fmt: skip
+    _console().print(table)
+
+
 def _show_room(room: dict[str, Any]) -> None:
     _console().print(f"Room {room['name']!r}: members {', '.join(room['members']) or '(none)'}", highlight=False)
 
@@ -1655,6 +1700,30 @@ def room_create(
     with _open(db, NO_EMBEDDER) as mem:
         room = _access(mem).create_room(name)
     _show_room(room)
+
+
+@_command("list", room_app)
+def room_list(db: Db = None, as_json: AsJson = False) -> None:
+    """List rooms with their members.
+
+    Example:
+        memlane room list --json
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        access, rooms, cursor = _access(mem), [], None
+        while True:  # every page: the CLI shows the whole list
+            page = access.room_page(limit=10_000, cursor=cursor)
+            rooms += page.entries
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+    if as_json:
+        _print_json(rooms)
+        return
+    table = Table("room", "members", box=box.SIMPLE_HEAD)
+    for r in rooms:
+        table.add_row(r["name"], ", ".join(r["members"]))
+    _console().print(table)
 
 
 @_command("add", room_app)
@@ -1704,6 +1773,23 @@ def grant(
     with _open(db, NO_EMBEDDER) as mem:
         result = _access(mem).grant(agent, prefix, mode)
     grants = ", ".join(f"{g.mode} {namespace_text(g.prefix)}" for g in result.grants)
+    _console().print(f"Agent {result.name!r} grants: {grants}", highlight=False)
+
+
+@_command("revoke")
+def revoke(
+    agent: Annotated[str, typer.Argument(help="Agent name.")],
+    prefix: Annotated[str, typer.Argument(help="The namespace prefix of the grant to remove.")],
+    db: Db = None,
+) -> None:
+    """Remove an agent's grant on a namespace prefix.
+
+    Example:
+        memlane revoke planner project/billing
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        result = _access(mem).revoke(agent, prefix)
+    grants = ", ".join(f"{g.mode} {namespace_text(g.prefix)}" for g in result.grants) or "(none)"
     _console().print(f"Agent {result.name!r} grants: {grants}", highlight=False)
 
 

@@ -27,6 +27,7 @@ _ERRORS: dict[int, type[errors.MemlaneError]] = {
     403: errors.ForbiddenError,
     404: errors.NotFoundError,
     409: errors.ConflictError,
+    429: errors.BusyError,
     500: errors.MemlaneError,
     501: errors.BackendUnavailableError,
     502: errors.EmbedderError,
@@ -44,6 +45,7 @@ _KINDS: dict[str, type[errors.MemlaneError]] = {
     "embedder_error": errors.EmbedderError,
     "chooser_error": errors.ChooserError,
     "store_error": errors.StoreError,
+    "busy": errors.BusyError,
     "error": errors.MemlaneError,
 }
 
@@ -111,6 +113,11 @@ class Client:
             raise errors.QueryRefused(message)
         if resp.status_code in (400, 413):
             raise errors.ValidationError(field or "request", message)
+        if resp.status_code == 429:
+            wait = resp.headers.get("retry-after", "1")
+            raise errors.BusyError(
+                f"{message} (HTTP 429 from {self.url})", retry_after=int(wait) if wait.isdigit() else 1
+            )
         kind = _KINDS.get(err.get("type", "")) if isinstance(err, dict) else None
         raise (kind or _ERRORS.get(resp.status_code, errors.StoreError))(
             f"{message} (HTTP {resp.status_code} from {self.url})"

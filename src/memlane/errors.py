@@ -64,6 +64,17 @@ class UnauthorizedError(MemlaneError, PermissionError):
     """No valid token was presented (HTTP 401)."""
 
 
+class BusyError(MemlaneError):
+    """The agent already runs as much expensive work (ranked reads, the query space) as it may (HTTP 429).
+
+    Nothing ran. ``retry_after`` is the number of seconds to wait before trying again.
+    """
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
 class ChooserError(MemlaneError):
     """A recall chooser failed: its service errored or answered nonsense."""
 
@@ -85,6 +96,7 @@ class QueryRefused(MemlaneError, ValueError):
 
 __all__ = [
     "BackendUnavailableError",
+    "BusyError",
     "ChooserError",
     "ConflictError",
     "EmbedderError",

@@ -281,6 +281,7 @@ _KINDS: list[tuple[type[MemlaneError], str, str]] = [
     (errors.ChooserError, "chooser_error", "Chooser error"),
     (errors.QueryRefused, "query_refused", "Query refused"),
     (errors.StoreError, "store_error", "Store error"),
+    (errors.BusyError, "busy", "Busy"),
     (errors.MemlaneError, "error", "Error"),
 ]
 

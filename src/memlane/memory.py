@@ -31,6 +31,7 @@ from .search.embedders import DEFAULT_EMBEDDER, Embedder, get_embedder, resolve_
 from .store.base import PutRow, Store
 
 if TYPE_CHECKING:
+    from .access import Scope
     from .search.choose import Chooser
 
 Clock = Callable[[], datetime]
@@ -152,6 +153,8 @@ class Memory:
         self.author = author
         self._embedder = embedder
         self._embedder_recorded = embedder is None or _recorded_embedder(store) is not None
+        # set on an agent's copy (memlane.access.AgentView): every read is narrowed to it in SQL
+        self._scope: Scope | None = None
 
     @property
     def embedder(self) -> Embedder | None:
@@ -164,6 +167,24 @@ class Memory:
     def store(self) -> Store:
         """The storage backend (for diagnostics and benchmarks)."""
         return self._store
+
+    def _within(self, prefix: Namespace) -> builtins.list[Namespace]:
+        """What a read under ``prefix`` may see, handed to the one statement that reads.
+
+        The owner sees the prefix itself (``()``: everything); an agent's copy
+        narrows it to its readable prefixes, refusing a prefix outside them.
+        """
+        if self._scope is None:
+            return [prefix]
+        return self._scope.narrow(prefix)
+
+    def _searched(self, prefix: Namespace, within: Sequence[Namespace]) -> dict[str, Any]:
+        """Envelope params saying what a scoped read covered (the v1 wire's shape)."""
+        if self._scope is None:
+            return {}
+        if len(within) == 1:
+            return {"namespace_prefix": namespace_text(within[0])}
+        return {"searched_prefixes": [namespace_text(p) for p in within]}
 
     def _now(self) -> datetime:
         now = self._clock()
@@ -374,8 +395,8 @@ class Memory:
         The keyed recall: no ranking and no index, the same answer every time
         for the same state (ties on ``updated_at`` are ordered by namespace).
         """
-        prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
-        return self._store.fetch(v.key(key), prefix, v.limit(limit, maximum=1000), self._now())
+        within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
+        return self._store.fetch(v.key(key), within, v.limit(limit, maximum=1000), self._now())
 
     def list(
         self,
@@ -390,11 +411,11 @@ class Memory:
         Pass ``page.next_cursor`` back as ``cursor`` to continue; it is ``None``
         on the last page.
         """
-        prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
+        within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
         kp = v.key_prefix(key_prefix)
         limit = v.limit(limit)
         after = None if cursor is None else _decode_cursor(cursor)
-        items = self._store.list(prefix, kp, limit + 1, after, self._now())
+        items = self._store.list(within, kp, limit + 1, after, self._now())
         if len(items) > limit:
             items = items[:limit]
             return Page(items, _encode_cursor(items[-1].namespace, items[-1].key))
@@ -402,8 +423,8 @@ class Memory:
 
     def namespaces(self, prefix: Namespace | str = (), *, max_depth: int | None = None) -> builtins.list[Namespace]:
         """Namespaces holding live items under ``prefix``, truncated to ``max_depth`` segments."""
-        pre = v.namespace(prefix, "prefix", allow_empty=True)
-        found = self._store.namespaces(pre, self._now())
+        within = self._within(v.namespace(prefix, "prefix", allow_empty=True))
+        found = self._store.namespaces(within, self._now())
         if max_depth is None:
             return found
         depth = v.limit(max_depth, "max_depth", maximum=8)
@@ -417,11 +438,11 @@ class Memory:
         ``{"user/123": {"preferences.ui": 2, "preferences.editor": 1}}``: drill
         by passing a path back as ``key_prefix`` with a larger ``depth``.
         """
-        prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
+        within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
         kp = v.key_prefix(key_prefix)
         depth = v.limit(depth, "depth", maximum=64)
         out: dict[str, dict[str, int]] = {}
-        for ns, key in self._store.addresses(prefix, kp, self._now()):
+        for ns, key in self._store.addresses(within, kp, self._now()):
             parts = key.split(".", depth)
             path = key if len(parts) <= depth else ".".join(parts[:depth])
             bucket = out.setdefault(namespace_text(ns), {})
@@ -481,6 +502,7 @@ class Memory:
         wanted = _channels(channels)
         weights = _weights(weights)
         query_vector = None if embedding is None else _embedding(embedding, self._embedder)
+        within = self._within(prefix)
         now = self._now()
         notes: builtins.list[str] = []
         nominations: dict[str, Sequence[Any]] = {}
@@ -489,7 +511,7 @@ class Memory:
             words = rank.terms(query)
             if not words:
                 notes.append("the query has no searchable words")
-            nominations["lexical"] = self._store.lexical(words, prefix, k)
+            nominations["lexical"] = self._store.lexical(words, within, k)
             timings["lexical_ms"] = _ms(started)
         if "vector" in wanted:
             t = time.perf_counter()
@@ -502,13 +524,13 @@ class Memory:
                     else "vector channel skipped: empty query"
                 )
             else:
-                nominations["vector"] = self._store.vector(query_vector, prefix, k)
+                nominations["vector"] = self._store.vector(query_vector, within, k)
             timings["vector_ms"] = _ms(t)
         t = time.perf_counter()
         fused = rank.fuse(nominations, rrf_k=rrf_k, weights=weights)
         timings["fuse_ms"] = _ms(t)
         t = time.perf_counter()
-        hits, dropped, truncated = rank.confirm(fused, lambda refs: self._store.hydrate(refs, now), limit)
+        hits, dropped, truncated = rank.confirm(fused, lambda ids: self._store.hydrate(ids, within, now), limit)
         timings["confirm_ms"] = _ms(t)
         timings["total_ms"] = _ms(started)
         return Envelope(
@@ -522,7 +544,8 @@ class Memory:
                 "rrf_k": rrf_k,
                 "weights": {ch: weights.get(ch, 1.0) for ch in wanted},
                 "embedding": "given" if embedding is not None else None,
-            },
+            }
+            | self._searched(prefix, within),
             hits=hits,
             counts={ch: len(found) for ch, found in nominations.items()},
             dropped_by_hydration=dropped,
@@ -578,7 +601,8 @@ class Memory:
                     "namespace_prefix": namespace_text(prefix),
                     "limit": limit,
                     "mode": "keyed",
-                },
+                }
+                | self._searched(prefix, self._within(prefix)),
                 hits=[Hit(item, 0.0) for item in items[:limit]],
                 counts={"keyed": len(items[:limit])},
                 dropped_by_hydration=0,

@@ -25,6 +25,7 @@ MAX_TEXT_CHARS = 16 * 1024 * 1024
 MAX_METADATA_CHARS = 64 * 1024
 MAX_TTL_SECONDS = 100 * 365.25 * 86400
 MAX_QUERY_CHARS = 4096
+RESERVED = "_memlane"  # a first segment no item may use: memlane's own records lived there
 
 # control characters, and lone UTF-16 surrogates (not encodable as UTF-8, so no
 # database can store them)
@@ -49,6 +50,11 @@ def _namespace_from_parts(parts: tuple[Any, ...], field: str, allow_empty: bool)
             raise ValidationError(field, f"segment {seg!r} contains '/'; pass a tuple of segments")
         if _CONTROL.search(seg):
             raise ValidationError(field, f"segment {seg!r} contains a control character or a lone surrogate")
+    if parts[0] == RESERVED:
+        raise ValidationError(
+            field,
+            f"{RESERVED!r} is reserved for memlane's own records and holds no items; choose another first segment",
+        )
     return tuple(parts)
 
 

@@ -45,9 +45,12 @@ def test_scope_is_own_namespace_rooms_and_grants(access):
     view = access.view(alice)
     assert view.get("agent/alice", "notes.todo") is not None
     assert view.get("room/eng", "session-digest") is not None
-    for ns in ("agent/bob", "room/ops", "project/x", "_memlane/agents"):
+    for ns in ("agent/bob", "room/ops", "project/x"):
         with pytest.raises(ForbiddenError):
             view.get(ns, "notes.todo")
+    # access records are no items: the reserved root is refused for everyone, with a reason
+    with pytest.raises(ValidationError, match="reserved"):
+        view.get("_memlane/agents", "alice")
 
 
 def test_every_read_path_covers_exactly_what_is_visible(access):
@@ -75,7 +78,6 @@ def test_explicit_namespace_outside_scope_is_refused_before_lookup(access):
         lambda: view.get_many([("agent/alice", "notes.todo"), ("agent/bob", "notes.todo")]),
         lambda: view.put("room/ops", "k", 1),
         lambda: view.delete("agent/bob", "notes.todo"),
-        lambda: view.put("_memlane/agents", "alice", {"admin": True}),
     ):
         with pytest.raises(ForbiddenError):
             call()

@@ -295,32 +295,47 @@ class FactsLayer:
     # -- entities --------------------------------------------------------------
 
     def _survivors(self, s: SqlSession, ids: Iterable[str]) -> dict[str, str]:
-        """Each known id mapped to the entity it was (transitively) merged into, or itself."""
-        parent: dict[str, str | None] = {}
-        todo = set(ids)
+        """Each known id mapped to the entity it was (transitively) merged into, or itself.
+
+        A redirect is followed only inside one namespace: merges never cross
+        namespaces (``merge_entities`` refuses), and one recorded before that rule
+        stays invisible, so no reader is ever led to an entity it may not see.
+        """
+        row: dict[str, tuple[str | None, str]] = {}
+        wanted = set(ids)
+        todo = set(wanted)
         while todo:
             where, params = in_sql("id", sorted(todo))
-            rows = s.rows(f"SELECT id, merged_into FROM entities WHERE {where}", params)
-            parent.update(rows)
-            todo = {m for _, m in rows if m is not None and m not in parent}
+            rows = s.rows(f"SELECT id, merged_into, namespace FROM entities WHERE {where}", params)
+            row.update((i, (m, ns)) for i, m, ns in rows)
+            todo = {m for _, m, _ in rows if m is not None and m not in row}
         out = {}
-        for start in parent:
+        for start in wanted.intersection(row):  # only the ids asked about: a parent is no answer of its own
             node, seen = start, {start}
-            while parent.get(node) is not None:
-                node = parent[node]  # type: ignore[assignment]
-                if node in seen:
+            while True:
+                parent = row[node][0]
+                if parent is None or parent in seen or parent not in row or row[parent][1] != row[node][1]:
                     break
+                node = parent
                 seen.add(node)
             out[start] = node
         return out
 
     def _family(self, s: SqlSession, survivors: Iterable[str]) -> dict[str, str]:
-        """Every id that resolves to one of ``survivors`` (the survivors included), mapped to it."""
+        """Every id that resolves to one of ``survivors`` (the survivors included), mapped to it.
+
+        Only ids of the survivor's own namespace: their names become its aliases,
+        and a reader of the survivor may read nothing else.
+        """
         family = {sid: sid for sid in survivors}
         frontier = builtins.list(family)
         while frontier:
-            where, params = in_sql("merged_into", frontier)
-            rows = s.rows(f"SELECT id, merged_into FROM entities WHERE {where}", params)
+            where, params = in_sql("m.merged_into", frontier)
+            rows = s.rows(
+                f"SELECT m.id, m.merged_into FROM entities m JOIN entities p ON p.id = m.merged_into "
+                f"WHERE {where} AND m.namespace = p.namespace",
+                params,
+            )
             frontier = [i for i, _ in rows if i not in family]
             for i, m in rows:
                 family.setdefault(i, family[m])
@@ -344,13 +359,17 @@ class FactsLayer:
         for member, sid in family.items():
             if member != sid and member in by_id:
                 aliases[sid][by_id[member][3]] = None
+        # merged_into shows only a redirect a reader would follow (one namespace)
+        redirect = self._survivors(s, [i for i in ids if i in by_id and by_id[i][5] is not None])
         out = {}
         for i in ids:
             r = by_id.get(i)
             if r is None:
                 continue
             names = [a for a in aliases[i] if a != r[3]]
-            out[i] = Entity(r[0], ns_tuple(r[1]), r[2], r[3], names, r[4], r[5], _dt(r[6]))
+            merged = redirect.get(i)
+            out[i] = Entity(r[0], ns_tuple(r[1]), r[2], r[3], names, r[4], None if merged in (None, i) else merged,
+                            _dt(r[6]))  # fmt: skip
         return out
 
     def _visible_entity(self, s: SqlSession, raw: Any, field: str, within: Sequence[Namespace]) -> str:
@@ -417,6 +436,15 @@ class FactsLayer:
             gone = self._visible_entity(s, merged, "merged", within)
             if keep == gone:
                 raise ConflictError(f"{merged!r} already is (or was merged into) {keep!r}; nothing to merge")
+            homes = dict(s.rows("SELECT id, namespace FROM entities WHERE id IN (?, ?)", (keep, gone)))
+            if homes[keep] != homes[gone]:
+                # a reader of the merged entity may not see the survivor's namespace: never redirect across
+                raise ValidationError(
+                    "merged",
+                    f"{merged!r} lives in {homes[gone]!r} and the survivor in {homes[keep]!r}; entities merge only "
+                    "within one namespace, so no reader is led to what it may not see: add the name as an alias "
+                    "(add_alias) instead",
+                )
             s.run("UPDATE entities SET merged_into = ? WHERE id = ?", (keep, gone))
             return self._entities(s, [keep])[keep]
 

@@ -1,4 +1,4 @@
-"""Export and import of the facts layer's rows, beside the items in one JSONL stream.
+"""Export and import of the facts layer's and the access tables' rows, beside the items in one JSONL stream.
 
 Rows travel verbatim (ids, times, versions, stamps), one record per row, in an
 order where every reference points backwards. Import is idempotent: a row
@@ -62,7 +62,27 @@ TABLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], 
         ("superseded_by", "superseded_at"),
     ),
     "claim_entity": ("claim_entities", ("claim_id", "entity_id"), ("claim_id", "entity_id"), (), ()),
+    # access records (memlane.access): agents with their token hashes, rooms, members, grants, the log
+    "access_agent": (
+        "access_agents", ("name", "admin", "token_hash", "created_at"), ("name",), ("created_at",), (),
+    ),
+    "access_room": ("access_rooms", ("name", "created_at"), ("name",), ("created_at",), ()),
+    "access_member": (
+        "access_members", ("room", "agent", "added_at"), ("room", "agent"), ("added_at",), (),
+    ),
+    "access_grant": (
+        "access_grants", ("agent", "prefix", "mode", "granted_at"), ("agent", "prefix"), ("granted_at",), (),
+    ),
+    "access_change": (
+        "access_log",
+        ("at", "actor", "action", "agent", "room", "prefix", "mode"),
+        ("at", "actor", "action", "agent", "room", "prefix", "mode"),
+        ("at",),
+        (),
+    ),
 }  # fmt: skip
+_BOOLEAN = {"admin"}
+_NULLABLE_KEYS = {"access_change"}  # keys compared NULL-safely
 # references that may point forwards (a merge into a newer entity): set after every row is in
 _LATE = {"entity": ("merged_into",), "claim": ("superseded_by",)}
 _INTEGER = {"version", "position", "chunk_count"}
@@ -82,6 +102,8 @@ def export_rows(store: Store) -> Iterator[dict[str, Any]]:
                 rec["namespace"] = list(ns_tuple(rec["namespace"]))
             if kind == "fact" and rec["object_value"] is not None:
                 rec["object_value"] = loads_json(rec["object_value"])
+            for col in _BOOLEAN.intersection(rec):
+                rec[col] = bool(rec[col])
             yield rec
 
 
@@ -101,6 +123,9 @@ def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
         elif col in _INTEGER:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{col} {value!r} is not an integer")
+        elif col in _BOOLEAN:
+            if not isinstance(value, bool):
+                raise ValueError(f"{col} {value!r} is not true or false")
         elif value is not None and not isinstance(value, str):
             raise ValueError(f"{col} {value!r} is not a string")
         out.append(value)
@@ -130,14 +155,17 @@ def import_rows(s: SqlSession, by_kind: Parsed) -> int:
         late = _LATE.get(kind, ())
         for _, row in rows:
             values = dict(zip(columns, row, strict=True))
-            where = " AND ".join(f"{k} = ?" for k in key)
-            current = s.rows(f"SELECT {', '.join(stamps) or '1'} FROM {table} WHERE {where}", [values[k] for k in key])
+            if kind in _NULLABLE_KEYS:
+                where = " AND ".join(f"({k} = ? OR ({k} IS NULL AND ? IS NULL))" for k in key)
+                wanted = [x for k in key for x in (values[k], values[k])]
+            else:
+                where = " AND ".join(f"{k} = ?" for k in key)
+                wanted = [values[k] for k in key]
+            current = s.rows(f"SELECT {', '.join(stamps) or '1'} FROM {table} WHERE {where}", wanted)
             if current:
                 for stamp, have in zip(stamps, current[0], strict=False):
                     if have is None and values[stamp] is not None and stamp not in late:
-                        s.run(
-                            f"UPDATE {table} SET {stamp} = ? WHERE {where}", [values[stamp], *(values[k] for k in key)]
-                        )
+                        s.run(f"UPDATE {table} SET {stamp} = ? WHERE {where}", [values[stamp], *wanted])
                         written += 1
                 continue
             insert = [None if c in late else values[c] for c in columns]

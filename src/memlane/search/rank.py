@@ -1,14 +1,16 @@
 """Nominate, fuse, confirm: the ranked read pipeline.
 
-1. *Nominate*: each channel proposes up to ``candidate_k`` refs with a raw score.
+1. *Nominate*: each channel proposes up to ``candidate_k`` item ids with a raw
+   score and the item version it scored, over the caller's whole scope at once.
 2. *Fuse*: Reciprocal Rank Fusion, ``score = sum(1 / (rrf_k + rank))`` over the
-   channels that found a ref. RRF orders results; its scores are not calibrated
-   relevance and are only comparable inside one answer.
-3. *Confirm*: candidates are re-read from the live rows, best first, in chunks,
-   until ``limit + 1`` survive (the extra one tells whether the answer was
-   truncated). Whatever is expired, deleted or no longer matches what was
-   indexed is dropped and counted: an index can cost recall, never put a stale
-   answer in front of the caller.
+   channels that found an item. RRF orders results; its scores are not
+   calibrated relevance and are only comparable inside one answer, which is why
+   there is one ranking per search, never a merge of several.
+3. *Confirm*: candidates are re-read by id from the live rows inside the scope,
+   best first, in chunks, until ``limit + 1`` survive (the extra one tells
+   whether the answer was truncated). Whatever is expired, deleted, replaced
+   since it was scored or outside the scope is dropped and counted: an index
+   can cost recall, never put a stale or forbidden answer in front of the caller.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def terms(query: str) -> list[str]:
 
 @dataclass(slots=True)
 class Candidate:
-    """A fused candidate: internal ref plus what each channel said about it."""
+    """A fused candidate: the item id plus what each channel said about it."""
 
     ref: Any
     score: float = 0.0
@@ -69,7 +71,7 @@ def fuse(
     ``weights`` scale each channel's ``1 / (rrf_k + rank)`` (default 1.0).
     Ties in fused score are broken by the ref so results are deterministic.
     """
-    by_ref: dict[int, Candidate] = {}
+    by_ref: dict[Any, Candidate] = {}
     for channel, hits in nominations.items():
         weight = 1.0 if weights is None else weights.get(channel, 1.0)
         for rank, nomination in enumerate(hits, 1):
@@ -87,10 +89,14 @@ def fuse(
 
 def confirm(
     candidates: Sequence[Candidate],
-    hydrate: Callable[[Sequence[int]], Mapping[int, Item]],
+    hydrate: Callable[[Sequence[Any]], Mapping[Any, Item]],
     limit: int,
 ) -> tuple[list[Hit], int, bool]:
     """Re-read candidates best first until ``limit`` + 1 are confirmed.
+
+    ``hydrate`` maps candidate ids to live items the caller may see (one read,
+    liveness and scope applied in it); a candidate whose item is missing there,
+    or whose version differs from what a channel scored, is dropped.
 
     Returns:
         ``(hits, dropped, truncated)``.

@@ -10,7 +10,8 @@ vectors with a higher ``seq``, so new and replaced vectors are loaded
 incrementally (``seq > last seen``); deletions bump a counter, which forces a
 full reload. Whatever the cache still gets wrong (an item deleted a moment
 ago, a vector older than its item) the confirm step drops, because each
-nomination carries the item version its vector was made from.
+nomination carries the item's stable id and the version its vector was made
+from, and confirm re-reads by id inside the caller's scope.
 
 Past a million vectors brute force costs ~40-80 ms a query on two cores; the
 plan for larger stores (an HNSW index per namespace shard) is in
@@ -40,7 +41,7 @@ def normalise(vector: Sequence[float]) -> np.ndarray:
 
 
 class VectorCache:
-    """Rows of ``(ref, version, namespace, vector)`` held as numpy arrays."""
+    """Rows of ``(ref, id, version, namespace, vector)`` held as numpy arrays."""
 
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension
@@ -55,7 +56,9 @@ class VectorCache:
         self._versions = np.zeros(0, dtype=np.int64)
         self._ns = np.zeros(0, dtype=np.int32)
         self._pos: dict[int, int] = {}
+        self._ids: list[str] = []
         self._ns_ids: dict[str, int] = {}
+        self._allowed: dict[tuple[str, ...], tuple[int, np.ndarray]] = {}
 
     def __len__(self) -> int:
         return self._n
@@ -86,12 +89,12 @@ class VectorCache:
             new[: self._n] = old[: self._n]
             setattr(self, name, new)
 
-    def apply(self, rows: Iterable[tuple[int, int, str, bytes]]) -> None:
-        """Insert or overwrite rows ``(ref, version, namespace_text, blob)``."""
+    def apply(self, rows: Iterable[tuple[int, str, int, str, bytes]]) -> None:
+        """Insert or overwrite rows ``(ref, item_id, version, namespace_text, blob)``."""
         rows = list(rows)
         self._grow(len(rows))
         dim = self.dimension
-        for ref, version, namespace, blob in rows:
+        for ref, item_id, version, namespace, blob in rows:
             vec = np.frombuffer(blob, dtype="<f4")
             if vec.shape[0] != dim:
                 continue  # written by another embedder; reindex rebuilds it
@@ -101,27 +104,44 @@ class VectorCache:
                 i = self._pos[ref] = self._n
                 self._n += 1
                 self._refs[i] = ref
+                self._ids.append(item_id)
+            else:
+                self._ids[i] = item_id  # a reused row number names another item now
             self._matrix[i] = vec
             self._versions[i] = version
             self._ns[i] = ns_id
 
-    def namespace_ids(self, prefix_text: str) -> np.ndarray | None:
-        """Ids of cached namespaces on or under a prefix (``None``: no filter)."""
-        if not prefix_text:
-            return None
-        below = prefix_text + "/"
-        return np.array(
-            [i for ns, i in self._ns_ids.items() if ns == prefix_text or ns.startswith(below)],
-            dtype=np.int32,
-        )
+    def namespace_ids(self, within: Sequence[tuple[str, ...]]) -> np.ndarray | None:
+        """Ids of cached namespaces on or under any prefix of ``within`` (``None``: no filter).
 
-    def search(self, query: Any, prefix_text: str, k: int) -> list[tuple[int, float, int]]:
-        """Top ``k`` ``(ref, cosine, version)`` for a unit query vector, best first."""
+        Worked out once per scope and kept until a new namespace appears, so an
+        agent's repeated searches do not rescan every namespace.
+        """
+        if any(not prefix for prefix in within):
+            return None
+        texts = tuple(sorted({"/".join(prefix) for prefix in within}))
+        known = self._allowed.get(texts)
+        if known is not None and known[0] == len(self._ns_ids):
+            return known[1]
+        wanted = set(texts)
+        found = []
+        for ns, i in self._ns_ids.items():
+            parts = ns.split("/")
+            if any("/".join(parts[:n]) in wanted for n in range(1, len(parts) + 1)):
+                found.append(i)
+        allowed = np.array(found, dtype=np.int32)
+        if len(self._allowed) > 256:  # many distinct scopes: start over rather than grow without bound
+            self._allowed.clear()
+        self._allowed[texts] = (len(self._ns_ids), allowed)
+        return allowed
+
+    def search(self, query: Any, within: Sequence[tuple[str, ...]], k: int) -> list[tuple[str, float, int]]:
+        """Top ``k`` ``(item_id, cosine, version)`` inside ``within`` for a unit query vector, best first."""
         n = self._n
-        if n == 0 or k <= 0:
+        if n == 0 or k <= 0 or not within:
             return []
         q = np.asarray(query, dtype=DTYPE)
-        allowed = self.namespace_ids(prefix_text)
+        allowed = self.namespace_ids(within)
         if allowed is None:
             scores = self._matrix[:n] @ q
             rows = None
@@ -138,7 +158,7 @@ class VectorCache:
         idx = rows[top] if rows is not None else top
         order = np.lexsort((self._refs[idx], -scores[top]))
         top, idx = top[order], idx[order]
+        ids = self._ids
         return [
-            (int(r), float(s), int(v))
-            for r, s, v in zip(self._refs[idx], scores[top], self._versions[idx], strict=True)
+            (ids[i], float(s), int(v)) for i, s, v in zip(idx.tolist(), scores[top], self._versions[idx], strict=True)
         ]

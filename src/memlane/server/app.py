@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import errors, validate
-from ..access import RESERVED, Access, Agent, AgentView
+from ..access import Access, Agent, AgentView, Gate
 from ..memory import RECORD_FIELDS, Memory
 from .facts import register as register_facts
 
@@ -47,6 +47,7 @@ STATUS: list[tuple[type[Exception], int, str]] = [
     (errors.ChooserError, 502, "chooser_error"),
     (errors.QueryRefused, 400, "query_refused"),
     (errors.StoreError, 503, "store_error"),
+    (errors.BusyError, 429, "busy"),
     (errors.MemlaneError, 500, "error"),
 ]
 
@@ -173,6 +174,11 @@ class GrantBody(Body):
     agent: str
     prefix: Any
     mode: str
+
+
+class RevokeBody(Body):
+    agent: str
+    prefix: Any
 
 
 # -- the query space (memlane.query): bodies and results ---------------------------
@@ -396,7 +402,14 @@ class BodyLimit:
                 await self._refuse(send)
 
 
-def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+def create_app(
+    mem: Memory,
+    *,
+    keyed_recall: bool = True,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_agent_work: int = 4,
+    max_work: int = 16,
+) -> FastAPI:
     """Build the service over ``mem``.
 
     Args:
@@ -404,13 +417,17 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
         keyed_recall: answer ``key`` in ``/v1/recall`` (``False`` emulates an
             older server that ignores it; clients must stay correct).
         max_body_bytes: larger request bodies get 413.
+        max_agent_work: ranked reads and query-space statements one agent may
+            run at once; more get 429 with ``Retry-After``.
+        max_work: the same for all agents together (below the worker pool's 40
+            threads, so point reads always find a free one).
     """
     app = FastAPI(
         title="memlane",
         version=API_VERSION,
         description="Durable memory for AI agents: exact keyed lookup and confirmed hybrid search.",
     )
-    access = Access(mem)
+    access = Access(mem, gate=Gate(max_agent_work, max_work))
     app.state.memory = mem
     app.state.access = access
     operations: list[dict[str, Any]] = []
@@ -427,7 +444,8 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
                 message = str(exc)
                 if field and message.startswith(field + ": "):
                     message = message[len(field) + 2 :]
-                return JSONResponse(error_body(kind, message, field), status_code=status)
+                headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, errors.BusyError) else None
+                return JSONResponse(error_body(kind, message, field), status_code=status, headers=headers)
         raise AssertionError("unreachable: MemlaneError is in the table")  # pragma: no cover
 
     @app.exception_handler(StarletteHTTPException)
@@ -465,6 +483,10 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
         if not agent.admin:
             raise errors.ForbiddenError("this operation needs an admin agent")
         return agent
+
+    def changer(agent: Agent = Depends(admin)) -> Access:  # noqa: B008
+        # changes are logged with the admin who made them
+        return Access(mem, actor=agent.name)
 
     def route(
         path: str, body: type[BaseModel], result: type[BaseModel], summary: str
@@ -625,43 +647,59 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
 
     @app.get(f"/{API_VERSION}/stats", summary="Counts and size of the whole store (admin).")
     def stats(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        # access records are items too; report what agents stored
-        result = mem.stats()
-        reserved = len(mem.list((RESERVED,), limit=10_000).items)
-        result.active_items -= reserved
-        result.namespaces -= len(mem.namespaces((RESERVED,)))
-        return ok(result.to_dict() | {"access_records": reserved})
+        return ok(mem.stats().to_dict() | {"access_records": access.count()})
 
     # -- administration ---------------------------------------------------
 
     @app.post(f"/{API_VERSION}/admin/agents", summary="Create an agent; its token is returned once.")
-    def create_agent(body: AgentBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        agent, token = access.create_agent(body.name, admin=body.admin)
+    def create_agent(body: AgentBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        agent, token = a.create_agent(body.name, admin=body.admin)
         return ok({"agent": agent.to_dict(), "token": token})
 
-    @app.get(f"/{API_VERSION}/admin/agents", summary="Every agent with its rooms and grants.")
-    def list_agents(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok({"agents": [a.to_dict() for a in access.agents()]})
+    @app.get(f"/{API_VERSION}/admin/agents", summary="Agents with their rooms and grants, a page at a time.")
+    def list_agents(limit: int = 1000, cursor: str | None = None, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        page = access.agent_page(limit=limit, cursor=cursor)
+        return ok({"agents": [a.to_dict() for a in page.entries], "next_cursor": page.next_cursor})
+
+    @app.delete(f"/{API_VERSION}/admin/agents/{{name}}", summary="Delete an agent, its memberships and grants.")
+    def delete_agent(name: str, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok({"deleted": a.delete_agent(name)})
 
     @app.post(f"/{API_VERSION}/admin/rooms", summary="Create a room.")
-    def create_room(body: RoomBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok(access.create_room(body.name))
+    def create_room(body: RoomBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok(a.create_room(body.name))
 
-    @app.get(f"/{API_VERSION}/admin/rooms", summary="Every room with its members.")
-    def list_rooms(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok({"rooms": access.rooms()})
+    @app.get(f"/{API_VERSION}/admin/rooms", summary="Rooms with their members, a page at a time.")
+    def list_rooms(limit: int = 1000, cursor: str | None = None, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        page = access.room_page(limit=limit, cursor=cursor)
+        return ok({"rooms": page.entries, "next_cursor": page.next_cursor})
 
     @app.post(f"/{API_VERSION}/admin/rooms/{{room}}/members", summary="Add an agent to a room.")
-    def add_member(room: str, body: MemberBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok(access.add_member(room, body.agent))
+    def add_member(room: str, body: MemberBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok(a.add_member(room, body.agent))
 
     @app.delete(f"/{API_VERSION}/admin/rooms/{{room}}/members/{{agent}}", summary="Remove an agent from a room.")
-    def remove_member(room: str, agent: str, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok(access.remove_member(room, agent))
+    def remove_member(room: str, agent: str, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok(a.remove_member(room, agent))
 
     @app.post(f"/{API_VERSION}/admin/grants", summary="Give an agent read or write on a namespace prefix.")
-    def grant(body: GrantBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok(access.grant(body.agent, body.prefix, body.mode).to_dict())
+    def grant(body: GrantBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok(a.grant(body.agent, body.prefix, body.mode).to_dict())
+
+    @app.post(f"/{API_VERSION}/admin/revoke", summary="Remove an agent's grant on a namespace prefix.")
+    def revoke(body: RevokeBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+        return ok(a.revoke(body.agent, body.prefix).to_dict())
+
+    @app.get(f"/{API_VERSION}/admin/log", summary="The access log: who changed agents, rooms and grants, and when.")
+    def access_log(
+        agent: str | None = None,
+        room: str | None = None,
+        after: int = 0,
+        limit: int = 1000,
+        _: Agent = Depends(admin),  # noqa: B008
+    ) -> JSONResponse:
+        changes = access.history(agent=agent, room=room, after=after, limit=limit)
+        return ok({"changes": [c.to_dict() for c in changes]})
 
     # -- the query space (memlane.query) ------------------------------------
 
@@ -702,9 +740,14 @@ def create_app(mem: Memory, *, keyed_recall: bool = True, max_body_bytes: int = 
     def delete_saved_query(body: QueryNameBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
         return ok({"deleted": v.delete_saved_query(body.name)})
 
+    # async: served on the event loop, so they answer even while every worker thread is busy
     @app.get(f"/{API_VERSION}/operations", summary="Every operation with its parameter JSON schema.")
-    def list_operations() -> JSONResponse:
+    async def list_operations() -> JSONResponse:
         return JSONResponse({"version": API_VERSION, "operations": operations})
+
+    @app.get(f"/{API_VERSION}/health", summary="Whether the service is up (no token needed).")
+    async def health() -> JSONResponse:
+        return JSONResponse({"status": "ok", "version": API_VERSION, "backend": mem.store.backend})
 
     from ..mcp import mount_mcp
     from .inspector import mount_inspector

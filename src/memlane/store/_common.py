@@ -68,21 +68,72 @@ def key_range(prefix: str) -> tuple[str, str, str]:
     return prefix, prefix + ".", prefix + "/"
 
 
-def live_filter(prefix: Namespace, key_prefix: str, now: datetime, p: str = "?") -> tuple[str, list[Any]]:
-    """``WHERE`` text and parameters for live rows under both prefixes.
+EVERYTHING: tuple[Namespace, ...] = ((),)
+"""The scope of a caller who may read every namespace (the embedded owner, an admin)."""
+
+
+def within_filter(within: Sequence[Namespace], p: str = "?", column: str = "namespace") -> tuple[str, list[Any]]:
+    """``WHERE`` text and parameters for rows whose namespace lies under any prefix of ``within``.
+
+    ``within`` is a list of namespace prefixes (segment boundaries); ``()`` among
+    them means everything and gives ``""`` (no condition), an empty list gives a
+    condition no row meets. One prefix is a range the (namespace, key) index
+    serves; several travel as one array parameter (``json_each`` on SQLite,
+    ``unnest`` on PostgreSQL), so the statement and its parameter count stay the
+    same whatever the number of rooms and grants.
+    """
+    if any(not prefix for prefix in within):
+        return "", []
+    if not within:
+        return "1 = 0", []
+    if len(within) == 1:
+        return f"({column} = {p} OR ({column} >= {p} AND {column} < {p}))", list(ns_range(within[0]))
+    texts = sorted({"/".join(prefix) for prefix in within})
+    if p == "?":
+        return under_any(column, "?", "sqlite"), [json.dumps(texts)]
+    return under_any(column, p, "postgres"), [texts]
+
+
+def under_any(column: str, array: str, dialect: str) -> str:
+    """SQL true when ``column`` lies on or under any namespace text in the array parameter ``array``.
+
+    SQLite takes the array as JSON text (``json_each``), PostgreSQL as ``text[]``.
+    """
+    if dialect == "sqlite":
+        return (
+            f"EXISTS (SELECT 1 FROM json_each({array}) AS s WHERE {column} = s.value "
+            f"OR ({column} >= s.value || '/' AND {column} < s.value || '0'))"
+        )
+    return (
+        f'EXISTS (SELECT 1 FROM unnest({array}::text[]) AS s(p) WHERE {column} = s.p COLLATE "C" '
+        f"OR ({column} >= (s.p || '/') COLLATE \"C\" AND {column} < (s.p || '0') COLLATE \"C\"))"
+    )
+
+
+def live_filter(within: Sequence[Namespace], key_prefix: str, now: datetime, p: str = "?") -> tuple[str, list[Any]]:
+    """``WHERE`` text and parameters for live rows inside ``within`` under a key prefix.
 
     ``p`` is the driver's placeholder (``?`` for sqlite3, ``%s`` for psycopg);
     only fixed SQL fragments are joined, every value is a parameter.
     """
     where = [f"(expires_at IS NULL OR expires_at > {p})"]
     params: list[Any] = [ts(now)]
-    if prefix:
-        where.append(f"(namespace = {p} OR (namespace >= {p} AND namespace < {p}))")
-        params.extend(ns_range(prefix))
+    inside, inside_params = within_filter(within, p)
+    if inside:
+        where.append(inside)
+        params.extend(inside_params)
     if key_prefix:
         where.append(f"(key = {p} OR (key >= {p} AND key < {p}))")
         params.extend(key_range(key_prefix))
     return " AND ".join(where), params
+
+
+def id_taken(item_id: str, namespace: str, key: str) -> str:
+    """The message for an imported item whose id already names another address."""
+    return (
+        f"item id {item_id!r} (for {namespace}/{key}) already names another item in this store; "
+        "nothing was imported: import into an empty store, or drop the id from the record"
+    )
 
 
 def parse_metadata(text: str) -> dict[str, Any]:

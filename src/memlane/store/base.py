@@ -9,6 +9,12 @@ from user strings.
 Reads take ``now`` so that expiry is applied by the query itself: an expired
 row is invisible on every read path before ``cleanup`` deletes it.
 
+Reads over more than one address take ``within``: the namespace prefixes the
+caller may read (``EVERYTHING`` for the owner), applied inside the one
+statement that reads, so no read is ever widened or merged in Python. Ranked
+reads name items by their stable ``id``, never by a row number a database may
+reuse, and ``hydrate`` checks liveness and scope in the same read.
+
 One conformance suite (``tests/conformance``) runs against every backend.
 """
 
@@ -22,7 +28,14 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from ..model import Item, Namespace, Stats, Version
-from ._common import SqlSession
+from ._common import EVERYTHING, SqlSession
+
+Within = Sequence[Namespace]
+"""Namespace prefixes a read may see; ``()`` among them means everything, ``[]`` nothing."""
+Nomination = tuple[str, float, int]
+"""``(item id, channel score, item version the score was computed from)``, best first."""
+
+__all__ = ["EVERYTHING", "Nomination", "PutRow", "Store", "Within"]
 
 
 class PutRow(NamedTuple):
@@ -82,27 +95,27 @@ class Store(ABC):
         """Live items for many addresses in one round trip, in input order."""
 
     @abstractmethod
-    def fetch(self, key: str, prefix: Namespace, limit: int, now: datetime) -> builtins.list[Item]:
-        """Live items with exactly this key under a namespace prefix, newest first."""
+    def fetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
+        """Live items with exactly this key inside ``within``, newest first."""
 
     @abstractmethod
     def list(
         self,
-        prefix: Namespace,
+        within: Within,
         key_prefix: str,
         limit: int,
         after: tuple[Namespace, str] | None,
         now: datetime,
     ) -> builtins.list[Item]:
-        """Live items in address order, strictly after ``after``."""
+        """Live items inside ``within`` in address order, strictly after ``after``."""
 
     @abstractmethod
-    def namespaces(self, prefix: Namespace, now: datetime) -> builtins.list[Namespace]:
-        """Distinct namespaces holding live items under a prefix, sorted."""
+    def namespaces(self, within: Within, now: datetime) -> builtins.list[Namespace]:
+        """Distinct namespaces holding live items inside ``within``, sorted."""
 
     @abstractmethod
-    def addresses(self, prefix: Namespace, key_prefix: str, now: datetime) -> Iterator[tuple[Namespace, str]]:
-        """Every live address under the prefixes (feeds ``summarize``)."""
+    def addresses(self, within: Within, key_prefix: str, now: datetime) -> Iterator[tuple[Namespace, str]]:
+        """Every live address inside ``within`` under a key prefix (feeds ``summarize``)."""
 
     @abstractmethod
     def delete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
@@ -125,8 +138,8 @@ class Store(ABC):
         """Counts and size."""
 
     @abstractmethod
-    def lexical(self, terms: Sequence[str], prefix: Namespace, k: int) -> builtins.list[tuple[int, float]]:
-        """BM25 nomination: ``(ref, score)`` best first, higher score is better.
+    def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
+        """BM25 nomination over all of ``within`` at once, higher score is better.
 
         ``terms`` are plain words; the backend quotes them, so user text is
         never parsed as index query syntax. Expiry is *not* applied here: the
@@ -134,12 +147,12 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def hydrate(self, refs: Sequence[int], now: datetime) -> dict[int, Item]:
-        """Re-read candidates by internal ref from live rows in one snapshot."""
+    def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
+        """Re-read candidates by item id from live rows inside ``within``, in one statement."""
 
     @abstractmethod
-    def vector(self, query: Sequence[float], prefix: Namespace, k: int) -> builtins.list[tuple[int, float, int]]:
-        """Cosine nomination over stored vectors: ``(ref, similarity, version_embedded)``."""
+    def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
+        """Cosine nomination over stored vectors inside ``within`` (score: similarity)."""
 
     @abstractmethod
     def vector_backlog(self, limit: int, *, after: int = 0) -> builtins.list[tuple[int, int, str]]:

@@ -36,7 +36,8 @@ from ..facts import schema as facts_schema
 from ..model import Item, Namespace, Stats, Version
 from ..query import space as query_space
 from . import _common as c
-from .base import PutRow, Store
+from . import access_tables
+from .base import Nomination, PutRow, Store, Within
 
 try:  # the postgres extra
     import psycopg
@@ -151,6 +152,15 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ),
     ("m003_facts", facts_schema.POSTGRES),
     ("m004_query_space", query_space.postgres_migration()),
+    (
+        "m005_item_ids",
+        [
+            # confirm re-reads candidates by id: make ids unique (an old import could repeat one)
+            "UPDATE items SET id = id || '_' || ref WHERE ref NOT IN (SELECT min(ref) FROM items GROUP BY id)",
+            "CREATE UNIQUE INDEX items_id ON items (id)",
+        ],
+    ),
+    ("m006_access", access_tables.POSTGRES),
 ]
 
 _UPSERT = f"""
@@ -206,14 +216,22 @@ total AS MATERIALIZED ({total}),
 idf AS MATERIALIZED (
     SELECT h.w, ln(1 + (greatest(total.n, count(*)) - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) AS idf
     FROM hits h CROSS JOIN total GROUP BY h.w, total.n
+),
+ranked AS (
+    SELECT h.ref, sum(idf.idf * h.r) AS score FROM hits h JOIN idf USING (w)
+    GROUP BY h.ref ORDER BY score DESC, h.ref LIMIT %(k)s
 )
-SELECT h.ref, sum(idf.idf * h.r) AS score FROM hits h JOIN idf USING (w)
-GROUP BY h.ref ORDER BY score DESC, h.ref LIMIT %(k)s
+SELECT i.id, r.score, i.version FROM ranked r JOIN items i ON i.ref = r.ref ORDER BY r.score DESC, r.ref
 """
 _LEXICAL_IN_PREFIX = _LEXICAL.format(
     scope="\n      AND (i.namespace = %(ns)s OR (i.namespace >= %(ns_lo)s AND i.namespace < %(ns_hi)s))",
     total="SELECT count(*) AS n FROM items "
     "WHERE (namespace = %(ns)s OR (namespace >= %(ns_lo)s AND namespace < %(ns_hi)s))",
+)
+# several prefixes (an agent's rooms and grants) travel as one array: one statement whatever their number
+_LEXICAL_IN_PREFIXES = _LEXICAL.format(
+    scope="\n      AND " + c.under_any("i.namespace", "%(within)s", "postgres"),
+    total="SELECT count(*) AS n FROM items WHERE " + c.under_any("namespace", "%(within)s", "postgres"),
 )
 # without a prefix the planner's row estimate is plenty for IDF and avoids counting the table per query
 _LEXICAL_ALL = _LEXICAL.format(
@@ -508,13 +526,14 @@ class PostgresStore(Store):
                     found[(row[1], row[2])] = c.row_to_item(row)
         return [found.get(a) for a in texts]
 
-    def fetch(self, key: str, prefix: Namespace, limit: int, now: datetime) -> builtins.list[Item]:
+    def fetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
         """Same key across namespaces, newest first, ties by namespace."""
         params: builtins.list[Any] = [key, c.ts(now)]
         where = f"key = %s AND {_LIVE}"
-        if prefix:
-            where += f" AND {_IN_NS}"
-            params.extend(c.ns_range(prefix))
+        inside, inside_params = c.within_filter(within, "%s")
+        if inside:
+            where += f" AND {inside}"
+            params.extend(inside_params)
         params.append(limit)
         with self._conn() as conn:
             rows = conn.execute(
@@ -523,19 +542,19 @@ class PostgresStore(Store):
             ).fetchall()
         return [c.row_to_item(r) for r in rows]
 
-    def _filter(self, prefix: Namespace, key_prefix: str, now: datetime) -> tuple[str, builtins.list[Any]]:
-        return c.live_filter(prefix, key_prefix, now, "%s")
+    def _filter(self, within: Within, key_prefix: str, now: datetime) -> tuple[str, builtins.list[Any]]:
+        return c.live_filter(within, key_prefix, now, "%s")
 
     def list(
         self,
-        prefix: Namespace,
+        within: Within,
         key_prefix: str,
         limit: int,
         after: tuple[Namespace, str] | None,
         now: datetime,
     ) -> builtins.list[Item]:
         """Items in address order after a cursor position."""
-        where, params = self._filter(prefix, key_prefix, now)
+        where, params = self._filter(within, key_prefix, now)
         if after is not None:
             where += " AND (namespace, key) > (%s, %s)"
             params.extend(("/".join(after[0]), after[1]))
@@ -546,16 +565,16 @@ class PostgresStore(Store):
             ).fetchall()
         return [c.row_to_item(r) for r in rows]
 
-    def namespaces(self, prefix: Namespace, now: datetime) -> builtins.list[Namespace]:
-        """Distinct live namespaces under a prefix."""
-        where, params = self._filter(prefix, "", now)
+    def namespaces(self, within: Within, now: datetime) -> builtins.list[Namespace]:
+        """Distinct live namespaces inside ``within``."""
+        where, params = self._filter(within, "", now)
         with self._conn() as conn:
             rows = conn.execute(f"SELECT DISTINCT namespace FROM items WHERE {where}", params).fetchall()
         return sorted(c.ns_tuple(r[0]) for r in rows)
 
-    def addresses(self, prefix: Namespace, key_prefix: str, now: datetime) -> Iterator[tuple[Namespace, str]]:
-        """Every live address under the prefixes."""
-        where, params = self._filter(prefix, key_prefix, now)
+    def addresses(self, within: Within, key_prefix: str, now: datetime) -> Iterator[tuple[Namespace, str]]:
+        """Every live address inside ``within`` under a key prefix."""
+        where, params = self._filter(within, key_prefix, now)
         with self._conn() as conn:
             rows = conn.execute(
                 f"SELECT namespace, key FROM items WHERE {where} ORDER BY namespace, key", params
@@ -600,7 +619,7 @@ class PostgresStore(Store):
 
     # -- ranked reads -----------------------------------------------------
 
-    def lexical(self, terms: Sequence[str], prefix: Namespace, k: int) -> builtins.list[tuple[int, float]]:
+    def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
         """Full-text nomination: IDF-weighted, length-normalised ``ts_rank`` (BM25-like), one round trip.
 
         The terms are normalised by the ``memlane`` configuration into
@@ -613,27 +632,36 @@ class PostgresStore(Store):
         if not terms:
             return []
         params: dict[str, Any] = {"text": " ".join(terms), "k": k}
-        if prefix:
-            params.update(zip(("ns", "ns_lo", "ns_hi"), c.ns_range(prefix), strict=True))
+        if not within:
+            return []
+        if any(not prefix for prefix in within):
+            statement = _LEXICAL_ALL
+        elif len(within) == 1:
+            statement = _LEXICAL_IN_PREFIX
+            params.update(zip(("ns", "ns_lo", "ns_hi"), c.ns_range(within[0]), strict=True))
+        else:
+            statement = _LEXICAL_IN_PREFIXES
+            params["within"] = sorted({"/".join(prefix) for prefix in within})
         with self._read() as conn, conn.pipeline() as pipeline:
             # both statements go out before one Sync, so they run in one implicit transaction: the
             # settings hold for the ranking statement only, and the answer takes one round trip
             conn.execute(_LEXICAL_SETTINGS, prepare=True)
-            cur = conn.execute(_LEXICAL_IN_PREFIX if prefix else _LEXICAL_ALL, params, prepare=True)
+            cur = conn.execute(statement, params, prepare=True)
             pipeline.sync()
             rows = cur.fetchall()
-        return [(ref, float(score)) for ref, score in rows]
+        return [(item_id, float(score), version) for item_id, score, version in rows]
 
-    def hydrate(self, refs: Sequence[int], now: datetime) -> dict[int, Item]:
-        """Live rows for candidate refs."""
-        if not refs:
+    def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
+        """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""
+        if not ids:
             return {}
+        where, params = self._filter(within, "", now)
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT ref, {c.ITEM_COLUMNS} FROM items WHERE ref = ANY(%s) AND {_LIVE}",
-                (builtins.list(refs), c.ts(now)),
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ANY(%s) AND {where}",
+                (builtins.list(ids), *params),
             ).fetchall()
-        return {r[0]: c.row_to_item(r[1:]) for r in rows}
+        return {r[0]: c.row_to_item(r) for r in rows}
 
     # -- vectors ----------------------------------------------------------
 
@@ -658,30 +686,36 @@ class PostgresStore(Store):
             )
         self._index_dimension = dimension
 
-    def vector(self, query: Sequence[float], prefix: Namespace, k: int) -> builtins.list[tuple[int, float, int]]:
-        """Cosine nomination through the HNSW index (exact scan under a prefix)."""
+    def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
+        """Cosine nomination through the HNSW index (an exact scan inside a scope)."""
         self._require_pgvector()
+        if not within:
+            return []
         dim = len(query)
         literal = "[" + ",".join(repr(float(x)) for x in query) + "]"
         cast = f"::vector({dim})"
+        inside, inside_params = c.within_filter(within, "%s", column="items.namespace")
         with self._conn() as conn, conn.transaction():
             self._ensure_index(conn, dim)
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * k))}")
-            if prefix:
+            if inside:
                 sql = (
-                    f"SELECT v.item_ref, 1 - (v.embedding{cast} <=> %s{cast}), v.version FROM item_vectors v "
-                    f"JOIN items ON items.ref = v.item_ref WHERE vector_dims(v.embedding) = %s AND {_IN_NS} "
+                    f"SELECT items.id, 1 - (v.embedding{cast} <=> %s{cast}), v.version FROM item_vectors v "
+                    f"JOIN items ON items.ref = v.item_ref WHERE vector_dims(v.embedding) = %s AND {inside} "
                     f"ORDER BY v.embedding{cast} <=> %s{cast} LIMIT %s"
                 )
-                params: tuple[Any, ...] = (literal, dim, *c.ns_range(prefix), literal, k)
+                params: tuple[Any, ...] = (literal, dim, *inside_params, literal, k)
             else:
+                # the index ranks alone; id is read for the top k in the same statement
                 sql = (
-                    f"SELECT item_ref, 1 - (embedding{cast} <=> %s{cast}), version FROM item_vectors "
-                    f"ORDER BY embedding{cast} <=> %s{cast} LIMIT %s"
+                    f"SELECT items.id, 1 - n.d, n.version FROM (SELECT item_ref, version, "
+                    f"embedding{cast} <=> %s{cast} AS d FROM item_vectors "
+                    f"ORDER BY embedding{cast} <=> %s{cast} LIMIT %s) AS n "
+                    "JOIN items ON items.ref = n.item_ref ORDER BY n.d"
                 )
                 params = (literal, literal, k)
             rows = conn.execute(sql, params).fetchall()
-        return [(ref, float(score), version) for ref, score, version in rows]
+        return [(item_id, float(score), version) for item_id, score, version in rows]
 
     def vector_backlog(self, limit: int, *, after: int = 0) -> builtins.list[tuple[int, int, str]]:
         """Items whose vector is missing or stale."""
@@ -752,7 +786,10 @@ class PostgresStore(Store):
                             (ns, key),
                         ).fetchall()
                         self._history(conn, gone, "import", at, None)
-                    conn.execute(f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({', '.join(['%s'] * 12)})", row)
+                    try:
+                        conn.execute(f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({', '.join(['%s'] * 12)})", row)
+                    except psycopg.errors.UniqueViolation as e:
+                        raise ConflictError(c.id_taken(row[0], ns, key)) from e
                 else:
                     exists = conn.execute(
                         "SELECT 1 FROM item_history WHERE item_id = %s AND version = %s AND change = %s "

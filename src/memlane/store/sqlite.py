@@ -34,7 +34,8 @@ from ..facts import schema as facts_schema
 from ..model import Item, Namespace, Stats, Version
 from ..query import space as query_space
 from . import _common as c
-from .base import PutRow, Store
+from . import access_tables
+from .base import Nomination, PutRow, Store, Within
 
 if TYPE_CHECKING:
     from ..search.vectors import VectorCache
@@ -135,6 +136,15 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
     ),
     ("m003_facts", facts_schema.SQLITE),
     ("m004_query_space", query_space.SQLITE_MIGRATION),
+    (
+        "m005_item_ids",
+        [
+            # confirm re-reads candidates by id: make ids unique (an old import could repeat one)
+            "UPDATE items SET id = id || '_' || rowid WHERE rowid NOT IN (SELECT min(rowid) FROM items GROUP BY id)",
+            "CREATE UNIQUE INDEX items_id ON items (id)",
+        ],
+    ),
+    ("m006_access", access_tables.SQLITE),
 ]
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
@@ -461,13 +471,14 @@ class SqliteStore(Store):
                     found[(row[1], row[2])] = c.row_to_item(row)
         return [found.get(addr) for addr in texts]
 
-    def fetch(self, key: str, prefix: Namespace, limit: int, now: datetime) -> builtins.list[Item]:
+    def fetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
         """Same key across namespaces, newest first, ties broken by namespace."""
         params: builtins.list[Any] = [key, c.ts(now)]
         where = f"key = ? AND {_LIVE}"
-        if prefix:
-            where += f" AND {_IN_NS}"
-            params.extend(c.ns_range(prefix))
+        inside, inside_params = c.within_filter(within)
+        if inside:
+            where += f" AND {inside}"
+            params.extend(inside_params)
         params.append(limit)
         sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY updated_at DESC, namespace LIMIT ?"
         with self._lock:
@@ -475,19 +486,19 @@ class SqliteStore(Store):
             rows = self._conn.execute(sql, params).fetchall()
         return [c.row_to_item(r) for r in rows]
 
-    def _filter(self, prefix: Namespace, key_prefix: str, now: datetime) -> tuple[str, builtins.list[Any]]:
-        return c.live_filter(prefix, key_prefix, now, "?")
+    def _filter(self, within: Within, key_prefix: str, now: datetime) -> tuple[str, builtins.list[Any]]:
+        return c.live_filter(within, key_prefix, now, "?")
 
     def list(
         self,
-        prefix: Namespace,
+        within: Within,
         key_prefix: str,
         limit: int,
         after: tuple[Namespace, str] | None,
         now: datetime,
     ) -> builtins.list[Item]:
         """Items in address order after a cursor position."""
-        where, params = self._filter(prefix, key_prefix, now)
+        where, params = self._filter(within, key_prefix, now)
         if after is not None:
             where += " AND (namespace, key) > (?, ?)"
             params.extend(("/".join(after[0]), after[1]))
@@ -498,17 +509,17 @@ class SqliteStore(Store):
             rows = self._conn.execute(sql, params).fetchall()
         return [c.row_to_item(r) for r in rows]
 
-    def namespaces(self, prefix: Namespace, now: datetime) -> builtins.list[Namespace]:
-        """Distinct live namespaces under a prefix."""
-        where, params = self._filter(prefix, "", now)
+    def namespaces(self, within: Within, now: datetime) -> builtins.list[Namespace]:
+        """Distinct live namespaces inside ``within``."""
+        where, params = self._filter(within, "", now)
         with self._lock:
             self._check_open()
             rows = self._conn.execute(f"SELECT DISTINCT namespace FROM items WHERE {where}", params).fetchall()
         return sorted(c.ns_tuple(r[0]) for r in rows)
 
-    def addresses(self, prefix: Namespace, key_prefix: str, now: datetime) -> Iterator[tuple[Namespace, str]]:
-        """Every live address under the prefixes."""
-        where, params = self._filter(prefix, key_prefix, now)
+    def addresses(self, within: Within, key_prefix: str, now: datetime) -> Iterator[tuple[Namespace, str]]:
+        """Every live address inside ``within`` under a key prefix."""
+        where, params = self._filter(within, key_prefix, now)
         with self._lock:
             self._check_open()
             rows = self._conn.execute(
@@ -553,21 +564,25 @@ class SqliteStore(Store):
 
     # -- ranked reads -----------------------------------------------------
 
-    def lexical(self, terms: Sequence[str], prefix: Namespace, k: int) -> builtins.list[tuple[int, float]]:
-        """BM25 over ``items.text``; terms are quoted and OR-ed."""
+    def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
+        """BM25 over ``items.text`` inside ``within``; terms are quoted and OR-ed."""
         if not terms:
             return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        if prefix:
+        inside, inside_params = c.within_filter(within, column="items.namespace")
+        if inside:
             sql = (
-                "SELECT items_fts.rowid, bm25(items_fts) FROM items_fts "
-                f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {_IN_NS} "
+                "SELECT items.id, bm25(items_fts), items.version FROM items_fts "
+                f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
                 "ORDER BY bm25(items_fts) LIMIT ?"
             )
-            params: tuple[Any, ...] = (match, *c.ns_range(prefix), k)
+            params: tuple[Any, ...] = (match, *inside_params, k)
         else:
+            # rank the index alone, then read id and version of the top k (one statement, one snapshot)
             sql = (
-                "SELECT rowid, bm25(items_fts) FROM items_fts WHERE items_fts MATCH ? ORDER BY bm25(items_fts) LIMIT ?"
+                "SELECT items.id, f.score, items.version FROM (SELECT rowid, bm25(items_fts) AS score "
+                "FROM items_fts WHERE items_fts MATCH ? ORDER BY score LIMIT ?) AS f "
+                "JOIN items ON items.rowid = f.rowid ORDER BY f.score"
             )
             params = (match, k)
         with self._lock:
@@ -576,18 +591,19 @@ class SqliteStore(Store):
                 rows = self._conn.execute(sql, params).fetchall()
             except sqlite3.OperationalError as e:
                 raise StoreError(f"full-text search failed: {e}") from e
-        return [(ref, -score) for ref, score in rows]
+        return [(item_id, -score, version) for item_id, score, version in rows]
 
-    def hydrate(self, refs: Sequence[int], now: datetime) -> dict[int, Item]:
-        """Live rows for candidate refs."""
-        if not refs:
+    def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
+        """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""
+        if not ids:
             return {}
-        marks = ",".join("?" * len(refs))
-        sql = f"SELECT rowid, {c.ITEM_COLUMNS} FROM items WHERE rowid IN ({marks}) AND {_LIVE}"
+        marks = ",".join("?" * len(ids))
+        where, params = self._filter(within, "", now)
+        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND {where}"
         with self._lock:
             self._check_open()
-            rows = self._conn.execute(sql, (*refs, c.ts(now))).fetchall()
-        return {r[0]: c.row_to_item(r[1:]) for r in rows}
+            rows = self._conn.execute(sql, (*ids, *params)).fetchall()
+        return {r[0]: c.row_to_item(r) for r in rows}
 
     # -- vectors ----------------------------------------------------------
 
@@ -618,7 +634,7 @@ class SqliteStore(Store):
             if seq > cache.seq:
                 cache.apply(
                     conn.execute(
-                        "SELECT v.item_rowid, v.version, i.namespace, v.embedding FROM item_vectors v "
+                        "SELECT v.item_rowid, i.id, v.version, i.namespace, v.embedding FROM item_vectors v "
                         "JOIN items i ON i.rowid = v.item_rowid WHERE v.seq > ?",
                         (cache.seq,),
                     )
@@ -629,12 +645,12 @@ class SqliteStore(Store):
         self._vectors_seen = seen
         return cache
 
-    def vector(self, query: Sequence[float], prefix: Namespace, k: int) -> builtins.list[tuple[int, float, int]]:
-        """Cosine nomination: ``(ref, similarity, version_embedded)`` best first."""
+    def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
+        """Cosine nomination inside ``within``: ``(id, similarity, version_embedded)`` best first."""
         with self._lock:
             self._check_open()
             cache = self._vector_cache(len(query))
-            return cache.search(query, "/".join(prefix), k)
+            return cache.search(query, within, k)
 
     def vector_cache_bytes(self) -> int:
         """Memory held by this process's vector cache."""
@@ -715,9 +731,12 @@ class SqliteStore(Store):
                     if current is not None:
                         conn.execute(_HISTORY_COPY + "namespace = ? AND key = ?", ("import", at, None, ns, key))
                         conn.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, key))
-                    ref = conn.execute(
-                        f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 12)})", row
-                    ).lastrowid
+                    try:
+                        ref = conn.execute(
+                            f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 12)})", row
+                        ).lastrowid
+                    except sqlite3.IntegrityError as e:
+                        raise ConflictError(c.id_taken(row[0], ns, key)) from e
                     # indexed one by one: a deleted row's rowid may be reused, so a range would miss it
                     conn.execute("INSERT INTO items_fts (rowid, text) VALUES (?, ?)", (ref, row[5]))
                 else:
