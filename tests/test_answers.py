@@ -35,7 +35,7 @@ import socket
 import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +91,8 @@ class Served:
             "alice": self.access.create_agent("alice")[1],
         }
         self.ids: dict[str, str] = {}
-        self.server = LiveServer(create_app(mem, max_body_bytes=max_body_bytes))
+        self.app = create_app(mem, max_body_bytes=max_body_bytes)
+        self.server = LiveServer(self.app)
         self.url = self.server.url
         self.http = httpx.Client(base_url=self.url, timeout=30)
         self._clients: list[memlane.Client] = []
@@ -252,6 +253,24 @@ def _chunks(data: bytes, size: int = 4096) -> Iterator[bytes]:
 
 BIG = "x" * (SMALL_BODY + 1)
 WRONG_TOKEN = "ml_" + "x" * 43
+
+
+def _with_share_taken(call: Callable[[Served], Any]) -> Callable[[Served], Any]:
+    """Run ``call`` while every slot of alice's share of expensive work is held (as by her other requests)."""
+
+    def run(svc: Served) -> Any:
+        gate = svc.app.state.access.gate
+        with ExitStack() as held:
+            for _ in range(gate.per_agent):
+                held.enter_context(gate.enter("alice"))
+            return call(svc)
+
+    return run
+
+
+def _retry_after_one_second(svc: Served, resp: httpx.Response) -> None:
+    assert resp.headers["retry-after"] == "1"
+
 
 ANSWERS: list[Answer] = [
     # -- 400 validation_error: the core, the request model, the JSON parser
@@ -663,6 +682,21 @@ def test_each_answer_is_given_over_http_and_the_client_raises_its_exception(
         case.check(svc, resp)
 
 
+ANSWERS.append(
+    Answer(
+        "busy-agent-share-taken",
+        "world",
+        429,
+        "busy",
+        _with_share_taken(lambda s: s.call("POST", "/v1/search", {"query": "taken"})),
+        "at most 4",
+        client=lambda c, s: _with_share_taken(lambda _: c.search("taken"))(s),
+        exc=errors.BusyError,
+        check=_retry_after_one_second,
+    )
+)
+
+
 # Every (status, type) of docs/http.md's error table, plus the framework's 405 and the 400 / 404 it
 # shares; a new row in the service's mapping needs a case above.
 DOCUMENTED = {
@@ -675,6 +709,7 @@ DOCUMENTED = {
     (409, "conflict"),
     (409, "embedder_mismatch"),
     (413, "payload_too_large"),
+    (429, "busy"),
     (500, "error"),
     (501, "unavailable"),
     (502, "embedder_error"),

@@ -25,6 +25,7 @@ import struct
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -56,6 +57,17 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+
+# The cache names rows by item id and filters by a scope (a list of prefixes); these tests
+# write rows by number, so each row's id is its number spelled out, and a prefix text is a scope of one.
+def _apply(cache: Any, rows: Any) -> None:
+    cache.apply([(ref, f"item{ref}", version, ns, blob) for ref, version, ns, blob in rows])
+
+
+def _search(cache: Any, query: Any, prefix: str, k: int) -> list[tuple[int, float, int]]:
+    within = [tuple(prefix.split("/"))] if prefix else [()]
+    return [(int(i.removeprefix("item")), score, version) for i, score, version in cache.search(query, within, k)]
 
 
 def _item(ref: int, version: int) -> Item:
@@ -336,10 +348,10 @@ def test_deleted_after_nomination_is_dropped_and_counted(tmp_path):
         for key in ("one", "two", "three"):
             mem.put("a", key, f"river delta {key}")
         query = normalise(mem.embedder.embed_batch(["river delta"])[0]).tolist()
-        noms = {"vector": mem.store.vector(query, (), 10)}
+        noms = {"vector": mem.store.vector(query, [()], 10)}
         mem.delete("a", "two")
         fused = rank.fuse(noms)
-        hits, dropped, truncated = rank.confirm(fused, lambda refs: mem.store.hydrate(refs, clock()), 10)
+        hits, dropped, truncated = rank.confirm(fused, lambda ids: mem.store.hydrate(ids, [()], clock()), 10)
         assert {h.key for h in hits} == {"one", "three"} and dropped == 1 and truncated is False
 
 
@@ -523,7 +535,7 @@ def _search_reference(batches, query, prefix, k):
 
 def _load(cache, batches):
     for batch in batches:
-        cache.apply([(ref, version, ns, to_blob(vec)) for ref, version, ns, vec in batch])
+        _apply(cache, [(ref, version, ns, to_blob(vec)) for ref, version, ns, vec in batch])
 
 
 @PURE
@@ -536,7 +548,7 @@ def _load(cache, batches):
 def test_cache_search_matches_numpy_brute_force(batches, query, prefix, k):
     cache = VectorCache(DIM)
     _load(cache, batches)
-    got = cache.search(query, prefix, k)
+    got = _search(cache, query, prefix, k)
     everything = _search_reference(batches, query, prefix, 10**6)
     expected = _search_reference(batches, query, prefix, k)
     assert all(type(r) is int and type(s) is float and type(v) is int for r, s, v in got)
@@ -560,8 +572,8 @@ def test_cache_search_matches_numpy_brute_force(batches, query, prefix, k):
 )
 def test_cache_ties_at_the_cut_are_broken_by_ref():
     cache = VectorCache(2)
-    cache.apply([(9, 1, "n", to_blob([1, 0])), (3, 1, "n", to_blob([1, 0])), (5, 2, "n", to_blob([0, 1]))])
-    assert cache.search([1.0, 0.0], "", 1) == [(3, 1.0, 1)]
+    _apply(cache, [(9, 1, "n", to_blob([1, 0])), (3, 1, "n", to_blob([1, 0])), (5, 2, "n", to_blob([0, 1]))])
+    assert _search(cache, [1.0, 0.0], "", 1) == [(3, 1.0, 1)]
 
 
 @pytest.mark.xfail(
@@ -583,32 +595,32 @@ def test_same_vector_search_gives_the_same_answer_in_every_process(tmp_path):
 
 def test_cache_ties_break_by_ref_and_k_past_the_set_returns_all():
     cache = VectorCache(2)
-    cache.apply([(9, 1, "n", to_blob([1, 0])), (3, 1, "n", to_blob([1, 0])), (5, 2, "n", to_blob([0, 1]))])
-    assert cache.search([1.0, 0.0], "", 10) == [(3, 1.0, 1), (9, 1.0, 1), (5, 0.0, 2)]
-    assert cache.search([1.0, 0.0], "", 3) == [(3, 1.0, 1), (9, 1.0, 1), (5, 0.0, 2)]
-    assert cache.search([1.0, 0.0], "", 2) == [(3, 1.0, 1), (9, 1.0, 1)]
-    assert cache.search([0.0, 1.0], "", 1) == [(5, 1.0, 2)]
-    assert cache.search([1.0, 0.0], "", 0) == [] and cache.search([1.0, 0.0], "", -1) == []
+    _apply(cache, [(9, 1, "n", to_blob([1, 0])), (3, 1, "n", to_blob([1, 0])), (5, 2, "n", to_blob([0, 1]))])
+    assert _search(cache, [1.0, 0.0], "", 10) == [(3, 1.0, 1), (9, 1.0, 1), (5, 0.0, 2)]
+    assert _search(cache, [1.0, 0.0], "", 3) == [(3, 1.0, 1), (9, 1.0, 1), (5, 0.0, 2)]
+    assert _search(cache, [1.0, 0.0], "", 2) == [(3, 1.0, 1), (9, 1.0, 1)]
+    assert _search(cache, [0.0, 1.0], "", 1) == [(5, 1.0, 2)]
+    assert _search(cache, [1.0, 0.0], "", 0) == [] and _search(cache, [1.0, 0.0], "", -1) == []
 
 
 def test_cache_search_with_one_vector_and_on_an_empty_cache():
     cache = VectorCache(2)
-    assert cache.search([1.0, 0.0], "", 5) == [] and cache.search([1.0, 0.0], "n", 5) == []
-    cache.apply([(1, 4, "n", to_blob([0.6, 0.8]))])
-    ((ref, score, version),) = cache.search([0.6, 0.8], "", 1)
+    assert _search(cache, [1.0, 0.0], "", 5) == [] and _search(cache, [1.0, 0.0], "n", 5) == []
+    _apply(cache, [(1, 4, "n", to_blob([0.6, 0.8]))])
+    ((ref, score, version),) = _search(cache, [0.6, 0.8], "", 1)
     assert (ref, version) == (1, 4) and score == pytest.approx(1.0)
-    assert cache.search([0.6, 0.8], "n", 1)[0][0] == 1
+    assert _search(cache, [0.6, 0.8], "n", 1)[0][0] == 1
 
 
 def test_cache_cosine_of_unit_vectors_against_numpy():
     rng = np.random.default_rng(5)
     vecs = [normalise(v) for v in rng.normal(size=(40, 8))]
     cache = VectorCache(8)
-    cache.apply([(i + 1, 1, "ns", to_blob(v)) for i, v in enumerate(vecs)])
+    _apply(cache, [(i + 1, 1, "ns", to_blob(v)) for i, v in enumerate(vecs)])
     q = normalise(rng.normal(size=8))
     sims = np.array([float(np.dot(v.astype(np.float64), q)) for v in vecs])
     best = [int(i) + 1 for i in np.argsort(-sims)[:7]]
-    got = cache.search(q, "", 7)
+    got = _search(cache, q, "", 7)
     assert [r for r, _, _ in got] == best
     assert [s for _, s, _ in got] == pytest.approx(sorted(sims, reverse=True)[:7], abs=1e-6)
     assert all(-1.0 <= s <= 1.0 for _, s, _ in got)
@@ -619,14 +631,14 @@ def test_cache_top_k_is_the_k_best_for_every_k(seed):
     rng = np.random.default_rng(seed)
     vecs = [normalise(v) for v in rng.normal(size=(25, 6))]
     cache = VectorCache(6)
-    cache.apply([(i + 1, 1, "ns" if i % 3 else "ns/x", to_blob(v)) for i, v in enumerate(vecs)])
+    _apply(cache, [(i + 1, 1, "ns" if i % 3 else "ns/x", to_blob(v)) for i, v in enumerate(vecs)])
     q = normalise(rng.normal(size=6))
-    full = cache.search(q, "", 100)
+    full = _search(cache, q, "", 100)
     assert [r for r, _, _ in full] == [int(i) + 1 for i in np.argsort([-float(v @ q) for v in vecs], kind="stable")]
-    under = cache.search(q, "ns/x", 100)
+    under = _search(cache, q, "ns/x", 100)
     for k in range(1, 26):
-        assert cache.search(q, "", k) == full[:k]
-        assert cache.search(q, "ns/x", k) == under[:k]
+        assert _search(cache, q, "", k) == full[:k]
+        assert _search(cache, q, "ns/x", k) == under[:k]
 
 
 def test_cache_top_1_and_top_few_of_a_larger_set():
@@ -634,62 +646,62 @@ def test_cache_top_1_and_top_few_of_a_larger_set():
     vecs = rng.normal(size=(1500, 4)).astype(DTYPE)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     cache = VectorCache(4)
-    cache.apply([(i + 1, 1, "big", to_blob(v)) for i, v in enumerate(vecs)])
+    _apply(cache, [(i + 1, 1, "big", to_blob(v)) for i, v in enumerate(vecs)])
     for q in rng.normal(size=(5, 4)):
         q = normalise(q)
         best = [int(i) + 1 for i in np.argsort(-(vecs @ q), kind="stable")[:10]]
         for k in (1, 2, 3, 10):
-            assert [r for r, _, _ in cache.search(q, "", k)] == best[:k]
-            assert [r for r, _, _ in cache.search(q, "big", k)] == best[:k]
+            assert [r for r, _, _ in _search(cache, q, "", k)] == best[:k]
+            assert [r for r, _, _ in _search(cache, q, "big", k)] == best[:k]
 
 
 def test_cache_scores_in_float32_whatever_the_query_type():
     rng = np.random.default_rng(11)
     vecs = [normalise(v) for v in rng.normal(size=(30, 16))]
     cache = VectorCache(16)
-    cache.apply([(i + 1, 1, "ns", to_blob(v)) for i, v in enumerate(vecs)])
+    _apply(cache, [(i + 1, 1, "ns", to_blob(v)) for i, v in enumerate(vecs)])
     q = normalise(rng.normal(size=16))
-    as_list = cache.search(q.tolist(), "", 30)
-    assert as_list == cache.search(q.astype(np.float64), "", 30) == cache.search(q, "", 30)
+    as_list = _search(cache, q.tolist(), "", 30)
+    assert as_list == _search(cache, q.astype(np.float64), "", 30) == _search(cache, q, "", 30)
     assert all(float(np.float32(s)) == s for _, s, _ in as_list)
 
 
 def test_refs_and_versions_round_trip_exactly_at_int64_scale():
     big_ref, big_version = 2**62 + 1, 2**61 + 3  # not representable as float64
     cache = VectorCache(1)
-    cache.apply([(big_ref, big_version, "n", to_blob([1.0])), (big_ref + 2, 1, "n", to_blob([1.0]))])
-    assert cache.search([1.0], "", 5) == [(big_ref, 1.0, big_version), (big_ref + 2, 1.0, 1)]
-    cache.apply([(big_ref, big_version + 2, "n", to_blob([0.5]))])  # found again by its exact ref
-    assert len(cache) == 2 and cache.search([1.0], "n", 1) == [(big_ref + 2, 1.0, 1)]
-    assert cache.search([1.0], "n", 2)[1] == (big_ref, 0.5, big_version + 2)
+    _apply(cache, [(big_ref, big_version, "n", to_blob([1.0])), (big_ref + 2, 1, "n", to_blob([1.0]))])
+    assert _search(cache, [1.0], "", 5) == [(big_ref, 1.0, big_version), (big_ref + 2, 1.0, 1)]
+    _apply(cache, [(big_ref, big_version + 2, "n", to_blob([0.5]))])  # found again by its exact ref
+    assert len(cache) == 2 and _search(cache, [1.0], "n", 1) == [(big_ref + 2, 1.0, 1)]
+    assert _search(cache, [1.0], "n", 2)[1] == (big_ref, 0.5, big_version + 2)
 
 
 def test_namespace_prefix_is_on_segment_boundaries():
     cache = VectorCache(1)
-    cache.apply([(i, 1, ns, to_blob([1.0])) for i, ns in enumerate(["a", "a/b", "ab", "b/a", "a/bc"], 1)])
-    assert sorted(r for r, _, _ in cache.search([1.0], "a", 10)) == [1, 2, 5]
-    assert sorted(r for r, _, _ in cache.search([1.0], "a/b", 10)) == [2]
-    assert cache.search([1.0], "zzz", 10) == [] and cache.namespace_ids("") is None
+    _apply(cache, [(i, 1, ns, to_blob([1.0])) for i, ns in enumerate(["a", "a/b", "ab", "b/a", "a/bc"], 1)])
+    assert sorted(r for r, _, _ in _search(cache, [1.0], "a", 10)) == [1, 2, 5]
+    assert sorted(r for r, _, _ in _search(cache, [1.0], "a/b", 10)) == [2]
+    assert _search(cache, [1.0], "zzz", 10) == [] and cache.namespace_ids("") is None
     assert cache.namespace_ids("zzz").size == 0
 
 
 def test_overwrite_keeps_one_row_with_the_new_vector_version_and_namespace():
     cache = VectorCache(2)
-    cache.apply([(1, 1, "old", to_blob([1, 0])), (2, 1, "old", to_blob([0, 1]))])
-    cache.apply([(1, 2, "new", to_blob([0, 1]))])
+    _apply(cache, [(1, 1, "old", to_blob([1, 0])), (2, 1, "old", to_blob([0, 1]))])
+    _apply(cache, [(1, 2, "new", to_blob([0, 1]))])
     assert len(cache) == 2
-    assert cache.search([0.0, 1.0], "", 5) == [(1, 1.0, 2), (2, 1.0, 1)]
-    assert cache.search([0.0, 1.0], "old", 5) == [(2, 1.0, 1)]
-    assert cache.search([0.0, 1.0], "new", 5) == [(1, 1.0, 2)]
-    cache.apply([(2, 2, "new", to_blob([1, 0]))])  # "old" is still a known namespace, now with no rows
-    assert cache.search([0.0, 1.0], "old", 5) == [] and len(cache) == 2
+    assert _search(cache, [0.0, 1.0], "", 5) == [(1, 1.0, 2), (2, 1.0, 1)]
+    assert _search(cache, [0.0, 1.0], "old", 5) == [(2, 1.0, 1)]
+    assert _search(cache, [0.0, 1.0], "new", 5) == [(1, 1.0, 2)]
+    _apply(cache, [(2, 2, "new", to_blob([1, 0]))])  # "old" is still a known namespace, now with no rows
+    assert _search(cache, [0.0, 1.0], "old", 5) == [] and len(cache) == 2
 
 
 def test_vectors_of_another_dimension_are_skipped_not_fatal():
     cache = VectorCache(2)
-    cache.apply([(1, 1, "n", to_blob([1, 0, 0])), (2, 1, "n", to_blob([0, 1])), (3, 1, "m", to_blob([1]))])
-    assert len(cache) == 1 and cache.search([0.0, 1.0], "", 5) == [(2, 1.0, 1)]
-    assert cache.search([0.0, 1.0], "m", 5) == []
+    _apply(cache, [(1, 1, "n", to_blob([1, 0, 0])), (2, 1, "n", to_blob([0, 1])), (3, 1, "m", to_blob([1]))])
+    assert len(cache) == 1 and _search(cache, [0.0, 1.0], "", 5) == [(2, 1.0, 1)]
+    assert _search(cache, [0.0, 1.0], "m", 5) == []
 
 
 def test_cache_capacity_doubles_from_1024_and_rows_survive_growth():
@@ -697,14 +709,14 @@ def test_cache_capacity_doubles_from_1024_and_rows_survive_growth():
     per_row = dim * 4 + 8 + 8 + 4  # float32 vector, int64 ref, int64 version, int32 namespace id
     cache = VectorCache(dim)
     assert len(cache) == 0 and cache.nbytes == 0
-    cache.apply([(1, 1, "n", to_blob([1, 0]))])
+    _apply(cache, [(1, 1, "n", to_blob([1, 0]))])
     assert cache.nbytes == 1024 * per_row
-    cache.apply([(r, 1, "n", to_blob([0, 1])) for r in range(2, 1025)])
+    _apply(cache, [(r, 1, "n", to_blob([0, 1])) for r in range(2, 1025)])
     assert len(cache) == 1024 and cache.nbytes == 1024 * per_row
-    cache.apply([(1025, 7, "m", to_blob([1, 1]))])
+    _apply(cache, [(1025, 7, "m", to_blob([1, 1]))])
     assert len(cache) == 1025 and cache.nbytes == 2048 * per_row
-    assert cache.search([1.0, 0.0], "", 2) == [(1, 1.0, 1), (1025, 1.0, 7)]
-    assert cache.search([0.0, 1.0], "m", 5) == [(1025, 1.0, 7)]
+    assert _search(cache, [1.0, 0.0], "", 2) == [(1, 1.0, 1), (1025, 1.0, 7)]
+    assert _search(cache, [0.0, 1.0], "m", 5) == [(1025, 1.0, 7)]
     big = VectorCache(dim)
     big.apply([(r, 1, "n", to_blob([1, 0])) for r in range(1, 3001)])
     assert big.nbytes == 3000 * per_row and len(big) == 3000
@@ -714,13 +726,13 @@ def test_reset_forgets_everything_so_the_next_refresh_reloads():
     # the store loads vectors with ``seq > cache.seq``, and stored seqs start at 1
     cache = VectorCache(2)
     assert cache.seq < 1 and cache.dimension == 2
-    cache.apply([(1, 1, "n", to_blob([1, 0]))])
+    _apply(cache, [(1, 1, "n", to_blob([1, 0]))])
     cache.seq, cache.deletes = 5, 3
     cache.reset()
     assert len(cache) == 0 and cache.nbytes == 0 and cache.seq < 1
-    assert cache.search([1.0, 0.0], "", 5) == [] and cache.search([1.0, 0.0], "n", 5) == []
-    cache.apply([(2, 1, "m", to_blob([1, 0]))])
-    assert cache.search([1.0, 0.0], "n", 5) == [] and cache.search([1.0, 0.0], "m", 5) == [(2, 1.0, 1)]
+    assert _search(cache, [1.0, 0.0], "", 5) == [] and _search(cache, [1.0, 0.0], "n", 5) == []
+    _apply(cache, [(2, 1, "m", to_blob([1, 0]))])
+    assert _search(cache, [1.0, 0.0], "n", 5) == [] and _search(cache, [1.0, 0.0], "m", 5) == [(2, 1.0, 1)]
 
 
 def test_reader_cache_reloads_after_a_delete_within_one_write_batch(tmp_path):

@@ -192,14 +192,7 @@ def test_largest_and_smallest_address_round_trip_and_one_more_is_refused(mem, cl
     refused(mem, "depth", mem.summarize, "depth", depth=0)
 
 
-def test_namespaces_prefix_past_the_limit_is_refused_naming_prefix(mem, backend, request):
-    xfail_on(
-        request,
-        backend,
-        "client",
-        "through the service namespaces(prefix=...) is validated by AgentView._prefixes, which names the field "
-        "'namespace_prefix' instead of the argument 'prefix' (access.py)",
-    )
+def test_namespaces_prefix_past_the_limit_is_refused_naming_prefix(mem):
     assert mem.namespaces(NS_MAX) == []
     refused(mem, "prefix", mem.namespaces, (*NS_MAX, "x"))
 
