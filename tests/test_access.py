@@ -1,0 +1,1211 @@
+"""The access module's public behaviour: agents, tokens, rooms, grants, the visibility rule and AgentView.
+
+What is guarded here (sqlite, embedded, no service):
+
+* the visibility rule as a model: ``Scope.can_read`` / ``can_write`` / ``narrow`` and
+  every AgentView read and write are compared with a brute-force reference of what an
+  agent may see, over random rooms, grants and namespaces, segment boundaries included
+  (``room/a`` is not ``room/ab``);
+* agents and tokens: creation, validation (the exact ``ValidationError.field``),
+  authentication, rotation, and the JSON forms of ``Agent`` and ``Grant``;
+* rooms and grants: idempotence, membership, replacement, revocation, refusals that
+  change nothing;
+* AgentView: every read narrowed to the scope and merged across readable prefixes
+  (order, limits, cursors, envelope fields), every explicit namespace refused with
+  ``ForbiddenError`` before any lookup, writes recorded with the agent as author;
+* the facts layer and the query space through an AgentView (read-only records refused,
+  hidden records unknown, saved queries owned by their author).
+
+One known gap is pinned as a strict xfail: a search merged over several readable
+prefixes does not rank the scope as one search would.
+
+The tests use only Access, AgentView, Scope and Memory's public methods, so they keep
+holding when access records move out of the item namespace into their own tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import memlane
+from memlane import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from memlane.access import Access, Agent, AgentView, Grant, Scope
+from memlane.model import namespace_text
+
+pytestmark = pytest.mark.embedded
+
+WORD = "orchid"
+
+
+class Clock:
+    """A settable clock, so "newest first" is decided by the test."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def tick(self, seconds: float = 1.0) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def mem(tmp_path: Path, clock: Clock) -> Any:
+    m = memlane.open(str(tmp_path / "access.db"), embedder=None, clock=clock)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def acc(mem: Any) -> Access:
+    return Access(mem)
+
+
+FACTS_VIEWS = ("entities", "entity_aliases", "facts", "evidence", "documents", "chunks", "claims")
+
+
+def state(mem: Any) -> list[Any]:
+    """Everything the owner can see, access records and the facts layer included: equal before and after a refusal."""
+    items = [i.to_dict() for i in mem.list((), limit=10_000).items]
+    facts = [mem.query(f"SELECT * FROM {view} ORDER BY 1, 2").rows for view in FACTS_VIEWS]
+    return [items, mem.stats().history_versions, facts]
+
+
+# -- the reference model of the rule ----------------------------------------------------
+
+
+def covers(prefix: tuple[str, ...], ns: tuple[str, ...]) -> bool:
+    """Brute force on the text form: ``prefix`` covers ``ns`` on a segment boundary."""
+    p, n = "/".join(prefix), "/".join(ns)
+    return p == "" or n == p or n.startswith(p + "/")
+
+
+class Model:
+    """What one agent may read and write, kept independently of the module."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.rooms: set[str] = set()
+        self.grants: dict[tuple[str, ...], str] = {}
+
+    def readable(self) -> set[tuple[str, ...]]:
+        return {("agent", self.name), *(("room", r) for r in self.rooms), *self.grants}
+
+    def writable(self) -> set[tuple[str, ...]]:
+        own = {("agent", self.name), *(("room", r) for r in self.rooms)}
+        return own | {p for p, m in self.grants.items() if m == "write"}
+
+    def can_read(self, ns: tuple[str, ...]) -> bool:
+        return any(covers(p, ns) for p in self.readable())
+
+    def can_write(self, ns: tuple[str, ...]) -> bool:
+        return ns[0] != "_memlane" and any(covers(p, ns) for p in self.writable())
+
+    def narrow(self, prefix: tuple[str, ...]) -> set[tuple[str, ...]] | None:
+        """The prefixes to search for ``prefix``; ``None`` means refused."""
+        if self.can_read(prefix) and prefix:
+            return {prefix}
+        below = {p for p in self.readable() if covers(prefix, p)}
+        if not below:
+            return None
+        return {p for p in below if not any(q != p and covers(q, p) for q in below)}
+
+
+def minimal(prefixes: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
+    return {p for p in prefixes if not any(q != p and covers(q, p) for q in prefixes)}
+
+
+ROOMS = ["a", "ab", "b", "a-b"]
+GRANT_PREFIXES = [
+    ("proj",),
+    ("proj", "x"),
+    ("proj", "xy"),
+    ("proj", "x", "y"),
+    ("room", "b"),
+    ("room", "a", "deep"),
+    ("room",),
+    ("agent", "other"),
+    ("team", "s"),
+]
+OTHER_NS = [
+    ("proj",),
+    ("proj", "x"),
+    ("proj", "x", "y"),
+    ("proj", "xy"),
+    ("proj", "x-internal"),
+    ("room", "a"),
+    ("room", "ab"),
+    ("room", "a", "deep"),
+    ("room", "a-b"),
+    ("room", "b"),
+    ("room", "c"),
+    ("agent", "other"),
+    ("agent", "other", "sub"),
+    ("team", "s"),
+    ("team", "secret"),
+    ("zeta",),
+]
+QUERY_PREFIXES = [(), ("proj",), ("proj", "x"), ("proj", "x", "y"), ("room",), ("room", "a"), ("room", "ab")]
+QUERY_PREFIXES += [("agent",), ("team",), ("zeta",), ("nowhere",), ("room", "a", "deep", "er")]
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("join"), st.sampled_from(ROOMS)),
+        st.tuples(st.just("leave"), st.sampled_from(ROOMS)),
+        st.tuples(st.just("grant"), st.sampled_from(GRANT_PREFIXES), st.sampled_from(["read", "write"])),
+        st.tuples(st.just("revoke"), st.sampled_from(GRANT_PREFIXES)),
+    ),
+    max_size=8,
+)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One store for the model test: every namespace holds an item with the same key and word."""
+    m = memlane.open(str(tmp_path_factory.mktemp("model") / "model.db"), embedder=None)
+    acc = Access(m)
+    for r in ROOMS:
+        acc.create_room(r)
+    for n in OTHER_NS:
+        m.put(n, "topic", f"{WORD} notes in {namespace_text(n)}")
+    yield acc, itertools.count()
+    m.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(steps=ops)
+def test_scope_and_view_match_the_reference_rule(shared: Any, steps: list[tuple[Any, ...]]) -> None:
+    acc, counter = shared
+    mem = acc.mem
+    name = f"u{next(counter)}"
+    acc.create_agent(name)
+    model = Model(name)
+    for step in steps:
+        if step[0] == "join":
+            acc.add_member(step[1], name)
+            model.rooms.add(step[1])
+        elif step[0] == "leave":
+            acc.remove_member(step[1], name)
+            model.rooms.discard(step[1])
+        elif step[0] == "grant":
+            acc.grant(name, step[1], step[2])
+            model.grants[step[1]] = step[2]
+        else:
+            acc.revoke(name, step[1])
+            model.grants.pop(step[1], None)
+    own = [("agent", name), ("agent", name, "sub"), ("agent", name + "x")]
+    for n in own:
+        mem.put(n, "topic", f"{WORD} notes in {namespace_text(n)}")
+    universe = OTHER_NS + own + [("_memlane", "agents")]
+
+    agent = acc.agent(name)
+    assert set(agent.rooms) == model.rooms and list(agent.rooms) == sorted(agent.rooms)
+    assert {g.prefix: g.mode for g in agent.grants} == model.grants
+    scope = acc.scope(agent)
+    assert not scope.admin
+    assert set(scope.read) == model.readable() and len(scope.read) == len(set(scope.read))
+    assert set(scope.write) == model.writable() and len(scope.write) == len(set(scope.write))
+    for n in universe:
+        assert scope.can_read(n) == model.can_read(n), n
+        assert scope.can_write(n) == model.can_write(n), n
+    for q in QUERY_PREFIXES + universe:
+        want = model.narrow(q)
+        if want is None:
+            with pytest.raises(ForbiddenError, match="outside what this agent may read"):
+                scope.narrow(q)
+        else:
+            got = scope.narrow(q)
+            assert set(got) == want and len(got) == len(want), q
+
+    view = acc.view(agent)
+    stored = [n for n in universe if n[0] != "_memlane"]
+    visible = {n for n in stored if model.can_read(n)}
+    assert set(view.namespaces()) == visible and view.namespaces() == sorted(visible)
+    assert {i.namespace for i in view.list(limit=1000).items} == visible
+    assert {i.namespace for i in view.fetch("topic", limit=100)} == visible
+    assert {h.namespace for h in view.search(WORD, limit=100).hits} == visible
+    assert set(view.summarize()) == {namespace_text(n) for n in visible}
+    for q in QUERY_PREFIXES:
+        if model.narrow(q) is None:
+            with pytest.raises(ForbiddenError):
+                view.list(q)
+        else:
+            assert {i.namespace for i in view.list(q, limit=1000).items} == {n for n in visible if covers(q, n)}, q
+    for n in universe:
+        if model.can_read(n):
+            assert view.get(n, "topic") is not None
+        else:
+            with pytest.raises(ForbiddenError, match="outside what this agent may read"):
+                view.get(n, "topic")
+        if model.can_write(n):
+            assert view.put(n, "written", 1).author == name
+        else:
+            with pytest.raises(ForbiddenError, match="outside what this agent may write"):
+                view.put(n, "written", 1)
+
+
+# -- Scope on its own -----------------------------------------------------------------
+
+segments = st.sampled_from(["a", "ab", "b", "a-b", "_memlane"])
+namespaces = st.lists(segments, min_size=1, max_size=3).map(tuple)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    read=st.lists(namespaces, max_size=4),
+    extra_write=st.lists(namespaces, max_size=2),
+    ns=namespaces,
+    prefix=st.one_of(st.just(()), namespaces),
+    admin=st.booleans(),
+)
+def test_scope_methods_match_the_reference(read, extra_write, ns, prefix, admin) -> None:
+    write = tuple(dict.fromkeys(extra_write))
+    read_t = tuple(dict.fromkeys([*write, *read]))
+    scope = Scope(read_t, write, admin=admin)
+    if admin:
+        assert scope.can_read(ns) and scope.can_write(ns)
+        want = [prefix] if prefix else [p for p in read_t if p[0] != "_memlane"]
+        assert scope.narrow(prefix) == want
+        return
+    assert scope.can_read(ns) == any(covers(p, ns) for p in read_t)
+    assert scope.can_write(ns) == (ns[0] != "_memlane" and any(covers(p, ns) for p in write))
+    below = {p for p in read_t if covers(prefix, p)}
+    if prefix and any(covers(p, prefix) for p in read_t):
+        assert scope.narrow(prefix) == [prefix]
+    elif prefix and not below:
+        with pytest.raises(ForbiddenError) as e:
+            scope.narrow(prefix)
+        assert str(e.value) == f"namespace {namespace_text(prefix)!r} is outside what this agent may read"
+    else:
+        got = scope.narrow(prefix)
+        assert set(got) == minimal(below) and len(got) == len(set(got))
+        assert got == [p for p in read_t if p in minimal(below)]  # in the scope's own order
+
+
+def test_scope_defaults_to_not_admin_and_never_writes_the_reserved_namespace() -> None:
+    scope = Scope(read=(("_memlane",), ("a",)), write=(("_memlane",), ("a",)))
+    assert scope.admin is False
+    assert scope.can_read(("_memlane", "agents")) and not scope.can_write(("_memlane", "agents"))
+    assert scope.can_write(("a", "b")) and not scope.can_write(("ab",))
+    assert Scope((), ()).narrow(()) == []
+    assert Scope((), (), admin=True).can_write(("_memlane", "agents"))
+
+
+# -- agents and tokens ----------------------------------------------------------------
+
+
+def test_create_agent_returns_the_agent_and_a_fresh_token(acc: Access) -> None:
+    agent, token = acc.create_agent("alice")
+    assert agent == Agent("alice", False, (), ())
+    assert re.fullmatch(r"ml_[A-Za-z0-9_-]{43}", token)  # 32 random bytes, url-safe
+    other, token2 = acc.create_agent("bob", admin=True)
+    assert other == Agent("bob", True, (), ()) and token2 != token
+    assert acc.authenticate(token) == agent and acc.authenticate(token2) == other
+    assert acc.agent("bob").admin is True and acc.agent("alice").admin is False
+
+
+def test_agent_defaults_and_namespace() -> None:
+    a = Agent("kim")
+    assert (a.admin, a.grants, a.rooms, a.namespace) == (False, (), (), ("agent", "kim"))
+
+
+def test_create_agent_refuses_bad_and_taken_names_and_changes_nothing(acc: Access, mem: Any) -> None:
+    acc.create_agent("alice")
+    before = state(mem)
+    for bad in ("", "a/b", "x" * 300, 5):
+        with pytest.raises(ValidationError) as e:
+            acc.create_agent(bad)  # type: ignore[arg-type]
+        assert e.value.field == "name"
+    with pytest.raises(ConflictError) as c:
+        acc.create_agent("alice", admin=True)
+    assert str(c.value) == "agent 'alice' already exists; pick another name"
+    assert c.value.__cause__ is None and c.value.__suppress_context__
+    assert state(mem) == before
+    assert acc.agent("alice").admin is False
+
+
+def test_agent_and_agents_read_rooms_and_grants(acc: Access) -> None:
+    for n in ("carol", "alice", "bob"):
+        acc.create_agent(n)
+    for r in ("zed", "eng", "ops"):
+        acc.create_room(r)
+        acc.add_member(r, "alice")
+    acc.grant("alice", "project/x", "read")
+    acc.grant("alice", ["team", "s"], "write")
+    alice = acc.agent("alice")
+    assert alice.rooms == ("eng", "ops", "zed")
+    assert alice.grants == (Grant(("project", "x"), "read"), Grant(("team", "s"), "write"))
+    assert [a.name for a in acc.agents()] == ["alice", "bob", "carol"]
+    assert acc.agents()[0] == alice
+    assert acc.agent("bob").rooms == () and acc.agent("bob").grants == ()
+
+
+def test_unknown_agent_is_not_found_and_a_bad_name_names_the_field(acc: Access) -> None:
+    for call in (
+        lambda: acc.agent("ghost"),
+        lambda: acc.rotate_token("ghost"),
+        lambda: acc.grant("ghost", "p", "read"),
+        lambda: acc.revoke("ghost", "p"),
+    ):
+        with pytest.raises(NotFoundError) as e:
+            call()
+        assert str(e.value) == "no agent named 'ghost'; create it with `memlane agent create ghost`"
+    with pytest.raises(ValidationError) as v:
+        acc.agent("a/b")
+    assert v.value.field == "agent"
+
+
+def test_to_dict_forms_carry_every_field_and_never_the_token(acc: Access) -> None:
+    _, token = acc.create_agent("alice")
+    acc.create_room("eng")
+    acc.add_member("eng", "alice")
+    acc.grant("alice", "project/x", "write")
+    d = acc.agent("alice").to_dict()
+    assert d == {
+        "name": "alice",
+        "admin": False,
+        "namespace": "agent/alice",
+        "rooms": ["eng"],
+        "grants": [{"prefix": "project/x", "mode": "write"}],
+    }
+    assert token not in str(d)
+    assert Grant(("a", "b", "c"), "read").to_dict() == {"prefix": "a/b/c", "mode": "read"}
+    assert Agent("root", True).to_dict() == {
+        "name": "root",
+        "admin": True,
+        "namespace": "agent/root",
+        "rooms": [],
+        "grants": [],
+    }
+
+
+def test_authenticate_refuses_anything_but_a_current_token(acc: Access) -> None:
+    alice, token = acc.create_agent("alice")
+    assert acc.authenticate(token) == alice
+    for bad in (None, "", "ml_wrong", token + "x", token[:-1], "x" * 201, token + " " * 200):
+        assert acc.authenticate(bad) is None
+
+
+class Recording:
+    """A memory that notes every attribute Access reaches for, then passes it through."""
+
+    def __init__(self, mem: Any) -> None:
+        self._mem = mem
+        self.touched: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.touched.append(name)
+        return getattr(self._mem, name)
+
+
+def test_authenticate_refuses_empty_and_overlong_tokens_without_touching_the_store(acc: Access, mem: Any) -> None:
+    acc.create_agent("alice")
+    spy = Recording(mem)
+    watched = Access(spy)  # type: ignore[arg-type]
+    for refused in (None, "", "t" * 201, "t" * 5000):
+        assert watched.authenticate(refused) is None
+    assert spy.touched == []
+    assert watched.authenticate("t" * 200) is None  # at the cap: looked up, and unknown
+    assert spy.touched != []
+
+
+def test_rotate_token_keeps_the_agent_and_only_the_new_token_works(acc: Access) -> None:
+    acc.create_agent("alice", admin=True)
+    acc.create_room("eng")
+    acc.add_member("eng", "alice")
+    acc.grant("alice", "project", "read")
+    before = acc.agent("alice")
+    _, old = acc.create_agent("bob")
+    t1 = acc.rotate_token("bob")
+    t2 = acc.rotate_token("bob")
+    assert re.fullmatch(r"ml_[A-Za-z0-9_-]{43}", t2) and len({old, t1, t2}) == 3
+    assert acc.authenticate(old) is None and acc.authenticate(t1) is None
+    assert acc.authenticate(t2) == acc.agent("bob")
+    t3 = acc.rotate_token("alice")
+    assert acc.authenticate(t3) == before  # admin flag, rooms and grants survive a rotation
+    assert acc.authenticate(t2).name == "bob"  # another agent's rotation changes nothing for bob
+
+
+# -- rooms ----------------------------------------------------------------------------
+
+
+def test_rooms_are_idempotent_and_list_their_members(acc: Access, mem: Any) -> None:
+    acc.create_agent("alice")
+    acc.create_agent("bob")
+    assert acc.create_room("eng") == {"name": "eng", "members": []}
+    assert acc.add_member("eng", "bob") == {"name": "eng", "members": ["bob"]}
+    assert acc.add_member("eng", "alice") == {"name": "eng", "members": ["alice", "bob"]}
+    assert acc.add_member("eng", "alice") == {"name": "eng", "members": ["alice", "bob"]}
+    before = state(mem)
+    assert acc.create_room("eng") == {"name": "eng", "members": ["alice", "bob"]}  # idempotent, members kept
+    assert state(mem) == before  # and writes nothing
+    assert acc.create_room("ops") == {"name": "ops", "members": []}
+    assert acc.rooms() == [{"name": "eng", "members": ["alice", "bob"]}, {"name": "ops", "members": []}]
+    assert acc.remove_member("eng", "alice") == {"name": "eng", "members": ["bob"]}
+    assert acc.remove_member("eng", "nobody") == {"name": "eng", "members": ["bob"]}
+    assert acc.rooms()[0] == {"name": "eng", "members": ["bob"]}
+    assert acc.agent("alice").rooms == () and acc.agent("bob").rooms == ("eng",)
+
+
+def test_room_refusals_name_the_field_and_change_nothing(acc: Access, mem: Any) -> None:
+    acc.create_agent("alice")
+    acc.create_room("eng")
+    before = state(mem)
+    for bad in ("", "a/b", 7):
+        with pytest.raises(ValidationError) as e:
+            acc.create_room(bad)  # type: ignore[arg-type]
+        assert e.value.field == "room"
+        with pytest.raises(ValidationError) as e:
+            acc.add_member(bad, "alice")  # type: ignore[arg-type]
+        assert e.value.field == "room"
+    for call in (lambda: acc.add_member("nope", "alice"), lambda: acc.remove_member("nope", "alice")):
+        with pytest.raises(NotFoundError) as nf:
+            call()
+        assert str(nf.value) == "no room named 'nope'; create it with `memlane room create nope`"
+    with pytest.raises(NotFoundError, match="no agent named 'ghost'"):
+        acc.add_member("eng", "ghost")
+    assert state(mem) == before
+    assert acc.rooms() == [{"name": "eng", "members": []}]
+
+
+# -- grants ---------------------------------------------------------------------------
+
+
+def test_grant_replaces_the_mode_on_the_same_prefix_and_revoke_removes_only_it(acc: Access) -> None:
+    acc.create_agent("alice")
+    assert acc.grant("alice", "project/x", "read").grants == (Grant(("project", "x"), "read"),)
+    acc.grant("alice", ("team",), "write")
+    got = acc.grant("alice", ["project", "x"], "write")
+    assert got.grants == (Grant(("team",), "write"), Grant(("project", "x"), "write"))
+    assert acc.scope(got).can_write(("project", "x", "y"))
+    assert acc.revoke("alice", "project/x").grants == (Grant(("team",), "write"),)
+    assert acc.revoke("alice", "nothing/here").grants == (Grant(("team",), "write"),)
+    assert acc.revoke("alice", ["team"]) == acc.agent("alice") == Agent("alice")
+
+
+def test_grant_refusals_name_the_field_and_change_nothing(acc: Access, mem: Any) -> None:
+    acc.create_agent("alice")
+    acc.grant("alice", "p", "read")
+    before = state(mem)
+    cases = [
+        (("alice", "p", "admin"), "mode", "mode: 'admin' is not one of read, write"),
+        (("alice", "p", "READ"), "mode", None),
+        (("alice", "", "read"), "prefix", None),
+        (("alice", "a//b", "read"), "prefix", None),
+        (
+            ("alice", "_memlane", "read"),
+            "prefix",
+            "prefix: the _memlane namespace holds access records; it cannot be granted",
+        ),
+        (("alice", "_memlane/agents", "write"), "prefix", None),
+    ]
+    for args, field, message in cases:
+        with pytest.raises(ValidationError) as e:
+            acc.grant(*args)
+        assert e.value.field == field, args
+        if message:
+            assert str(e.value) == message
+    with pytest.raises(ValidationError) as e:
+        acc.revoke("alice", "")
+    assert e.value.field == "prefix"
+    assert state(mem) == before
+
+
+# -- the scope Access computes ----------------------------------------------------------
+
+
+def test_scope_lists_own_rooms_and_grants_with_write_implying_read(acc: Access) -> None:
+    acc.create_agent("alice")
+    acc.create_room("eng")
+    acc.add_member("eng", "alice")
+    acc.grant("alice", "project/r", "read")
+    acc.grant("alice", "project/w", "write")
+    acc.grant("alice", "room/eng", "read")  # already a member: listed once
+    scope = acc.scope(acc.agent("alice"))
+    assert scope == Scope(
+        read=(("agent", "alice"), ("room", "eng"), ("project", "w"), ("project", "r")),
+        write=(("agent", "alice"), ("room", "eng"), ("project", "w")),
+        admin=False,
+    )
+
+
+def test_admin_scope_covers_every_top_level_namespace_but_the_reserved_one(acc: Access, mem: Any) -> None:
+    admin, _ = acc.create_agent("root", admin=True)
+    assert acc.scope(admin) == Scope((), (), admin=True)  # nothing stored yet but access records
+    mem.put("zeta/deep/er", "k", 1)
+    mem.put("zeta/other", "k", 1)
+    mem.put("alpha", "k", 2)
+    scope = acc.scope(admin)
+    assert scope.admin and scope.read == scope.write == (("alpha",), ("zeta",))
+    assert scope.narrow(()) == list(scope.read)
+    assert scope.narrow(("_memlane", "agents")) == [
+        ("_memlane", "agents")
+    ]  # an admin's explicit prefix is taken as given
+
+
+# -- AgentView: refusals before any lookup ---------------------------------------------
+
+
+@pytest.fixture
+def world(acc: Access, mem: Any, clock: Clock) -> Access:
+    """alice: room eng, read on project/r, write on project/w; bob: room ops; root: admin."""
+    acc.create_agent("alice")
+    acc.create_agent("bob")
+    acc.create_agent("root", admin=True)
+    acc.create_room("eng")
+    acc.create_room("ops")
+    acc.add_member("eng", "alice")
+    acc.add_member("ops", "bob")
+    acc.grant("alice", "project/r", "read")
+    acc.grant("alice", "project/w", "write")
+    for n in ("agent/alice", "agent/bob", "room/eng", "room/ops", "project/r", "project/w", "project/x"):
+        clock.tick()
+        mem.put(n, "topic", f"{WORD} notes in {n}")
+    return acc
+
+
+def view_of(acc: Access, name: str) -> AgentView:
+    return acc.view(acc.agent(name))
+
+
+def test_refused_reads_and_writes_say_why_and_change_nothing(world: Access, mem: Any) -> None:
+    alice = view_of(world, "alice")
+    assert alice.author == "alice" and alice.scope == world.scope(world.agent("alice"))
+    before = state(mem)
+    read_calls = [
+        lambda: alice.get("room/ops", "topic"),
+        lambda: alice.get_many([("agent/alice", "topic"), ("room/ops", "topic")]),
+        lambda: alice.history("agent/bob", "topic"),
+        lambda: alice.fetch("topic", namespace_prefix="room/ops"),
+        lambda: alice.list("project/x"),
+        lambda: alice.namespaces("room/ops"),
+        lambda: alice.summarize("agent/bob"),
+        lambda: alice.search(WORD, namespace_prefix="room/ops"),
+        lambda: alice.recall(WORD, namespace_prefix="room/ops"),
+        lambda: alice.recall(WORD, key="topic", namespace_prefix="agent/bob"),
+    ]
+    for call in read_calls:
+        with pytest.raises(ForbiddenError, match=r"^namespace '(room/ops|agent/bob|project/x)' is outside what"):
+            call()
+    write_calls = [
+        lambda: alice.put("project/r", "k", 1),
+        lambda: alice.put_many([{"namespace": "agent/alice", "key": "k", "value": 1}, {"namespace": "room/ops"}]),
+        lambda: alice.delete("project/r", "topic"),
+        lambda: alice.clear("project/r"),
+        lambda: alice.put("_memlane/agents", "alice", {"admin": True}),
+    ]
+    for call in write_calls:
+        with pytest.raises(ForbiddenError) as e:
+            call()
+        assert re.fullmatch(r"namespace '[^']+' is outside what this agent may write", str(e.value))
+    assert state(mem) == before
+
+
+def test_malformed_namespaces_are_validation_errors_naming_the_argument(world: Access) -> None:
+    alice = view_of(world, "alice")
+    cases = [
+        (lambda: alice.get("", "topic"), "namespace"),
+        (lambda: alice.history(5, "topic"), "namespace"),
+        (lambda: alice.put("a//b", "k", 1), "namespace"),
+        (lambda: alice.delete([], "k"), "namespace"),
+        (lambda: alice.clear(""), "namespace_prefix"),
+        (lambda: alice.list("a//b"), "namespace_prefix"),
+        (lambda: alice.fetch("topic", namespace_prefix=5), "namespace_prefix"),
+        (lambda: alice.summarize("a//b"), "namespace_prefix"),
+        (lambda: alice.search(WORD, namespace_prefix=3), "namespace_prefix"),
+        (lambda: alice.list(limit=0), "limit"),
+        (lambda: alice.list(limit=10_001), "limit"),
+        (lambda: alice.get_many([("agent/alice",)]), "addresses"),
+        (lambda: alice.get_many(["agent/alice"]), "addresses"),
+        (lambda: alice.get_many([("agent/alice", "topic", "x")]), "addresses"),
+    ]
+    for call, field in cases:
+        with pytest.raises(ValidationError) as e:
+            call()
+        assert e.value.field == field
+    with pytest.raises(ValidationError) as e:
+        alice.get_many([["agent/alice", "topic"], ("agent/alice",)])
+    assert str(e.value) == "addresses: each address must be a (namespace, key) pair"
+
+
+# -- AgentView: writes ----------------------------------------------------------------
+
+
+def test_writes_inside_the_scope_record_the_agent_and_leave_the_memory_unchanged(world: Access, mem: Any) -> None:
+    alice = view_of(world, "alice")
+    assert alice.put("project/w/sub", "k", 1).author == "alice"
+    assert [i.author for i in alice.put_many([{"namespace": "room/eng", "key": "a", "value": 1}])] == ["alice"]
+    with pytest.raises(ConflictError):
+        alice.put_many([{"namespace": "room/eng", "key": "a", "value": 2}], if_absent=True)
+    assert mem.get("room/eng", "a").value == 1
+    assert alice.put_many(r for r in [{"namespace": "room/eng", "key": "b", "value": 2}])[0].key == "b"
+    with pytest.raises(ValidationError):  # a record without a namespace reaches the core's validation
+        alice.put_many([{"key": "c", "value": 3}])
+    assert alice.delete("project/w/sub", "k") is True and alice.delete("project/w/sub", "k") is False
+    assert mem.history("project/w/sub", "k")[0].changed_by == "alice"
+    assert alice.clear("room/eng") == 3 and mem.list("room/eng").items == []
+    assert mem.author is None  # the shared memory is never changed
+
+
+def test_reads_return_what_the_memory_has(world: Access, mem: Any, clock: Clock) -> None:
+    alice = view_of(world, "alice")
+    assert alice.get("project/r", "topic") == mem.get("project/r", "topic")
+    assert alice.get("project/r", "missing") is None
+    clock.tick()
+    alice.put("agent/alice", "topic", "v2")
+    assert alice.get_many([("agent/alice", "topic"), ["project/r", "nope"]]) == [mem.get("agent/alice", "topic"), None]
+    assert alice.history("agent/alice", "topic") == mem.history("agent/alice", "topic") != []
+
+
+# -- AgentView: merged reads ----------------------------------------------------------
+
+
+def test_fetch_merges_newest_first_then_by_namespace_and_keeps_the_limit(world: Access, clock: Clock) -> None:
+    alice = view_of(world, "alice")
+    # seeded oldest to newest: agent/alice, room/eng, project/r, project/w
+    assert [namespace_text(i.namespace) for i in alice.fetch("topic")] == [
+        "project/w",
+        "project/r",
+        "room/eng",
+        "agent/alice",
+    ]
+    assert [namespace_text(i.namespace) for i in alice.fetch("topic", limit=2)] == ["project/w", "project/r"]
+    clock.tick()
+    for n in ("room/eng", "agent/alice", "project/w/z"):
+        alice.put(n, "same", 1)  # one instant: ties go by namespace
+    assert [namespace_text(i.namespace) for i in alice.fetch("same")] == ["agent/alice", "project/w/z", "room/eng"]
+    assert alice.fetch("topic", namespace_prefix="project") == alice.fetch("topic", limit=2)
+    assert [i.namespace for i in alice.fetch("topic", namespace_prefix="room/eng")] == [("room", "eng")]
+
+
+def test_list_merges_in_address_order_and_pages_with_a_cursor(world: Access) -> None:
+    alice = view_of(world, "alice")
+    for n in ("agent/alice", "room/eng", "project/w/a-b", "project/w/a/b"):
+        for i in range(3):
+            alice.put(n, f"p.{i}", i)
+    world.mem.put("project/r", "p.0", 0)  # read-only for alice, still listed
+    page = alice.list(key_prefix="p", limit=100)
+    addresses = [(namespace_text(i.namespace), i.key) for i in page.items]
+    assert addresses == sorted(addresses) and len(addresses) == 13 and page.next_cursor is None
+    seen, cursor = [], None
+    for _ in range(20):
+        page = alice.list(key_prefix="p", limit=4, cursor=cursor)
+        assert len(page.items) <= 4
+        seen += [(namespace_text(i.namespace), i.key) for i in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == addresses
+    exact = alice.list(key_prefix="p", limit=13)
+    assert len(exact.items) == 13 and exact.next_cursor is None  # nothing follows: no cursor
+    one_short = alice.list(key_prefix="p", limit=12)
+    assert len(one_short.items) == 12 and one_short.next_cursor is not None
+    assert alice.list(key_prefix="p", limit=10_000).items == alice.list(key_prefix="p", limit=100).items
+    # one readable prefix: the memory's own page
+    assert alice.list("project/w", key_prefix="p", limit=2) == world.mem.list("project/w", key_prefix="p", limit=2)
+
+
+def test_namespaces_and_summarize_cover_each_readable_prefix(world: Access) -> None:
+    alice = view_of(world, "alice")
+    alice.put("project/w/deep/er", "tax.one", 1)
+    alice.put("project/w/deep/er", "tax.two.x", 2)
+    want = [("agent", "alice"), ("project", "r"), ("project", "w"), ("project", "w", "deep", "er"), ("room", "eng")]
+    assert alice.namespaces() == want
+    assert alice.namespaces("project") == want[1:4]
+    assert alice.namespaces(max_depth=1) == [("agent",), ("project",), ("room",)]
+    assert alice.namespaces("project", max_depth=2) == [("project", "r"), ("project", "w")]
+    summary = alice.summarize()
+    assert list(summary) == sorted(namespace_text(n) for n in want)
+    assert summary["project/w/deep/er"] == world.mem.summarize("project/w/deep/er")["project/w/deep/er"]
+    assert alice.summarize(depth=1, key_prefix="tax") == {"project/w/deep/er": {"tax": 2}}
+    assert alice.summarize("project", depth=2, key_prefix="tax") == world.mem.summarize(
+        "project/w", depth=2, key_prefix="tax"
+    )
+
+
+def test_search_merges_every_readable_prefix_by_score(world: Access, mem: Any) -> None:
+    alice = view_of(world, "alice")
+    for i in range(3):
+        alice.put("room/eng", f"extra.{i}", f"{WORD} {WORD} extra {i}")
+    env = alice.search(WORD, limit=50)
+    assert {h.namespace for h in env.hits} == {("agent", "alice"), ("room", "eng"), ("project", "r"), ("project", "w")}
+    assert [h.score for h in env.hits] == sorted((h.score for h in env.hits), reverse=True)
+    assert env.operation == "search" and env.truncated is False
+    parts = [mem.search(WORD, namespace_prefix=p, limit=50) for p in alice.scope.read]
+    assert env.params["namespace_prefix"] == ""
+    assert env.params["searched_prefixes"] == [p.params["namespace_prefix"] for p in parts]
+    assert env.params["limit"] == 50 and env.params["query"] == WORD
+    assert env.counts == {ch: sum(p.counts.get(ch, 0) for p in parts) for ch in parts[0].counts}
+    assert env.dropped_by_hydration == sum(p.dropped_by_hydration for p in parts)
+    assert set(env.timings) == set(parts[0].timings) and all(t >= 0 for t in env.timings.values())
+    assert env.notes == sorted({n for p in parts for n in p.notes})
+    assert len(env.hits) == 7
+    top = alice.search(WORD, limit=2)
+    assert top.truncated is True and len(top.hits) == 2
+    assert [h.score for h in top.hits] == [h.score for h in env.hits[:2]]
+    just = alice.search(WORD, limit=7)
+    assert just.truncated is False and len(just.hits) == 7
+    narrowed = alice.search(WORD, namespace_prefix=["project"], limit=50)
+    assert narrowed.params["namespace_prefix"] == "project"
+    assert narrowed.params["searched_prefixes"] == ["project/w", "project/r"]
+    one = alice.search(WORD, namespace_prefix="room/eng", limit=50)
+    assert one.to_dict() == mem.search(WORD, namespace_prefix="room/eng", limit=50).to_dict() | {"timings": one.timings}
+
+
+def test_recall_merges_ranked_and_keyed_reads(world: Access, clock: Clock) -> None:
+    alice = view_of(world, "alice")
+    env = alice.recall(WORD, limit=50)
+    assert env.operation == "recall"
+    assert {h.namespace for h in env.hits} == {("agent", "alice"), ("room", "eng"), ("project", "r"), ("project", "w")}
+    assert [h.score for h in env.hits] == sorted((h.score for h in env.hits), reverse=True)
+    keyed = alice.recall(WORD, key="topic", limit=3)
+    assert keyed.params["mode"] == "keyed" and keyed.truncated is True
+    assert [namespace_text(h.namespace) for h in keyed.hits] == ["project/w", "project/r", "room/eng"]
+    clock.tick()
+    alice.put("agent/alice", "topic", f"{WORD} newest")
+    assert [namespace_text(h.namespace) for h in alice.recall(WORD, key="topic").hits][:2] == [
+        "agent/alice",
+        "project/w",
+    ]
+    one = alice.recall(WORD, key="topic", namespace_prefix="room/eng")
+    assert [h.namespace for h in one.hits] == [("room", "eng")] and one.params["namespace_prefix"] == "room/eng"
+
+
+def test_an_agent_reading_nothing_gets_the_usual_empty_shapes(acc: Access, mem: Any) -> None:
+    root, _ = acc.create_agent("root", admin=True)
+    view = acc.view(root)  # an empty store: no top-level namespace to read
+    assert view.list().items == [] and view.list().next_cursor is None
+    assert view.namespaces() == [] and view.summarize() == {} and view.fetch("k") == []
+    assert view.search(WORD).hits == [] and view.recall(WORD).hits == []
+    blind = AgentView(mem, Scope((), ()), "nobody")
+    assert blind.list().items == [] and blind.search(WORD).hits == [] and blind.fetch("k") == []
+    with pytest.raises(ValidationError):  # arguments are still validated
+        blind.search(WORD, limit=0)
+
+
+def test_admin_view_reads_and_writes_everything_by_name(world: Access, mem: Any) -> None:
+    root = view_of(world, "root")
+    assert root.scope.admin
+    assert root.get("room/ops", "topic") is not None
+    assert {i.namespace[0] for i in root.list().items} == {"agent", "room", "project"}  # never _memlane unasked
+    assert ("_memlane", "agents") not in root.namespaces()
+    assert ("_memlane", "agents") in root.namespaces("_memlane")
+    assert {i.key for i in root.list("_memlane/agents").items} == {"alice", "bob", "root"}
+    assert root.put("anything/new", "k", 1).author == "root"
+    assert len(root.search(WORD, limit=50).hits) == 7
+
+
+# -- the facts layer through a view ----------------------------------------------------
+
+
+@pytest.fixture
+def facts(world: Access, mem: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for n in ("room/eng", "project/r", "room/ops"):
+        ent = mem.add_entity(n, "Payments", kind="project")
+        other = mem.add_entity(n, "Billing", kind="project")
+        person = mem.add_entity(n, "Kim", kind="person")
+        fact = mem.assert_fact(n, person.id, "owns", ent.id)
+        doc = mem.add_document(n, f"{n} notes", ["payments launch is on track", "billing slips"])
+        claim = mem.add_claim(n, f"{n} says payments launch is on track", chunk=doc.chunk_ids[0], about=[ent.id])
+        out[n] = {"ent": ent, "other": other, "person": person, "fact": fact, "doc": doc, "claim": claim}
+    return out
+
+
+def test_facts_changes_on_read_only_records_are_refused_and_change_nothing(world: Access, facts, mem) -> None:
+    alice = view_of(world, "alice")
+    ro = facts["project/r"]
+    before = state(mem)
+    refusals = [
+        (lambda: alice.add_alias(ro["ent"].id, "Pay"), "entity"),
+        (lambda: alice.merge_entities(ro["ent"].id, ro["other"].id), "survivor"),
+        (lambda: alice.merge_entities(facts["room/eng"]["ent"].id, ro["ent"].id), "merged"),
+        (lambda: alice.retract_fact(ro["fact"].id), "fact"),
+        (lambda: alice.end_fact(ro["fact"].id, "2026-02-01T00:00:00Z"), "fact"),
+        (lambda: alice.supersede_claim(ro["claim"].id), "claim"),
+        (
+            lambda: alice.assert_fact("agent/alice", ro["person"].id, "owns", 1, supersedes=ro["fact"].id),
+            "supersedes",
+        ),
+    ]
+    for call, field in refusals:
+        with pytest.raises(ForbiddenError) as e:
+            call()
+        assert re.fullmatch(
+            rf"{field} '[a-z]+_[0-9a-f]+' lives in 'project/r', which this agent may read but not write", str(e.value)
+        ), str(e.value)
+    with pytest.raises(ForbiddenError, match="outside what this agent may write"):
+        alice.add_entity("project/r", "X")
+    with pytest.raises(ForbiddenError, match="outside what this agent may write"):
+        alice.add_document("project/r", "t", "x")
+    with pytest.raises(ForbiddenError, match="outside what this agent may write"):
+        alice.add_claims("project/r", [{"text": "x"}])
+    assert state(mem) == before
+    assert alice.lookup([ro["fact"].id])[0].retracted_at is None
+
+
+def test_facts_changes_on_writable_records_go_through_as_the_agent(world: Access, facts) -> None:
+    alice = view_of(world, "alice")
+    rw = facts["room/eng"]
+    assert "Pay" in alice.add_alias(rw["ent"].id, "Pay").aliases
+    assert alice.merge_entities(rw["ent"].id, rw["other"].id).id == rw["ent"].id
+    new = alice.assert_fact("room/eng", rw["person"].id, "owns", 2, supersedes=rw["fact"].id)
+    assert new.namespace == ("room", "eng")
+    assert alice.end_fact(new.id, "2026-02-01T00:00:00Z").valid_to is not None
+    assert alice.retract_fact(new.id).retracted_at is not None
+    assert alice.supersede_claim(rw["claim"].id).id == rw["claim"].id
+    assert alice.hydrate([rw["claim"].id]) == [None]
+    doc = alice.add_document("agent/alice", "mine", "my payments note")
+    claims = alice.add_claims("agent/alice", [{"text": "mine too", "chunk": doc.chunk_ids[0]}])
+    assert [c.namespace for c in claims] == [("agent", "alice")]
+    solo = alice.add_entity("agent/alice", "Solo")
+    assert solo.namespace == ("agent", "alice")
+    plain = alice.assert_fact("agent/alice", solo.id, "reads", rw["ent"].id)  # cites what alice can read
+    assert plain.namespace == ("agent", "alice")
+    claim = alice.add_claim("agent/alice", "solo reads payments", about=[rw["ent"].id])
+    assert claim.namespace == ("agent", "alice") and claim.about == [rw["ent"].id]
+    assert {f.namespace for f in alice.facts_context("reads", namespace_prefix="agent")["facts"]} == {
+        ("agent", "alice")
+    }
+    with pytest.raises(ForbiddenError):
+        alice.add_claim("room/ops", "x")
+    with pytest.raises(NotFoundError):  # a hidden entity cannot be cited
+        alice.assert_fact("agent/alice", solo.id, "reads", facts["room/ops"]["ent"].id)
+    # unknown or malformed ids reach the facts layer's own errors
+    with pytest.raises(NotFoundError):
+        alice.retract_fact("fact_" + "0" * 32)
+    with pytest.raises(ValidationError):
+        alice.retract_fact("bogus")
+    with pytest.raises(ValidationError):
+        alice.retract_fact(5)
+
+
+def test_facts_writes_treat_hidden_records_as_unknown_and_change_nothing(world: Access, facts, mem) -> None:
+    alice = view_of(world, "alice")  # room/ops is bob's: alice cannot read it
+    own, hidden = facts["room/eng"], facts["room/ops"]
+    before = state(mem)
+    calls = [
+        lambda: alice.add_alias(hidden["ent"].id, "Pay"),
+        lambda: alice.merge_entities(own["ent"].id, hidden["ent"].id),
+        lambda: alice.merge_entities(hidden["ent"].id, own["other"].id),
+        lambda: alice.retract_fact(hidden["fact"].id),
+        lambda: alice.end_fact(hidden["fact"].id, "2026-02-01T00:00:00Z"),
+        lambda: alice.supersede_claim(hidden["claim"].id),
+        lambda: alice.supersede_claim(own["claim"].id, hidden["claim"].id),
+        lambda: alice.assert_fact("room/eng", own["person"].id, "owns", hidden["ent"].id),
+        lambda: alice.assert_fact("room/eng", hidden["person"].id, "owns", 1),
+        lambda: alice.assert_fact("room/eng", own["person"].id, "owns", 1, supersedes=hidden["fact"].id),
+        lambda: alice.add_claim("room/eng", "x", chunk=hidden["doc"].chunk_ids[0]),
+        lambda: alice.add_claim("room/eng", "x", about=[hidden["ent"].id]),
+        lambda: alice.add_claims("room/eng", [{"text": "x", "chunk": hidden["doc"].chunk_ids[0]}]),
+        lambda: alice.add_claims("room/eng", [{"text": "x", "about": [hidden["ent"].id]}]),
+        lambda: alice.traverse([hidden["person"].id]),
+        lambda: alice.neighbours(hidden["doc"].chunk_ids[0]),
+    ]
+    for n, call in enumerate(calls):
+        with pytest.raises(NotFoundError):
+            call()
+        assert state(mem) == before, n
+    assert alice.lookup([hidden["fact"].id, hidden["claim"].id, hidden["ent"].id]) == [None, None, None]
+    assert mem.lookup([hidden["fact"].id])[0].valid_to is None  # the owner sees it untouched
+
+
+def test_facts_reads_through_a_view_see_only_the_scope(world: Access, facts) -> None:
+    alice = view_of(world, "alice")
+    hidden = facts["room/ops"]
+    ids = [facts[n]["fact"].id for n in ("room/eng", "project/r", "room/ops")]
+    assert [r is not None for r in alice.lookup(ids)] == [True, True, False]
+    assert [r is not None for r in alice.hydrate(ids)] == [True, True, False]
+    ctx = alice.combined_context("payments launch")
+    assert {p.namespace for p in ctx["passages"]} == {("room", "eng"), ("project", "r")}
+    assert alice.combined_context("payments launch", namespace_prefix="room")["passages"]
+    assert {p.namespace for p in alice.combined_context("payments", namespace_prefix="room")["passages"]} == {
+        ("room", "eng")
+    }
+    said = alice.claims_and_sources_context("payments launch", namespace_prefix="project")
+    assert {c.namespace for g in said["claims"] for c in g.claims} == {("project", "r")}
+    assert alice.resolve_entity("Payments", namespace_prefix="room/eng")["entities"][0].entity.namespace == (
+        "room",
+        "eng",
+    )
+    with pytest.raises(ForbiddenError):
+        alice.resolve_entity("Payments", namespace_prefix="room/ops")
+    with pytest.raises(ForbiddenError):
+        alice.combined_context("payments", namespace_prefix="room/ops")
+    chunk = facts["room/eng"]["doc"].chunk_ids[0]
+    assert [c.id for c in alice.neighbours(chunk, 0, 1)] == facts["room/eng"]["doc"].chunk_ids
+    with pytest.raises(NotFoundError):
+        alice.neighbours(hidden["doc"].chunk_ids[0])
+    assert alice.traverse([facts["room/eng"]["person"].id])["paths"]
+    root = view_of(world, "root")
+    assert all(r is not None for r in root.lookup(ids))  # an admin reads the facts layer by id, everywhere
+    assert root.resolve_entity("Payments", namespace_prefix="room/ops").status == "resolved"
+
+
+# -- the query space through a view ----------------------------------------------------
+
+
+def test_query_space_rows_are_the_agents_own(world: Access, mem: Any) -> None:
+    alice, bob, root = (view_of(world, n) for n in ("alice", "bob", "root"))
+    sql = "SELECT namespace FROM items ORDER BY namespace"
+    assert alice.query(sql).rows == [["agent/alice"], ["project/r"], ["project/w"], ["room/eng"]]
+    assert bob.query(sql).rows == [["agent/bob"], ["room/ops"]]
+    assert len(root.query(sql).rows) == 7 and "_memlane" not in str(root.query(sql).rows)
+    assert alice.query(sql, max_rows=2).rows == [["agent/alice"], ["project/r"]]
+    assert alice.explain_query(sql) is not None
+    assert alice.describe_query_space() == mem.describe_query_space()
+    assert alice.search_query_space("namespace") == mem.search_query_space("namespace")
+
+
+def test_saved_queries_belong_to_their_author(world: Access) -> None:
+    alice, bob, root = (view_of(world, n) for n in ("alice", "bob", "root"))
+    saved = alice.save_query("mine", "SELECT count(*) FROM items", "count")
+    assert saved.author == "alice" and saved.description == "count"
+    assert alice.run_saved_query("mine").rows == [[4]] and bob.run_saved_query("mine").rows == [[2]]
+    assert bob.run_saved_query("mine", max_rows=1).rows == [[2]]
+    with pytest.raises(ForbiddenError, match="belongs to 'alice'"):
+        bob.save_query("mine", "SELECT 1")
+    with pytest.raises(ForbiddenError, match="only its author may delete it"):
+        bob.delete_saved_query("mine")
+    assert [q.name for q in alice.saved_queries()] == ["mine"]
+    assert alice.save_query("mine", "SELECT 2").sql == "SELECT 2"  # its author replaces it
+    assert root.save_query("mine", "SELECT 3").author == "root"  # an admin may replace any
+    assert [q.sql for q in bob.saved_queries()] == ["SELECT 3"]
+    assert root.delete_saved_query("mine") is True
+    assert alice.saved_queries() == []
+
+
+# -- defaults and pass-through arguments of the view ------------------------------------
+
+
+def test_view_reads_default_to_the_memorys_limits(world: Access, mem: Any) -> None:
+    alice = view_of(world, "alice")
+    for n in ("agent/alice", "room/eng", "project/w"):
+        alice.put_many([{"namespace": n, "key": f"bulk.k{i:03d}", "value": f"{WORD} bulk {i}"} for i in range(40)])
+    assert len(alice.fetch("topic")) == 4 and len(alice.fetch("bulk.k001")) == 3
+    for n in ("room/eng", "agent/alice"):
+        for i in range(6):
+            alice.put(n, f"dup.{i}", 1)
+            alice.put(n, "dup", i)
+    page = alice.list(key_prefix="bulk")
+    assert len(page.items) == 100 and page.next_cursor is not None  # list: 100 by default
+    assert len(alice.search(WORD).hits) == 10 and alice.search(WORD).params["limit"] == 10
+    assert len(alice.recall(WORD).hits) == 10
+    one_prefix = alice.search(WORD, namespace_prefix="room/eng")
+    assert len(one_prefix.hits) == 10 and one_prefix.truncated
+    assert len(alice.recall(WORD, namespace_prefix="room/eng").hits) == 10
+    fetched = [alice.put(f"agent/alice/f{i}", "same.key", i) for i in range(12)]
+    assert len(alice.fetch("same.key")) == 10 and len(fetched) == 12
+    assert len(alice.fetch("same.key", namespace_prefix="agent/alice")) == 10
+
+
+def test_view_summarize_defaults_to_depth_three(world: Access, mem: Any) -> None:
+    alice = view_of(world, "alice")
+    alice.put("room/eng", "a.b.c.d", 1)
+    alice.put("room/eng", "a.b.c.e", 1)
+    alice.put("agent/alice", "a.b.x.y", 1)
+    assert alice.summarize()["room/eng"] == {"a.b.c": 2, "topic": 1}
+    assert alice.summarize()["agent/alice"] == {"a.b.x": 1, "topic": 1}
+    assert alice.summarize("room/eng") == {"room/eng": {"a.b.c": 2, "topic": 1}}
+    assert alice.summarize("room/eng", depth=4, key_prefix="a") == {"room/eng": {"a.b.c.d": 1, "a.b.c.e": 1}}
+    assert alice.summarize(key_prefix="a", depth=2) == {"agent/alice": {"a.b": 1}, "room/eng": {"a.b": 2}}
+
+
+def test_view_writes_pass_their_options_to_the_memory(world: Access, mem: Any, clock: Clock) -> None:
+    alice = view_of(world, "alice")
+    item = alice.put("room/eng", "opt", {"v": 1}, text="findable words", metadata={"m": 1}, ttl=60)
+    assert (item.metadata, item.expires_at is not None) == ({"m": 1}, True)
+    assert [h.key for h in alice.search("findable", namespace_prefix="room/eng").hits] == ["opt"]
+    with pytest.raises(ConflictError):
+        alice.put("room/eng", "opt", 2, if_absent=True)
+    replaced = alice.put_many([{"namespace": "room/eng", "key": "opt", "value": 3}])  # replaces by default
+    assert replaced[0].value == 3 and replaced[0].version == 2
+    alice.put("agent/alice", "short", 1, ttl=60)
+    clock.tick(61)
+    assert alice.get("agent/alice", "short") is None and alice.get("room/eng", "opt").value == 3
+
+
+def test_view_ranked_reads_pass_their_options_to_the_memory(world: Access) -> None:
+    alice = view_of(world, "alice")
+    many = alice.search(WORD, limit=5, channels=["lexical"])
+    assert many.params["channels"] == ["lexical"]
+    one = alice.search(WORD, namespace_prefix="room/eng", channels=["lexical"])
+    assert one.params["channels"] == ["lexical"]
+    keyed = alice.recall(WORD, key="topic", namespace_prefix="project")
+    assert keyed.params["mode"] == "keyed" and {h.key for h in keyed.hits} == {"topic"}
+    assert alice.recall(WORD, limit=3, mode="lexical").params["mode"] == "lexical"
+    assert alice.recall(WORD, namespace_prefix="room/eng", mode="lexical").params["mode"] == "lexical"
+
+
+def test_view_facts_calls_pass_their_options(world: Access, facts) -> None:
+    alice = view_of(world, "alice")
+    eng = facts["room/eng"]
+    ent = alice.add_entity("agent/alice", "Lee", kind="person", profile="a person")
+    assert (ent.kind, ent.profile) == ("person", "a person")
+    fact = alice.assert_fact("agent/alice", ent.id, "owns", eng["ent"].id, source="note-1")
+    assert fact.sources == ["note-1"]
+    doc = alice.add_document("agent/alice", "t", ["one", "two", "three", "four", "five"], source="src-1")
+    assert doc.source == "src-1"
+    middle = doc.chunk_ids[2]
+    assert [c.id for c in alice.neighbours(middle)] == doc.chunk_ids[1:4]  # one each side by default
+    assert [c.id for c in alice.neighbours(middle, 2, 0)] == doc.chunk_ids[0:3]
+    new = alice.add_claim("agent/alice", "newer claim", chunk=doc.chunk_ids[0])
+    old = alice.add_claim("agent/alice", "older claim", chunk=doc.chunk_ids[1])
+    assert alice.supersede_claim(old.id, new.id).superseded_by == new.id
+    assert alice.traverse([ent.id], hops=1).params["hops"] == 1
+    assert alice.query("SELECT author FROM entities WHERE name = 'Lee'").rows == [["alice"]]  # written as alice
+    assert alice.query("SELECT author FROM documents WHERE title = 't'").rows == [["alice"]]
+    assert alice.facts_context("owns", limit=1).params["limit"] == 1
+    assert alice.claims_and_sources_context("claim", k=3).params["k"] == 3
+    assert alice.combined_context("claim", hops=0).params["hops"] == 0
+
+
+def test_view_queries_pass_their_limits(world: Access) -> None:
+    alice = view_of(world, "alice")
+    for i in range(8):
+        alice.put("agent/alice", f"row.{i}", i)
+    big = "SELECT a.key FROM items a, items b, items c"  # 12 ** 3 visible rows
+    res = alice.query(big)
+    assert res.row_count == 1000 and res.truncated_by == "max_rows"
+    assert res.limits["max_rows"] == 1000 and res.limits["timeout_ms"] == 2000
+    assert alice.query(big, max_rows=5, timeout_ms=300).limits | {"max_bytes": 0} == {
+        "max_rows": 5,
+        "timeout_ms": 300,
+        "max_bytes": 0,
+    }
+    assert alice.query("SELECT key FROM items WHERE key = ?", ["row.3"]).rows == [["row.3"]]
+    assert alice.explain_query("SELECT key FROM items WHERE key = ?", ["row.3"]) is not None
+    saved = alice.save_query("wide", big)
+    assert saved.description == "" and saved.name == "wide" and saved.sql == big
+    assert alice.run_saved_query("wide").row_count == 1000
+    assert alice.run_saved_query("wide").limits == res.limits  # the same defaults as query
+    assert alice.run_saved_query("wide", max_rows=7, timeout_ms=500).limits["max_rows"] == 7
+    assert alice.run_saved_query("wide", max_rows=7, timeout_ms=500).limits["timeout_ms"] == 500
+    alice.save_query("one", "SELECT key FROM items WHERE key = :k")
+    assert alice.run_saved_query("one", {"k": "row.4"}).rows == [["row.4"]]
+
+
+def test_access_records_are_never_search_hits(acc: Access, mem: Any) -> None:
+    # each kind of change is the last one made to some record, so every writer is checked
+    for n in ("alice", "bob", "carol", "dave"):
+        acc.create_agent(n)
+    for r in ("eng", "ops", "empty"):
+        acc.create_room(r)
+    acc.add_member("eng", "alice")
+    acc.add_member("ops", "bob")
+    acc.remove_member("ops", "bob")
+    acc.grant("alice", "project/x", "write")
+    acc.grant("bob", "project/y", "read")
+    acc.revoke("bob", "project/y")
+    acc.rotate_token("carol")
+    for word in ("alice", "bob", "carol", "dave", "eng", "ops", "members", "grants", "project", "write", "token"):
+        hits = mem.search(word, limit=50).hits
+        assert [h for h in hits if h.namespace[0] == "_memlane"] == [], word
+    # whatever of them the owner can list carries no search text at all
+    assert all(i.text == "" for i in mem.list("_memlane", limit=10_000).items)
+
+
+def test_every_agent_and_room_is_listed_past_a_page(acc: Access) -> None:
+    names = [f"a{i:03d}" for i in range(101)]
+    acc.mem.put_many([{"namespace": "scratch", "key": n, "value": 1} for n in names])  # the store is not empty either
+    for n in names:
+        acc.create_agent(n)
+        acc.create_room(f"r{n}")
+    acc.add_member("ra100", "a100")
+    assert [a.name for a in acc.agents()] == names
+    assert [r["name"] for r in acc.rooms()] == [f"r{n}" for n in names]
+    assert acc.agent("a100").rooms == ("ra100",)
+    assert acc.scope(acc.agent("a100")).can_write(("room", "ra100", "x"))
+
+
+def test_single_prefix_list_pages_with_the_cursor(world: Access, mem: Any) -> None:
+    alice = view_of(world, "alice")
+    for i in range(5):
+        alice.put("room/eng", f"p.{i}", i)
+    seen, cursor = [], None
+    for _ in range(10):
+        page = alice.list("room/eng", key_prefix="p", limit=2, cursor=cursor)
+        seen += [i.key for i in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == [f"p.{i}" for i in range(5)]
+
+
+def test_a_large_page_takes_everything_from_one_crowded_prefix(world: Access) -> None:
+    alice = view_of(world, "alice")
+    alice.put_many([{"namespace": "room/eng", "key": f"many.{i:03d}", "value": i} for i in range(130)])
+    alice.put("agent/alice", "many.x", 1)
+    page = alice.list(key_prefix="many", limit=200)
+    assert len(page.items) == 131 and page.next_cursor is None
+    first = alice.list(key_prefix="many", limit=120)
+    rest = alice.list(key_prefix="many", limit=120, cursor=first.next_cursor)
+    assert len(first.items) == 120 and len(rest.items) == 11 and rest.next_cursor is None
+
+
+def test_merged_search_is_truncated_when_the_union_exceeds_the_limit(world: Access) -> None:
+    alice = view_of(world, "alice")  # one matching item in each of four readable prefixes
+    env = alice.search(WORD, limit=3)
+    assert len(env.hits) == 3 and env.truncated is True
+    assert alice.search(WORD, limit=4).truncated is False
+    assert alice.recall(WORD, limit=3).truncated is True
+    assert alice.recall(WORD, key="topic", limit=3).truncated is True
+    assert alice.recall(WORD, key="topic", limit=4).truncated is False
+    for e in (env, alice.recall(WORD, key="topic", limit=3)):
+        assert e.timings and all(isinstance(t, float) for t in e.timings.values())
+        assert e.timings["total_ms"] > 0
+
+
+def test_facts_reads_name_a_malformed_prefix(world: Access) -> None:
+    for who in ("alice", "root"):
+        view = view_of(world, who)
+        for method, bad in (
+            ("facts_context", "a//b"),
+            ("resolve_entity", 5),
+            ("combined_context", "a//b"),
+            ("claims_and_sources_context", ["a", ""]),
+        ):
+            with pytest.raises(ValidationError) as e:
+                getattr(view, method)("x", namespace_prefix=bad)
+            assert e.value.field == "namespace_prefix", (who, method)
+
+
+def test_an_admins_query_space_covers_facts_in_namespaces_without_items(world: Access, mem: Any) -> None:
+    mem.add_entity("solo/ns", "Loner", kind="person")
+    root, alice = view_of(world, "root"), view_of(world, "alice")
+    assert root.query("SELECT name FROM entities WHERE namespace = 'solo/ns'").rows == [["Loner"]]
+    assert alice.query("SELECT name FROM entities WHERE namespace = 'solo/ns'").rows == []
+    assert root.resolve_entity("Loner").status == "resolved"
+    assert alice.resolve_entity("Loner").status == "none"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a search over several readable prefixes ranks each prefix on its own and merges by score, "
+    "so every prefix's first hit ties for the top (scores are not comparable across runs); "
+    "DESIGN.md section 5 asks for one ranking over the whole scope",
+)
+def test_merged_search_ranks_the_whole_scope_as_one_search_would(acc: Access, mem: Any) -> None:
+    acc.create_agent("alice")
+    acc.create_room("eng")
+    acc.add_member("eng", "alice")
+    for i in range(3):
+        mem.put("room/eng", f"strong.{i}", f"{WORD} {WORD} {WORD} care")
+    mem.put("agent/alice", "weak", f"a long note on gardens, the weather, many other things and one {WORD}")
+    alice = acc.view(acc.agent("alice"))
+    owner = [(h.namespace, h.key) for h in mem.search(WORD).hits]  # everything matching is alice's to see
+    assert [(h.namespace, h.key) for h in alice.search(WORD).hits] == owner
