@@ -648,7 +648,7 @@ def report(r: dict[str, Any]) -> str:
     for mode in ("lexical", "hybrid"):
         lat = s[mode]["latency_us"]
         for who, label in (
-            ("agent", "agent (51 prefixes)"),
+            ("agent", f"agent ({s['readable_prefixes']} prefixes)"),
             ("admin", "admin (whole store)"),
             ("admin_room", "admin (room/)"),
         ):
@@ -659,7 +659,7 @@ def report(r: dict[str, Any]) -> str:
         rows.append([f"search {mode}: agent/admin p50", f"{value:.2f}", GOAL_SEARCH.label, status(GOAL_SEARCH, value)])
         rows.append([f"search {mode}: agent/admin(room/) p50", f"{s[mode]['agent_over_admin_room_p50']:.2f}", "", ""])
     g = r["rooms"]
-    for who, label in (("rooms_20k", "20,000 rooms"), ("no_rooms", "no rooms")):
+    for who, label in (("rooms_20k", f"{g['counts']['rooms_20k']['access_rooms']:,} rooms"), ("no_rooms", "no rooms")):
         lat = g["latency_us"][who]
         rows.append([f"get, {label}", f"{ms(lat['p50_us']):.2f} / {ms(lat['p99_us']):.2f} ms", "", ""])
     rows.append(
@@ -778,6 +778,7 @@ def main(argv: list[str] | None = None) -> int:
     args.hog_modes = [m for m in args.hog_modes.split(",") if m]
     if any(m not in ("polite", "hostile") for m in args.hog_modes):
         ap.error("--hog-modes takes polite and/or hostile")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the services on the way out
     machine = machine_info()
     machine["memlane_path"] = str(Path(memlane.__file__).resolve().parent)
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
