@@ -487,7 +487,7 @@ def test_stats_count_rows_history_schema_and_size(mem, clock, backend, store_url
 
     empty = mem.stats()
     assert (empty.active_items, empty.expired_items, empty.namespaces, empty.history_versions) == (0, 0, 0, 0)
-    assert empty.schema_version == 4  # migrations applied
+    assert empty.schema_version == 6  # migrations applied (m001_initial ... m006_access)
     assert empty.location == (redact(store_url) if backend == "postgres" else store_url)
     assert isinstance(empty.size_bytes, int) and empty.size_bytes > 0
     mem.put("s/a", "k", 1)
@@ -521,22 +521,27 @@ def test_hydrate_rereads_candidates_and_drops_expired_and_deleted(mem, clock):
     mem.put("y", "expire", "zebra expires", ttl=5)
     mem.put("y", "delete", "zebra deleted")
     mem.put("y", "replace", "zebra replaced")
-    refs = {ref for ref, _ in store.lexical(["zebra"], ("y",), 10)}
+    refs = {ref for ref, _, _ in store.lexical(["zebra"], [("y",)], 10)}
     assert len(refs) == 4
-    assert store.hydrate([], clock.now) == {}
+    assert store.hydrate([], [()], clock.now) == {}
     mem.delete("y", "delete")
     replaced = mem.put("y", "replace", "zebra again")
     clock.advance(5)
-    missing = max(refs) + 1000
-    got = store.hydrate([*refs, missing], clock.now)
+    missing = "f" * 32
+    got = store.hydrate([*refs, missing], [()], clock.now)
     assert sorted(i.key for i in got.values()) == ["replace", "stay"]
     assert got[next(r for r, i in got.items() if i.key == "replace")] == replaced
     assert all(ref in refs for ref in got)
+    # the re-read applies the scope in the same statement: nothing outside it comes back
+    assert store.hydrate([*refs], [("y-other",)], clock.now) == {}
+    assert store.hydrate([*refs], [], clock.now) == {}
+    assert len(store.hydrate([*refs], [("y",), ("z",)], clock.now)) == 2
     # the lexical channel sees the rows of the table (expiry is the confirm step's job), scoped by prefix
-    assert len(store.lexical(["zebra"], ("y",), 10)) == 3
-    assert store.lexical(["zebra"], ("y-other",), 10) == []
-    assert store.lexical([], ("y",), 10) == []
-    assert len(store.lexical(["zebra"], (), 2)) == 2
+    assert len(store.lexical(["zebra"], [("y",)], 10)) == 3
+    assert store.lexical(["zebra"], [("y-other",)], 10) == []
+    assert store.lexical(["zebra"], [], 10) == []
+    assert store.lexical([], [("y",)], 10) == []
+    assert len(store.lexical(["zebra"], [()], 2)) == 2
 
 
 @pytest.mark.embedded
@@ -545,8 +550,8 @@ def test_lexical_scores_best_first_and_scoped(mem):
     mem.put("l/a", "one", "zebra and a long tail of other words here to dilute the match")
     mem.put("l/b", "one", "zebra")
     mem.put("l-x", "other", "zebra")
-    ranked = mem.store.lexical(["zebra"], ("l",), 10)
-    scores = [s for _, s in ranked]
+    ranked = mem.store.lexical(["zebra"], [("l",)], 10)
+    scores = [s for _, s, _ in ranked]
     assert len(ranked) == 3 and scores == sorted(scores, reverse=True)
     assert all(s > 0 for s in scores)  # higher is better on every backend
     hits = mem.search("zebra", namespace_prefix="l", channels=["lexical"]).hits

@@ -25,7 +25,7 @@ from .. import validate as v
 from ..errors import ConflictError, NotFoundError, ValidationError
 from ..model import Namespace
 from ..search import rank
-from ..store._common import SqlSession, loads_json, ns_range, ns_text, ns_tuple, ts
+from ..store._common import SqlSession, loads_json, ns_text, ns_tuple, ts, within_filter
 from . import text as t
 from .model import Candidate, Chunk, Claim, ClaimGroup, Context, Document, Entity, Fact, Path, Record
 
@@ -71,20 +71,6 @@ def _new_ids(kind: str, now: datetime, count: int = 1) -> builtins.list[str]:
     from ..memory import new_ids
 
     return [f"{kind}_{i}" for i in new_ids(now, count)]
-
-
-def scope_sql(column: str, within: Sequence[Namespace]) -> tuple[str, builtins.list[Any]]:
-    """``WHERE`` text keeping rows whose namespace lies under one of ``within``."""
-    if any(not p for p in within):
-        return "1=1", []
-    if not within:
-        return "1=0", []
-    parts: builtins.list[str] = []
-    params: builtins.list[Any] = []
-    for prefix in within:
-        parts.append(f"({column} = ? OR ({column} >= ? AND {column} < ?))")
-        params.extend(ns_range(prefix))
-    return "(" + " OR ".join(parts) + ")", params
 
 
 def in_sql(column: str, values: Sequence[Any]) -> tuple[str, builtins.list[Any]]:
@@ -294,6 +280,11 @@ class FactsLayer:
 
     # -- entities --------------------------------------------------------------
 
+    def _scope_sql(self, column: str, within: Sequence[Namespace]) -> tuple[str, builtins.list[Any]]:
+        """``WHERE`` text keeping rows whose namespace lies under one of ``within`` (never empty SQL)."""
+        where, params = within_filter(within, "?", column, self._store.backend)
+        return where or "1=1", params
+
     def _survivors(self, s: SqlSession, ids: Iterable[str]) -> dict[str, str]:
         """Each known id mapped to the entity it was (transitively) merged into, or itself.
 
@@ -367,9 +358,8 @@ class FactsLayer:
             if r is None:
                 continue
             names = [a for a in aliases[i] if a != r[3]]
-            merged = redirect.get(i)
-            out[i] = Entity(r[0], ns_tuple(r[1]), r[2], r[3], names, r[4], None if merged in (None, i) else merged,
-                            _dt(r[6]))  # fmt: skip
+            followed = redirect.get(i) not in (None, i)  # its first link stays in one namespace
+            out[i] = Entity(r[0], ns_tuple(r[1]), r[2], r[3], names, r[4], r[5] if followed else None, _dt(r[6]))
         return out
 
     def _visible_entity(self, s: SqlSession, raw: Any, field: str, within: Sequence[Namespace]) -> str:
@@ -378,7 +368,7 @@ class FactsLayer:
             raise ValidationError(field, f"{raw!r} is not an entity id (ent_ followed by 32 hex digits)")
         sid = self._survivors(s, [raw]).get(raw)
         if sid is not None:
-            where, params = scope_sql("namespace", within)
+            where, params = self._scope_sql("namespace", within)
             if s.rows(f"SELECT 1 FROM entities WHERE id = ? AND {where}", [sid, *params]):
                 return sid
         raise NotFoundError(f"no entity {raw!r} that you can see; find one with resolve_entity or add_entity")
@@ -453,7 +443,7 @@ class FactsLayer:
         started = perf_counter()
         name = _name(name, "name")
         norm = t.normalise(name)
-        where, params = scope_sql("e.namespace", within)
+        where, params = self._scope_sql("e.namespace", within)
         stages = [
             ("name", f"SELECT e.id FROM entities e WHERE e.name = ? AND {where}", [name, *params]),
             (
@@ -565,7 +555,7 @@ class FactsLayer:
         now = ts(self._mem._now())
         family = builtins.list(self._family(s, [eid]))
         subj, p1 = in_sql("f.subject", family)
-        where, p2 = scope_sql("f.namespace", within)
+        where, p2 = self._scope_sql("f.namespace", within)
         rows = s.rows(
             f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {subj} AND {where} AND f.retracted_at IS NULL AND {_VALID} "
             "ORDER BY f.recorded_at DESC, f.id LIMIT ?",
@@ -680,7 +670,7 @@ class FactsLayer:
         """Stamp the end of belief on a fact's current row; returns that row."""
         if not isinstance(fact_id, str) or not fact_id.startswith("fact_"):
             raise ValidationError(field, f"{fact_id!r} is not a fact id (fact_...)")
-        where, params = scope_sql("f.namespace", within)
+        where, params = self._scope_sql("f.namespace", within)
         rows = s.rows(
             f"SELECT {_FACT_COLUMNS} FROM facts f WHERE f.id = ? AND {where} ORDER BY f.version DESC",
             [fact_id, *params],
@@ -822,7 +812,7 @@ class FactsLayer:
         ids = _new_ids("claim", now, len(checked))
         out: builtins.list[Claim] = []
         with self._store.session(write=True) as s:
-            scope, scope_params = scope_sql("namespace", within)
+            scope, scope_params = self._scope_sql("namespace", within)
             for n, (cid, (text, who, when, chunk, about_ids)) in enumerate(zip(ids, checked, strict=True)):
                 entities = builtins.list(
                     dict.fromkeys(self._visible_entity(s, e, f"claims[{n}].about" if fields else "about", within)
@@ -869,7 +859,7 @@ class FactsLayer:
 
     def _claims(self, s: SqlSession, ids: Sequence[str], within: Sequence[Namespace]) -> dict[str, Claim]:
         where, params = in_sql("c.id", ids)
-        scope, p2 = scope_sql("c.namespace", within)
+        scope, p2 = self._scope_sql("c.namespace", within)
         rows = s.rows(f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE {where} AND {scope}", [*params, *p2])
         about: dict[str, builtins.list[str]] = {r[0]: [] for r in rows}
         if rows:
@@ -894,7 +884,7 @@ class FactsLayer:
 
     def _chunks(self, s: SqlSession, ids: Sequence[str], within: Sequence[Namespace]) -> dict[str, Chunk]:
         where, params = in_sql("k.id", ids)
-        scope, p2 = scope_sql("k.namespace", within)
+        scope, p2 = self._scope_sql("k.namespace", within)
         rows = s.rows(
             f"SELECT k.id, k.document_id, k.namespace, k.position, k.text, d.title FROM chunks k "
             f"JOIN documents d ON d.id = k.document_id WHERE {where} AND {scope}",
@@ -904,7 +894,7 @@ class FactsLayer:
 
     def _documents(self, s: SqlSession, ids: Sequence[str], within: Sequence[Namespace]) -> dict[str, Document]:
         where, params = in_sql("id", ids)
-        scope, p2 = scope_sql("namespace", within)
+        scope, p2 = self._scope_sql("namespace", within)
         rows = s.rows(
             f"SELECT id, namespace, title, source, created_at, recorded_at, chunk_count FROM documents "
             f"WHERE {where} AND {scope}",
@@ -937,7 +927,7 @@ class FactsLayer:
         now = ts(self._mem._now())
         with self._store.session() as s:
             if "ent" in by_kind:
-                where, params = scope_sql("namespace", within)
+                where, params = self._scope_sql("namespace", within)
                 ents = self._entities(s, by_kind["ent"])
                 visible = (
                     {
@@ -953,7 +943,7 @@ class FactsLayer:
                 found.update((i, e) for i, e in ents.items() if i in visible and not (current and e.merged_into))
             if "fact" in by_kind:
                 where, params = in_sql("f.id", by_kind["fact"])
-                scope, p2 = scope_sql("f.namespace", within)
+                scope, p2 = self._scope_sql("f.namespace", within)
                 if current:
                     rows = s.rows(
                         f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {where} AND {scope} AND f.retracted_at IS NULL "
@@ -993,7 +983,7 @@ class FactsLayer:
         """Entity-to-entity fact rows touching ``nodes``, as believed at ``at`` (validity not applied)."""
         subj, p1 = in_sql("f.subject", nodes)
         obj, p2 = in_sql("f.object_entity", nodes)
-        scope, p3 = scope_sql("f.namespace", within)
+        scope, p3 = self._scope_sql("f.namespace", within)
         return self._fact_rows(s, f"f.object_entity IS NOT NULL AND ({subj} OR {obj}) AND {scope}", [*p1, *p2, *p3], at)
 
     def traverse(
@@ -1092,7 +1082,7 @@ class FactsLayer:
         extra = " AND ".join(conditions)
         extra_params = restrict[1] if restrict else []
         if words:
-            scope, params = scope_sql("namespace", within)
+            scope, params = self._scope_sql("namespace", within)
             if s.dialect == "sqlite":
                 match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
                 narrowed = f"AND EXISTS (SELECT 1 FROM {table} WHERE id = {fts}.ref AND {extra}) " if extra else ""
@@ -1117,7 +1107,7 @@ class FactsLayer:
             index = self._vectors(kind)
             with index.lock:
                 index.refresh(s, kind, embedder.dimension)
-                scope, params = scope_sql("namespace", within)
+                scope, params = self._scope_sql("namespace", within)
                 allowed = None
                 if scope != "1=1" or restrict is not None:
                     where = " AND ".join([scope, *([restrict[0]] if restrict else [])])
@@ -1152,7 +1142,7 @@ class FactsLayer:
         with self._store.session() as s:
             hold = f"{_BELIEVED} AND {_VALID}"
             hold_params = [at.believed, at.believed, at.valid, at.valid]
-            scope, scope_params = scope_sql("f.namespace", within)
+            scope, scope_params = self._scope_sql("f.namespace", within)
             where = [scope, hold]
             params: builtins.list[Any] = [*scope_params, *hold_params]
             if pred is not None:
@@ -1286,7 +1276,7 @@ class FactsLayer:
             fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
             counts.update({f"claims_{ch}": len(n) for ch, n in nominations.items()})
             refs, ref_params = in_sql("c.id", [c.ref for c in fused])
-            scope, scope_params = scope_sql("c.namespace", within)
+            scope, scope_params = self._scope_sql("c.namespace", within)
             live = dict(
                 s.rows(
                     f"SELECT c.id, c.norm FROM claims c WHERE {refs} AND {scope} AND c.superseded_at IS NULL",
@@ -1354,7 +1344,7 @@ class FactsLayer:
         if not order:
             return []
         where, params = in_sql("c.norm", builtins.list(order))
-        scope, p2 = scope_sql("c.namespace", within)
+        scope, p2 = self._scope_sql("c.namespace", within)
         rows = s.rows(
             f"SELECT c.id, c.norm FROM claims c WHERE {where} AND {scope} AND c.superseded_at IS NULL "
             "ORDER BY c.recorded_at, c.id",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import json.scanner
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -72,15 +72,18 @@ EVERYTHING: tuple[Namespace, ...] = ((),)
 """The scope of a caller who may read every namespace (the embedded owner, an admin)."""
 
 
-def within_filter(within: Sequence[Namespace], p: str = "?", column: str = "namespace") -> tuple[str, list[Any]]:
+def within_filter(
+    within: Sequence[Namespace], p: str = "?", column: str = "namespace", dialect: str | None = None
+) -> tuple[str, list[Any]]:
     """``WHERE`` text and parameters for rows whose namespace lies under any prefix of ``within``.
 
     ``within`` is a list of namespace prefixes (segment boundaries); ``()`` among
     them means everything and gives ``""`` (no condition), an empty list gives a
     condition no row meets. One prefix is a range the (namespace, key) index
-    serves; several travel as one array parameter (``json_each`` on SQLite,
-    ``unnest`` on PostgreSQL), so the statement and its parameter count stay the
-    same whatever the number of rooms and grants.
+    serves; several travel as array parameters (see :func:`under_any`), so the
+    statement's cost per row and its parameter count stay flat whatever the
+    number of rooms and grants. ``dialect`` is needed only when ``p`` does not
+    tell it (portable ``?`` SQL run on PostgreSQL).
     """
     if any(not prefix for prefix in within):
         return "", []
@@ -88,26 +91,42 @@ def within_filter(within: Sequence[Namespace], p: str = "?", column: str = "name
         return "1 = 0", []
     if len(within) == 1:
         return f"({column} = {p} OR ({column} >= {p} AND {column} < {p}))", list(ns_range(within[0]))
+    dialect = dialect or ("sqlite" if p == "?" else "postgres")
+    lengths, arrays = under_any_params(within, dialect)
+    return under_any(column, lengths, dialect, lambda _: p), arrays
+
+
+def under_any_params(within: Sequence[Namespace], dialect: str) -> tuple[tuple[int, ...], list[Any]]:
+    """The prefix lengths and array parameters :func:`under_any` takes for ``within``."""
     texts = sorted({"/".join(prefix) for prefix in within})
-    if p == "?":
-        return under_any(column, "?", "sqlite"), [json.dumps(texts)]
-    return under_any(column, p, "postgres"), [texts]
+    by_length: dict[int, list[str]] = {}
+    for text in texts:
+        by_length.setdefault(len(text), []).append(text + "/")
+    lengths = tuple(sorted(by_length))
+    arrays: list[Any] = [texts, *(by_length[n] for n in lengths)]
+    return lengths, [json.dumps(a) for a in arrays] if dialect == "sqlite" else arrays
 
 
-def under_any(column: str, array: str, dialect: str) -> str:
-    """SQL true when ``column`` lies on or under any namespace text in the array parameter ``array``.
+def under_any(column: str, lengths: Sequence[int], dialect: str, placeholder: Callable[[int], str]) -> str:
+    """SQL true when ``column`` is one of the prefixes or lies under one.
 
-    SQLite takes the array as JSON text (``json_each``), PostgreSQL as ``text[]``.
+    A namespace lies under prefix ``P`` when its first ``len(P) + 1`` characters
+    are ``P/``: so the test is set membership of the namespace itself, and of its
+    head at each prefix length in the scope. Each set is one array parameter
+    (JSON on SQLite, ``text[]`` on PostgreSQL) the engine reads once per
+    statement, not once per row, and a set lookup does not grow with the number
+    of prefixes the way a list of ranges does.
     """
     if dialect == "sqlite":
-        return (
-            f"EXISTS (SELECT 1 FROM json_each({array}) AS s WHERE {column} = s.value "
-            f"OR ({column} >= s.value || '/' AND {column} < s.value || '0'))"
-        )
-    return (
-        f'EXISTS (SELECT 1 FROM unnest({array}::text[]) AS s(p) WHERE {column} = s.p COLLATE "C" '
-        f"OR ({column} >= (s.p || '/') COLLATE \"C\" AND {column} < (s.p || '0') COLLATE \"C\"))"
-    )
+        parts = [f"{column} IN (SELECT value FROM json_each({placeholder(0)}))"] + [
+            f"substr({column}, 1, {n + 1}) IN (SELECT value FROM json_each({placeholder(i + 1)}))"
+            for i, n in enumerate(lengths)
+        ]
+    else:
+        parts = [f"{column} = ANY({placeholder(0)}::text[])"] + [
+            f"left({column}, {n + 1}) = ANY({placeholder(i + 1)}::text[])" for i, n in enumerate(lengths)
+        ]
+    return "(" + " OR ".join(parts) + ")"
 
 
 def live_filter(within: Sequence[Namespace], key_prefix: str, now: datetime, p: str = "?") -> tuple[str, list[Any]]:

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from ..errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
@@ -228,11 +229,23 @@ _LEXICAL_IN_PREFIX = _LEXICAL.format(
     total="SELECT count(*) AS n FROM items "
     "WHERE (namespace = %(ns)s OR (namespace >= %(ns_lo)s AND namespace < %(ns_hi)s))",
 )
-# several prefixes (an agent's rooms and grants) travel as one array: one statement whatever their number
-_LEXICAL_IN_PREFIXES = _LEXICAL.format(
-    scope="\n      AND " + c.under_any("i.namespace", "%(within)s", "postgres"),
-    total="SELECT count(*) AS n FROM items WHERE " + c.under_any("namespace", "%(within)s", "postgres"),
-)
+
+
+@lru_cache(maxsize=256)
+def _lexical_in_prefixes(lengths: tuple[int, ...]) -> str:
+    """The ranking statement over several prefixes (an agent's rooms and grants), one per set of prefix lengths.
+
+    The scope's size for IDF is summed over the prefixes' index ranges (narrowed
+    prefixes never nest, so nothing counts twice).
+    """
+    return _LEXICAL.format(
+        scope="\n      AND " + c.under_any("i.namespace", lengths, "postgres", lambda i: f"%(w{i})s"),
+        total="SELECT count(*) AS n FROM unnest(%(w0)s::text[]) AS s(p) JOIN items "
+        'ON items.namespace = s.p COLLATE "C" OR (items.namespace >= (s.p || \'/\') COLLATE "C" '
+        "AND items.namespace < (s.p || '0') COLLATE \"C\")",
+    )
+
+
 # without a prefix the planner's row estimate is plenty for IDF and avoids counting the table per query
 _LEXICAL_ALL = _LEXICAL.format(
     scope="",
@@ -640,8 +653,9 @@ class PostgresStore(Store):
             statement = _LEXICAL_IN_PREFIX
             params.update(zip(("ns", "ns_lo", "ns_hi"), c.ns_range(within[0]), strict=True))
         else:
-            statement = _LEXICAL_IN_PREFIXES
-            params["within"] = sorted({"/".join(prefix) for prefix in within})
+            lengths, arrays = c.under_any_params(within, "postgres")
+            statement = _lexical_in_prefixes(lengths)
+            params.update((f"w{i}", a) for i, a in enumerate(arrays))
         with self._read() as conn, conn.pipeline() as pipeline:
             # both statements go out before one Sync, so they run in one implicit transaction: the
             # settings hold for the ranking statement only, and the answer takes one round trip
