@@ -259,10 +259,12 @@ def _with_share_taken(call: Callable[[Served], Any]) -> Callable[[Served], Any]:
     """Run ``call`` while every slot of alice's share of expensive work is held (as by her other requests)."""
 
     def run(svc: Served) -> Any:
-        gate = svc.app.state.access.gate
+        from memlane.server.app import WorkGate
+
+        gate, share = svc.app.state.access.gate, WorkGate.key_of(svc.tokens["alice"])
         with ExitStack() as held:
             for _ in range(gate.per_agent):
-                held.enter_context(gate.enter("alice"))
+                held.enter_context(gate.enter(share))
             return call(svc)
 
     return run
@@ -655,6 +657,21 @@ def error_of(resp: httpx.Response, status: int, kind: str, field: str | None) ->
     return err  # type: ignore[no-any-return]
 
 
+ANSWERS.append(
+    Answer(
+        "busy-agent-share-taken",
+        "world",
+        429,
+        "busy",
+        _with_share_taken(lambda s: s.call("POST", "/v1/search", {"query": "taken"})),
+        "at most 4",
+        client=lambda c, s: _with_share_taken(lambda _: c.search("taken"))(s),
+        exc=errors.BusyError,
+        check=_retry_after_one_second,
+    )
+)
+
+
 @pytest.mark.parametrize("case", ANSWERS, ids=[f"{a.status}-{a.kind}-{a.name}" for a in ANSWERS])
 def test_each_answer_is_given_over_http_and_the_client_raises_its_exception(
     case: Answer, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
@@ -680,21 +697,6 @@ def test_each_answer_is_given_over_http_and_the_client_raises_its_exception(
         assert raised.value.field == (case.field or "request")  # type: ignore[attr-defined]
     if case.check:
         case.check(svc, resp)
-
-
-ANSWERS.append(
-    Answer(
-        "busy-agent-share-taken",
-        "world",
-        429,
-        "busy",
-        _with_share_taken(lambda s: s.call("POST", "/v1/search", {"query": "taken"})),
-        "at most 4",
-        client=lambda c, s: _with_share_taken(lambda _: c.search("taken"))(s),
-        exc=errors.BusyError,
-        check=_retry_after_one_second,
-    )
-)
 
 
 # Every (status, type) of docs/http.md's error table, plus the framework's 405 and the 400 / 404 it

@@ -488,6 +488,7 @@ def test_a_merge_never_leads_a_reader_across_namespaces(url):
 def test_one_agent_cannot_take_every_worker(tmp_path):
     from live import LiveServer
     from memlane.server import create_app
+    from memlane.server.app import WorkGate
 
     with memlane.open(str(tmp_path / "busy.db"), embedder=None) as mem:
         app = create_app(mem, max_agent_work=2, max_work=3)
@@ -497,7 +498,8 @@ def test_one_agent_cannot_take_every_worker(tmp_path):
         mem.put("agent/bob", "k", "orchid")
         server = LiveServer(app)
         try:
-            with acc.gate.enter("alice"), acc.gate.enter("alice"):  # alice's share is taken
+            share = WorkGate.key_of(alice)  # how the service tells alice's requests apart
+            with acc.gate.enter(share), acc.gate.enter(share):  # alice's share is taken
                 with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {alice}"}) as http:
                     resp = http.post("/v1/search", json={"query": "orchid"})
                     assert resp.status_code == 429 and resp.headers["retry-after"] == "1"

@@ -192,7 +192,7 @@ class Gate:
             mine = self._running.get(agent, 0)
             if mine >= self.per_agent:
                 raise BusyError(
-                    f"agent {agent!r} already runs {mine} searches or queries at once (at most {self.per_agent}); "
+                    f"this agent already runs {mine} searches or queries at once (at most {self.per_agent}); "
                     "wait for one to finish, then retry",
                     retry_after=1,
                 )
@@ -526,9 +526,9 @@ class Access:
         read = write + [g.prefix for g in agent.grants if g.mode == "read"]
         return Scope(tuple(dict.fromkeys(read)), tuple(dict.fromkeys(write)), agent.admin)
 
-    def view(self, agent: Agent) -> AgentView:
-        """The memory as ``agent`` sees it."""
-        return AgentView(self.mem, self.scope(agent), agent.name, gate=self.gate)
+    def view(self, agent: Agent, *, gated: bool = True) -> AgentView:
+        """The memory as ``agent`` sees it (``gated``: its expensive reads pass :attr:`gate`)."""
+        return AgentView(self.mem, self.scope(agent), agent.name, gate=self.gate if gated else None)
 
 
 class AgentView:

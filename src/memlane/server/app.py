@@ -15,6 +15,7 @@ client the same way.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -402,6 +403,65 @@ class BodyLimit:
                 await self._refuse(send)
 
 
+# routes whose work can take long (ranked reads, the query space): each agent has a share of them
+EXPENSIVE = frozenset(
+    f"/{API_VERSION}/{op}"
+    for op in (
+        "search", "recall", "query", "query/run", "query/explain", "resolve_entity", "facts_context",
+        "claims_and_sources_context", "combined_context", "traverse",
+    )
+)  # fmt: skip
+
+
+class WorkGate:
+    """Count each caller's expensive requests on the event loop and refuse those over its share with 429.
+
+    A refused request never takes a worker thread, reads the store or
+    authenticates, so an agent retrying at once cannot crowd the worker pool
+    that other agents' point reads need. The caller is told apart by its
+    token's hash (one token per agent); a bad token is counted too and then
+    refused with 401 as usual.
+    """
+
+    def __init__(self, app: Any, gate: Gate) -> None:
+        self.app = app
+        self.gate = gate
+
+    @staticmethod
+    def key_of(token: str) -> str:
+        """The gate's name for the caller sending ``Authorization: Bearer <token>``."""
+        return hashlib.sha256(f"Bearer {token}".encode()).hexdigest()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") not in EXPENSIVE:
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope.get("headers") or []).get(b"authorization", b"")
+        caller = hashlib.sha256(header).hexdigest()
+        try:
+            slot = self.gate.enter(caller)
+            slot.__enter__()
+        except errors.BusyError as e:
+            body = json.dumps(error_body("busy", str(e))).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 429,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"retry-after", str(e.retry_after).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            slot.__exit__(None, None, None)
+
+
 def create_app(
     mem: Memory,
     *,
@@ -427,13 +487,17 @@ def create_app(
         version=API_VERSION,
         description="Durable memory for AI agents: exact keyed lookup and confirmed hybrid search.",
     )
-    access = Access(mem, gate=Gate(max_agent_work, max_work))
+    # one gate for the whole service: HTTP requests pass it on the event loop (WorkGate), MCP tool calls in
+    # the agent's view; an HTTP route's view is ungated, so no request counts twice
+    gate = Gate(max_agent_work, max_work)
+    access = Access(mem, gate=gate)
     app.state.memory = mem
     app.state.access = access
     operations: list[dict[str, Any]] = []
 
     # -- plumbing ---------------------------------------------------------
 
+    app.add_middleware(WorkGate, gate=gate)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
 
     @app.exception_handler(errors.MemlaneError)
@@ -477,7 +541,7 @@ def create_app(
         return agent
 
     def view(agent: Agent = Depends(caller)) -> AgentView:  # noqa: B008 - FastAPI's dependency idiom
-        return access.view(agent)
+        return access.view(agent, gated=False)
 
     def admin(agent: Agent = Depends(caller)) -> Agent:  # noqa: B008
         if not agent.admin:
