@@ -481,7 +481,7 @@ def test_unknown_embedder_exits_1(db: Path) -> None:
 def test_every_command_that_opens_a_memory_takes_embedder() -> None:
     runner = CliRunner()
     for command in cli.app.registered_commands:
-        if command.name in ("migrate", "grant"):  # schema and access records only: never embed
+        if command.name in ("migrate", "grant", "revoke"):  # schema and access records only: never embed
             continue
         result = runner.invoke(cli.app, [str(command.name), "--help"], env={"COLUMNS": "200"})
         assert "--embedder" in result.stdout, command.name
@@ -751,7 +751,7 @@ def test_every_command_has_help_with_an_example() -> None:
     assert set(names) == {
         "set", "note", "get", "fetch", "list", "delete", "clear", "cleanup", "stats",
         "namespaces", "summarize", "history", "search", "recall", "reindex", "export", "import", "migrate",
-        "serve", "grant",
+        "serve", "grant", "revoke",
         "mcp", "context", "lookup",
     }  # fmt: skip
     for name in names:

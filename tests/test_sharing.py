@@ -517,3 +517,33 @@ def test_one_agent_cannot_take_every_worker(tmp_path):
                 assert httpx.get(server.url + "/v1/health").json()["status"] == "ok"
         finally:
             server.stop()
+
+
+def test_the_cli_lists_rooms_revokes_logs_and_deletes_agents(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from memlane import cli
+
+    db = str(tmp_path / "cli.db")
+    run = CliRunner()
+
+    def ok(*args: str) -> str:
+        result = run.invoke(cli.app, [*args, "--db", db], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    ok("agent", "create", "planner")
+    ok("room", "create", "eng")
+    ok("room", "add", "eng", "planner")
+    ok("grant", "planner", "project/billing", "read")
+    assert json.loads(ok("room", "list", "--json")) == [{"name": "eng", "members": ["planner"]}]
+    assert "(none)" in ok("revoke", "planner", "project/billing")
+    log = json.loads(ok("agent", "log", "--agent", "planner", "--json"))
+    assert [c["action"] for c in log] == ["create_agent", "add_member", "grant", "revoke"]
+    assert all(c["actor"] is None for c in log)  # the CLI is the store's owner
+    assert "Deleted agent 'planner'" in ok("agent", "delete", "planner")
+    assert json.loads(ok("room", "list", "--json")) == [{"name": "eng", "members": []}]
+    missing = run.invoke(cli.app, ["agent", "delete", "planner", "--db", db])
+    assert missing.exit_code == 1 and "no agent named 'planner'" in missing.output

@@ -51,7 +51,8 @@ def test_every_view_has_its_documented_columns(mem):
 def test_items_are_live_unexpired_and_never_the_reserved_namespace(mem, clock):
     mem.put("a", "k", {"x": 1}, metadata={"m": 2})
     mem.put("a", "short", "gone soon", ttl=10)
-    mem.put("_memlane/secrets", "k", "never visible", text="")
+    with pytest.raises(ValidationError, match="reserved"):  # access records are no items: nothing can plant one
+        mem.put("_memlane/secrets", "k", "never visible", text="")
     rows = mem.query("SELECT namespace, key, value, value_type, metadata, version FROM items ORDER BY key").rows
     assert rows == [["a", "k", '{"x":1}', "object", '{"m":2}', 1], ["a", "short", '"gone soon"', "string", "{}", 1]]
     clock.advance(11)
