@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -547,3 +547,64 @@ def test_the_cli_lists_rooms_revokes_logs_and_deletes_agents(tmp_path):
     assert json.loads(ok("room", "list", "--json")) == [{"name": "eng", "members": []}]
     missing = run.invoke(cli.app, ["agent", "delete", "planner", "--db", db])
     assert missing.exit_code == 1 and "no agent named 'planner'" in missing.output
+
+
+worlds = st.fixed_dictionaries(
+    {
+        "items": st.lists(st.tuples(st.sampled_from(PLACES), st.sampled_from(WORDS)), min_size=1, max_size=10),
+        "members": st.lists(st.tuples(st.sampled_from(ROOMS + ("r10",)), st.sampled_from(AGENTS)), max_size=5),
+        "grants": st.lists(st.tuples(st.sampled_from(AGENTS), st.sampled_from(PREFIXES)), max_size=3),
+    }
+)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(world=worlds)
+def test_mcp_tools_read_exactly_what_the_model_allows(tmp_path_factory, world):  # type: ignore[no-untyped-def]
+    """The MCP family: random rooms, grants and items; each agent's MCP tools answer the model's set."""
+    from live import LiveServer
+    from memlane.server import create_app
+    from test_mcp import Service, call, fail, http_session, run
+
+    with memlane.open(str(tmp_path_factory.mktemp("mcp") / "m.db"), embedder="fake") as mem:
+        acc = Access(mem)
+        tokens = {a: acc.create_agent(a)[1] for a in AGENTS}
+        for r in ROOMS + ("r10",):
+            acc.create_room(r)
+        for r, a in world["members"]:
+            acc.add_member(r, a)
+        for a, p in world["grants"]:
+            acc.grant(a, p, "read")
+        for n, (place, word) in enumerate(world["items"]):
+            mem.put(place, f"k{n}", f"{word} note")
+        server = LiveServer(create_app(mem))
+        svc = Service(server.url, tokens, mem, acc)
+        try:
+            for agent in AGENTS:
+                readable: list[tuple[str, ...]] = [("agent", agent)]
+                readable += [("room", r) for r, a in world["members"] if a == agent]
+                readable += [p for a, p in world["grants"] if a == agent]
+                visible = {
+                    (place, f"k{n}"): word
+                    for n, (place, word) in enumerate(world["items"])
+                    if any(place[: len(p)] == p for p in readable)
+                }
+
+                async def check(
+                    agent: str = agent, visible: dict[Any, str] = visible, readable: Any = readable
+                ) -> None:
+                    async with http_session(svc, agent) as s:
+                        listed = await call(s, "memory_list", limit=1000)
+                        assert {(tuple(i["namespace"]), i["key"]) for i in listed["items"]} == set(visible), agent
+                        for word in WORDS:
+                            found = await call(s, "memory_search", query=word, limit=100, channels=["lexical"])
+                            want = {a for a, w in visible.items() if w == word}
+                            assert {(tuple(h["namespace"]), h["key"]) for h in found["hits"]} == want, (agent, word)
+                        for place in PLACES:
+                            if not any(place[: len(p)] == p for p in readable):
+                                _, error = await fail(s, "memory_get", namespace="/".join(place), key="k0")
+                                assert error["type"] == "forbidden", (agent, place)
+
+                run(check)
+        finally:
+            server.stop()
