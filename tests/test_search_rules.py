@@ -681,8 +681,11 @@ def test_namespace_prefix_is_on_segment_boundaries():
     _apply(cache, [(i, 1, ns, to_blob([1.0])) for i, ns in enumerate(["a", "a/b", "ab", "b/a", "a/bc"], 1)])
     assert sorted(r for r, _, _ in _search(cache, [1.0], "a", 10)) == [1, 2, 5]
     assert sorted(r for r, _, _ in _search(cache, [1.0], "a/b", 10)) == [2]
-    assert _search(cache, [1.0], "zzz", 10) == [] and cache.namespace_ids("") is None
-    assert cache.namespace_ids("zzz").size == 0
+    assert _search(cache, [1.0], "zzz", 10) == [] and cache.namespace_ids([()]) is None
+    assert cache.namespace_ids([("zzz",)]).size == 0
+    # several prefixes at once, on segment boundaries too, and the answer is kept until a namespace appears
+    assert sorted(i for i, _, _ in cache.search([1.0], [("a", "b"), ("b",)], 10)) == ["item2", "item4"]
+    assert cache.namespace_ids([("b",), ("a", "b")]) is cache.namespace_ids([("a", "b"), ("b",)])
 
 
 def test_overwrite_keeps_one_row_with_the_new_vector_version_and_namespace():
@@ -718,7 +721,7 @@ def test_cache_capacity_doubles_from_1024_and_rows_survive_growth():
     assert _search(cache, [1.0, 0.0], "", 2) == [(1, 1.0, 1), (1025, 1.0, 7)]
     assert _search(cache, [0.0, 1.0], "m", 5) == [(1025, 1.0, 7)]
     big = VectorCache(dim)
-    big.apply([(r, 1, "n", to_blob([1, 0])) for r in range(1, 3001)])
+    _apply(big, [(r, 1, "n", to_blob([1, 0])) for r in range(1, 3001)])
     assert big.nbytes == 3000 * per_row and len(big) == 3000
 
 
