@@ -183,8 +183,13 @@ def _text_in(selector: str, text: str) -> Callable[[Any], bool]:
 
 
 def _fresh(driver: Any, site: Site) -> None:
-    """A clean tab on the inspector, signed out."""
+    """A clean tab on the inspector, signed out.
+
+    The page settles first (signed out, or signed in with the token a test before left): cleared sooner, the
+    saved token could be stored again by the page's sign-in with it, still in flight.
+    """
     driver.get(site.url)
+    _wait(driver, lambda d: _visible("#signin")(d) or _visible("#app")(d))
     driver.execute_script("sessionStorage.clear()")
     driver.get(site.url)
     _wait(driver, _visible("#token"))

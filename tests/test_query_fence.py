@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -152,11 +153,17 @@ ATTACKS: list[tuple[str, set[str]]] = [
 ]
 
 
-def _id(attack: tuple[str, set[str]]) -> str:
-    return attack[0][:40].encode("unicode_escape").decode()
+def _id(text: str) -> str:
+    """A test id that names the statement and that a command line can pass back (mutmut does):
+    its first words in plain ASCII, and a short hash telling apart statements alike in those."""
+    import hashlib
+    import re
+
+    words = re.sub(r"[^A-Za-z0-9_]+", "_", text.encode("ascii", "replace").decode())[:40].strip("_")
+    return f"{words}-{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:6]}"
 
 
-@pytest.mark.parametrize("attack", ATTACKS, ids=_id)
+@pytest.mark.parametrize("attack", ATTACKS, ids=[_id(sql) for sql, _ in ATTACKS])
 def test_attack_is_refused_with_a_reason_and_nothing_changes(filled, attack):
     sql, reasons = attack
     before = state(filled)
@@ -205,44 +212,181 @@ def test_cross_join_of_large_views_is_stopped_by_the_time_cap(filled):
     filled.put_many([{"namespace": "bulk", "key": f"k{i}", "value": i} for i in range(400)])
     before = state(filled)
     with pytest.raises(QueryRefused) as e:
-        filled.query("SELECT count(*) FROM items a, items b, items c, item_history d", timeout_ms=300)
+        # 400 ** 4 rows: more than any machine counts in 300 ms, so the cap, not the count, ends it
+        filled.query("SELECT count(*) FROM items a, items b, items c, items d, item_history e", timeout_ms=300)
     assert e.value.reason == "time_cap"
     assert state(filled) == before
     # the memory is still usable at once
     assert filled.query("SELECT count(*) FROM items WHERE namespace = 'bulk'").rows == [[400]]
 
 
-def test_a_slow_statement_does_not_hold_up_a_quick_one(filled):
-    import threading
+class HeldClock:
+    """The query runner's clock (stands in for ``run.time``): it stands still until the test moves it.
 
+    A time cap then fires exactly when the test says, however slow or loaded the machine. ``calls`` counts
+    its readings: the runner reads it once for a statement's deadline, then (SQLite) its progress handler
+    reads it every thousand steps while the statement runs.
+    """
+
+    perf_counter = staticmethod(time.perf_counter)
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.calls = 0
+        self._read = threading.Condition()
+
+    def monotonic(self) -> float:
+        with self._read:
+            self.calls += 1
+            self._read.notify_all()
+        return self.now
+
+    def wait_calls(self, n: int, timeout: float = 60) -> bool:
+        """Whether the clock was read ``n`` times within ``timeout`` real seconds (a bound, not a race)."""
+        with self._read:
+            return self._read.wait_for(lambda: self.calls >= n, timeout)
+
+
+@pytest.fixture
+def held_clock(monkeypatch: pytest.MonkeyPatch) -> HeldClock:
+    clock = HeldClock()
+    monkeypatch.setattr(run, "time", clock)
+    return clock
+
+
+def _pg_admin(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The PostgreSQL server's admin URL and the name of this test's database."""
+    from urllib.parse import urlsplit
+
+    return request.getfixturevalue("postgres").admin_url, urlsplit(request.getfixturevalue("store_url")).path[1:]
+
+
+def _pg_fetching(admin: tuple[str, str], timeout: float = 60) -> int:
+    """The backend pid running a FETCH from the query runner's cursor in this test's database, once one does."""
+    import psycopg
+
+    url, dbname = admin
+    with psycopg.connect(url, autocommit=True) as conn:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND state = 'active' "
+                "AND query LIKE 'FETCH%%memlane_query%%'",
+                (dbname,),
+            ).fetchall()
+            if found:
+                return int(found[0][0])
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+    pytest.fail(f"no statement of the query runner was running after {timeout} s")
+
+
+def _pg_cancel(admin: tuple[str, str], pid: int) -> None:
+    """Cancel a backend's statement, as its ``statement_timeout`` would."""
+    import psycopg
+
+    with psycopg.connect(admin[0], autocommit=True) as conn:
+        conn.execute("SELECT pg_cancel_backend(%s)", (pid,))
+
+
+# 300 ** 5 rows to count, in constant memory (a recursive CTE spills to temporary files on PostgreSQL until
+# their limit ends it): it runs until it is stopped
+NEVER_ENDS = "SELECT count(*) FROM items a, items b, items c, items d, items e"
+
+
+def test_a_slow_statement_does_not_hold_up_a_quick_one(filled, backend, held_clock, request):
+    """A statement that runs until the test stops it; a quick one must finish while it still runs.
+
+    Nothing here races the machine: the slow statement's time cap fires only when the test moves the
+    runner's clock (SQLite) or cancels it as the server's ``statement_timeout`` would (PostgreSQL). Should
+    the quick statement wait for the slow one, a watchdog stops the slow one after 30 s and the test fails.
+    """
     filled.put_many([{"namespace": "bulk", "key": f"k{i}", "value": i} for i in range(300)])
     outcome: list[Any] = []
 
     def slow() -> None:
         try:
-            filled.query("SELECT count(*) FROM items a, items b, items c, items d", timeout_ms=3000)
+            filled.query(NEVER_ENDS, timeout_ms=run.MAX_TIMEOUT_MS)
         except QueryRefused as e:
             outcome.append(e.reason)
 
-    worker = threading.Thread(target=slow)
+    worker = threading.Thread(target=slow, daemon=True)
     worker.start()
-    time.sleep(0.3)
-    assert filled.query("SELECT count(*) FROM items WHERE namespace = 'bulk'").rows == [[300]]
-    assert worker.is_alive()  # the quick statement did not wait for the slow one
-    worker.join()
+    stopped = threading.Event()
+    if backend == "sqlite":
+        # read once for the deadline, then by the progress handler: the statement is running
+        assert held_clock.wait_calls(2), "the slow statement never started"
+
+        def running() -> bool:
+            return held_clock.wait_calls(held_clock.calls + 1, timeout=10)  # its progress handler still reads
+
+        def stop() -> None:
+            stopped.set()
+            held_clock.now = 3600.0  # past the cap: the progress handler interrupts the statement
+    else:
+        admin = _pg_admin(request)
+        pid = _pg_fetching(admin)
+
+        def running() -> bool:
+            return _pg_fetching(admin, timeout=10) == pid
+
+        def stop() -> None:
+            stopped.set()
+            _pg_cancel(admin, pid)
+
+    watchdog = threading.Timer(30, stop)  # well inside the cap: only the test stops the slow statement
+    watchdog.start()
+    try:
+        assert filled.query("SELECT count(*) FROM items WHERE namespace = 'bulk'").rows == [[300]]
+        assert not stopped.is_set(), "the quick statement waited for the slow one"
+        assert worker.is_alive() and running()  # the slow statement still runs: the quick one did not wait
+    finally:
+        watchdog.cancel()
+        stop()
+        worker.join(60)
+    assert not worker.is_alive()
     assert outcome == ["time_cap"]
 
 
-def test_time_cap_during_fetch_returns_what_was_read(filled):
+@pytest.mark.parametrize("when", ["between_batches", "mid_batch"])
+def test_time_cap_during_fetch_returns_what_was_read(filled, backend, held_clock, request, monkeypatch, when):
+    """The cap passes once the first batch of rows is in: those rows come back, marked as cut by the time cap.
+
+    ``between_batches``: every row would come at once, but the cap has passed when the runner checks it after
+    the first batch, so it stops there. ``mid_batch``: the cap passes while the next batch is read, in a cross
+    join behind the first rows that takes forever: SQLite's progress handler interrupts it (PostgreSQL: the
+    test cancels it, as the server's ``statement_timeout`` would), and the rows already read are kept.
+    """
     filled.put_many([{"namespace": "bulk", "key": f"k{i}", "value": i} for i in range(600)])
-    # a first batch of rows comes back, then the cross join behind them takes forever
-    result = filled.query(
-        "SELECT a.key FROM items a UNION ALL SELECT CAST(count(*) AS text) FROM items a, items b, items c, items d",
-        timeout_ms=300,
-        max_rows=100_000,
-    )
-    assert result.truncated and result.truncated_by == "timeout" and result.rows
-    assert any("time cap" in n for n in result.notes)
+    keys = {r[0] for r in filled.query("SELECT key FROM items", max_rows=10_000).rows}
+    admin = _pg_admin(request) if backend == "postgres" else None
+    take = run._Fetch.take
+    batches: list[int] = []
+
+    def first_batch_then_the_cap(self: Any, batch: Any) -> bool:
+        batches.append(len(batch))
+        if when == "between_batches":
+            held_clock.now = 3600.0
+            return take(self, batch)
+        more = take(self, batch)
+        if len(batches) == 1:
+            held_clock.now = 3600.0
+            if admin is not None:
+                threading.Thread(target=lambda: _pg_cancel(admin, _pg_fetching(admin)), daemon=True).start()
+        return more
+
+    monkeypatch.setattr(run._Fetch, "take", first_batch_then_the_cap)
+    sql = "SELECT a.key FROM items a"
+    if when == "mid_batch":
+        sql += " UNION ALL SELECT CAST(count(*) AS text) FROM items a, items b, items c, items d"
+    # on PostgreSQL the server's own cap must not fire first: only the runner's clock and the test decide
+    timeout_ms = 300 if backend == "sqlite" else run.MAX_TIMEOUT_MS
+    result = filled.query(sql, timeout_ms=timeout_ms, max_rows=100_000)
+    assert result.truncated and result.truncated_by == "timeout"
+    assert len(batches) == 1 and len(result.rows) == batches[0] < len(keys)  # the first batch, whole
+    assert {r[0] for r in result.rows} <= keys  # rows of the first part only: the count never came
+    assert any(f"time cap ({timeout_ms:,} ms)" in n for n in result.notes), result.notes
 
 
 # -- layer two alone: the read-only connection refuses what the validator would have --------
@@ -455,7 +599,7 @@ def _leaks(rows: list[list[Any]]) -> list[Any]:
     return [w for w in ("agent/bob", "heist", "Mallory", "M.", "farm", "diary", "_memlane", "alice-corp") if w in text]
 
 
-@pytest.mark.parametrize("sql", REACHES, ids=lambda s: s[:50])
+@pytest.mark.parametrize("sql", REACHES, ids=[_id(sql) for sql in REACHES])
 def test_an_agent_cannot_reach_another_agents_rows(mem, agents, sql):
     alice = agents.view(agents.agent("alice"))
     result = alice.query(sql, max_rows=1000)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -49,43 +51,99 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
             assert sorted(i.value["i"] for i in page.items) == list(range(2000))
 
 
+def _line(proc: subprocess.Popen[str], timeout: float = 240) -> str:
+    """The child's next line on stdout; a generous bound only so that a broken child fails instead of hanging."""
+    assert proc.stdout is not None
+    got: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: got.put(proc.stdout.readline()), daemon=True).start()  # type: ignore[union-attr]
+    try:
+        return got.get(timeout=timeout)
+    except queue.Empty:
+        proc.kill()
+        pytest.fail(f"no line from the child in {timeout} s")
+
+
 KILLED = """
-import sys, memlane
+import os, sys, time, memlane
 from memlane.store import sqlite as backend
-path = sys.argv[1]
+path, stop = sys.argv[1], sys.argv[2]
 mem = memlane.open(path, embedder=None)
 mem.put_many([{"namespace": "before", "key": f"k{i}", "value": i} for i in range(100)])
+wal = path + "-wal"
+committed_wal = os.path.getsize(wal)
 original = backend.SqliteStore._put_segment
-def traced(self, *a, **kw):
-    out = original(self, *a, **kw)
-    print("segment", flush=True)
+def held(self, conn, *a, **kw):
+    out = original(self, conn, *a, **kw)
+    if stop == "mid-transaction":
+        # inside put_many's one transaction, its first segment written, COMMIT not reached: say so and
+        # wait for the SIGKILL (should it never come, exit without committing)
+        written = conn.execute("SELECT count(*) FROM items WHERE namespace = 'batch'").fetchone()[0]
+        print("written", written, int(conn.in_transaction), committed_wal, os.path.getsize(wal), flush=True)
+        time.sleep(600)
+        os._exit(3)
     return out
-backend.SqliteStore._put_segment = traced
+backend.SqliteStore._put_segment = held
 # the repeated address splits the batch into segments inside ONE transaction
 records = [{"namespace": "batch", "key": f"k{i}", "value": "x" * 200} for i in range(60000)]
 records += [{"namespace": "batch", "key": "k0", "value": "again"}] * 3
 mem.put_many(records)
 print("committed", flush=True)
+time.sleep(600)  # put_many returned: the SIGKILL lands after the commit, before any close
+os._exit(3)
 """
 
 
-def test_sigkill_mid_put_many_leaves_file_consistent(tmp_path):
-    path = str(tmp_path / "crash.db")
-    proc = _python(KILLED, path)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.strip() == "segment", proc.stderr.read() if proc.stderr else ""
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+def _kill_during_put_many(path: str, stop: str) -> str:
+    """Run :data:`KILLED` until it reports reaching ``stop``, SIGKILL it there; the line it reported."""
+    proc = _python(KILLED, path, stop)
+    try:
+        line = _line(proc)
+        assert line.strip(), proc.stderr.read() if proc.stderr else ""
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        return line
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _check_file(path: str) -> None:
     raw = sqlite3.connect(path)
     assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     raw.execute("INSERT INTO items_fts (items_fts) VALUES ('integrity-check')")
     raw.close()
+
+
+def test_sigkill_mid_put_many_leaves_file_consistent(tmp_path):
+    path = str(tmp_path / "crash.db")
+    word, written, in_transaction, committed_wal, wal = _kill_during_put_many(path, "mid-transaction").split()
+    # the kill provably landed inside the transaction, its rows written and spilled into the WAL, uncommitted
+    assert (word, int(written), int(in_transaction)) == ("written", 60000, 1)
+    assert int(wal) > int(committed_wal) + 1_000_000, "the batch should reach the WAL before COMMIT"
+    _check_file(path)
     with memlane.open(path, embedder=None) as mem:
         assert len(mem.list("before", limit=1000).items) == 100
         assert mem.list("batch").items == []
         assert mem.search("x" * 200, channels=["lexical"]).hits == []
+        mem.put("after", "k", "writable")
+        assert mem.get("after", "k").value == "writable"
+
+
+def test_sigkill_right_after_put_many_commits_keeps_the_whole_batch(tmp_path):
+    path = str(tmp_path / "crash.db")
+    assert _kill_during_put_many(path, "after-commit").strip() == "committed"
+    _check_file(path)
+    with memlane.open(path, embedder=None) as mem:
+        assert len(mem.list("before", limit=1000).items) == 100
+        assert mem.stats().active_items == 60100
+        assert mem.get("batch", "k0").value == "again"  # the later segments, in the same transaction
+        assert mem.get("batch", "k59999").value == "x" * 200
+        assert mem.search("x" * 200, channels=["lexical"]).hits
         mem.put("after", "k", "writable")
         assert mem.get("after", "k").value == "writable"
 
