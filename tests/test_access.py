@@ -1525,8 +1525,9 @@ def test_gate_limits_each_agent_and_the_total(acc: Access) -> None:
     from memlane.errors import BusyError
 
     for bad in ((0, 4), (2, 1)):
-        with pytest.raises(ValueError, match="per_agent must be at least 1"):
+        with pytest.raises(ValueError) as refused:
             Gate(*bad)
+        assert str(refused.value) == "per_agent must be at least 1 and total at least per_agent"
     assert (Gate().per_agent, Gate().total) == (4, 16)
     gate = Gate(per_agent=2, total=3)
     with gate.enter("a"), gate.enter("a"):
