@@ -1240,3 +1240,81 @@ def test_reindex_with_an_embedder_of_another_dimension_rebuilds_every_vector(sto
         assert (m.stats().vectors, m.stats().vectors_missing) == (3, 0)
         env = m.search("lynx vector text", channels=["vector"], limit=10)
         assert env.hits[0].key == "k2" and len(env.hits) == 3
+
+
+# -- a scope of several prefixes, inside one statement ---------------------------------------------
+
+SCOPE_PLACES = [
+    ("room", "a"), ("room", "a", "x"), ("room", "ab"), ("room", "b"), ("room", "b", "deep", "er"),
+    ("agent", "al"), ("agent", "alice"), ("proj", "x"), ("proj", "x", "y"), ("proj", "xy"), ("other",),
+]  # fmt: skip
+SCOPE_PREFIXES = [
+    ("room", "a"),
+    ("room", "b"),
+    ("agent", "al"),
+    ("proj", "x"),
+    ("proj", "xy"),
+    ("room",),
+    ("room", "b", "deep"),
+]
+
+
+def _under(ns: tuple[str, ...], within: list[tuple[str, ...]]) -> bool:
+    return any(ns[: len(p)] == p for p in within)
+
+
+def _scope_reads_match_brute_force(url: str) -> None:
+    """Every read that takes a scope returns exactly the rows under its prefixes, for many scopes."""
+    import random
+
+    with memlane.open(url, embedder="fake") as mem:
+        for n, ns in enumerate(SCOPE_PLACES):
+            mem.put(ns, "k", f"orchid note {n}")
+        ids = {ns: mem.get(ns, "k").id for ns in SCOPE_PLACES}  # type: ignore[union-attr]
+        now = datetime.now(UTC)
+        store = mem.store
+        rng = random.Random(5)
+        scopes = [[p] for p in SCOPE_PREFIXES] + [rng.sample(SCOPE_PREFIXES, k) for k in (2, 3, 4) for _ in range(4)]
+        for within in scopes:
+            # narrowing never hands the store nested prefixes
+            within = [p for p in within if not any(q != p and p[: len(q)] == q for q in within)]
+            want = {ns for ns in SCOPE_PLACES if _under(ns, within)}
+            assert set(store.namespaces(within, now)) == want, within
+            assert {i.namespace for i in store.list(within, "", 100, None, now)} == want, within
+            assert {i.namespace for i in store.fetch("k", within, 100, now)} == want, within
+            assert {ns for ns, _ in store.addresses(within, "", now)} == want, within
+            assert {i.namespace for i in store.hydrate(list(ids.values()), within, now).values()} == want, within
+            lexical = {i for i, _, _ in store.lexical(["orchid"], within, 100)}
+            assert lexical == {ids[ns] for ns in want}, within
+            vector = {i for i, _, _ in store.vector(mem.embedder.embed_batch(["orchid note"])[0], within, 100)}
+            assert vector == {ids[ns] for ns in want}, within
+
+
+def test_a_scope_of_several_prefixes_reads_exactly_their_rows(tmp_path, request):
+    """On SQLite, and in the same test on PostgreSQL: each dialect's filter, and nothing outside it."""
+    _scope_reads_match_brute_force(str(tmp_path / "scope.db"))
+    server = request.getfixturevalue("postgres")
+    url = server.create()
+    try:
+        _scope_reads_match_brute_force(url)
+    finally:
+        server.drop(url)
+
+
+def test_a_scope_of_several_prefixes_reads_exactly_their_rows_on_postgres(request):
+    server = request.getfixturevalue("postgres")
+    url = server.create()
+    try:
+        _scope_reads_match_brute_force(url)
+    finally:
+        server.drop(url)
+
+
+def test_an_imported_id_that_names_another_item_is_refused_and_nothing_is_imported(store_url):
+    with memlane.open(store_url, embedder=None) as mem:
+        first = mem.put("a", "k", "first")
+        record = {"record": "item", **first.to_dict()} | {"namespace": ["b"], "key": "elsewhere"}
+        with pytest.raises(memlane.ConflictError, match=f"{first.id}.*b/elsewhere.*nothing was imported"):
+            fine = {"record": "item", **first.to_dict()} | {"id": "f" * 32, "namespace": ["c"], "key": "new"}
+            mem.import_records([fine, record])
+        assert mem.get("b", "elsewhere") is None and mem.get("c", "new") is None
