@@ -1318,3 +1318,12 @@ def test_an_imported_id_that_names_another_item_is_refused_and_nothing_is_import
             fine = {"record": "item", **first.to_dict()} | {"id": "f" * 32, "namespace": ["c"], "key": "new"}
             mem.import_records([fine, record])
         assert mem.get("b", "elsewhere") is None and mem.get("c", "new") is None
+
+
+def test_an_import_error_names_the_record_by_its_number_in_the_input(store_url):
+    with memlane.open(store_url, embedder=None) as mem:
+        good = {"record": "item", **mem.put("a", "k", "v").to_dict()} | {"id": "e" * 32, "key": "other"}
+        bad = good | {"id": "d" * 32, "key": "third", "created_at": "not a time"}
+        with pytest.raises(memlane.ValidationError, match="record 3") as refused:
+            mem.import_records([good, good | {"id": "c" * 32, "key": "second"}, bad])
+        assert refused.value.record == 3 and mem.get("a", "other") is None
