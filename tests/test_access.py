@@ -1395,11 +1395,6 @@ def test_members_at_replays_the_log(acc: Access, clock: Clock) -> None:
     assert e.value.field == "room"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: members_at compares the caller's datetime as text without converting it to UTC "
-    "(ts(at) keeps the offset), so an aware datetime in another zone replays the wrong part of the log",
-)
 def test_members_at_takes_an_aware_datetime_in_any_zone(acc: Access, clock: Clock) -> None:
     acc.create_agent("alice")
     acc.create_room("eng")

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from . import validate as v
@@ -391,7 +391,7 @@ class Access:
         room = self._name(room, "room")
         if not isinstance(at, datetime) or at.tzinfo is None:
             raise ValidationError("at", "must be an aware datetime, e.g. datetime(2026, 3, 1, tzinfo=UTC)")
-        until = ts(at)
+        until = ts(at.astimezone(UTC))  # stored times are UTC text: compare like with like
         with self._session() as s:
             rows = s.rows(
                 "SELECT action, agent FROM access_log WHERE room = ? AND at <= ? AND agent IS NOT NULL ORDER BY seq",
