@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutate"
@@ -237,6 +238,8 @@ def run(name: str, sample: int, seed: int, workers: int, rev: str | None = None)
     env.pop("MEMLANE_DB", None)
     if module.postgres:
         env["MEMLANE_TEST_PG_URL"] = _postgres_url()
+    # mutmut keeps which tests reach which function from the last run; tests written since would be missed
+    (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     names = list_mutants(work)
     chosen = sorted(random.Random(seed).sample(names, sample)) if 0 < sample < len(names) else names
     log = work / "mutmut.log"
@@ -286,6 +289,18 @@ def run(name: str, sample: int, seed: int, workers: int, rev: str | None = None)
                 [sys.executable, "-m", "mutmut", "show", mutant], cwd=work, capture_output=True, text=True
             )
             out.write(f"### {mutant}\n{shown.stdout}\n")
+    return report
+
+
+def rescore(name: str, report: dict[str, Any]) -> dict[str, Any]:
+    """A stored report with the equivalents file as it is now (mutants reviewed since the run)."""
+    equivalent = equivalents(name)
+    for group in ("survived", "no_tests"):
+        moved = [m for m in report[group] if m in equivalent]
+        report[group] = [m for m in report[group] if m not in equivalent]
+        report["equivalent"].update({m: equivalent[m] for m in moved})
+    scored = report["killed"] + len(report["survived"]) + len(report["no_tests"])
+    report["score"] = round(report["killed"] / scored, 4) if scored else None
     return report
 
 
@@ -343,7 +358,7 @@ def main() -> None:
             if not path.exists():
                 print(f"{name}: not run yet (make mutate MODULE={name})")
                 continue
-            report = json.loads(path.read_text())
+            report = rescore(name, json.loads(path.read_text()))
         else:
             report = run(name, args.sample, args.seed, args.workers, args.rev)
         reports.append(report)

@@ -1934,3 +1934,13 @@ def test_candidates_come_oldest_first_even_within_one_millisecond(store):
         clock.advance(1)
         ctx = mem.resolve_entity(f"Twin {n}")
         assert [c.entity.id for c in ctx["entities"]] == [first.id, second.id], n
+
+
+def test_a_malformed_or_foreign_id_is_refused_naming_its_argument(store):
+    mem, _ = store
+    with pytest.raises(ValidationError) as refused:
+        mem.retract_fact("not-a-fact")
+    assert refused.value.field == "fact_id"
+    with pytest.raises(ValidationError) as refused:  # a fact id where entity ids go
+        mem.traverse(["fact_" + "0" * 32])
+    assert refused.value.field == "entity_ids" and "ent_" in str(refused.value)
