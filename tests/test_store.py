@@ -1259,7 +1259,7 @@ SCOPE_PREFIXES = [
 ]
 
 
-def _under(ns: tuple[str, ...], within: list[tuple[str, ...]]) -> bool:
+def _inside_scope(ns: tuple[str, ...], within: list[tuple[str, ...]]) -> bool:
     return any(ns[: len(p)] == p for p in within)
 
 
@@ -1278,7 +1278,7 @@ def _scope_reads_match_brute_force(url: str) -> None:
         for within in scopes:
             # narrowing never hands the store nested prefixes
             within = [p for p in within if not any(q != p and p[: len(q)] == q for q in within)]
-            want = {ns for ns in SCOPE_PLACES if _under(ns, within)}
+            want = {ns for ns in SCOPE_PLACES if _inside_scope(ns, within)}
             assert set(store.namespaces(within, now)) == want, within
             assert {i.namespace for i in store.list(within, "", 100, None, now)} == want, within
             assert {i.namespace for i in store.fetch("k", within, 100, now)} == want, within
