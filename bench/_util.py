@@ -423,3 +423,12 @@ def pg_url_for(admin_url: str, dbname: str) -> str:
     from urllib.parse import urlsplit, urlunsplit
 
     return urlunsplit(urlsplit(admin_url)._replace(path="/" + dbname))
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now (for a server a benchmark starts)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

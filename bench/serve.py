@@ -39,7 +39,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,7 +54,16 @@ import memlane
 from memlane.access import Access
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import fmt_bytes, fmt_num, format_table, machine_info, percentile, progress, write_json  # noqa: E402
+from _util import (  # noqa: E402
+    fmt_bytes,
+    fmt_num,
+    format_table,
+    free_port,
+    machine_info,
+    percentile,
+    progress,
+    write_json,
+)
 
 MEMLANE = Path(sys.executable).with_name("memlane")
 if not MEMLANE.exists():
@@ -150,12 +158,6 @@ def seed(url: str, clients: int, per_agent: int, in_room: int, rng: random.Rando
 
 
 # -- the server process ----------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Server:

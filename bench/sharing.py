@@ -50,7 +50,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -69,6 +68,7 @@ import memlane  # noqa: E402
 from _util import (  # noqa: E402
     Goal,
     format_table,
+    free_port,
     machine_info,
     percentile,
     pg_url_for,
@@ -136,12 +136,6 @@ class Stores:
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             for db in self.made:
                 conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Server:
