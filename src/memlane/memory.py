@@ -1029,7 +1029,7 @@ def _mismatch(recorded: dict[str, Any], name: str, dimension: int | None = None)
 
 
 def open(  # noqa: A001
-    url: str | None = None,
+    url: str | os.PathLike[str] | None = None,
     *,
     clock: Clock | None = None,
     author: str | None = None,
@@ -1039,7 +1039,7 @@ def open(  # noqa: A001
     """Open a memory.
 
     Args:
-        url: a file path, ``sqlite:///path``, or ``None`` for ``$MEMLANE_DB``
+        url: a file path (text or :class:`os.PathLike`), ``sqlite:///path``, or ``None`` for ``$MEMLANE_DB``
             or ``./memlane.db``.
         clock: zero-argument callable returning an aware datetime.
         author: recorded on every write.
@@ -1053,6 +1053,9 @@ def open(  # noqa: A001
         migrate: apply pending schema migrations (the default). ``False``
             opens without changing the schema, for ``migration_status()``.
     """
+    if url is not None and not isinstance(url, str | os.PathLike):
+        raise ValidationError("url", f"must be a path or a database URL, not {type(url).__name__}")
+    url = os.fspath(url) if url is not None else ""
     url = url or os.environ.get("MEMLANE_DB") or DEFAULT_PATH
     store: Store
     if url.startswith(("postgresql://", "postgres://")):
