@@ -304,7 +304,7 @@ ANSWERS: list[Answer] = [
         400,
         "validation_error",
         lambda s: s.call("POST", "/v1/put", {"key": "k", "value": 1}),
-        "Field required",
+        "is required",
         field="namespace",
     ),
     Answer(
@@ -642,6 +642,9 @@ ANSWERS: list[Answer] = [
 ]
 
 
+SHAPE = {"type", "message", "field", "reason", "part", "retry_after"}
+
+
 def error_of(resp: httpx.Response, status: int, kind: str, field: str | None) -> dict[str, Any]:
     """Assert the one error shape with this status, type and field; return the inner error object."""
     assert resp.status_code == status, (resp.status_code, resp.text)
@@ -649,8 +652,10 @@ def error_of(resp: httpx.Response, status: int, kind: str, field: str | None) ->
     body = resp.json()
     assert set(body) == {"error"}, body
     err = body["error"]
-    assert set(err) <= {"type", "message", "field"}, err
+    assert set(err) <= SHAPE, err
     assert err["type"] == kind, err
+    # a refused query says why and where, on the wire as in Python; nothing else carries those
+    assert (err["type"] == "query_refused") == ("reason" in err), err
     assert isinstance(err["message"], str) and err["message"].strip(), err
     assert err.get("field") == field, err
     assert "Traceback" not in resp.text
@@ -695,6 +700,8 @@ def test_each_answer_is_given_over_http_and_the_client_raises_its_exception(
     assert case.fragment in str(raised.value)
     if case.exc is errors.ValidationError:
         assert raised.value.field == (case.field or "request")  # type: ignore[attr-defined]
+    if isinstance(raised.value, errors.QueryRefused):  # reason and part survive the trip
+        assert (raised.value.reason, raised.value.part) == (err["reason"], err.get("part")), err
     if case.check:
         case.check(svc, resp)
 
@@ -934,7 +941,8 @@ async def tool_error(session: ClientSession, tool: str, arguments: dict[str, Any
     assert "Traceback" not in text and "\n" not in text
     assert result.structured_content is not None and set(result.structured_content) == {"error"}
     error = result.structured_content["error"]
-    assert set(error) <= {"type", "message", "field"} and error["message"].strip(), error
+    assert set(error) <= SHAPE and error["message"].strip(), error
+    assert (error["type"] == "query_refused") == ("reason" in error), error
     return text, error
 
 
@@ -978,6 +986,7 @@ def test_stdio_tool_errors_name_conflict_not_found_and_refused_queries(tmp_path:
                 assert error["type"] == "not_found" and text.startswith("Not found: ")
                 text, error = await tool_error(s, "memory_query", {"sql": "DROP TABLE items"})
                 assert error["type"] == "query_refused" and text.startswith("Query refused: ")
+                assert (error["reason"], error["part"]) == ("not_select", "DROP")
 
     anyio.run(main)
     assert "Traceback" not in (tmp_path / "server.log").read_text()

@@ -573,9 +573,9 @@ MALFORMED: list[Any] = [
     # (path, body (bytes: sent raw), status, field)
     ("put", b"{not json", 400, None),
     ("put", b'{"namespace": "agent/alice", "key": "k", "value": 1', 400, None),
-    ("put", b"", 400, None),
-    ("put", b"[1, 2]", 400, None),
-    ("put", b'"a string"', 400, None),
+    ("put", b"", 400, "body"),
+    ("put", b"[1, 2]", 400, "body"),
+    ("put", b'"a string"', 400, "body"),
     ("put", {"key": "k", "value": 1}, 400, "namespace"),
     ("put", {"namespace": "agent//alice", "key": "k", "value": 1}, 400, "namespace"),
     ("put", {"namespace": "agent/alice/", "key": "k", "value": 1}, 400, "namespace"),

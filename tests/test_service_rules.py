@@ -859,7 +859,7 @@ def test_the_bearer_scheme_is_case_insensitive_and_the_error_handlers_give_the_o
     # the request model's refusals name the field
     assert app.post("admin/agents", {"name": 5}, as_="root").json()["error"]["field"] == "name"
     missing = app.post("admin/grants", {"agent": "alice", "prefix": "x"}, as_="root").json()["error"]
-    assert missing == {"type": "validation_error", "message": "Field required", "field": "mode"}
+    assert missing == {"type": "validation_error", "message": "is required", "field": "mode"}
     bad_json = app.http.post("/v1/put", content=b"{oops", headers={"content-type": "application/json"})
     assert bad_json.status_code == 400
     assert bad_json.json() == error_body("validation_error", "request body is not valid JSON")

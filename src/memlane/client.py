@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import errors
+from . import errors, wire
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record, record_from_dict
 from .memory import RECORD_FIELDS
 from .model import Envelope, Item, Namespace, Page, Stats, Version
@@ -21,33 +21,6 @@ from .query.model import QueryPlan, QueryResult, SavedQuery
 
 if TYPE_CHECKING:
     from .search.choose import Chooser
-
-_ERRORS: dict[int, type[errors.MemlaneError]] = {
-    401: errors.UnauthorizedError,
-    403: errors.ForbiddenError,
-    404: errors.NotFoundError,
-    409: errors.ConflictError,
-    429: errors.BusyError,
-    500: errors.MemlaneError,
-    501: errors.BackendUnavailableError,
-    502: errors.EmbedderError,
-}
-
-
-# the error shape's "type" says more than the status (409 is a conflict or an embedder mismatch)
-_KINDS: dict[str, type[errors.MemlaneError]] = {
-    "unauthorized": errors.UnauthorizedError,
-    "forbidden": errors.ForbiddenError,
-    "not_found": errors.NotFoundError,
-    "conflict": errors.ConflictError,
-    "embedder_mismatch": errors.EmbedderMismatchError,
-    "unavailable": errors.BackendUnavailableError,
-    "embedder_error": errors.EmbedderError,
-    "chooser_error": errors.ChooserError,
-    "store_error": errors.StoreError,
-    "busy": errors.BusyError,
-    "error": errors.MemlaneError,
-}
 
 
 def _ns(namespace: Any) -> Any:
@@ -103,25 +76,13 @@ class Client:
             raise errors.StoreError(f"cannot reach the memlane service at {self.url}: {e}") from None
         if resp.status_code == 200:
             return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else resp.text
-        err: Any = None
         try:
             err = resp.json()["error"]
-            message, field = err.get("message", ""), err.get("field")
-        except (ValueError, KeyError, TypeError, AttributeError):
-            message, field = resp.text[:200], None
-        if resp.status_code == 400 and isinstance(err, dict) and err.get("type") == "query_refused":
-            raise errors.QueryRefused(message)
-        if resp.status_code in (400, 413):
-            raise errors.ValidationError(field or "request", message)
-        if resp.status_code == 429:
-            wait = resp.headers.get("retry-after", "1")
-            raise errors.BusyError(
-                f"{message} (HTTP 429 from {self.url})", retry_after=int(wait) if wait.isdigit() else 1
-            )
-        kind = _KINDS.get(err.get("type", "")) if isinstance(err, dict) else None
-        raise (kind or _ERRORS.get(resp.status_code, errors.StoreError))(
-            f"{message} (HTTP {resp.status_code} from {self.url})"
-        )
+        except (ValueError, KeyError, TypeError):
+            err = {"message": resp.text[:200]}
+        if isinstance(err, dict) and "retry_after" not in err and resp.headers.get("retry-after", "").isdigit():
+            err = {**err, "retry_after": int(resp.headers["retry-after"])}
+        raise wire.decode(err, resp.status_code, suffix=f" (HTTP {resp.status_code} from {self.url})")
 
     # -- writes -----------------------------------------------------------
 

@@ -38,9 +38,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import INVALID_REQUEST, CallToolResult, ErrorData, JSONRPCError, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
 from starlette.responses import Response
 
-from . import errors
+from . import wire
 from .errors import MemlaneError, UnauthorizedError, ValidationError
 from .model import Namespace
 
@@ -268,23 +269,6 @@ def _text(namespace: Any) -> str:
 
 # -- results and errors ----------------------------------------------------------------
 
-# The same kinds as the HTTP API's error bodies, most specific first.
-_KINDS: list[tuple[type[MemlaneError], str, str]] = [
-    (errors.ValidationError, "validation_error", "Invalid input"),
-    (errors.UnauthorizedError, "unauthorized", "Unauthorized"),
-    (errors.ForbiddenError, "forbidden", "Forbidden"),
-    (errors.NotFoundError, "not_found", "Not found"),
-    (errors.ConflictError, "conflict", "Conflict"),
-    (errors.EmbedderMismatchError, "embedder_mismatch", "Embedder mismatch"),
-    (errors.BackendUnavailableError, "unavailable", "Unavailable"),
-    (errors.EmbedderError, "embedder_error", "Embedder error"),
-    (errors.ChooserError, "chooser_error", "Chooser error"),
-    (errors.QueryRefused, "query_refused", "Query refused"),
-    (errors.StoreError, "store_error", "Store error"),
-    (errors.BusyError, "busy", "Busy"),
-    (errors.MemlaneError, "error", "Error"),
-]
-
 
 def _ok(data: dict[str, Any]) -> CallToolResult:
     text = json.dumps(data, ensure_ascii=False)
@@ -293,20 +277,25 @@ def _ok(data: dict[str, Any]) -> CallToolResult:
 
 def tool_error(exc: MemlaneError) -> CallToolResult:
     """An MCP tool error (``isError``) for a memlane error: its message, type and field."""
-    kind, label = next((k, label) for cls, k, label in _KINDS if isinstance(exc, cls))
-    message = " ".join(str(exc).splitlines())
-    body: dict[str, Any] = {"type": kind, "message": message}
-    field = getattr(exc, "field", None)
-    if field is not None:
-        body["field"] = field
-        # the message already starts with the field ("ttl: must be ..."); keep it whole in the text
-        if message.startswith(field + ": "):
-            body["message"] = message[len(field) + 2 :]
+    # the text keeps the whole message, the field first ("ttl: must be ..."); the structure splits them
+    text = f"{wire.kind_of(exc).label}: {' '.join(str(exc).splitlines())}"
     return CallToolResult(
-        content=[TextContent(type="text", text=f"{label}: {message}")],
-        structured_content={"error": body},
-        is_error=True,
+        content=[TextContent(type="text", text=text)], structured_content={"error": wire.encode(exc)}, is_error=True
     )
+
+
+class _Checked(Tool):
+    """A tool whose refused arguments are a memlane tool error naming the field, as the core's are.
+
+    The SDK would answer with pydantic's own text and links ("Error executing tool ...").
+    """
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            self.fn_metadata.validate_arguments(arguments)
+        except PydanticValidationError as e:
+            return tool_error(wire.refusal(e.errors(include_url=False), body=False))
+        return await super().run(arguments, context, convert_result)
 
 
 class _AsSent(FuncMetadata):
@@ -323,7 +312,7 @@ class _AsSent(FuncMetadata):
 
 def _tool(fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
     name = fn.__name__
-    tool = Tool.from_function(fn, name=name, description=DESCRIPTIONS[name], annotations=annotations)
+    tool = _Checked.from_function(fn, name=name, description=DESCRIPTIONS[name], annotations=annotations)
     meta = tool.fn_metadata
     tool.fn_metadata = _AsSent(
         arg_model=meta.arg_model,

@@ -34,10 +34,18 @@ def to_blob(vector: Sequence[float] | np.ndarray) -> bytes:
 
 
 def normalise(vector: Sequence[float]) -> np.ndarray:
-    """A unit-length float32 copy of ``vector`` (zero stays zero)."""
-    v = np.asarray(vector, dtype=DTYPE)
-    norm = float(np.linalg.norm(v))
-    return v / norm if norm > 0 else v
+    """A unit-length float32 copy of ``vector`` (zero stays zero), at any finite scale.
+
+    The norm is taken in float64 after dividing by the largest magnitude, so
+    neither squares beyond float32 (|x| > 1.8e19) nor tiny components overflow
+    or underflow: only the direction is kept, and that is all cosine uses.
+    """
+    v = np.asarray(vector, dtype=np.float64)
+    peak = float(np.max(np.abs(v))) if v.size else 0.0
+    if not peak > 0:
+        return v.astype(DTYPE)
+    v = v / peak
+    return (v / float(np.linalg.norm(v))).astype(DTYPE)
 
 
 class VectorCache:

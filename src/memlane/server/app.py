@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import errors, validate
+from .. import errors, validate, wire
 from ..access import Access, Agent, AgentView, Gate
 from ..memory import RECORD_FIELDS, Memory
 from .facts import register as register_facts
@@ -35,22 +35,6 @@ from .facts import register as register_facts
 API_VERSION = "v1"
 MAX_BODY_BYTES = 32 * 1024 * 1024
 _OPTIONAL = {"author", "expires_at", "changed_by", "next_cursor", "embedding"}
-
-STATUS: list[tuple[type[Exception], int, str]] = [
-    (errors.ValidationError, 400, "validation_error"),
-    (errors.UnauthorizedError, 401, "unauthorized"),
-    (errors.ForbiddenError, 403, "forbidden"),
-    (errors.NotFoundError, 404, "not_found"),
-    (errors.ConflictError, 409, "conflict"),
-    (errors.EmbedderMismatchError, 409, "embedder_mismatch"),
-    (errors.BackendUnavailableError, 501, "unavailable"),
-    (errors.EmbedderError, 502, "embedder_error"),
-    (errors.ChooserError, 502, "chooser_error"),
-    (errors.QueryRefused, 400, "query_refused"),
-    (errors.StoreError, 503, "store_error"),
-    (errors.BusyError, 429, "busy"),
-    (errors.MemlaneError, 500, "error"),
-]
 
 
 def _compact(obj: Any) -> Any:
@@ -502,15 +486,8 @@ def create_app(
 
     @app.exception_handler(errors.MemlaneError)
     async def memlane_error(request: Request, exc: errors.MemlaneError) -> JSONResponse:
-        for cls, status, kind in STATUS:
-            if isinstance(exc, cls):
-                field = getattr(exc, "field", None)
-                message = str(exc)
-                if field and message.startswith(field + ": "):
-                    message = message[len(field) + 2 :]
-                headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, errors.BusyError) else None
-                return JSONResponse(error_body(kind, message, field), status_code=status, headers=headers)
-        raise AssertionError("unreachable: MemlaneError is in the table")  # pragma: no cover
+        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, errors.BusyError) else None
+        return JSONResponse({"error": wire.encode(exc)}, status_code=wire.kind_of(exc).status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -524,13 +501,10 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-        field = ".".join(loc) or None
-        message = first.get("msg", "malformed request")
-        if first.get("type") == "json_invalid":
-            message, field = "request body is not valid JSON", None
-        return JSONResponse(error_body("validation_error", message, field), status_code=400)
+        problems = exc.errors()
+        if problems and problems[0].get("type") == "json_invalid":
+            return JSONResponse(error_body("validation_error", "request body is not valid JSON"), status_code=400)
+        return JSONResponse({"error": wire.encode(wire.refusal(problems))}, status_code=400)
 
     def caller(request: Request) -> Agent:
         header = request.headers.get("authorization", "")
