@@ -323,6 +323,7 @@ ANSWERS: list[Answer] = [
         "validation_error",
         lambda s: s.call("POST", "/v1/put", raw=b'{"namespace": "agent/alice", "key": '),
         "not valid JSON",
+        "body",
     ),
     Answer(
         "unparsable-body",  # a 5000-digit integer: the parser raises ValueError, FastAPI an HTTPException(400)
@@ -333,6 +334,7 @@ ANSWERS: list[Answer] = [
             "POST", "/v1/put", raw=b'{"namespace": "agent/alice", "key": "k", "value": ' + b"1" * 5000 + b"}"
         ),
         "could not be parsed as JSON",
+        "body",
     ),
     # -- 400 query_refused
     Answer(

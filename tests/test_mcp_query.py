@@ -27,7 +27,7 @@ def test_stdio_query_tools_describe_run_explain_and_refuse(tmp_path: Path) -> No
             assert found["matches"][0]["view"] == "claims"
             result = await call(s, "memory_query", sql="SELECT namespace, count(*) AS n FROM items GROUP BY 1")
             assert result["columns"] == ["namespace", "n"] and result["rows"] == [["user/1", 1], ["user/2", 1]]
-            assert result["limits"]["max_rows"] == 100
+            assert result["limits"]["max_rows"] == 1000  # the core's default
             cut = await call(s, "memory_query", sql="SELECT key FROM items", max_rows=1)
             assert cut["truncated"] and cut["truncated_by"] == "max_rows"
             saved = await call(s, "memory_query", saved="themes", params={"key": "preferences.ui.theme"})

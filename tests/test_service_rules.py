@@ -795,7 +795,7 @@ def test_each_answer_has_every_documented_key_and_openapi_documents_it(world: Wo
         assert set(ok(route, body)) == CONTEXT, route
     assert set(ok("lookup", {"ids": [world.ids["kim"]]})) == {"records"}
     assert set(ok("neighbours", {"chunk_id": world.ids["chunk"]})) == {"chunks"}
-    assert set(ok("add_claims", {"namespace": NS, "claims": [{"text": "shape"}]})) == {"records"}
+    assert set(ok("add_claims", {"namespace": NS, "claims": [{"text": "shape"}]})) == {"claims"}  # as MCP says it
     assert set(ok("query", {"sql": "SELECT 1"})) == RESULT
     assert set(ok("query/run", {"name": "by_key", "params": {"pattern": "x"}})) == RESULT
     assert set(ok("query/explain", {"sql": "SELECT 1"})) == PLAN
@@ -862,7 +862,7 @@ def test_the_bearer_scheme_is_case_insensitive_and_the_error_handlers_give_the_o
     assert missing == {"type": "validation_error", "message": "is required", "field": "mode"}
     bad_json = app.http.post("/v1/put", content=b"{oops", headers={"content-type": "application/json"})
     assert bad_json.status_code == 400
-    assert bad_json.json() == error_body("validation_error", "request body is not valid JSON")
+    assert bad_json.json() == error_body("validation_error", "is not valid JSON", "body")
     # the framework's own refusals
     assert app.http.get("/v1/nowhere").json() == error_body("not_found", "Not Found")
     wrong = app.http.get("/v1/put")

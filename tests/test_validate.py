@@ -162,7 +162,24 @@ REFUSALS: list[tuple[Any, Any, dict[str, Any], tuple[str, ...]]] = [
     (v.value, _cycle_dict(), {}, ("contains itself (a reference cycle)", "JSON values are trees")),
     (v.value, [10**5000], {}, ("cannot be stored as JSON (", "integer string conversion", ")")),
     (v.value, 10**5000, {}, ("cannot be stored as JSON (", "integer string conversion", ")")),
-    (v.value, _nested_lists(100_000), {}, ("is nested too deeply",)),
+    (
+        v.value,
+        _nested_lists(100_000),
+        {},
+        ("is nested more than 100 levels deep (lists and objects inside one another)",),
+    ),
+    (
+        v.value,
+        _nested_lists(100),
+        {},
+        ("is nested more than 100 levels deep (lists and objects inside one another)",),
+    ),  # 101 lists deep
+    (
+        v.metadata,
+        {"m": _nested_lists(99)},
+        {},
+        ("is nested more than 100 levels deep (lists and objects inside one another)",),
+    ),
     (v.value, "a\ud800", {}, ("contains a lone UTF-16 surrogate, which is not valid Unicode text",)),
     (v.value, ["a\udfff"], {}, ("contains a lone UTF-16 surrogate, which is not valid Unicode text",)),
     (v.value, {"k\udc00": 1}, {}, ("contains a lone UTF-16 surrogate, which is not valid Unicode text",)),
@@ -638,9 +655,10 @@ def test_shared_subobjects_are_accepted_and_written_once_each_place():
     assert json.loads(out) == {"a": {"x": [1, 2]}, "b": [{"x": [1, 2]}] * 2, "c": [{"x": [1, 2]}]}
 
 
-def test_deep_but_finite_nesting_is_accepted():
-    out, vtype = v.value(_nested_lists(200))
-    assert vtype == "list" and out == "[" * 201 + "]" * 201
+def test_nesting_up_to_the_documented_depth_is_accepted():
+    out, vtype = v.value(_nested_lists(99))  # 100 lists deep
+    assert vtype == "list" and out == "[" * 100 + "]" * 100
+    assert v.metadata({"m": _nested_lists(98)}) == '{"m":' + "[" * 99 + "]" * 99 + "}"
 
 
 # ---------------------------------------------------------------------------

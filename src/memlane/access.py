@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import validate as v
@@ -367,6 +367,8 @@ class Access:
     ) -> list[Change]:
         """The access log, oldest first: every change to agents, rooms, members and grants."""
         limit = _page(limit)
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ValidationError("after", f"must be a log sequence number (an integer >= 0), not {after!r}")
         where: list[str] = ["seq > ?"]
         params: list[Any] = [after]
         if agent is not None:
@@ -391,7 +393,7 @@ class Access:
         room = self._name(room, "room")
         if not isinstance(at, datetime) or at.tzinfo is None:
             raise ValidationError("at", "must be an aware datetime, e.g. datetime(2026, 3, 1, tzinfo=UTC)")
-        until = ts(at.astimezone(UTC))  # stored times are UTC text: compare like with like
+        until = ts(v.time(at, "at"))  # stored times are UTC text: compare like with like
         with self._session() as s:
             rows = s.rows(
                 "SELECT action, agent FROM access_log WHERE room = ? AND at <= ? AND agent IS NOT NULL ORDER BY seq",

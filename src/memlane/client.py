@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors, wire
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record, record_from_dict
-from .memory import RECORD_FIELDS
+from .facts.text import DEFAULT_CHUNK_CHARS
+from .memory import CHANNELS, RECORD_FIELDS
 from .model import Envelope, Item, Namespace, Page, Stats, Version
 from .query.model import QueryPlan, QueryResult, SavedQuery
 
@@ -214,7 +215,7 @@ class Client:
         *,
         namespace_prefix: Namespace | str = (),
         limit: int = 10,
-        channels: Sequence[str] | None = None,
+        channels: Sequence[str] | None = CHANNELS,
         candidate_k: int | None = None,
         embedding: Sequence[float] | None = None,
         rrf_k: int = 10,
@@ -364,7 +365,7 @@ class Client:
         *,
         source: str | None = None,
         created_at: datetime | str | None = None,
-        chunk_chars: int = 1200,
+        chunk_chars: int = DEFAULT_CHUNK_CHARS,
     ) -> Document:
         """Store a source as ordered chunks."""
         out = self._facts(
@@ -410,7 +411,8 @@ class Client:
             if isinstance(record.get("about"), tuple):
                 record["about"] = builtins.list(record["about"])
             body.append(record)
-        out = self._facts("add_claims", namespace=namespace, claims=body)["records"]
+        answer = self._facts("add_claims", namespace=namespace, claims=body)
+        out = answer["claims"] if "claims" in answer else answer["records"]  # "records" before 0.2
         return [Claim.from_dict(c) for c in out]
 
     def supersede_claim(self, claim_id: str, by: str | None = None) -> Claim:

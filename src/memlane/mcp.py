@@ -28,7 +28,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -298,6 +298,10 @@ class _Checked(Tool):
         return await super().run(arguments, context, convert_result)
 
 
+# earlier argument names, still accepted where the tool takes the new one
+ALIASES = {"namespace": "namespace_prefix"}
+
+
 class _AsSent(FuncMetadata):
     """Tool arguments exactly as the client sent them.
 
@@ -307,7 +311,11 @@ class _AsSent(FuncMetadata):
     """
 
     def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
-        return dict(data)
+        data = dict(data)
+        for old, new in ALIASES.items():
+            if old in data and new not in data and new in self.arg_model.model_fields:
+                data[new] = data.pop(old)
+        return data
 
 
 def _tool(fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
@@ -348,7 +356,8 @@ class MemoryTools(_Tools):
 
     def tools(self) -> list[Tool]:
         """The tools, ready for ``MCPServer(tools=...)``."""
-        write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
+        # not idempotent: a memory_set without key files a new note each time
+        write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
         delete = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
         return [
             _tool(self.memory_get, READ),
@@ -425,7 +434,7 @@ class MemoryTools(_Tools):
     def memory_list(
         self,
         ctx: Context,
-        namespace: PrefixIn = "",
+        namespace_prefix: PrefixIn = "",
         key_prefix: KeyPrefixIn = "",
         limit: LimitIn = 100,
         cursor: Annotated[
@@ -433,21 +442,21 @@ class MemoryTools(_Tools):
         ] = None,
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
-            return m.list(_ns(namespace), key_prefix=key_prefix, limit=limit, cursor=cursor).to_dict()
+            return m.list(_ns(namespace_prefix), key_prefix=key_prefix, limit=limit, cursor=cursor).to_dict()
 
         return self._run(ctx, op)
 
     def memory_summarize(
         self,
         ctx: Context,
-        namespace: PrefixIn = "",
+        namespace_prefix: PrefixIn = "",
         depth: Annotated[
             int, Field(description="Key path segments to keep: depth 2 cuts preferences.ui.theme to preferences.ui.")
         ] = 3,
         key_prefix: KeyPrefixIn = "",
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
-            return {"summary": m.summarize(_ns(namespace), depth=depth, key_prefix=key_prefix)}
+            return {"summary": m.summarize(_ns(namespace_prefix), depth=depth, key_prefix=key_prefix)}
 
         return self._run(ctx, op)
 
@@ -455,17 +464,17 @@ class MemoryTools(_Tools):
         self,
         query: Annotated[str, Field(description="What you are looking for, in plain words.")],
         ctx: Context,
-        namespace: PrefixIn = "",
+        namespace_prefix: PrefixIn = "",
         limit: LimitIn = 10,
         channels: Annotated[
-            list[str] | None,
+            list[Literal["lexical", "vector"]] | None,
             Field(description="Channels to use: 'lexical' (BM25) and/or 'vector'; both by default."),
-        ] = None,
+        ] = ["lexical", "vector"],  # noqa: B006 - pydantic copies defaults; the schema shows this one
     ) -> ToolResult:
         extra: dict[str, Any] = {} if channels is None else {"channels": channels}
 
         def op(m: Backend) -> dict[str, Any]:
-            return m.search(query, namespace_prefix=_ns(namespace), limit=limit, **extra).to_dict()
+            return m.search(query, namespace_prefix=_ns(namespace_prefix), limit=limit, **extra).to_dict()
 
         return self._run(ctx, op)
 
@@ -477,16 +486,17 @@ class MemoryTools(_Tools):
             str | None,
             Field(description="Exact key: return every item filed under it (newest first) instead of searching."),
         ] = None,
-        namespace: PrefixIn = "",
+        namespace_prefix: PrefixIn = "",
         limit: LimitIn = 10,
         mode: Annotated[
-            str, Field(description="Search mode without key: hybrid (default), lexical or vector.")
+            Literal["hybrid", "lexical", "vector"],
+            Field(description="Search mode without key: hybrid (default), lexical or vector."),
         ] = "hybrid",
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
             if key is None and not query.strip():
                 raise ValidationError("query", "give a query to search for, or a key for the keyed recall")
-            return m.recall(query, key=key, namespace_prefix=_ns(namespace), limit=limit, mode=mode).to_dict()
+            return m.recall(query, key=key, namespace_prefix=_ns(namespace_prefix), limit=limit, mode=mode).to_dict()
 
         return self._run(ctx, op)
 
@@ -541,9 +551,9 @@ class FactTools(_Tools):
         self,
         name: Annotated[str, Field(description="The name as you heard it.")],
         ctx: Context,
-        namespace: PrefixIn = "",
+        namespace_prefix: PrefixIn = "",
     ) -> ToolResult:
-        return self._run(ctx, lambda m: m.resolve_entity(name, namespace_prefix=_ns(namespace)).to_dict())
+        return self._run(ctx, lambda m: m.resolve_entity(name, namespace_prefix=_ns(namespace_prefix)).to_dict())
 
     def memory_facts_context(
         self,
@@ -554,7 +564,7 @@ class FactTools(_Tools):
         predicate: Annotated[str | None, Field(description="Only facts with this predicate.")] = None,
         time: TimeIn = "current",
         limit: LimitIn = 20,
-        namespace: PrefixIn = "",
+        namespace_prefix: PrefixIn = "",
     ) -> ToolResult:
         return self._run(
             ctx,
@@ -565,7 +575,7 @@ class FactTools(_Tools):
                 predicate=predicate,
                 time=time,
                 limit=limit,
-                namespace_prefix=_ns(namespace),
+                namespace_prefix=_ns(namespace_prefix),
             ).to_dict(),
         )
 
@@ -575,12 +585,12 @@ class FactTools(_Tools):
         ctx: Context,
         entity_ids: EntityIdsIn | None = None,
         k: Annotated[int, Field(description="Claim groups and passages to return (at most 100).")] = 50,
-        namespace: PrefixIn = "",
+        namespace_prefix: PrefixIn = "",
     ) -> ToolResult:
         return self._run(
             ctx,
             lambda m: m.claims_and_sources_context(
-                query, entity_ids=entity_ids, k=k, namespace_prefix=_ns(namespace)
+                query, entity_ids=entity_ids, k=k, namespace_prefix=_ns(namespace_prefix)
             ).to_dict(),
         )
 
@@ -591,13 +601,13 @@ class FactTools(_Tools):
         entity_ids: EntityIdsIn | None = None,
         hops: HopsIn = 1,
         time: TimeIn = "current",
-        k: Annotated[int, Field(description="Results per list (at most 100).")] = 20,
-        namespace: PrefixIn = "",
+        k: Annotated[int, Field(description="Results per list (at most 100).")] = 50,
+        namespace_prefix: PrefixIn = "",
     ) -> ToolResult:
         return self._run(
             ctx,
             lambda m: m.combined_context(
-                query, entity_ids=entity_ids, hops=hops, time=time, k=k, namespace_prefix=_ns(namespace)
+                query, entity_ids=entity_ids, hops=hops, time=time, k=k, namespace_prefix=_ns(namespace_prefix)
             ).to_dict(),
         )
 
@@ -752,7 +762,7 @@ items per namespace?". Use memory_query_space FIRST to see the views, their colu
 the functions you may call. Only SELECT (WITH allowed) over those views is accepted;
 anything else is refused with the reason. Pass values as params (? with a list, :name with
 an object), or run a saved query by name with `saved`. Rows are capped (max_rows, default
-100) and time-capped; the result says what was cut. You only ever see rows you may read.
+1000) and time-capped; the result says what was cut. You only ever see rows you may read.
 For a known address use memory_get; for a topic, memory_search.""",
     "memory_query_space": """\
 Use it before writing a memory_query: it describes the SQL query space, every memory_v1 view with its
@@ -782,7 +792,7 @@ class QueryTools(_Tools):
             Field(description="Values for ? (a list, in order) or :name (an object) placeholders."),
         ] = None,
         saved: Annotated[str | None, Field(description="Run this saved query instead of sql.")] = None,
-        max_rows: Annotated[int, Field(description="At most this many rows (1-100000).")] = 100,
+        max_rows: Annotated[int, Field(description="At most this many rows (1-100000).")] = 1000,
         timeout_ms: Annotated[int, Field(description="Stop the statement after this long (1-60000).")] = 2000,
         explain: Annotated[
             bool, Field(description="Only check the statement and show its plan; nothing runs.")

@@ -11,6 +11,7 @@ import json
 import json.encoder
 import math
 import re
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -25,6 +26,10 @@ MAX_TEXT_CHARS = 16 * 1024 * 1024
 MAX_METADATA_CHARS = 64 * 1024
 MAX_TTL_SECONDS = 100 * 365.25 * 86400
 MAX_QUERY_CHARS = 4096
+# lists and objects inside one another, counted from the value itself (a scalar is 0 deep, [] is 1):
+# deep enough for any real document, shallow enough that every interface (JSON encoders, pydantic,
+# the MCP SDK, PostgreSQL's jsonb) can read back whatever was stored, inside its envelope
+MAX_DEPTH = 100
 RESERVED = "_memlane"  # a first segment no item may use: memlane's own records lived there
 
 # control characters, and lone UTF-16 surrogates (not encodable as UTF-8, so no
@@ -109,24 +114,38 @@ def key_prefix(raw: Any, field: str = "key_prefix") -> str:
     return key(raw, field)
 
 
-def _check_keys(value: Any, field: str) -> None:
+def _check_tree(value: Any, field: str) -> None:
     # json.dumps would silently turn {1: "a"} into {"1": "a"}: refuse instead,
-    # so every stored value round-trips to exactly what was written.
-    stack = [value]
-    seen: set[int] = set()
+    # so every stored value round-trips to exactly what was written; and refuse
+    # nesting that some reader on the way back could not follow
+    stack = [(value, 1)]
+    seen: dict[int, int] = {}  # the deepest each list or object was reached at
     while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue  # shared or cyclic: checked once; the encoder refuses cycles itself
-        seen.add(id(node))
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            _too_deep(value, field)
+        if seen.get(id(node), 0) >= depth:
+            continue  # shared: checked already at this depth or deeper
+        seen[id(node)] = depth
         if isinstance(node, dict):
             for k, v in node.items():
                 if not isinstance(k, str):
                     raise ValidationError(field, f"object key {k!r} is not a string")
                 if isinstance(v, dict | list | tuple):
-                    stack.append(v)
+                    stack.append((v, depth + 1))
         elif isinstance(node, list | tuple):
-            stack.extend(v for v in node if isinstance(v, dict | list | tuple))
+            stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list | tuple))
+
+
+def _too_deep(value: Any, field: str) -> None:
+    try:
+        _ENCODER.encode(value)
+    except ValueError as e:
+        if "Circular reference" in str(e):
+            raise ValidationError(field, "contains itself (a reference cycle); JSON values are trees") from e
+    except RecursionError:
+        pass
+    raise ValidationError(field, f"is nested more than {MAX_DEPTH} levels deep (lists and objects inside one another)")
 
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -136,7 +155,7 @@ _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
 def canonical_json(value: Any, field: str, max_chars: int) -> str:
     """Canonical JSON (sorted keys, no NaN/Infinity) of a JSON-compatible value."""
     if isinstance(value, dict | list | tuple):
-        _check_keys(value, field)
+        _check_tree(value, field)
     try:
         out = _ENCODER.encode(value)
     except ValueError as e:
@@ -247,3 +266,24 @@ def query(raw: Any, field: str = "query") -> str:
         raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_QUERY_CHARS:,}")
     _utf8(raw, field)
     return raw
+
+
+def time(raw: Any, field: str) -> datetime | None:
+    """An aware UTC datetime from a datetime or ISO-8601 text (``None`` stays ``None``); no zone means UTC."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = datetime.fromisoformat(raw)
+        except ValueError as e:
+            raise ValidationError(field, f"is not an ISO-8601 time ({raw!r}); write e.g. 2026-03-01T09:00:00Z") from e
+    if not isinstance(raw, datetime):
+        raise ValidationError(field, f"must be a datetime or ISO-8601 text, not {type(raw).__name__}")
+    if raw.tzinfo is None:
+        return raw.replace(tzinfo=UTC)
+    try:
+        return raw.astimezone(UTC)
+    except OverflowError as e:  # 0001-01-01T00:00+01:00 is in the year 0 in UTC, 9999-12-31T23:59-05:00 in 10000
+        raise ValidationError(
+            field, f"{raw.isoformat()} falls outside the years 1 to 9999 once converted to UTC; give a time inside them"
+        ) from e

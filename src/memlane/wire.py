@@ -164,7 +164,9 @@ def refusal(problems: Iterable[Mapping[str, Any]], *, body: bool = True) -> erro
         said = said[0].lower() + said[1:] if said else said
     if kind not in ("missing", "extra_forbidden") and "input" in first:
         said += f", got {_shown(first['input'])}"
-    return errors.ValidationError(".".join(loc) or "request", said)
+    if len(loc) > 1:  # inside a list or object: the field is the parameter, the place is in the message
+        said = f"{said} (at {'.'.join(loc)})"
+    return errors.ValidationError(loc[0] if loc else "request", said)
 
 
 def _shown(value: Any) -> str:

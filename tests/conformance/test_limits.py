@@ -54,7 +54,8 @@ Limits (test: the test function that checks it at the limit and one past it):
 | traverse paths | <= 1000, then truncated has paths | facts.layer | traverse_returns_1000_paths (SQLite) |
 | neighbourhood, area | 2000 entities, 5000 facts | facts.layer | not tested: thousands of rows |
 | query result size | 16 MiB, measured as repr | query.run | not tested: an internal measure |
-| JSON nesting depth | none documented | recursion limit | not tested: see below |
+| JSON nesting depth | lists and objects <= 100 deep (value, metadata, object) | validate | nesting_depth |
+| times (facts) | inside the years 1..9999 once converted to UTC | validate.time | times_out_of_range |
 
 The expiry rule is written several times: SQL ``expires_at > now`` in every
 read and in the query space's ``items`` view, ``expires_at <= now`` in
@@ -63,12 +64,10 @@ new item, ``if_absent``) and PostgreSQL's ``clear``. tests/test_rules_property.p
 compares them on generated times; here each read and write path is checked at
 ``expires_at - 1 µs`` and at ``expires_at``.
 
-Not tested: nesting depth. Validation refuses a value "nested too deeply" only
-when Python's encoder hits its recursion limit, so the deepest accepted value
-depends on the caller's stack (900 levels pass and 980 are refused, embedded),
-and through the service a value 500 deep (450 pass) is written but its response
-fails with HTTP 500, as does every later read of it (``server.app._compact``
-recurses two frames a level). No stable behaviour to pin yet.
+Nesting depth is counted in lists and objects (a scalar is 0 deep, ``[]`` 1):
+a value, metadata or fact object 100 deep is stored and reads back through
+every read path and the service; 101 is refused before anything is written,
+so no member of a room can store a value that breaks reads for the others.
 """
 
 from __future__ import annotations
@@ -95,6 +94,15 @@ NAME_CHARS = 1000
 NS_MAX = tuple(f"{i}" + "s" * (SEGMENT_CHARS - 1) for i in range(SEGMENTS))  # 8 segments of 128 characters
 KEY_MAX = "k" * 127 + "." + "x" * 128  # 256 characters, two taxonomy segments
 NAME_MAX = "n" * NAME_CHARS
+DEPTH = 100
+
+
+def nested(depth, leaf="deep", *, objects=False):
+    """A value ``depth`` levels deep: lists (or objects) inside one another around ``leaf``."""
+    value = leaf
+    for _ in range(depth):
+        value = {"in": value} if objects else [value]
+    return value
 
 
 def state(mem):
@@ -766,3 +774,67 @@ def test_traverse_returns_exactly_1000_paths_and_cuts_the_1001st(backend, reques
         mem.assert_fact("g", start.id, "knows", leaf.id)
         ctx = mem.traverse([start.id], hops=3)
         assert len(ctx["paths"]) == 1000 and ctx.truncated == ["paths"]
+
+
+# -- nesting depth and time ranges --------------------------------------------
+
+
+@pytest.mark.parametrize("objects", [False, True], ids=["lists", "objects"])
+def test_nesting_depth_at_the_limit_reads_back_everywhere_and_one_more_is_refused(mem, objects):
+    deepest = nested(DEPTH, objects=objects)
+    mem.put("deep", "value", deepest, text="deepest value")
+    mem.put("deep", "meta", "v", text="deepest metadata", metadata={"m": nested(DEPTH - 1, objects=objects)})
+    mem.put_many([{"namespace": "deep", "key": "many", "value": deepest}])
+    assert mem.get("deep", "value").value == deepest
+    assert mem.get("deep", "meta").metadata == {"m": nested(DEPTH - 1, objects=objects)}
+    assert [i.value for i in mem.get_many([("deep", "value"), ("deep", "many")])] == [deepest, deepest]
+    assert {i.key for i in mem.list("deep").items} == {"value", "meta", "many"}
+    assert [i.value for i in mem.fetch("value")] == [deepest]
+    assert {h.key for h in mem.search("deepest").hits} >= {"value", "meta"}
+    assert [h.value for h in mem.recall("", key="value").hits] == [deepest]
+    assert mem.history("deep", "value") == []
+
+    too_deep = nested(DEPTH + 1, objects=objects)
+    refused(mem, "value", mem.put, "deep", "value", too_deep)
+    refused(mem, "value", mem.put, "deep", "new", nested(5000, objects=objects))
+    refused(mem, "metadata", mem.put, "deep", "meta", "v", metadata={"m": nested(DEPTH, objects=objects)})
+    before = state(mem)
+    with pytest.raises(ValidationError) as e:
+        mem.put_many(
+            [{"namespace": "deep", "key": "ok", "value": 1}, {"namespace": "deep", "key": "x", "value": too_deep}]
+        )
+    assert "nested more than 100 levels" in str(e.value) and state(mem) == before
+    assert mem.get("deep", "value").value == deepest and mem.get("deep", "ok") is None
+
+    kim = mem.add_entity("deep", "Kim")
+    fact = mem.assert_fact("deep", kim.id, "holds", deepest)
+    assert mem.lookup([fact.id])[0].value == deepest
+    refused(mem, "object", mem.assert_fact, "deep", kim.id, "holds", too_deep)
+
+
+# written as they are, these fall outside the years 1 to 9999 once converted to UTC
+OUT_OF_RANGE = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-05:00"]
+EDGES = ["0001-01-01T00:00:00+00:00", "9999-12-31T23:59:59+00:00"]
+
+
+@pytest.mark.parametrize("when", OUT_OF_RANGE)
+def test_times_out_of_range_in_utc_are_refused_naming_the_field(mem, clock, when):
+    kim = mem.add_entity("t", "Kim")
+    fact = mem.assert_fact("t", kim.id, "likes", "tea")
+    refused(mem, "valid_from", mem.assert_fact, "t", kim.id, "likes", "coffee", valid_from=when)
+    refused(mem, "valid_to", mem.assert_fact, "t", kim.id, "likes", "coffee", valid_to=when)
+    refused(mem, "valid_to", mem.end_fact, fact.id, when)
+    refused(mem, "created_at", mem.add_document, "t", "doc", "some text", created_at=when)
+    refused(mem, "asserted_at", mem.add_claim, "t", "Kim likes tea", asserted_at=when)
+    refused(mem, "claims[1].asserted_at", mem.add_claims, "t", [{"text": "a"}, {"text": "b", "asserted_at": when}])
+    for field in ("valid_at", "believed_at"):
+        refused(mem, f"time.{field}", mem.facts_context, "Kim", time={field: when})
+
+
+@pytest.mark.parametrize("when", EDGES)
+def test_the_first_and_last_utc_instants_are_accepted(mem, clock, when):
+    kim = mem.add_entity("t", "Kim")
+    fact = mem.assert_fact("t", kim.id, "likes", "tea", valid_from=EDGES[0], valid_to=EDGES[1])
+    assert (fact.valid_from, fact.valid_to) == tuple(datetime.fromisoformat(e) for e in EDGES)
+    ctx = mem.facts_context("Kim", time={"valid_at": when})
+    assert ctx.params["time"]["valid_at"].startswith(when[:19])

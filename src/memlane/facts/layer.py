@@ -17,7 +17,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -99,17 +99,7 @@ def _optional_name(raw: Any, field: str) -> str | None:
 
 
 def _time(raw: Any, field: str) -> datetime | None:
-    """An aware datetime from a datetime or ISO-8601 text; a time without zone is UTC."""
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        try:
-            raw = datetime.fromisoformat(raw)
-        except ValueError as e:
-            raise ValidationError(field, f"is not an ISO-8601 time ({raw!r}); write e.g. 2026-03-01T09:00:00Z") from e
-    if not isinstance(raw, datetime):
-        raise ValidationError(field, f"must be a datetime or ISO-8601 text, not {type(raw).__name__}")
-    return raw.replace(tzinfo=UTC) if raw.tzinfo is None else raw.astimezone(UTC)
+    return v.time(raw, field)
 
 
 def _ids(raw: Any, field: str, *, maximum: int, kind: str | None = None) -> builtins.list[str]:

@@ -24,12 +24,12 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import errors, validate, wire
 from ..access import Access, Agent, AgentView, Gate
-from ..memory import RECORD_FIELDS, Memory
+from ..memory import CHANNELS, RECORD_FIELDS, Memory
 from .facts import register as register_facts
 
 API_VERSION = "v1"
@@ -65,15 +65,20 @@ def error_body(kind: str, message: str, field: str | None = None) -> dict[str, A
 
 
 class Body(BaseModel):
-    """Base of every request body: unknown fields are ignored (additive API)."""
+    """Base of every request body: unknown fields are ignored (additive API); types are strict.
 
-    model_config = ConfigDict(extra="ignore")
+    A field the core requires has no default here, so leaving it out (or mistyping
+    its name) is a 400 naming it, never a default written over stored data. Typed
+    fields are strict: ``"yes"`` is not a boolean and ``"5"`` not an integer.
+    """
+
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class PutBody(Body):
     namespace: Any
     key: Any = None
-    value: Any = None
+    value: Any
     text: Any = None
     metadata: Any = None
     ttl: Any = None
@@ -126,7 +131,7 @@ class SearchBody(Body):
     query: Any
     namespace_prefix: Any = ()
     limit: Any = 10
-    channels: Any = None
+    channels: Any = CHANNELS
     candidate_k: Any = None
     embedding: Any = None
     rrf_k: Any = 10
@@ -135,7 +140,11 @@ class SearchBody(Body):
 
 class RecallBody(Body):
     query: Any = ""
-    namespace: Any = Field(default=(), description="namespace prefix to recall under")
+    namespace_prefix: Any = Field(
+        default=(),
+        validation_alias=AliasChoices("namespace_prefix", "namespace"),
+        description="only namespaces under this prefix; 'namespace' is accepted as its earlier name",
+    )
     limit: Any = 10
     embedding: Any = None
     key: Any = None
@@ -493,17 +502,21 @@ def create_app(
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kinds = {404: "not_found", 405: "method_not_allowed", 400: "validation_error", 413: "payload_too_large"}
         message = exc.detail if isinstance(exc.detail, str) else "request refused"
-        if exc.status_code == 400:
-            message = "request body could not be parsed as JSON"
+        field = None
+        if exc.status_code == 400:  # the body did not parse; a JSON decoder gives up on deep nesting too
+            message = f"could not be parsed as JSON (malformed, or nested more than {validate.MAX_DEPTH} levels deep)"
+            field = "body"
         return JSONResponse(
-            error_body(kinds.get(exc.status_code, "error"), message), status_code=exc.status_code, headers=exc.headers
+            error_body(kinds.get(exc.status_code, "error"), message, field),
+            status_code=exc.status_code,
+            headers=exc.headers,
         )
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = exc.errors()
         if problems and problems[0].get("type") == "json_invalid":
-            return JSONResponse(error_body("validation_error", "request body is not valid JSON"), status_code=400)
+            return JSONResponse(error_body("validation_error", "is not valid JSON", "body"), status_code=400)
         return JSONResponse({"error": wire.encode(wire.refusal(problems))}, status_code=400)
 
     def caller(request: Request) -> Agent:
@@ -644,12 +657,11 @@ def create_app(
         "recall", RecallBody, EnvelopeOut, "The agent's entry point: with key, the exact keyed fetch; without, search."
     )
     def recall(body: RecallBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        validate.namespace(body.namespace, "namespace", allow_empty=True)  # the field as this API names it
         key = body.key if keyed_recall else None
         env = v.recall(
             body.query,
             key=key,
-            namespace_prefix=body.namespace,
+            namespace_prefix=body.namespace_prefix,
             limit=body.limit,
             embedding=body.embedding,
             mode=body.mode,

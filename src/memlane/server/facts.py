@@ -1,8 +1,9 @@
 """HTTP operations of the facts layer, generated from one table.
 
-Each row names an AgentView method, its required and optional parameters
-(defaults as the core's), how to render its result, and a summary. Bodies stay
-loose (``Any``): the core validates every value once and names the field.
+Each row names an AgentView method, how to render its result, and a summary;
+its parameters (which are required, what the others default to) are read from
+the core's signature by :mod:`memlane.operations`. Bodies stay loose (``Any``):
+the core validates every value once and names the field.
 """
 
 from __future__ import annotations
@@ -13,86 +14,36 @@ from typing import Any
 from fastapi import Depends
 from pydantic import BaseModel, ConfigDict, create_model
 
+from .. import operations
 from ..access import AgentView
 
-_CONTEXT: dict[str, Any] = {"entity_ids": None, "namespace_prefix": []}
-_TIME: dict[str, Any] = {"hops": 1, "predicate": None, "time": "current"}
-
-# name: (required, optional with defaults, result, summary)
-OPERATIONS: dict[str, tuple[list[str], dict[str, Any], str, str]] = {
-    "add_entity": (
-        ["namespace", "name"],
-        {"kind": "thing", "aliases": [], "profile": ""},
-        "record",
-        "Create an entity (person, project, thing); names need not be unique.",
-    ),
-    "add_alias": (["entity_id", "alias"], {}, "record", "Give an entity another name."),
-    "merge_entities": (
-        ["survivor", "merged"],
-        {},
-        "record",
-        "Merge one entity into another; the merged-away id keeps resolving to the survivor.",
-    ),
-    "assert_fact": (
-        ["namespace", "subject", "predicate", "object"],
-        {"valid_from": None, "valid_to": None, "source": None, "supersedes": None},
-        "record",
-        "Assert subject-predicate-object; a fact that already holds gains evidence instead.",
-    ),
-    "retract_fact": (["fact_id"], {}, "record", "End belief in a fact (still readable at earlier believed_at)."),
-    "end_fact": (["fact_id", "valid_to"], {}, "record", "Record that a fact stopped holding in the world."),
-    "add_document": (
-        ["namespace", "title", "text"],
-        {"source": None, "created_at": None, "chunk_chars": 1200},
-        "record",
-        "Store a source split into ordered chunks.",
-    ),
-    "add_claim": (
-        ["namespace", "text"],
-        {"speaker": None, "asserted_at": None, "chunk": None, "about": []},
-        "record",
-        "Record what a source said, from which chunk, about which entities.",
-    ),
+# name: (result, summary); the parameters, required and optional with their defaults, are the core's own
+# (memlane.operations reads them from Memory's signatures)
+OPERATIONS: dict[str, tuple[str, str]] = {
+    "add_entity": ("record", "Create an entity (person, project, thing); names need not be unique."),
+    "add_alias": ("record", "Give an entity another name."),
+    "merge_entities": ("record", "Merge one entity into another; the merged-away id keeps resolving to the survivor."),
+    "assert_fact": ("record", "Assert subject-predicate-object; a fact that already holds gains evidence instead."),
+    "retract_fact": ("record", "End belief in a fact (still readable at earlier believed_at)."),
+    "end_fact": ("record", "Record that a fact stopped holding in the world."),
+    "add_document": ("record", "Store a source split into ordered chunks."),
+    "add_claim": ("record", "Record what a source said, from which chunk, about which entities."),
     "add_claims": (
-        ["namespace", "claims"],
-        {},
-        "records",
+        "claims",
         "Record many claims in one transaction: each {text, speaker?, asserted_at?, chunk?, about?}.",
     ),
-    "supersede_claim": (["claim_id"], {"by": None}, "record", "Mark a claim as no longer current testimony."),
-    "resolve_entity": (
-        ["name"],
-        {"namespace_prefix": []},
-        "context",
-        "A name to one entity, several candidates (with what tells them apart), or none.",
-    ),
-    "facts_context": (
-        ["query"],
-        {**_CONTEXT, **_TIME, "limit": 20},
-        "context",
-        "What is true at a time, searched inside the entities' graph neighbourhood.",
-    ),
+    "supersede_claim": ("record", "Mark a claim as no longer current testimony."),
+    "resolve_entity": ("context", "A name to one entity, several candidates (with what tells them apart), or none."),
+    "facts_context": ("context", "What is true at a time, searched inside the entities' graph neighbourhood."),
     "claims_and_sources_context": (
-        ["query"],
-        {**_CONTEXT, "k": 50, "candidate_k": 200},
         "context",
         "What was said: grouped claims with corroboration, and passages, kept apart.",
     ),
-    "combined_context": (
-        ["query"],
-        {**_CONTEXT, **_TIME, "k": 50},
-        "context",
-        "facts_context and claims_and_sources_context side by side, never blended.",
-    ),
-    "lookup": (["ids"], {}, "records", "Entities, facts, documents, chunks and claims by id (null if unseen)."),
-    "hydrate": (["ids"], {}, "records", "lookup keeping only what is current now."),
-    "traverse": (
-        ["entity_ids"],
-        {"hops": 2, "time": "current"},
-        "context",
-        "Paths of entity-to-entity facts, whole or not at all.",
-    ),
-    "neighbours": (["chunk_id"], {"before": 1, "after": 1}, "chunks", "A chunk with its neighbouring passages."),
+    "combined_context": ("context", "facts_context and claims_and_sources_context side by side, never blended."),
+    "lookup": ("records", "Entities, facts, documents, chunks and claims by id (null if unseen)."),
+    "hydrate": ("records", "lookup keeping only what is current now."),
+    "traverse": ("context", "Paths of entity-to-entity facts, whole or not at all."),
+    "neighbours": ("chunks", "A chunk with its neighbouring passages."),
 }
 
 
@@ -123,6 +74,10 @@ class RecordsOut(BaseModel):
     records: list[RecordOut | None]
 
 
+class ClaimsOut(BaseModel):
+    claims: list[RecordOut]
+
+
 class ChunksOut(BaseModel):
     chunks: list[RecordOut]
 
@@ -131,15 +86,15 @@ _RESULTS: dict[str, tuple[type[BaseModel], Callable[[Any], Any]]] = {
     "record": (RecordOut, lambda r: r.to_dict()),
     "context": (ContextOut, lambda c: c.to_dict()),
     "records": (RecordsOut, lambda rs: {"records": [None if r is None else r.to_dict() for r in rs]}),
+    "claims": (ClaimsOut, lambda cs: {"claims": [c.to_dict() for c in cs]}),
     "chunks": (ChunksOut, lambda cs: {"chunks": [c.to_dict() for c in cs]}),
 }
 
 
 def body_model(name: str) -> type[BaseModel]:
     """The request body of one operation: required fields, then optional ones with the core's defaults."""
-    required, optional, _, _ = OPERATIONS[name]
-    fields: dict[str, Any] = {f: (Any, ...) for f in required}
-    fields.update({f: (Any, default) for f, default in optional.items()})
+    fields: dict[str, Any] = {f: (Any, ...) for f in operations.required(name)}
+    fields.update({f: (Any, default) for f, default in operations.defaults(name).items()})
     return create_model(f"{name.title().replace('_', '')}Body", __base__=_Loose, **fields)
 
 
@@ -155,7 +110,7 @@ def _handler(name: str, body: type[BaseModel], render: Callable[[Any], Any], vie
 
 def register(route: Callable[..., Any], view: Callable[..., AgentView], ok: Callable[[Any], Any]) -> None:
     """Add every facts-layer operation to the app through its ``route`` decorator."""
-    for name, (_, _, result, summary) in OPERATIONS.items():
+    for name, (result, summary) in OPERATIONS.items():
         body = body_model(name)
         out, render = _RESULTS[result]
         route(name, body, out, summary)(_handler(name, body, render, view, ok))

@@ -13,7 +13,7 @@ import itertools
 import json
 import json.scanner
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -237,10 +237,11 @@ def _time(rec: dict[str, Any], name: str, *, optional: bool = False) -> str | No
         return None
     if not isinstance(raw, str):
         raise ValueError(f"{name} {raw!r} is not an ISO 8601 string")
-    parsed = datetime.fromisoformat(raw)
-    if parsed.tzinfo is None:
+    if datetime.fromisoformat(raw).tzinfo is None:
         raise ValueError(f"{name} {raw!r} has no timezone")
-    return ts(parsed.astimezone(UTC))
+    from .. import validate
+
+    return ts(validate.time(raw, name))
 
 
 def import_rows(

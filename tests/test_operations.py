@@ -1,0 +1,156 @@
+"""Every interface states the core's parameters: required where the core requires them, the same defaults.
+
+The core's signatures are the one statement (``memlane.operations``); HTTP
+bodies (from ``GET /v1/operations``), MCP tools (from ``tools/list``) and the
+Client's methods are held to them here. A difference must be listed in
+``DELIBERATE`` with its reason, or the test fails: that is how ``k=20`` in
+``memory_combined_context`` (the core says 50) and ``max_rows=100`` in
+``memory_query`` (the core says 1000) would have been caught.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from starlette.testclient import TestClient
+
+import memlane
+from memlane import Client, operations
+from memlane.mcp import ALIASES, build_server
+from memlane.memory import Memory
+from memlane.server import create_app
+
+# an HTTP operation or MCP tool whose core method has another name
+HTTP_METHOD = {
+    "query/explain": "explain_query",
+    "query/space": "describe_query_space",
+    "query/space/search": "search_query_space",
+    "query/save": "save_query",
+    "query/run": "run_saved_query",
+    "query/saved": "saved_queries",
+    "query/delete": "delete_saved_query",
+}
+MCP_METHOD = {"memory_set": "put", "memory_query_space": "describe_query_space"}
+
+# (interface, operation, parameter): why it differs from the core
+DELIBERATE: dict[tuple[str, str, str], str] = {
+    ("http", "put", "key"): "optional on the wire: leaving it out files a new note under a fresh id (key=None)",
+    ("mcp", "memory_set", "key"): "the same: a note without key gets a fresh id",
+    ("http", "recall", "query"): "may be left out for the keyed recall (key given); the core takes '' then",
+    ("mcp", "memory_recall", "query"): "the same",
+    ("mcp", "memory_query", "sql"): "memory_query runs either sql or a saved query by name (saved)",
+}
+# parameters an interface leaves out on purpose
+LEFT_OUT: dict[str, set[str]] = {
+    # a Python object cannot travel
+    "http": {"chooser"},
+    # expert knobs an agent does not need, kept out of its context (each schema costs tokens)
+    "mcp": {"chooser", "embedding", "candidate_k", "rrf_k", "weights", "chunk_chars", "if_absent", "predicate"},
+}
+# the everything-prefix is written '' or [] alike
+EVERYTHING = ("", [], ())
+
+
+def same_default(ours: Any, core: Any) -> bool:
+    if ours in EVERYTHING and core in EVERYTHING:
+        return True
+    return bool(ours == operations.wire_default(core))
+
+
+def differences(interface: str, name: str, method: str, schema: dict[str, Any]) -> list[str]:
+    """Where a parameter schema and the core's signature disagree, not counting DELIBERATE ones."""
+    props = schema.get("properties", {})
+    required = set(schema.get("required", []))
+    found: list[str] = []
+    for param in operations.params(method):
+        if (interface, name, param.name) in DELIBERATE:
+            continue
+        if param.name not in props:
+            if param.name not in LEFT_OUT[interface]:
+                found.append(f"{name}: lacks {param.name}")
+            continue
+        if param.required and param.name not in required:
+            found.append(f"{name}: {param.name} is required by the core, optional here")
+        elif not param.required and param.name in required:
+            found.append(f"{name}: {param.name} is optional in the core, required here")
+        elif not param.required and not same_default(props[param.name].get("default"), param.default):
+            ours = props[param.name].get("default")
+            found.append(f"{name}: {param.name} defaults to {ours!r}, core {param.default!r}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def mem(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with memlane.open(tmp_path_factory.mktemp("ops") / "ops.db", embedder=None) as m:
+        yield m
+
+
+def http_operations(mem: Any) -> list[dict[str, Any]]:
+    with TestClient(create_app(mem)) as http:
+        return list(http.get("/v1/operations").json()["operations"])
+
+
+def mcp_tools(mem: Any) -> list[Any]:
+    return list(anyio.run(build_server(lambda ctx: mem).list_tools))
+
+
+def test_every_http_operation_states_the_cores_parameters(mem: Any) -> None:
+    found: list[str] = []
+    for op in http_operations(mem):
+        method = HTTP_METHOD.get(op["name"], op["name"])
+        assert hasattr(Memory, method), f"{op['name']}: no core method; add it to HTTP_METHOD"
+        found += differences("http", op["name"], method, op["params"])
+    assert found == []
+
+
+def test_every_mcp_tool_states_the_cores_parameters(mem: Any) -> None:
+    found: list[str] = []
+    for tool in mcp_tools(mem):
+        method = MCP_METHOD.get(tool.name, tool.name.removeprefix("memory_"))
+        assert hasattr(Memory, method), f"{tool.name}: no core method; add it to MCP_METHOD"
+        found += differences("mcp", tool.name, method, tool.input_schema)
+    assert found == []
+
+
+def test_the_deliberate_differences_are_still_there(mem: Any) -> None:
+    """A listed difference that no longer exists is a stale excuse: remove it from DELIBERATE."""
+    schemas = {("http", op["name"]): op["params"] for op in http_operations(mem)}
+    schemas |= {("mcp", tool.name): tool.input_schema for tool in mcp_tools(mem)}
+    for interface, name, param in DELIBERATE:
+        schema = schemas[(interface, name)]
+        assert param in schema["properties"] and param not in schema.get("required", []), (interface, name, param)
+
+
+def test_the_clients_methods_take_the_cores_parameters_with_the_same_defaults() -> None:
+    checked = 0
+    for name, fn in inspect.getmembers(Client, inspect.isfunction):
+        if name.startswith("_") or not hasattr(Memory, name):
+            continue
+        ours = {p.name: p for p in inspect.signature(fn).parameters.values() if p.name != "self"}
+        for param in operations.params(name):
+            assert param.name in ours, f"Client.{name} lacks {param.name}"
+            default = ours[param.name].default
+            assert (default is inspect.Parameter.empty) == param.required, f"Client.{name}({param.name})"
+            if not param.required:
+                assert same_default(operations.wire_default(default), param.default), f"Client.{name}({param.name})"
+        checked += 1
+    assert checked >= 30
+
+
+def test_an_earlier_mcp_argument_name_is_still_accepted(tmp_path: Path) -> None:
+    from memlane.mcp import MemoryTools
+
+    with memlane.open(tmp_path / "alias.db", embedder=None) as m:
+        m.put("user/1", "a", "in one")
+        m.put("user/2", "b", "in two")
+        tools = {t.name: t for t in MemoryTools(lambda ctx: m).tools()}
+        for old, new in ALIASES.items():
+            args = tools["memory_list"].fn_metadata.pre_parse_json({old: "user/1"})
+            assert args == {new: "user/1"}
+            # the new name wins when both are sent
+            both = tools["memory_list"].fn_metadata.pre_parse_json({old: "user/2", new: "user/1"})
+            assert both == {old: "user/2", new: "user/1"}
