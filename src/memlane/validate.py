@@ -13,7 +13,7 @@ import math
 import re
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, overload
 
 from .errors import ValidationError
 from .model import Namespace
@@ -266,6 +266,14 @@ def query(raw: Any, field: str = "query") -> str:
         raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_QUERY_CHARS:,}")
     _utf8(raw, field)
     return raw
+
+
+@overload
+def time(raw: None, field: str) -> None: ...
+@overload
+def time(raw: str | datetime, field: str) -> datetime: ...
+@overload
+def time(raw: Any, field: str) -> datetime | None: ...
 
 
 def time(raw: Any, field: str) -> datetime | None:
