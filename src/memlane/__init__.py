@@ -25,6 +25,7 @@ from .errors import (
 from .memory import Memory, open
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version
 from .query.model import QueryPlan, QueryResult, SavedQuery
+from .retention import CleanupReport, RetentionRule
 from .search.choose import Chooser, OpenAIChooser
 
 __version__ = "0.1.0"
@@ -34,6 +35,7 @@ __all__ = [
     "BusyError",
     "Chooser",
     "ChooserError",
+    "CleanupReport",
     "Client",
     "ConflictError",
     "EmbedderError",
@@ -51,6 +53,7 @@ __all__ = [
     "QueryPlan",
     "QueryRefused",
     "QueryResult",
+    "RetentionRule",
     "SavedQuery",
     "SchemaVersionError",
     "Stats",

@@ -2058,3 +2058,106 @@ def query_delete(name: Annotated[str, typer.Argument(help="A saved query's name.
     if not deleted:
         _fail(f"no saved query named {name!r}; `memlane query saved` lists them")
     _console().print(f"Deleted saved query {name!r}", highlight=False)
+
+
+# -- history retention ------------------------------------------------------------
+
+retention_app = typer.Typer(
+    help="History retention: how many past versions, or days of them, `memlane cleanup` keeps per namespace prefix.",
+    no_args_is_help=True,
+)
+app.add_typer(retention_app, name="retention")
+
+RulePrefixArg = Annotated[
+    str, typer.Argument(help="Namespace prefix the rule covers, e.g. user/123; '' for every namespace.")
+]
+
+
+def _rule_prefix(prefix: str) -> str:
+    return prefix or "(every namespace)"
+
+
+def _rule_limits(keep_versions: int | None, keep_days: float | None) -> str:
+    parts = []
+    if keep_versions is not None:
+        parts.append(f"the newest {keep_versions} version{'s' * (keep_versions != 1)}")
+    if keep_days is not None:
+        parts.append(f"{keep_days:g} day{'s' * (keep_days != 1)}")
+    return " and ".join(parts)
+
+
+@_command("set", retention_app)
+def retention_set(
+    prefix: RulePrefixArg,
+    keep_versions: Annotated[
+        int | None,
+        typer.Option("--keep-versions", metavar="N", help="Keep the N newest history versions of each item (0: none)."),
+    ] = None,
+    keep_days: Annotated[
+        float | None,
+        typer.Option("--keep-days", metavar="D", help="Keep a history version D days after it was replaced."),
+    ] = None,
+    as_json: AsJson = False,
+    db: Db = None,
+) -> None:
+    """Set (or replace) the retention rule for a namespace prefix; `memlane cleanup` applies it.
+
+    The live item is never removed. With both limits a version stays only
+    inside both. A namespace follows the rule with the longest prefix covering it.
+
+    Example:
+        memlane retention set counters --keep-versions 10
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        rule = mem.set_retention(prefix, keep_versions=keep_versions, keep_days=keep_days)
+    if as_json:
+        _print_json(rule.to_dict())
+        return
+    text = _rule_prefix(rule.to_dict()["prefix"])
+    limits = _rule_limits(rule.keep_versions, rule.keep_days)
+    _console().print(Text(f"Retention for {text}: keep {limits} of history"))
+
+
+@_command("list", retention_app)
+def retention_list(as_json: AsJson = False, db: Db = None) -> None:
+    """Every retention rule, by prefix.
+
+    Example:
+        memlane retention list
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        rules = mem.retention_rules()
+    if as_json:
+        _print_json([r.to_dict() for r in rules])
+        return
+    if not rules:
+        _console().print("No retention rules: history keeps every version")
+        return
+    table = Table("prefix", "keep_versions", "keep_days", "updated_at", "updated_by", box=box.SIMPLE_HEAD)
+    for r in rules:
+        d = r.to_dict()
+        table.add_row(
+            Text(_rule_prefix(d["prefix"])),
+            "-" if r.keep_versions is None else str(r.keep_versions),
+            "-" if r.keep_days is None else f"{r.keep_days:g}",
+            d["updated_at"],
+            Text(r.updated_by or ""),
+        )
+    _console().print(table)
+
+
+@_command("clear", retention_app)
+def retention_clear(prefix: RulePrefixArg, as_json: AsJson = False, db: Db = None) -> None:
+    """Remove the rule at exactly this prefix (rules under it stay); exit 1 if there is none.
+
+    Example:
+        memlane retention clear counters
+    """
+    with _open(db, NO_EMBEDDER) as mem:
+        cleared = mem.clear_retention(prefix)
+    if not cleared:
+        _fail(f"no retention rule at {_rule_prefix(prefix)!r}; `memlane retention list` lists them")
+    if as_json:
+        _print_json({"cleared": True, "prefix": prefix})
+        return
+    _console().print(Text(f"Cleared the retention rule for {_rule_prefix(prefix)}"))

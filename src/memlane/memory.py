@@ -18,14 +18,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from . import retention
 from . import validate as v
-from .errors import BackendUnavailableError, EmbedderError, EmbedderMismatchError, ValidationError
+from .errors import BackendUnavailableError, EmbedderError, EmbedderMismatchError, ForbiddenError, ValidationError
 from .facts import transfer
 from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
 from .facts.text import DEFAULT_CHUNK_CHARS
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from .query.model import QueryPlan, QueryResult, SavedQuery
+from .retention import CleanupReport, RetentionRule
 from .search import rank
 from .search.embedders import DEFAULT_EMBEDDER, Embedder, get_embedder, resolve_embedder
 from .store.base import PutRow, Store
@@ -369,8 +371,53 @@ class Memory:
         return self._store.clear(prefix, self._now(), self.author)
 
     def cleanup(self) -> int:
-        """Physically delete expired rows (they are already invisible); returns how many."""
-        return self._store.cleanup(self._now())
+        """Physically delete expired rows and history beyond the retention rules; returns how many.
+
+        The count is :attr:`CleanupReport.total <memlane.retention.CleanupReport.total>`
+        (expired items plus history versions); :meth:`cleanup_report` tells them apart.
+        """
+        return self.cleanup_report().total
+
+    def cleanup_report(self) -> CleanupReport:
+        """:meth:`cleanup`, answering what it deleted: expired items, history versions (per rule)."""
+        now = self._now()
+        expired = self._store.cleanup(now)
+        pruned = self._store.prune_history(now)
+        return CleanupReport(expired, sum(pruned.values()), {namespace_text(p): n for p, n in pruned.items()})
+
+    # -- history retention (an owner/admin setting: AgentView has none of these) --
+
+    def _owner_only(self) -> None:
+        if self._scope is not None and not self._scope.admin:
+            raise ForbiddenError("history retention is an owner/admin setting; this agent may not change it")
+
+    def set_retention(
+        self, prefix: Namespace | str, *, keep_versions: int | None = None, keep_days: float | None = None
+    ) -> RetentionRule:
+        """Keep at most ``keep_versions`` history versions and/or ``keep_days`` days of them under ``prefix``.
+
+        Replaces the rule at exactly that prefix (``()``/``""``: every
+        namespace). Nothing is deleted until :meth:`cleanup`. See
+        :mod:`memlane.retention` for the precise rules: the live item never
+        counts or goes; with both limits a version must be inside both; a
+        namespace follows the longest prefix covering it.
+        """
+        self._owner_only()
+        checked = retention.rule(prefix, keep_versions, keep_days)
+        return self._store.set_retention(*checked, self._now(), self.author)
+
+    def retention_rules(self) -> builtins.list[RetentionRule]:
+        """Every retention rule, by prefix text."""
+        return self._store.retention_rules()
+
+    def retention_for(self, namespace: Namespace | str) -> RetentionRule | None:
+        """The rule :meth:`cleanup` applies to ``namespace`` (the longest covering prefix), or ``None``."""
+        return retention.rule_for(self.retention_rules(), v.namespace(namespace))
+
+    def clear_retention(self, prefix: Namespace | str) -> bool:
+        """Remove the rule at exactly ``prefix`` (rules under it stay); ``False`` if there was none."""
+        self._owner_only()
+        return self._store.clear_retention(retention.prefix(prefix))
 
     # -- exact reads ------------------------------------------------------
 

@@ -323,6 +323,10 @@ class SqlSession:
         """Execute one statement."""
         self.conn.execute(self._sql(sql), tuple(params))
 
+    def changed(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Execute one write statement; returns the rows it changed."""
+        return max(int(self.conn.execute(self._sql(sql), tuple(params)).rowcount), 0)
+
     def many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
         """Execute one statement for each parameter row."""
         batch = [tuple(p) for p in params]

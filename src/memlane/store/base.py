@@ -28,6 +28,8 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from ..model import Item, Namespace, Stats, Version
+from ..retention import RetentionRule
+from . import retention_tables
 from ._common import EVERYTHING, SqlSession
 
 Within = Sequence[Namespace]
@@ -132,6 +134,35 @@ class Store(ABC):
     @abstractmethod
     def cleanup(self, now: datetime) -> int:
         """Physically delete expired rows; returns how many."""
+
+    # -- history retention (portable SQL over ``session``; see retention_tables) --
+
+    def retention_rules(self) -> builtins.list[RetentionRule]:
+        """Every history retention rule, by prefix."""
+        with self.session() as s:
+            return retention_tables.rules(s)
+
+    def set_retention(
+        self,
+        prefix: Namespace,
+        keep_versions: int | None,
+        keep_days: float | None,
+        now: datetime,
+        author: str | None,
+    ) -> RetentionRule:
+        """Create or replace the retention rule at exactly ``prefix`` (already validated)."""
+        with self.session(write=True) as s:
+            return retention_tables.set_rule(s, prefix, keep_versions, keep_days, now, author)
+
+    def clear_retention(self, prefix: Namespace) -> bool:
+        """Remove the rule at exactly ``prefix``; ``False`` if there was none."""
+        with self.session(write=True) as s:
+            return retention_tables.clear_rule(s, prefix)
+
+    def prune_history(self, now: datetime) -> dict[Namespace, int]:
+        """Delete history versions beyond the rules, in one transaction; versions deleted per rule."""
+        with self.session(write=True) as s:
+            return retention_tables.prune(s, now)
 
     @abstractmethod
     def stats(self, now: datetime) -> Stats:

@@ -37,7 +37,7 @@ from ..facts import schema as facts_schema
 from ..model import Item, Namespace, Stats, Version
 from ..query import space as query_space
 from . import _common as c
-from . import access_tables
+from . import access_tables, retention_tables
 from .base import Nomination, PutRow, Store, Within
 
 try:  # the postgres extra
@@ -162,6 +162,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("m006_access", access_tables.POSTGRES),
+    ("m007_retention", retention_tables.POSTGRES),
 ]
 
 _UPSERT = f"""

@@ -34,7 +34,7 @@ from ..facts import schema as facts_schema
 from ..model import Item, Namespace, Stats, Version
 from ..query import space as query_space
 from . import _common as c
-from . import access_tables
+from . import access_tables, retention_tables
 from .base import Nomination, PutRow, Store, Within
 
 if TYPE_CHECKING:
@@ -145,6 +145,7 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
         ],
     ),
     ("m006_access", access_tables.SQLITE),
+    ("m007_retention", retention_tables.SQLITE),
 ]
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
