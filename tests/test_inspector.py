@@ -353,3 +353,29 @@ def test_api_errors_are_readable_and_sign_out_forgets_the_token(site: Site, brow
     assert "alice" not in _css(browser, "body").text
     browser.refresh()
     _wait(browser, _visible("#token"))  # still signed out after a reload
+
+
+# -- the API docs at /docs ----------------------------------------------------------
+
+
+def test_api_docs_render_offline_and_try_it_out_sends_the_bearer_token(site: Site, browser: Any) -> None:
+    """The docs UI loads from the service itself (this browser has no network) and can authenticate."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(site.server.url + "/docs")
+    _wait(browser, lambda d: len(_all(d, ".opblock")) > 20, timeout=20)
+    sources = [s.get_attribute("src") or "" for s in _all(browser, "script")]
+    assert all(src == "" or src.startswith(site.server.url) for src in sources), sources
+    _css(browser, ".btn.authorize").click()
+    field = _wait(browser, _visible(".modal-ux input"))
+    field.send_keys(site.token)
+    _css(browser, ".modal-ux .btn.authorize").click()
+    _css(browser, ".modal-ux .btn-done").click()
+    # Try it out on GET /v1/export: it needs a token, so a 200 means the token went with the request
+    block = _wait(browser, _visible("[id$='export_v1_export_get']"))
+    block.find_element(By.CSS_SELECTOR, ".opblock-summary").click()
+    _wait(browser, _visible(".try-out__btn")).click()
+    _wait(browser, _visible(".execute")).click()
+    answer = _wait(browser, _visible(".responses-table .response .response-col_status"), timeout=20)
+    assert answer.text.strip().startswith("200"), answer.text
+    assert "422" not in browser.find_element(By.CSS_SELECTOR, "body").text

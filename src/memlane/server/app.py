@@ -23,7 +23,9 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi_offline import FastAPIOffline
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -49,6 +51,55 @@ def _compact(obj: Any) -> Any:
 def _known_fields(record: Any) -> Any:
     """A put_many record without fields this version does not know (the API is additive)."""
     return {k: v for k, v in record.items() if k in RECORD_FIELDS} if isinstance(record, dict) else record
+
+
+class ErrorDetail(BaseModel):
+    type: str = Field(description="validation_error, unauthorized, forbidden, not_found, conflict, busy, ...")
+    message: str = Field(description="What went wrong and what to do next.")
+    field: str | None = Field(default=None, description="The parameter refused, for input errors.")
+    reason: str | None = Field(default=None, description="For query_refused: a short code such as not_select.")
+    part: str | None = Field(default=None, description="For query_refused: the offending part of the statement.")
+
+
+class ErrorOut(BaseModel):
+    """The one error shape of every answer that is not 200."""
+
+    error: ErrorDetail
+
+
+# the answers a /v1 operation can give besides 200, as documented in OpenAPI (FastAPI's 422 never occurs:
+# input errors are 400)
+ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": description}
+    for status, description in (
+        (400, "Input refused (validation_error, naming the field) or a refused query (query_refused)."),
+        (401, "No valid bearer token."),
+        (403, "The agent may not read or write there."),
+        (404, "Nothing at that address, or no such record."),
+        (409, "A conditional write found the address taken, or the embedder differs."),
+        (413, "The request body is too large."),
+        (429, "Too much expensive work at once; retry after the Retry-After seconds."),
+        (503, "The store failed; nothing was written."),
+    )
+}
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema with the bearer scheme declared and its never-given 422 answers taken out."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schema.setdefault("components", {})["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer", "description": "An agent's token (memlane agent create)."}
+        }
+        for path, methods in schema.get("paths", {}).items():
+            for operation in methods.values():
+                operation.get("responses", {}).pop("422", None)
+                if path.startswith(f"/{API_VERSION}/") and path != f"/{API_VERSION}/health":
+                    operation["security"] = [{"bearer": []}]
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schema["components"].get("schemas", {}).pop(unused, None)
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
@@ -475,11 +526,15 @@ def create_app(
         max_work: the same for all agents together (below the worker pool's 40
             threads, so point reads always find a free one).
     """
-    app = FastAPI(
+    # the docs UI's scripts come from a package (fastapi-offline), not a CDN: /docs works offline
+    app = FastAPIOffline(
         title="memlane",
         version=API_VERSION,
-        description="Durable memory for AI agents: exact keyed lookup and confirmed hybrid search.",
+        description="Durable memory for AI agents: exact keyed lookup and confirmed hybrid search. "
+        "Every /v1 operation needs `Authorization: Bearer <token>` (Authorize, above).",
+        redoc_url=None,
     )
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     # one gate for the whole service: HTTP requests pass it on the event loop (WorkGate), MCP tool calls in
     # the agent's view; an HTTP route's view is ungated, so no request counts twice
     gate = Gate(max_agent_work, max_work)
@@ -555,9 +610,8 @@ def create_app(
                     "result": result.model_json_schema(),
                 }
             )
-            return app.post(f"/{API_VERSION}/{path}", summary=summary, name=path, responses={200: {"model": result}})(
-                fn
-            )
+            answers = {200: {"model": result}, **ERROR_ANSWERS}
+            return app.post(f"/{API_VERSION}/{path}", summary=summary, name=path, responses=answers)(fn)
 
         return register
 
