@@ -19,9 +19,16 @@ from .facts.text import DEFAULT_CHUNK_CHARS
 from .memory import CHANNELS, RECORD_FIELDS
 from .model import Envelope, Item, Namespace, Page, Stats, Version
 from .query.model import QueryPlan, QueryResult, SavedQuery
+from .retention import RetentionRule
 
 if TYPE_CHECKING:
     from .search.choose import Chooser
+
+
+def _rule(d: Mapping[str, Any]) -> RetentionRule:
+    prefix = tuple(d["prefix"].split("/")) if d["prefix"] else ()
+    at = datetime.fromisoformat(d["updated_at"])
+    return RetentionRule(prefix, d.get("keep_versions"), d.get("keep_days"), at, d.get("updated_by"))
 
 
 def _ns(namespace: Any) -> Any:
@@ -143,6 +150,21 @@ class Client:
     def clear(self, namespace_prefix: Namespace | str) -> int:
         """Delete everything under a prefix the agent may write."""
         return int(self._call("POST", "clear", {"namespace_prefix": _ns(namespace_prefix)})["deleted"])
+
+    def set_retention(
+        self, prefix: Namespace | str, *, keep_versions: int | None = None, keep_days: float | None = None
+    ) -> RetentionRule:
+        """Set a history retention rule (an admin token); see :meth:`Memory.set_retention`."""
+        body = {"prefix": _ns(prefix), "keep_versions": keep_versions, "keep_days": keep_days}
+        return _rule(self._call("POST", "set_retention", body))
+
+    def retention_rules(self) -> builtins.list[RetentionRule]:
+        """Every history retention rule (an admin token)."""
+        return [_rule(r) for r in self._call("POST", "retention_rules", {})["rules"]]
+
+    def clear_retention(self, prefix: Namespace | str) -> bool:
+        """Remove the rule at exactly ``prefix`` (an admin token); ``False`` if there was none."""
+        return bool(self._call("POST", "clear_retention", {"prefix": _ns(prefix)})["cleared"])
 
     def cleanup(self) -> int:
         """Physically delete expired rows (admin tokens only)."""

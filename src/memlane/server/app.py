@@ -262,6 +262,32 @@ class RunQueryBody(Body):
     timeout_ms: Any = 2000
 
 
+class RetentionBody(Body):
+    prefix: Any
+    keep_versions: Any = None
+    keep_days: Any = None
+
+
+class PrefixBody(Body):
+    prefix: Any
+
+
+class RetentionRuleOut(BaseModel):
+    prefix: str
+    keep_versions: int | None
+    keep_days: float | None
+    updated_at: str
+    updated_by: str | None
+
+
+class RetentionRulesOut(BaseModel):
+    rules: list[RetentionRuleOut]
+
+
+class ClearedOut(BaseModel):
+    cleared: bool
+
+
 class QueryNameBody(Body):
     name: Any
 
@@ -748,6 +774,20 @@ def create_app(
     @app.post(f"/{API_VERSION}/cleanup", summary="Physically delete expired rows (admin).")
     def cleanup(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
         return ok({"deleted": mem.cleanup()})
+
+    # history retention: an owner setting, so admin only (the core refuses agents as well)
+    @route("set_retention", RetentionBody, RetentionRuleOut, "Keep N history versions and/or D days under a prefix.")
+    def set_retention(body: RetentionBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        rule = mem.set_retention(body.prefix, keep_versions=body.keep_versions, keep_days=body.keep_days)
+        return ok(rule.to_dict())
+
+    @route("retention_rules", SpaceBody, RetentionRulesOut, "Every history retention rule (admin).")
+    def retention_rules(body: SpaceBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        return ok({"rules": [r.to_dict() for r in mem.retention_rules()]})
+
+    @route("clear_retention", PrefixBody, ClearedOut, "Remove the retention rule at exactly a prefix (admin).")
+    def clear_retention(body: PrefixBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+        return ok({"cleared": mem.clear_retention(body.prefix)})
 
     @app.get(f"/{API_VERSION}/stats", summary="Counts and size of the whole store (admin).")
     def stats(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
