@@ -318,9 +318,24 @@ class _AsSent(FuncMetadata):
         return data
 
 
+def _untitled(schema: Any) -> Any:
+    """A JSON schema without pydantic's ``title`` on every property: it repeats the name, and every
+    character of a tool's schema is in the agent's context on every turn."""
+    if isinstance(schema, dict):
+        return {
+            k: _untitled(v) if k != "properties" else {name: _untitled(p) for name, p in v.items()}
+            for k, v in schema.items()
+            if k != "title"
+        }
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    return schema
+
+
 def _tool(fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
     name = fn.__name__
     tool = _Checked.from_function(fn, name=name, description=DESCRIPTIONS[name], annotations=annotations)
+    tool.parameters = _untitled(tool.parameters)
     meta = tool.fn_metadata
     tool.fn_metadata = _AsSent(
         arg_model=meta.arg_model,
