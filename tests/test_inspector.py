@@ -379,3 +379,21 @@ def test_api_docs_render_offline_and_try_it_out_sends_the_bearer_token(site: Sit
     answer = _wait(browser, _visible(".responses-table .response .response-col_status"), timeout=20)
     assert answer.text.strip().startswith("200"), answer.text
     assert "422" not in browser.find_element(By.CSS_SELECTOR, "body").text
+
+
+def test_switching_namespace_closes_the_item_panel_of_the_one_left(site: Site, browser: Any) -> None:
+    _fresh(browser, site)
+    _sign_in(browser, site.token)
+    _wait(browser, _visible("#ns-list button[data-ns='agent/alice']")).click()
+    _wait(browser, _visible("#tree button.path.branch[data-ns='agent/alice'][data-path='preferences']")).click()
+    _wait(browser, _visible("#tree button.path.branch[data-path='preferences.ui']")).click()
+    _wait(browser, _visible("#tree button.path.leaf[data-path='preferences.ui.theme']")).click()
+    _wait(browser, _text_in("#item-key", "preferences.ui.theme"))
+    # drilling inside the same namespace keeps the item open
+    _css(browser, "#ns-list button[data-ns='agent/alice']").click()
+    _wait(browser, lambda d: len(_all(d, "#items tbody tr")) == 25)
+    assert _css(browser, "#item").is_displayed()
+    # another namespace: the panel goes
+    _css(browser, "#ns-list button[data-ns='room/team']").click()
+    _wait(browser, lambda d: not _css(d, "#item").is_displayed())
+    _wait(browser, lambda d: all("room/team" in r.text for r in _all(d, "#items tbody tr")))

@@ -658,7 +658,10 @@ def test_through_the_live_service_an_agent_sees_only_its_rows(tmp_path: Path):
             assert got.status_code == 200 and got.json()["rows"] == [["agent/alice"]]
             bad = http.post("/v1/query", json={"sql": "DROP TABLE items"}, headers=auth)
             assert bad.status_code == 400 and bad.json()["error"]["type"] == "query_refused"
-            assert set(bad.json()["error"]) == {"type", "message"} and "DROP" in bad.json()["error"]["message"]
+            assert (
+                set(bad.json()["error"]) == {"type", "message", "reason", "part"}
+                and "DROP" in bad.json()["error"]["message"]
+            )
             space_get = http.get("/v1/query/space", headers=auth).json()
             assert space_get["schema"] == "memory_v1" and space_get["dialect"] == "sqlite"
             ops = {op["name"] for op in http.get("/v1/operations").json()["operations"]}

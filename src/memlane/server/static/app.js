@@ -220,6 +220,8 @@
 
   async function browseTo(ns, kp) {
     clearError();
+    // another namespace: the open item belongs to the one left behind, so its panel goes too
+    if (nsText(ns) !== nsText(state.browse.ns)) closeItem();
     state.browse.ns = ns;
     state.browse.kp = kp;
     selectTab("browse");
