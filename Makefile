@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser run test lint format bench clean mutate coverage shuffle
+.PHONY: setup browser run test lint format bench clean mutate coverage shuffle fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ coverage: setup browser
 	$(VENV)/bin/coverage run -m pytest -q -p no:randomly
 	$(VENV)/bin/coverage combine -q
 	$(VENV)/bin/coverage report --include="$$($(PY) scripts/mutate.py --files)" --fail-under=95
+
+# the HTTP API fuzzed from its own OpenAPI and the Python API with hypothesis, longer than in `make test`
+fuzz: setup
+	MEMLANE_FUZZ_EXAMPLES=$(or $(EXAMPLES),200) $(PY) -m pytest -q tests/test_fuzz.py
 
 # the suite in a random order, to find tests that depend on each other: make shuffle [SEED=1]
 shuffle: setup browser
