@@ -287,6 +287,8 @@ class Memory:
         works as in :meth:`put`, for every record.
         """
         now = self._now()
+        if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
+            raise ValidationError("records", f"must be a list of records (mappings), not {type(records).__name__}")
         records = records if isinstance(records, Sequence) else list(records)
         ids = new_ids(now, len(records))
         rows = []
