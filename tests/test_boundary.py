@@ -197,3 +197,17 @@ def test_mcp_arguments_of_the_wrong_type_name_the_field_in_plain_words(tmp_path:
             assert (await s.call_tool("memory_list", {})).structured_content["items"] == []
 
     anyio.run(main)
+
+
+def test_the_services_body_limit_reaches_the_mcp_endpoint(tmp_path: Path) -> None:
+    with memlane.open(tmp_path / "small.db", embedder=None) as mem:
+        app = create_app(mem, max_body_bytes=2000)
+        assert app.state.mcp._max_body_bytes == 2000
+        http = TestClient(app, raise_server_exceptions=False)
+        _, token = app.state.access.create_agent("a")
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "memory_set"}}
+        call["params"]["arguments"] = {"namespace": "agent/a", "key": "k", "value": "x" * 3000}
+        answer = http.post("/mcp", json=call, headers=headers)
+        assert answer.status_code == 413, answer.text
+        assert mem.get("agent/a", "k") is None

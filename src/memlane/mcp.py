@@ -989,18 +989,17 @@ class McpEndpoint:
             await run.task
 
 
-def mount_mcp(app: Any, mem: Memory, access: Access) -> None:
+def mount_mcp(app: Any, mem: Memory, access: Access, *, max_body_bytes: int) -> None:
     """Mount the streamable-HTTP MCP endpoint at ``/mcp`` on the service.
 
     Tool calls run on the calling agent's view of ``mem`` (``access`` wraps the
-    same memory), with the visibility of the ``/v1`` API; the endpoint is also
-    kept as ``app.state.mcp``.
+    same memory), with the visibility of the ``/v1`` API; request bodies over
+    ``max_body_bytes`` (the service's own limit) are refused; the endpoint is
+    also kept as ``app.state.mcp``.
     """
     from starlette.routing import Route
 
-    from .server.app import MAX_BODY_BYTES
-
-    endpoint = McpEndpoint(access, max_body_bytes=MAX_BODY_BYTES)
+    endpoint = McpEndpoint(access, max_body_bytes=max_body_bytes)
     app.state.mcp = endpoint
     app.router.routes.append(Route("/mcp", endpoint=endpoint))  # every method: 401 comes first
     original = app.router.lifespan_context

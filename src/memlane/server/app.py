@@ -896,6 +896,6 @@ def create_app(
     from ..mcp import mount_mcp
     from .inspector import mount_inspector
 
-    mount_mcp(app, mem, access)
+    mount_mcp(app, mem, access, max_body_bytes=max_body_bytes)
     mount_inspector(app)
     return app
