@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # A guided tour of memlane through its CLI, on ./memlane.db (or $MEMLANE_DB).
 set -euo pipefail
-step() { printf '\n\033[1m== %s\033[0m\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
+# shown ARGS...: the command as it can be pasted back into a shell (single quotes where needed)
+shown() {
+  local out=() arg
+  for arg in "$@"; do
+    if [[ $arg =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then out+=("$arg"); else out+=("'${arg//\'/\'\\\'\'}'"); fi
+  done
+  printf '%s' "${out[*]}"
+}
+step() { printf '\n\033[1m== %s\033[0m\n$ %s\n' "$1" "$(shown "${@:2}")"; "${@:2}"; }
 
 memlane clear demo --yes >/dev/null
 step "Write typed values at addresses (namespace, key)" \

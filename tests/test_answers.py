@@ -1035,9 +1035,16 @@ def _junk(tmp_path: Path) -> str:
     return str(tmp_path / "junk.db")
 
 
+def _empty(tmp_path: Path) -> str:
+    """An empty database: a command that only reads refuses a path that does not exist."""
+    db = tmp_path / "m.db"
+    memlane.open(str(db), embedder=None).close()
+    return str(db)
+
+
 def _unreachable_chooser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setenv("MEMLANE_CHAT_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
-    return ["recall", "q", "--mode", "single", "--chooser-model", "m", "--db", str(tmp_path / "m.db")]
+    return ["recall", "q", "--mode", "single", "--chooser-model", "m", "--db", _empty(tmp_path)]
 
 
 def _failing_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -1047,14 +1054,15 @@ def _failing_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[st
         raise errors.MemlaneError("first line\nsecond line")  # a message of two lines still prints as one
 
     monkeypatch.setattr(Memory, "history", history)
-    return ["history", "user/1", "k", "--db", str(tmp_path / "m.db")]
+    return ["history", "user/1", "k", "--db", _empty(tmp_path)]
 
 
 # (name, args given tmp_path and monkeypatch, exit code, fragment of the one stderr line)
 CLI_ANSWERS: list[tuple[str, Callable[[Path, pytest.MonkeyPatch], list[str]], int, str]] = [
     ("validation_error", lambda p, m: ["set", "a//b", "k", "v", "--db", str(p / "m.db")], 2, "namespace: has an empty"),
-    ("query_refused", lambda p, m: ["query", "sql", "DELETE FROM items", "--db", str(p / "m.db")], 2, "query refused"),
-    ("not_found-item", lambda p, m: ["get", "user/1", "missing", "--db", str(p / "m.db")], 1, "no item at user/1"),
+    ("query_refused", lambda p, m: ["query", "sql", "DELETE FROM items", "--db", _empty(p)], 2, "query refused"),
+    ("not_found-item", lambda p, m: ["get", "user/1", "missing", "--db", _empty(p)], 1, "no item at user/1"),
+    ("not_found-database", lambda p, m: ["get", "user/1", "k", "--db", str(p / "absent.db")], 1, "no database at"),
     ("not_found-room", lambda p, m: ["room", "add", "nope", "alice", "--db", str(p / "m.db")], 1, "no room named"),
     ("conflict-agent", lambda p, m: _with_agent(p), 1, "agent 'alice' already exists"),
     ("conflict-merge", lambda p, m: _with_entity(p), 1, "nothing to merge"),
@@ -1066,10 +1074,10 @@ CLI_ANSWERS: list[tuple[str, Callable[[Path, pytest.MonkeyPatch], list[str]], in
     ),
     ("unavailable-query", lambda p, m: ["query", "sql", "SELECT 1", "--db", ":memory:"], 1, "in-memory SQLite"),
     ("unavailable-backend", lambda p, m: ["stats", "--db", "mysql://host/db"], 1, "unknown database URL scheme"),
-    ("embedder_error", lambda p, m: ["stats", "--embedder", "bogus", "--db", str(p / "m.db")], 1, "unknown embedder"),
+    ("embedder_error", lambda p, m: ["stats", "--embedder", "bogus", "--db", _empty(p)], 1, "unknown embedder"),
     ("chooser_error", _unreachable_chooser, 1, "cannot reach chat endpoint"),
     ("store_error-not-a-database", lambda p, m: ["stats", "--db", _junk(p)], 1, "file is not a database"),
-    ("store_error-no-directory", lambda p, m: ["stats", "--db", str(p / "nodir" / "m.db")], 1, "does not exist"),
+    ("store_error-no-directory", lambda p, m: ["set", "a", "k", "v", "--db", str(p / "no" / "m.db")], 1, "directory"),
     ("store_error-newer-schema", lambda p, m: ["stats", "--db", _newer_schema(p)], 1, "upgrade memlane"),
     ("error-injected", _failing_history, 1, "Error: first line second line"),
 ]

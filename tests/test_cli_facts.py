@@ -75,6 +75,7 @@ def test_the_scenario_from_the_command_line(tmp_path: Path) -> None:
 
 def test_errors_are_one_line_with_the_field(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
+    run(db, "migrate")
     bad = run(db, "fact", "context", "x", "--hops", "9")
     assert bad.exit_code == 2 and bad.stderr.startswith("Error: hops") and "Traceback" not in bad.stderr
     missing = run(db, "fact", "retract", "fact_" + "0" * 32)

@@ -60,7 +60,7 @@ def test_query_row_cap_is_reported(filled: Path) -> None:
     out = json.loads(result.stdout)
     assert out["truncated_by"] == "max_rows" and len(out["rows"]) == 1
     table = ok(filled, "query", "SELECT key FROM items", "--max-rows", "1")
-    assert "max_rows" in table.stderr
+    assert "(--max-rows)" in table.stderr
 
 
 def test_refused_statement_exits_2_with_the_reason(filled: Path) -> None:

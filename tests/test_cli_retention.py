@@ -72,10 +72,10 @@ def test_clearing_a_missing_rule_exits_1(db: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["counters"], "keep_versions: give keep_versions, keep_days or both"),
-        (["counters", "--keep-versions", "-1"], "keep_versions: must be between 0 and"),
-        (["counters", "--keep-days", "0"], "keep_days: must be a positive"),
-        (["counters", "--keep-days", "inf"], "keep_days: must be a positive"),
+        (["counters"], "--keep-versions: give --keep-versions, --keep-days or both"),
+        (["counters", "--keep-versions", "-1"], "--keep-versions: must be between 0 and"),
+        (["counters", "--keep-days", "0"], "--keep-days: must be a positive"),
+        (["counters", "--keep-days", "inf"], "--keep-days: must be a positive"),
         (["a//b", "--keep-versions", "1"], "prefix: has an empty segment"),
     ],
 )

@@ -13,9 +13,14 @@ change to rather than the one to open with.
 
 from __future__ import annotations
 
+import contextvars
+import errno
 import functools
 import json
 import os
+import re
+import shlex
+import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Annotated, Any, NoReturn, TypeVar
@@ -24,6 +29,7 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.json import JSON
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -43,7 +49,42 @@ from .model import Item, namespace_text
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
 
+
+def _plain_flags(params: list[Any]) -> list[Any]:
+    """Flags take no value: give them an empty metavar, or typer's rich help shows ``--json <bool>``."""
+    for param in params:
+        if param.param_type_name == "option" and param.is_flag and not param.count and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+# The click context of the running command, for the names it was called by and its options.
+_RUNNING: contextvars.ContextVar[Any] = contextvars.ContextVar("memlane_cli_running", default=None)
+
+
+class _Command(typer.core.TyperCommand):
+    """Every memlane command (registered by :func:`_command`): flags shown without a value."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+    def invoke(self, ctx: Any) -> Any:
+        token = _RUNNING.set(ctx)
+        try:
+            return super().invoke(ctx)
+        finally:
+            _RUNNING.reset(token)
+
+
+class _Group(typer.core.TyperGroup):
+    """The root and every command group: flags shown without a value, as for commands."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+
 app = typer.Typer(
+    cls=_Group,
     name="memlane",
     help="Durable memory for AI agents: exact keyed lookup and search over one SQLite file.",
     no_args_is_help=True,
@@ -86,13 +127,161 @@ def main() -> None:
     app()
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"memlane {memlane.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the memlane version and exit.", is_eager=True, callback=_show_version),
+    ] = False,
+) -> None:
+    """The options before any command (the app's help is the Typer's)."""
+
+
+# -- which commands only read ---------------------------------------------------
+
+# Every command, by whether it may write. A read never creates a database: on a
+# path that does not exist it says so, so a mistyped --db leaves no empty file
+# behind; a write creates the file. Names are as typed after `memlane`. A new
+# command must be added to one of the two (tests/test_cli_setup.py checks).
+READ_COMMANDS = frozenset(
+    {
+        "get", "fetch", "list", "namespaces", "summarize", "history", "stats", "search", "recall", "export",
+        "context", "lookup",
+        "entity resolve", "fact context", "fact traverse", "doc neighbours", "claim context",
+        "agent list", "agent log", "room list",
+        "query sql", "query describe", "query run", "query saved",
+        "retention list",
+    }
+)  # fmt: skip
+WRITE_COMMANDS = frozenset(
+    {
+        "set", "note", "delete", "clear", "cleanup", "reindex", "import", "migrate", "serve", "mcp",
+        "grant", "revoke",
+        "entity add", "entity alias", "entity merge", "fact assert", "fact retract", "fact end", "doc add",
+        "claim add", "claim add-many", "claim supersede",
+        "agent create", "agent token", "agent delete", "room create", "room add", "room remove",
+        "query save", "query delete",
+        "retention set", "retention clear",
+    }
+)  # fmt: skip
+
+
+def _command_name() -> str:
+    """The running command as typed after ``memlane`` (``get``, ``entity resolve``, ``query sql``)."""
+    ctx = _RUNNING.get()
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(names))
+
+
+# -- errors -------------------------------------------------------------------
+
+# The optional dependencies a command may need, by the top-level module that is missing,
+# and the extra (pyproject.toml) that installs them.
+EXTRAS = {
+    "numpy": "vectors",
+    "tokenizers": "vectors",
+    "psycopg": "postgres",
+    "psycopg_pool": "postgres",
+    "psycopg_binary": "postgres",
+    "fastapi": "server",
+    "fastapi_offline": "server",
+    "uvicorn": "server",
+    "starlette": "server",
+    "httpx": "server",
+    "pydantic": "server",
+    "mcp": "server",
+    "mcp_types": "server",
+    "anyio": "server",
+}
+
+
+def _missing_extra(e: ImportError) -> str | None:
+    """The one line for an optional dependency that is not installed, or ``None`` for any other ImportError."""
+    module = (e.name or "").split(".")[0]
+    extra = EXTRAS.get(module)
+    if extra is None:
+        return None
+    ctx = _RUNNING.get()
+    db = ctx.params.get("db") if ctx is not None else None
+    if module == "numpy" and _db_url(db).startswith(("postgresql://", "postgres://")):
+        extra = "postgres"
+    return (
+        f"`memlane {_command_name()}` needs memlane's optional {extra!r} dependencies (the module {module!r} is "
+        f"not installed); install them with: pip install 'memlane[{extra}]'"
+    )
+
+
+_JSON_TYPES = {"dict": "an object", "list": "a list", "tuple": "a list", "int": "a number", "float": "a number"}
+_JSON_TYPES |= {"str": "a string", "bool": "true or false", "NoneType": "null"}
+
+# What the core says in Python words, and what a command-line user types instead. The
+# messages stay as they are for Python callers; the command line renders these.
+CLI_WORDS: list[tuple[str, str | Callable[[re.Match[str]], str]]] = [
+    (r"e\.g\. \('user', '123'\)", "e.g. user/123"),
+    (r"; pass a tuple of segments", "; segments are separated by '/'"),
+    (
+        r"is not a cursor returned by list\(\); pass next_cursor unchanged",
+        "is not a cursor printed by `memlane list`; pass the --cursor of the previous page unchanged",
+    ),
+    (r"describe_query_space\(\)", "`memlane query describe`"),
+    (r"saved_queries\(\)", "`memlane query saved`"),
+    (r"\(Python: embedder=None; CLI: (--embedder none)\)", r"(\1)"),
+    (r" \(Python: [^()]*(\([^()]*\))?[^()]*\)", ""),  # (Python: Memory.migrate()), (Python: Memory.reindex('x'))
+    (
+        r"open the store without choosing an embedder to use the recorded one",
+        "leave out --embedder to use the recorded one",
+    ),
+    (r"e\.g\. reindex\('([^']*)'\)", r"e.g. --embedder \1"),
+    (r"\(clear_retention removes a rule\)", "(`memlane retention clear` removes a rule)"),
+    (r"e\.g\. datetime\(2026, 3, 1, tzinfo=UTC\)", "e.g. 2026-03-01T00:00:00Z"),
+    (r"JSON object \(dict\)", "JSON object"),
+    (  # "must be a string, not int": Python type names as JSON's
+        r"(must be [^;]*?), not (dict|list|tuple|int|float|str|bool|NoneType)\b",
+        lambda m: f"{m.group(1)}, not {_JSON_TYPES[m.group(2)]}",
+    ),
+]
+# Core argument names whose command-line option is spelled differently.
+CLI_FIELDS = {"namespace_prefix": "prefix", "entity_ids": "entity", "aliases": "alias"}
+
+
+def _cli_words(message: str) -> str:
+    """``message`` with the Python calls, arguments and tuples it names in command-line words.
+
+    Besides :data:`CLI_WORDS`, an argument name of the running command
+    (``candidate_k``, ``namespace_prefix``) becomes its option (``--candidate-k``, ``--prefix``).
+    """
+    for pattern, replacement in CLI_WORDS:
+        message = re.sub(pattern, replacement, message)
+    ctx = _RUNNING.get()
+    if ctx is None:
+        return message
+    flags = {p.name: max(p.opts, key=len) for p in ctx.command.params if p.param_type_name == "option"}
+
+    def flag(m: re.Match[str]) -> str:
+        return flags.get(CLI_FIELDS.get(m.group(0), m.group(0)), m.group(0))
+
+    # names with an underscore only: one-word ones (ttl, limit, key) read the same as their option
+    return re.sub(r"(?<![\w-])[a-z]+(?:_[a-z]+)+\b", flag, message)
+
+
 def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
-    typer.echo(f"Error: {' '.join(message.splitlines())}", err=True)
+    typer.echo(f"Error: {_cli_words(' '.join(message.splitlines()))}", err=True)
     raise typer.Exit(code)
 
 
 def _command(name: str, group: typer.Typer | None = None) -> Callable[[F], F]:
     """Register a command named ``name`` whose expected errors end in one line on stderr."""
+    if group is not None and isinstance(group.info.cls, typer.models.DefaultPlaceholder):
+        group.info.cls = _Group  # the group's own --help shows its flags plainly too
 
     def register(fn: F) -> F:
         @functools.wraps(fn)
@@ -107,8 +296,13 @@ def _command(name: str, group: typer.Typer | None = None) -> Callable[[F], F]:
                 raise  # typer exits quietly when a reader like `head` goes away
             except OSError as e:  # unreadable import file, unwritable export path...
                 _fail(f"{e.strerror}: {e.filename}" if e.filename else str(e))
+            except ImportError as e:  # an optional dependency (an extra) is not installed
+                missing = _missing_extra(e)
+                if missing is None:
+                    raise
+                _fail(missing)
 
-        (group or app).command(name=name)(run)
+        (group or app).command(name=name, cls=_Command)(run)
         return fn
 
     return register
@@ -119,6 +313,48 @@ def _command(name: str, group: typer.Typer | None = None) -> Callable[[F], F]:
 NO_EMBEDDER = "none"  # --embedder none: lexical only, as MEMLANE_EMBEDDER=none
 
 
+def _db_url(db: str | None) -> str:
+    """The --db value as :func:`memlane.open` resolves it."""
+    from .memory import DEFAULT_PATH
+
+    return db or os.environ.get("MEMLANE_DB") or DEFAULT_PATH
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The SQLite file a database URL names; ``None`` for another backend or an in-memory store."""
+    if "://" in url and not url.startswith("sqlite:"):
+        return None
+    from .store.sqlite import parse_url
+
+    path = parse_url(url)
+    return None if path == ":memory:" else path
+
+
+def _open_db(db: str | None, *, reads: bool | None = None, **options: Any) -> memlane.Memory:
+    """:func:`memlane.open` as the command line does it.
+
+    A read (:data:`READ_COMMANDS`, or ``reads``) never creates the file; a file
+    this process cannot write opens read-only, so reads work and a write says why not.
+    """
+    url = _db_url(db)
+    path = _sqlite_file(url)
+    if path is not None:
+        from .store.sqlite import read_only_reason
+
+        if reads is None:
+            reads = _command_name() in READ_COMMANDS
+        if not os.path.exists(path):
+            if reads:
+                _fail(
+                    f"no database at {path!r}: the file does not exist (check --db and $MEMLANE_DB); this "
+                    "command only reads, so nothing was created. A write creates the file, e.g. "
+                    f"memlane set NAMESPACE KEY VALUE --db {shlex.quote(path)}"
+                )
+        elif read_only_reason(path) is not None:
+            options["read_only"] = True  # reads work; a write says the file is read-only
+    return memlane.open(db, **options)
+
+
 def _open(db: str | None, embedder: str | None, *, hint: bool = True) -> memlane.Memory:
     """Open the memory; ``embedder`` is the --embedder value, ``None`` when it was not given.
 
@@ -127,8 +363,8 @@ def _open(db: str | None, embedder: str | None, *, hint: bool = True) -> memlane
     """
     try:
         if embedder is None:
-            return memlane.open(db)
-        return memlane.open(db, embedder=None if embedder == NO_EMBEDDER else embedder)
+            return _open_db(db)
+        return _open_db(db, embedder=None if embedder == NO_EMBEDDER else embedder)
     except memlane.EmbedderError as e:
         if not hint:
             raise
@@ -197,13 +433,61 @@ def _squeezable(text: str) -> Text:
     return Text(text, no_wrap=True, overflow="ellipsis")
 
 
+class _Table(Table):
+    """A table whose name columns (:func:`_name_column`) stay whole on one line whenever the terminal allows.
+
+    The other columns give way first: a one-line cell (:func:`_squeezable`) down
+    to a few characters ending in "…", any other down to its longest word or
+    :data:`_SQUEEZED` characters. When the names would leave them less than
+    that, the names fold instead, so that no character of an address or id is
+    lost and no column disappears.
+    """
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        names = [c for c in self.columns if c.overflow == "fold" and c.min_width == _NAME]
+        if names:
+
+            def cells(column: Any) -> list[Any]:
+                return [column.header, *column.cells]
+
+            def need(column: Any) -> int:
+                if column in names:
+                    return max(Measurement.get(console, options, cell).maximum for cell in cells(column))
+                if all(isinstance(cell, Text) and cell.no_wrap for cell in column.cells):
+                    return 3  # "ab…"
+                word = max(Measurement.get(console, options, cell).minimum for cell in cells(column))
+                return max(column.min_width or 0, min(word, _SQUEEZED))
+
+            overhead = self._extra_width + (self.padding[1] + self.padding[3]) * len(self.columns)
+            whole = sum(need(c) for c in self.columns) + overhead <= (self.width or options.max_width)
+            for c in names:
+                c.no_wrap = whole
+        return super().__rich_console__(console, options)
+
+
+_SQUEEZED = 6  # the narrowest a wrapping column is left beside whole names
+_NAME = 1  # the min_width that marks a name column
+
+
+def _name_column(table: Table, name: str) -> None:
+    """A column of namespaces, keys or ids: not wrapped or cut, because people copy them (see :class:`_Table`)."""
+    table.add_column(name, no_wrap=True, overflow="fold", min_width=_NAME)
+
+
+def _time_column(table: Table, name: str) -> None:
+    """A column of ``_when`` times: the date stays whole, the time goes below it when space is short."""
+    table.add_column(name, min_width=10)
+
+
 def _items_table(items: list[Item]) -> Table:
     """The table every item listing uses (list, fetch)."""
-    table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("namespace", overflow="fold")
-    table.add_column("key", overflow="fold")  # never truncated: people copy addresses
-    for name in ("type", "value", "v", "updated (UTC)"):
-        table.add_column(name, justify="right" if name == "v" else "left")
+    table = _Table(box=box.SIMPLE_HEAD)
+    _name_column(table, "namespace")
+    _name_column(table, "key")
+    table.add_column("type", no_wrap=True)
+    table.add_column("value")
+    table.add_column("v", justify="right", no_wrap=True)
+    _time_column(table, "updated (UTC)")
     for item in items:
         # Text(), not str: stored data must never be read as rich markup.
         table.add_row(
@@ -558,7 +842,10 @@ def history(
     if as_json:
         _print_json([ver.to_dict() for ver in versions])
         return
-    table = Table("version", "change", "changed (UTC)", "changed by", "type", "value", box=box.SIMPLE_HEAD)
+    table = Table("version", "change", box=box.SIMPLE_HEAD)
+    _time_column(table, "changed (UTC)")
+    for name in ("changed by", "type", "value"):
+        table.add_column(name)
     for ver in versions:
         table.add_row(
             str(ver.version),
@@ -611,7 +898,7 @@ def migrate(
         memlane migrate --status
         memlane migrate --db postgresql://me@db.internal/memory
     """
-    with memlane.open(db, migrate=False) as mem:
+    with _open_db(db, reads=status, migrate=False) as mem:
         applied = [] if status else mem.migrate()
         rows = mem.migration_status()
     if as_json:
@@ -666,10 +953,13 @@ def _show_envelope(envelope: memlane.Envelope) -> None:
     channels = [ch for ch in envelope.counts if ch != "keyed"]
     for hit in envelope.hits:
         channels += [ch for ch in hit.ranks if ch not in channels]
-    table = Table("#", box=box.SIMPLE_HEAD)
-    table.add_column("namespace", overflow="fold")
-    table.add_column("key", overflow="fold")
-    table.add_column("updated (UTC)" if keyed else "score", justify="left" if keyed else "right")
+    table = _Table("#", box=box.SIMPLE_HEAD)
+    _name_column(table, "namespace")
+    _name_column(table, "key")
+    if keyed:
+        _time_column(table, "updated (UTC)")
+    else:
+        table.add_column("score", justify="right", no_wrap=True)
     for ch in channels:
         table.add_column(ch, justify="right")
     table.add_column("text")
@@ -845,7 +1135,7 @@ def reindex(
         )
     # A named embedder may differ from the recorded one: open without vectors so the mismatch
     # check cannot refuse the very store we are about to rebuild.
-    opened = memlane.open(db, embedder=None) if embedder else _open(db, None, hint=False)
+    opened = _open_db(db, embedder=None) if embedder else _open(db, None, hint=False)
     with opened as mem:
         if embedder is None and mem.embedder is None:
             raise memlane.EmbedderError(
@@ -1031,17 +1321,25 @@ def _fact_validity(fact: Any) -> str:
 
 
 def _facts_table(facts: list[Any]) -> Table:
-    table = Table(box=box.SIMPLE_HEAD)
-    for name in ("fact", "valid (UTC)", "recorded (UTC)", "evidence", "id"):
-        table.add_column(name, overflow="fold" if name == "id" else "ellipsis")
+    table = _Table("fact", box=box.SIMPLE_HEAD)
+    _time_column(table, "valid (UTC)")
+    _time_column(table, "recorded (UTC)")
+    table.add_column("evidence")
+    _name_column(table, "id")
     for f in facts:
         recorded = _when(f.recorded_at) + (f" (retracted {_when(f.retracted_at)})" if f.retracted_at else "")
         table.add_row(Text(f.text), _fact_validity(f), recorded, str(f.evidence_count), f.id)
     return table
 
 
-def _entity_rows(entities: list[Any], table: Table | None = None) -> Table:
-    table = table or Table("id", "name", "kind", "namespace", "aliases", "profile", box=box.SIMPLE_HEAD)
+def _entity_table(entities: list[Any]) -> Table:
+    table = _Table(box=box.SIMPLE_HEAD)
+    _name_column(table, "id")
+    table.add_column("name")
+    table.add_column("kind")
+    _name_column(table, "namespace")
+    table.add_column("aliases")
+    table.add_column("profile")
     for e in entities:
         table.add_row(
             e.id,
@@ -1061,7 +1359,7 @@ def _show_record(record: Any, as_json: bool) -> None:
     from .facts.model import Entity, Fact
 
     if isinstance(record, Entity):
-        _console().print(_entity_rows([record]))
+        _console().print(_entity_table([record]))
     elif isinstance(record, Fact):
         _console().print(_facts_table([record]))
     else:
@@ -1085,9 +1383,7 @@ def _show_context(ctx: Any, as_json: bool) -> None:
             console.print(_facts_table(rows))
         elif name == "entities":
             console.print(f"status: {ctx.status}")
-            table = Table("id", "name", "kind", "namespace", "aliases", "profile", box=box.SIMPLE_HEAD)
-            _entity_rows([c.entity for c in rows], table)
-            console.print(table)
+            console.print(_entity_table([c.entity for c in rows]))
         elif name == "claims":
             table = Table("#", "claim", "corroboration", "said by", "sources", box=box.SIMPLE_HEAD)
             for n, g in enumerate(rows, 1):
@@ -1096,7 +1392,8 @@ def _show_context(ctx: Any, as_json: bool) -> None:
                 table.add_row(str(n), Text(g.text), str(g.corroboration), Text(speakers), _squeezable(sources))
             console.print(table)
         elif name == "passages":
-            table = Table("#", "document", "pos", "passage", "id", box=box.SIMPLE_HEAD)
+            table = _Table("#", "document", "pos", "passage", box=box.SIMPLE_HEAD)
+            _name_column(table, "id")
             for n, p in enumerate(rows, 1):
                 table.add_row(str(n), Text(p.document_title), str(p.position), _squeezable(_brief(p.text, 80)), p.id)
             console.print(table)
@@ -1551,18 +1848,48 @@ def serve(
 
     from .server import create_app
 
-    with _open(db, embedder) as mem:
-        access = _access(mem)
-        err = _console(stderr=True)
-        if not access.has_admin():
-            try:
-                _, token = access.create_agent("admin", admin=True)
-            except memlane.ConflictError:  # another replica created it first
-                pass
-            else:
-                err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
-        err.print(f"memlane serving {mem.store.location} at http://{host}:{port}", highlight=False)
-        uvicorn.run(create_app(mem), host=host, port=port, log_level="warning")
+    listener = _listen(host, port)  # first: a taken port fails before anything is created or printed
+    try:
+        with _open(db, embedder) as mem:
+            access = _access(mem)
+            err = _console(stderr=True)
+            if not access.has_admin():
+                try:
+                    _, token = access.create_agent("admin", admin=True)
+                except memlane.ConflictError:  # another replica created it first
+                    pass
+                else:
+                    err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
+            err.print(f"memlane serving {mem.store.location} at http://{host}:{port}", highlight=False)
+            server = uvicorn.Server(uvicorn.Config(create_app(mem), host=host, port=port, log_level="warning"))
+            server.run(sockets=[listener])
+    finally:
+        listener.close()
+    if not server.started:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` for the service; a port in use is one line naming it, and --port."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, OverflowError) as e:
+        _fail(f"cannot listen on {host}:{port}: {getattr(e, 'strerror', None) or e}; check --host and --port")
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: restart right after a stop
+    try:
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            _fail(
+                f"port {port} on {host} is taken: another process is listening at {host}:{port}; "
+                f"choose another port with --port, e.g. --port {port + 1 if port < 65535 else 8420}"
+            )
+        _fail(f"cannot listen on {host}:{port}: {e.strerror or e}; check --host and --port")
+    return sock
 
 
 @_command("mcp")
@@ -1796,7 +2123,7 @@ def revoke(
 # -- the query space (memlane.query) ----------------------------------------------
 
 
-class _SqlByDefault(typer.core.TyperGroup):
+class _SqlByDefault(_Group):
     """``memlane query "SELECT ..."`` runs SQL; ``memlane query describe`` (save, run...) is a subcommand.
 
     A first argument that names no subcommand (a statement, or an option such as
@@ -1897,7 +2224,7 @@ def _show_result(result: memlane.QueryResult, as_json: bool, as_csv: bool) -> No
         _console().print(table)
         _console(stderr=True).print(f"{result.row_count} row(s) in {result.elapsed_ms:.1f} ms", style="dim")
     for note in result.notes:
-        _console(stderr=True).print(f"Note: {note}", style="yellow", highlight=False)
+        _console(stderr=True).print(Text(f"Note: {_cli_words(note)}", style="yellow"))
 
 
 @_query_command("sql")

@@ -1084,6 +1084,7 @@ def open(  # noqa: A001
     author: str | None = None,
     embedder: Embedder | str | None = DEFAULT,
     migrate: bool = True,
+    read_only: bool = False,
 ) -> Memory:
     """Open a memory.
 
@@ -1101,6 +1102,9 @@ def open(  # noqa: A001
             records raises :class:`EmbedderMismatchError`.
         migrate: apply pending schema migrations (the default). ``False``
             opens without changing the schema, for ``migration_status()``.
+        read_only: open an existing SQLite file read-only (``mode=ro``): reads
+            work, every write raises :class:`StoreError` saying the database is
+            read-only. For a file or directory this process cannot write.
     """
     if url is not None and not isinstance(url, str | os.PathLike):
         raise ValidationError("url", f"must be a path or a database URL, not {type(url).__name__}")
@@ -1108,6 +1112,8 @@ def open(  # noqa: A001
     url = url or os.environ.get("MEMLANE_DB") or DEFAULT_PATH
     store: Store
     if url.startswith(("postgresql://", "postgres://")):
+        if read_only:
+            raise BackendUnavailableError("read_only= opens SQLite files; on PostgreSQL use a read-only role")
         from .store.postgres import PostgresStore
 
         store = PostgresStore(url, migrate=migrate)
@@ -1118,7 +1124,7 @@ def open(  # noqa: A001
     else:
         from .store.sqlite import SqliteStore, parse_url
 
-        store = SqliteStore(parse_url(url), migrate=migrate)
+        store = SqliteStore(parse_url(url), migrate=migrate, read_only=read_only)
     if not migrate:
         return Memory(store, clock=clock, author=author, embedder=None)
     try:

@@ -170,6 +170,54 @@ def parse_url(url: str) -> str:
     return url
 
 
+def _dir_writable(path: str) -> bool:
+    return os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+
+
+def read_only_reason(path: str) -> str | None:
+    """Why this process cannot write the SQLite file at ``path``, or ``None`` when it can (or it does not exist).
+
+    A WAL database needs its file writable and a writable ``-wal`` and ``-shm``
+    beside it: existing ones, or a directory to create them in.
+    """
+    if path == ":memory:" or not os.path.exists(path):
+        return None
+    if not os.access(path, os.W_OK):
+        return "the file is not writable"
+    if not _dir_writable(path):
+        sidecars = [path + "-wal", path + "-shm"]
+        if not all(os.path.exists(p) and os.access(p, os.W_OK) for p in sidecars):
+            return "its directory is not writable"
+    return None
+
+
+def _is_read_only(e: sqlite3.OperationalError) -> bool:
+    return "readonly" in str(e) or "read-only" in str(e)
+
+
+def _repair_stale_wal(path: str) -> None:
+    """Make a ``-wal`` / ``-shm`` left read-only by a read-only open writable again, before a writable open.
+
+    A read-only connection cannot checkpoint, so it leaves the two files behind,
+    created with the database file's permissions at the time (read-only). Once the
+    file is writable again they would keep every write failing ("attempt to write a
+    readonly database"): give them the file's permissions (only the owner can), or
+    say which file is in the way.
+    """
+    if path == ":memory:" or not os.access(path, os.W_OK):
+        return
+    mode = os.stat(path).st_mode & 0o7777
+    for stale in (path + "-wal", path + "-shm"):
+        if os.path.exists(stale) and not os.access(stale, os.W_OK):
+            try:
+                os.chmod(stale, mode)
+            except OSError as e:
+                raise StoreError(
+                    f"cannot write to {path!r}: {stale!r} was left read-only by a read-only open "
+                    f"({e.strerror}); make it writable, or remove it while no process has the database open"
+                ) from e
+
+
 def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
     """Add rows inserted in this transaction (rowid > ``after_rowid``) to the FTS index.
 
@@ -203,17 +251,33 @@ class SqliteStore(Store):
 
     migration_names = tuple(name for name, _ in MIGRATIONS)
 
-    def __init__(self, path: str, *, busy_timeout: float = BUSY_TIMEOUT_S, migrate: bool = True) -> None:
+    def __init__(
+        self, path: str, *, busy_timeout: float = BUSY_TIMEOUT_S, migrate: bool = True, read_only: bool = False
+    ) -> None:
         self._path = path
         self._lock = threading.RLock()
+        self._read_only: str | None = None  # why writes are refused, when opened read-only
         if path != ":memory:":
             parent = os.path.dirname(os.path.abspath(path))
             if not os.path.isdir(parent):
                 raise StoreError(f"cannot open {path!r}: directory {parent!r} does not exist; create it first")
+        elif read_only:
+            raise StoreError("an in-memory SQLite store cannot be opened read-only; open a file instead")
+        if read_only:
+            if not os.path.exists(path):
+                raise StoreError(f"cannot open {path!r} read-only: the file does not exist")
+            self._read_only = read_only_reason(path) or "it was opened read-only"
+        else:
+            _repair_stale_wal(path)
         try:
-            self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+            if read_only:
+                self._conn = sqlite3.connect(
+                    self._ro_uri(), uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+                )
+            else:
+                self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            if path != ":memory:":
+            if path != ":memory:" and not read_only:
                 self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
@@ -225,6 +289,21 @@ class SqliteStore(Store):
         self._vectors_seen: tuple[int, int] | None = None
         if migrate:
             self.migrate()
+
+    def _ro_uri(self) -> str:
+        """The ``mode=ro`` URI of the file; ``immutable=1`` when not even the WAL index can be made.
+
+        A WAL database opened read-only needs its ``-shm`` file; in a directory we
+        cannot write, and with no ``-wal`` (so nothing uncheckpointed, and nobody
+        who cannot write here can be writing), the file is read as immutable.
+        """
+        from urllib.parse import quote
+
+        uri = "file:" + quote(os.path.abspath(self._path)) + "?mode=ro"
+        if self._read_only is not None and not _dir_writable(self._path):
+            if not (os.path.exists(self._path + "-wal") and os.path.exists(self._path + "-shm")):
+                uri += "&immutable=1"
+        return uri
 
     # -- plumbing ---------------------------------------------------------
 
@@ -244,16 +323,26 @@ class SqliteStore(Store):
             self._check_open()
             self._own_writes += 1
             conn = self._conn
+            if self._read_only is not None:
+                raise StoreError(self._read_only_message(self._read_only))
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as e:
+                if _is_read_only(e):
+                    raise StoreError(self._read_only_message(read_only_reason(self._path))) from e
                 raise StoreError(f"could not start a write on {self._path!r}: {e}; retry") from e
             try:
                 yield conn
-            except BaseException:
+            except BaseException as e:
                 conn.execute("ROLLBACK")
+                if isinstance(e, sqlite3.OperationalError) and _is_read_only(e):
+                    raise StoreError(self._read_only_message(read_only_reason(self._path))) from e
                 raise
             conn.execute("COMMIT")
+
+    def _read_only_message(self, reason: str | None) -> str:
+        why = f" ({reason})" if reason else ""
+        return f"cannot write to {self._path!r}: the database is read-only{why}; reads still work"
 
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -273,6 +362,14 @@ class SqliteStore(Store):
     def migrate(self) -> builtins.list[str]:
         """Apply pending migrations in order; returns the names applied."""
         applied_now: builtins.list[str] = []
+        if self._read_only is not None:
+            pending = [name for name in self.migration_names if name not in dict(self.migrations())]
+            if pending:
+                raise StoreError(
+                    f"{self._path!r} needs schema migrations ({', '.join(pending)}) but is read-only "
+                    f"({self._read_only}); open it once with write access to migrate it"
+                )
+            return applied_now
         with self._write() as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS _memlane_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
@@ -782,9 +879,7 @@ class SqliteStore(Store):
                 "the query space reads through a second, read-only connection, which an in-memory SQLite store "
                 "cannot have; open a file instead"
             )
-        from urllib.parse import quote
-
-        uri = "file:" + quote(os.path.abspath(self._path)) + "?mode=ro"
+        uri = self._ro_uri()
         try:
             return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
