@@ -44,6 +44,7 @@ from rich.tree import Tree
 
 import memlane
 
+from .facts.text import DEFAULT_CHUNK_CHARS
 from .model import Item, namespace_text
 
 EXIT_FAILURE = 1
@@ -1607,7 +1608,9 @@ def doc_add(
     lines: Annotated[bool, typer.Option("--lines", help="One chunk per non-blank line (turns, messages).")] = False,
     source: Annotated[str | None, typer.Option("--source", help="Where it comes from.")] = None,
     created_at: Annotated[str | None, typer.Option("--created-at", help="ISO time it was written.")] = None,
-    chunk_chars: Annotated[int, typer.Option("--chunk-chars", help="Longest chunk, in characters.")] = 1200,
+    chunk_chars: Annotated[
+        int, typer.Option("--chunk-chars", help="Longest chunk, in characters.")
+    ] = DEFAULT_CHUNK_CHARS,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
