@@ -69,8 +69,11 @@ class ErrorOut(BaseModel):
 
 # the answers a /v1 operation can give besides 200, as documented in OpenAPI (FastAPI's 422 never occurs:
 # input errors are 400)
-ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorOut, "description": description}
+ERROR_ANSWERS: dict[str, dict[str, Any]] = {
+    str(status): {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
+    }
     for status, description in (
         (400, "Input refused (validation_error, naming the field) or a refused query (query_refused)."),
         (401, "No valid bearer token."),
@@ -91,11 +94,17 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         schema.setdefault("components", {})["securitySchemes"] = {
             "bearer": {"type": "http", "scheme": "bearer", "description": "An agent's token (memlane agent create)."}
         }
+        error_schema = ErrorOut.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas = schema["components"].setdefault("schemas", {})
+        schemas.update(error_schema.pop("$defs", {}))
+        schemas["ErrorOut"] = error_schema
         for path, methods in schema.get("paths", {}).items():
             for operation in methods.values():
-                operation.get("responses", {}).pop("422", None)
+                answers = operation.setdefault("responses", {})
+                answers.pop("422", None)
                 if path.startswith(f"/{API_VERSION}/") and path != f"/{API_VERSION}/health":
                     operation["security"] = [{"bearer": []}]
+                    answers.update({k: v for k, v in ERROR_ANSWERS.items() if k not in answers})
         for unused in ("HTTPValidationError", "ValidationError"):
             schema["components"].get("schemas", {}).pop(unused, None)
         app.openapi_schema = schema
@@ -636,7 +645,7 @@ def create_app(
                     "result": result.model_json_schema(),
                 }
             )
-            answers = {200: {"model": result}, **ERROR_ANSWERS}
+            answers: dict[int | str, dict[str, Any]] = {200: {"model": result}}  # errors: added once, in _openapi
             return app.post(f"/{API_VERSION}/{path}", summary=summary, name=path, responses=answers)(fn)
 
         return register
