@@ -379,7 +379,9 @@ def test_api_docs_render_offline_and_try_it_out_sends_the_bearer_token(site: Sit
     answer = _wait(browser, _visible(".responses-table .response .response-col_status"), timeout=20)
     assert answer.text.strip().startswith("200"), answer.text
     # The documented answers list memlane's error codes, never FastAPI's 422 (ids in the body may contain "422")
-    documented = [cell.text.strip() for cell in block.find_elements(By.CSS_SELECTOR, "tr.response .response-col_status")]
+    documented = [
+        cell.text.strip() for cell in block.find_elements(By.CSS_SELECTOR, "tr.response .response-col_status")
+    ]
     assert "400" in documented and "422" not in documented, documented
 
 

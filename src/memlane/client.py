@@ -18,21 +18,40 @@ from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record, 
 from .facts.text import DEFAULT_CHUNK_CHARS
 from .memory import CHANNELS, RECORD_FIELDS
 from .model import Envelope, Item, Namespace, Page, Stats, Version
+from .operations import OPERATIONS, UNSENDABLE
 from .query.model import QueryPlan, QueryResult, SavedQuery
 from .retention import RetentionRule
+from .store._common import ns_tuple
 
 if TYPE_CHECKING:
     from .search.choose import Chooser
 
 
 def _rule(d: Mapping[str, Any]) -> RetentionRule:
-    prefix = tuple(d["prefix"].split("/")) if d["prefix"] else ()
     at = datetime.fromisoformat(d["updated_at"])
-    return RetentionRule(prefix, d.get("keep_versions"), d.get("keep_days"), at, d.get("updated_by"))
+    return RetentionRule(
+        ns_tuple(d["prefix"]) if d["prefix"] else (),
+        d.get("keep_versions"),
+        d.get("keep_days"),
+        at,
+        d.get("updated_by"),
+    )
 
 
-def _ns(namespace: Any) -> Any:
-    return list(namespace) if isinstance(namespace, tuple) else namespace
+def _json(value: Any) -> Any:
+    """An argument as JSON carries it: tuples and other sequences as lists, times as ISO text."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, tuple | builtins.list):
+        return [_json(v) for v in value]
+    if hasattr(value, "tolist"):  # a numpy array or scalar
+        return value.tolist()
+    return value
+
+
+_PATHS = {op.name: op.route for op in OPERATIONS}
 
 
 def _check_json(value: Any, metadata: Any, ttl: Any) -> None:
@@ -92,6 +111,11 @@ class Client:
             err = {**err, "retry_after": int(resp.headers["retry-after"])}
         raise wire.decode(err, resp.status_code, suffix=f" (HTTP {resp.status_code} from {self.url})")
 
+    def _send(self, operation: str, args: dict[str, Any]) -> Any:
+        """POST one operation of the table with a method's arguments (its ``locals()``) as the body."""
+        body = {k: _json(v) for k, v in args.items() if k != "self" and k not in UNSENDABLE}
+        return self._call("POST", _PATHS[operation], body)
+
     # -- writes -----------------------------------------------------------
 
     def put(
@@ -107,16 +131,7 @@ class Client:
     ) -> Item:
         """Write (upsert) a value; see :meth:`Memory.put`."""
         _check_json(value, metadata, ttl)
-        body = {
-            "namespace": _ns(namespace),
-            "key": key,
-            "value": value,
-            "text": text,
-            "metadata": metadata,
-            "ttl": ttl,
-            "if_absent": if_absent,
-        }
-        return Item.from_dict(self._call("POST", "put", body))
+        return Item.from_dict(self._send("put", locals()))
 
     def put_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> builtins.list[Item]:
         """Write many records in one transaction."""
@@ -134,37 +149,34 @@ class Client:
                     raise errors.ValidationError(
                         e.field, f"{str(e).split(': ', 1)[1]} (record {n}); nothing was written"
                     ) from e
-                r = dict(r) | ({"namespace": _ns(r["namespace"])} if "namespace" in r else {})
             sent.append(r)
-        body = {"records": sent, "if_absent": if_absent}
-        return [Item.from_dict(i) for i in self._call("POST", "put_many", body)["items"]]
+        return [Item.from_dict(i) for i in self._send("put_many", {"records": sent, "if_absent": if_absent})["items"]]
 
     def delete(self, namespace: Namespace | str, key: str) -> bool:
         """Delete an item; ``False`` if there was none."""
         try:
-            self._call("POST", "delete", {"namespace": _ns(namespace), "key": key})
+            self._send("delete", locals())
         except errors.NotFoundError:
             return False
         return True
 
     def clear(self, namespace_prefix: Namespace | str) -> int:
         """Delete everything under a prefix the agent may write."""
-        return int(self._call("POST", "clear", {"namespace_prefix": _ns(namespace_prefix)})["deleted"])
+        return int(self._send("clear", locals())["deleted"])
 
     def set_retention(
         self, prefix: Namespace | str, *, keep_versions: int | None = None, keep_days: float | None = None
     ) -> RetentionRule:
         """Set a history retention rule (an admin token); see :meth:`Memory.set_retention`."""
-        body = {"prefix": _ns(prefix), "keep_versions": keep_versions, "keep_days": keep_days}
-        return _rule(self._call("POST", "set_retention", body))
+        return _rule(self._send("set_retention", locals()))
 
     def retention_rules(self) -> builtins.list[RetentionRule]:
         """Every history retention rule (an admin token)."""
-        return [_rule(r) for r in self._call("POST", "retention_rules", {})["rules"]]
+        return [_rule(r) for r in self._send("retention_rules", {})["rules"]]
 
     def clear_retention(self, prefix: Namespace | str) -> bool:
         """Remove the rule at exactly ``prefix`` (an admin token); ``False`` if there was none."""
-        return bool(self._call("POST", "clear_retention", {"prefix": _ns(prefix)})["cleared"])
+        return bool(self._send("clear_retention", locals())["cleared"])
 
     def cleanup(self) -> int:
         """Physically delete expired rows (admin tokens only)."""
@@ -175,19 +187,18 @@ class Client:
     def get(self, namespace: Namespace | str, key: str) -> Item | None:
         """The item, or ``None``."""
         try:
-            return Item.from_dict(self._call("POST", "get", {"namespace": _ns(namespace), "key": key}))
+            return Item.from_dict(self._send("get", locals()))
         except errors.NotFoundError:
             return None
 
     def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
         """Many addresses in one request, in input order."""
-        body = {"addresses": [[_ns(a[0]), *a[1:]] if isinstance(a, tuple | list) and a else a for a in addresses]}
-        return [None if i is None else Item.from_dict(i) for i in self._call("POST", "get_many", body)["items"]]
+        sent = {"addresses": builtins.list(addresses)}
+        return [None if i is None else Item.from_dict(i) for i in self._send("get_many", sent)["items"]]
 
     def fetch(self, key: str, *, namespace_prefix: Namespace | str = (), limit: int = 10) -> builtins.list[Item]:
         """Every visible item under exactly ``key``, newest first."""
-        body = {"key": key, "namespace_prefix": _ns(namespace_prefix), "limit": limit}
-        return [Item.from_dict(i) for i in self._call("POST", "fetch", body)["items"]]
+        return [Item.from_dict(i) for i in self._send("fetch", locals())["items"]]
 
     def list(
         self,
@@ -198,25 +209,21 @@ class Client:
         cursor: str | None = None,
     ) -> Page:
         """Items in address order, one page at a time."""
-        body = {"namespace_prefix": _ns(namespace_prefix), "key_prefix": key_prefix, "limit": limit, "cursor": cursor}
-        return Page.from_dict(self._call("POST", "list", body))
+        return Page.from_dict(self._send("list", locals()))
 
     def namespaces(self, prefix: Namespace | str = (), *, max_depth: int | None = None) -> builtins.list[Namespace]:
         """Namespaces the agent may see."""
-        out = self._call("POST", "namespaces", {"prefix": _ns(prefix), "max_depth": max_depth})["namespaces"]
-        return [tuple(ns) for ns in out]
+        return [tuple(ns) for ns in self._send("namespaces", locals())["namespaces"]]
 
     def summarize(
         self, namespace_prefix: Namespace | str = (), *, depth: int = 3, key_prefix: str = ""
     ) -> dict[str, dict[str, int]]:
         """The taxonomy map."""
-        body = {"namespace_prefix": _ns(namespace_prefix), "depth": depth, "key_prefix": key_prefix}
-        return self._call("POST", "summarize", body)["summary"]  # type: ignore[no-any-return]
+        return self._send("summarize", locals())["summary"]  # type: ignore[no-any-return]
 
     def history(self, namespace: Namespace | str, key: str) -> builtins.list[Version]:
         """Past versions, newest first."""
-        out = self._call("POST", "history", {"namespace": _ns(namespace), "key": key})["versions"]
-        return [Version.from_dict(x) for x in out]
+        return [Version.from_dict(x) for x in self._send("history", locals())["versions"]]
 
     def stats(self) -> Stats:
         """Store counts (admin tokens only)."""
@@ -244,17 +251,7 @@ class Client:
         weights: Mapping[str, float] | None = None,
     ) -> Envelope:
         """Ranked search; see :meth:`Memory.search`."""
-        body = {
-            "query": query,
-            "namespace_prefix": _ns(namespace_prefix),
-            "limit": limit,
-            "channels": None if channels is None else builtins.list(channels),
-            "candidate_k": candidate_k,
-            "embedding": None if embedding is None else builtins.list(embedding),
-            "rrf_k": rrf_k,
-            "weights": None if weights is None else dict(weights),
-        }
-        return Envelope.from_dict(self._call("POST", "search", {k: v for k, v in body.items() if v is not None}))
+        return Envelope.from_dict(self._send("search", {k: v for k, v in locals().items() if v is not None}))
 
     def recall(
         self,
@@ -276,12 +273,13 @@ class Client:
             from .search.choose import choose
 
             return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
-        body: dict[str, Any] = {"query": query, "namespace": _ns(namespace_prefix), "limit": limit, "mode": mode}
+        # "namespace": the name servers before 0.2 read (newer ones accept it too)
+        body: dict[str, Any] = {"query": query, "namespace": namespace_prefix, "limit": limit, "mode": mode}
         if key is not None:
             body["key"] = key
         if embedding is not None:
-            body["embedding"] = builtins.list(embedding)
-        return Envelope.from_dict(self._call("POST", "recall", body))
+            body["embedding"] = embedding
+        return Envelope.from_dict(self._send("recall", body))
 
     def recall_keyed(
         self, key: str, fallback_query: str, namespace: Namespace | str | None = None, *, limit: int = 10
@@ -310,20 +308,6 @@ class Client:
 
     # -- facts, claims and sources ------------------------------------------
 
-    def _facts(self, op: str, **body: Any) -> Any:
-        for name in ("namespace", "namespace_prefix"):
-            if name in body:
-                body[name] = _ns(body[name])
-        for name in ("valid_from", "valid_to", "created_at", "asserted_at"):
-            if isinstance(body.get(name), datetime):
-                body[name] = body[name].isoformat()
-        if isinstance(body.get("time"), Mapping):
-            body["time"] = {k: t.isoformat() if isinstance(t, datetime) else t for k, t in body["time"].items()}
-        for name in ("aliases", "about", "entity_ids", "ids", "text"):
-            if isinstance(body.get(name), tuple):
-                body[name] = builtins.list(body[name])
-        return self._call("POST", op, body)
-
     def add_entity(
         self,
         namespace: Namespace | str,
@@ -334,16 +318,15 @@ class Client:
         profile: str = "",
     ) -> Entity:
         """Create an entity; see :meth:`Memory.add_entity`."""
-        out = self._facts("add_entity", namespace=namespace, name=name, kind=kind, aliases=aliases, profile=profile)
-        return Entity.from_dict(out)
+        return Entity.from_dict(self._send("add_entity", locals()))
 
     def add_alias(self, entity_id: str, alias: str) -> Entity:
         """Another name for an entity."""
-        return Entity.from_dict(self._facts("add_alias", entity_id=entity_id, alias=alias))
+        return Entity.from_dict(self._send("add_alias", locals()))
 
     def merge_entities(self, survivor: str, merged: str) -> Entity:
         """Merge ``merged`` into ``survivor``."""
-        return Entity.from_dict(self._facts("merge_entities", survivor=survivor, merged=merged))
+        return Entity.from_dict(self._send("merge_entities", locals()))
 
     def assert_fact(
         self,
@@ -358,26 +341,15 @@ class Client:
         supersedes: str | None = None,
     ) -> Fact:
         """Assert a fact; see :meth:`Memory.assert_fact`."""
-        out = self._facts(
-            "assert_fact",
-            namespace=namespace,
-            subject=subject,
-            predicate=predicate,
-            object=object,
-            valid_from=valid_from,
-            valid_to=valid_to,
-            source=source,
-            supersedes=supersedes,
-        )
-        return Fact.from_dict(out)
+        return Fact.from_dict(self._send("assert_fact", locals()))
 
     def retract_fact(self, fact_id: str) -> Fact:
         """End belief in a fact."""
-        return Fact.from_dict(self._facts("retract_fact", fact_id=fact_id))
+        return Fact.from_dict(self._send("retract_fact", locals()))
 
     def end_fact(self, fact_id: str, valid_to: datetime | str) -> Fact:
         """Record that a fact stopped holding in the world."""
-        return Fact.from_dict(self._facts("end_fact", fact_id=fact_id, valid_to=valid_to))
+        return Fact.from_dict(self._send("end_fact", locals()))
 
     def add_document(
         self,
@@ -390,16 +362,7 @@ class Client:
         chunk_chars: int = DEFAULT_CHUNK_CHARS,
     ) -> Document:
         """Store a source as ordered chunks."""
-        out = self._facts(
-            "add_document",
-            namespace=namespace,
-            title=title,
-            text=text if isinstance(text, str) else builtins.list(text),
-            source=source,
-            created_at=created_at,
-            chunk_chars=chunk_chars,
-        )
-        return Document.from_dict(out)
+        return Document.from_dict(self._send("add_document", locals()))
 
     def add_claim(
         self,
@@ -412,38 +375,21 @@ class Client:
         about: Sequence[str] = (),
     ) -> Claim:
         """Record what a source said."""
-        out = self._facts(
-            "add_claim",
-            namespace=namespace,
-            text=text,
-            speaker=speaker,
-            asserted_at=asserted_at,
-            chunk=chunk,
-            about=about,
-        )
-        return Claim.from_dict(out)
+        return Claim.from_dict(self._send("add_claim", locals()))
 
     def add_claims(self, namespace: Namespace | str, claims: Iterable[Mapping[str, Any]]) -> builtins.list[Claim]:
         """Record many claims in one transaction; see :meth:`Memory.add_claims`."""
-        body = []
-        for claim in claims:
-            record = dict(claim)
-            if isinstance(record.get("asserted_at"), datetime):
-                record["asserted_at"] = record["asserted_at"].isoformat()
-            if isinstance(record.get("about"), tuple):
-                record["about"] = builtins.list(record["about"])
-            body.append(record)
-        answer = self._facts("add_claims", namespace=namespace, claims=body)
+        answer = self._send("add_claims", {"namespace": namespace, "claims": builtins.list(claims)})
         out = answer["claims"] if "claims" in answer else answer["records"]  # "records" before 0.2
         return [Claim.from_dict(c) for c in out]
 
     def supersede_claim(self, claim_id: str, by: str | None = None) -> Claim:
         """Mark a claim as no longer current testimony."""
-        return Claim.from_dict(self._facts("supersede_claim", claim_id=claim_id, by=by))
+        return Claim.from_dict(self._send("supersede_claim", locals()))
 
     def resolve_entity(self, name: str, *, namespace_prefix: Namespace | str = ()) -> Context:
         """A name to one entity, several candidates, or none."""
-        return Context.from_dict(self._facts("resolve_entity", name=name, namespace_prefix=namespace_prefix))
+        return Context.from_dict(self._send("resolve_entity", locals()))
 
     def facts_context(
         self,
@@ -457,17 +403,7 @@ class Client:
         namespace_prefix: Namespace | str = (),
     ) -> Context:
         """What is true; see :meth:`Memory.facts_context`."""
-        out = self._facts(
-            "facts_context",
-            query=query,
-            entity_ids=entity_ids,
-            hops=hops,
-            predicate=predicate,
-            time=time,
-            limit=limit,
-            namespace_prefix=namespace_prefix,
-        )
-        return Context.from_dict(out)
+        return Context.from_dict(self._send("facts_context", locals()))
 
     def claims_and_sources_context(
         self,
@@ -479,15 +415,7 @@ class Client:
         namespace_prefix: Namespace | str = (),
     ) -> Context:
         """What was said; see :meth:`Memory.claims_and_sources_context`."""
-        out = self._facts(
-            "claims_and_sources_context",
-            query=query,
-            entity_ids=entity_ids,
-            k=k,
-            candidate_k=candidate_k,
-            namespace_prefix=namespace_prefix,
-        )
-        return Context.from_dict(out)
+        return Context.from_dict(self._send("claims_and_sources_context", locals()))
 
     def combined_context(
         self,
@@ -501,38 +429,25 @@ class Client:
         namespace_prefix: Namespace | str = (),
     ) -> Context:
         """Facts and claims side by side; see :meth:`Memory.combined_context`."""
-        out = self._facts(
-            "combined_context",
-            query=query,
-            entity_ids=entity_ids,
-            hops=hops,
-            predicate=predicate,
-            time=time,
-            k=k,
-            namespace_prefix=namespace_prefix,
-        )
-        return Context.from_dict(out)
+        return Context.from_dict(self._send("combined_context", locals()))
 
     def lookup(self, ids: Sequence[str]) -> builtins.list[Record | None]:
         """Records by id, in order (``None`` if unknown or unseen)."""
-        return [record_from_dict(r) for r in self._facts("lookup", ids=ids)["records"]]
+        return [record_from_dict(r) for r in self._send("lookup", locals())["records"]]
 
     def hydrate(self, ids: Sequence[str]) -> builtins.list[Record | None]:
         """``lookup`` keeping only what is current."""
-        return [record_from_dict(r) for r in self._facts("hydrate", ids=ids)["records"]]
+        return [record_from_dict(r) for r in self._send("hydrate", locals())["records"]]
 
     def traverse(
         self, entity_ids: Sequence[str], *, hops: int = 2, time: str | Mapping[str, Any] = "current"
     ) -> Context:
         """Paths of entity-to-entity facts, whole or not at all."""
-        return Context.from_dict(self._facts("traverse", entity_ids=entity_ids, hops=hops, time=time))
+        return Context.from_dict(self._send("traverse", locals()))
 
     def neighbours(self, chunk_id: str, before: int = 1, after: int = 1) -> builtins.list[Chunk]:
         """A chunk with its neighbouring passages."""
-        return [
-            Chunk.from_dict(c)
-            for c in self._facts("neighbours", chunk_id=chunk_id, before=before, after=after)["chunks"]
-        ]
+        return [Chunk.from_dict(c) for c in self._send("neighbours", locals())["chunks"]]
 
     # -- query space ------------------------------------------------------
 
@@ -545,25 +460,23 @@ class Client:
         timeout_ms: int = 2000,
     ) -> QueryResult:
         """Run one read-only SELECT over the memory_v1 views; see :meth:`Memory.query`."""
-        body = {"sql": sql, "params": _params(params), "max_rows": max_rows, "timeout_ms": timeout_ms}
-        return QueryResult.from_dict(self._call("POST", "query", body))
+        return QueryResult.from_dict(self._send("query", locals()))
 
     def explain_query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> QueryPlan:
         """Whether a statement passes the fence, what it touches, and its plan."""
-        return QueryPlan.from_dict(self._call("POST", "query/explain", {"sql": sql, "params": _params(params)}))
+        return QueryPlan.from_dict(self._send("explain_query", locals()))
 
     def describe_query_space(self) -> dict[str, Any]:
         """The views with their columns, the allowed functions and the limits."""
-        return self._call("POST", "query/space", {})  # type: ignore[no-any-return]
+        return self._send("describe_query_space", {})  # type: ignore[no-any-return]
 
     def search_query_space(self, text: str) -> builtins.list[dict[str, Any]]:
         """Views and columns matching ``text``'s words."""
-        return self._call("POST", "query/space/search", {"text": text})["matches"]  # type: ignore[no-any-return]
+        return self._send("search_query_space", locals())["matches"]  # type: ignore[no-any-return]
 
     def save_query(self, name: str, sql: str, description: str = "") -> SavedQuery:
         """Check and save a statement under ``name``."""
-        body = {"name": name, "sql": sql, "description": description}
-        return SavedQuery.from_dict(self._call("POST", "query/save", body))
+        return SavedQuery.from_dict(self._send("save_query", locals()))
 
     def run_saved_query(
         self,
@@ -574,22 +487,12 @@ class Client:
         timeout_ms: int = 2000,
     ) -> QueryResult:
         """Run a saved query by name, over what this agent may see."""
-        body = {"name": name, "params": _params(params), "max_rows": max_rows, "timeout_ms": timeout_ms}
-        return QueryResult.from_dict(self._call("POST", "query/run", body))
+        return QueryResult.from_dict(self._send("run_saved_query", locals()))
 
     def saved_queries(self) -> builtins.list[SavedQuery]:
         """Every saved query."""
-        return [SavedQuery.from_dict(q) for q in self._call("POST", "query/saved", {})["queries"]]
+        return [SavedQuery.from_dict(q) for q in self._send("saved_queries", {})["queries"]]
 
     def delete_saved_query(self, name: str) -> bool:
         """Delete a saved query this agent wrote; ``False`` if there was none."""
-        return bool(self._call("POST", "query/delete", {"name": name})["deleted"])
-
-
-def _params(params: Any) -> Any:
-    """Query parameters as JSON: a list stays a list (tuples too), a mapping becomes an object."""
-    if isinstance(params, Mapping):
-        return dict(params)
-    if isinstance(params, tuple):
-        return builtins.list(params)
-    return params
+        return bool(self._send("delete_saved_query", locals())["deleted"])

@@ -1,17 +1,20 @@
-"""The operations every interface offers, read from the core's own signatures.
+"""The operations every interface offers: one table, with parameters read from the core's own signatures.
 
-One :class:`Param` list per :class:`~memlane.memory.Memory` method: which
-parameters are required and what the others default to, exactly as the method
-says. The HTTP bodies of the facts layer are built from it, and the tests hold
-every other interface (HTTP item bodies, MCP tools, the Client) to it, so a
-required parameter is required everywhere and a default is stated once.
+:data:`OPERATIONS` names each :class:`~memlane.memory.Memory` method that the
+wire carries, the shape of its answer and a one-line summary. :func:`params`
+reads which parameters are required and what the others default to from the
+method itself, so a default is stated once. The HTTP service builds every
+``POST /v1/<operation>`` (request model, handler, ``GET /v1/operations``) from
+this table; the tests hold the MCP tools and the Client's typed methods to it.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 REQUIRED: Any = inspect.Parameter.empty
@@ -57,3 +60,133 @@ def required(method: str) -> list[str]:
 def defaults(method: str) -> dict[str, Any]:
     """The optional parameters of ``Memory.<method>`` with their defaults, as JSON carries them."""
     return {p.name: wire_default(p.default) for p in params(method) if not p.required}
+
+
+# parameters no wire can carry: a Python object
+UNSENDABLE = frozenset({"chooser"})
+
+
+def _addresses(args: dict[str, Any]) -> dict[str, Any]:
+    # JSON has no tuples: an address arrives as a [namespace, key] list
+    if isinstance(args.get("addresses"), list):
+        args["addresses"] = [tuple(a) if isinstance(a, list) else a for a in args["addresses"]]
+    return args
+
+
+def _known_fields(args: dict[str, Any]) -> dict[str, Any]:
+    # the API is additive: a record field this version does not know is ignored, as in every body
+    from .memory import RECORD_FIELDS
+
+    if isinstance(args.get("records"), list):
+        args["records"] = [
+            {k: v for k, v in r.items() if k in RECORD_FIELDS} if isinstance(r, dict) else r for r in args["records"]
+        ]
+    return args
+
+
+def _default_channels(args: dict[str, Any]) -> dict[str, Any]:
+    # null has always meant "both channels" on the wire
+    if args.get("channels", ()) is None:
+        del args["channels"]
+    return args
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One core operation as the wire carries it.
+
+    Attributes:
+        name: the ``Memory`` method (and ``AgentView`` method) that does the work.
+        result: the shape of the answer, rendered by each interface.
+        summary: one line for listings, OpenAPI and help.
+        path: the HTTP path under ``/v1``; ``name`` by default.
+        admin: an owner setting: only an admin agent may call it, on the whole memory.
+        optional: parameters the core requires that the wire may leave out, with what the core then gets.
+        aliases: earlier wire names still accepted, to the parameter they now fill.
+        from_wire: turns JSON's shapes into the core's (a list where the core takes a tuple).
+    """
+
+    name: str
+    result: str
+    summary: str
+    path: str = ""
+    admin: bool = False
+    optional: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    from_wire: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    @property
+    def route(self) -> str:
+        return self.path or self.name
+
+    def params(self) -> tuple[Param, ...]:
+        """The parameters the wire carries, with the defaults it states."""
+        return tuple(
+            Param(p.name, self.optional.get(p.name, p.default)) for p in params(self.name) if p.name not in UNSENDABLE
+        )
+
+
+def _op(name: str, result: str, summary: str, **kw: Any) -> Operation:
+    for mapping in ("optional", "aliases"):
+        if mapping in kw:
+            kw[mapping] = MappingProxyType(kw[mapping])
+    return Operation(name, result, summary, **kw)
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    # -- items: exact addresses, then ranked reads
+    _op("put", "item", "Write (upsert) one value at (namespace, key).", optional={"key": None}),
+    _op("put_many", "items", "Write many records in one transaction.", from_wire=_known_fields),
+    _op("get", "found", "Exact lookup of one address; 404 when missing."),
+    _op("get_many", "items", "Exact lookup of many addresses, in input order (null where missing).",
+        from_wire=_addresses),
+    _op("fetch", "items", "Every visible item under exactly this key, newest first."),
+    _op("delete", "gone", "Delete one item (kept in history); 404 when missing."),
+    _op("clear", "deleted", "Delete every item under a writable namespace prefix."),
+    _op("list", "page", "Items in address order, one page at a time."),
+    _op("namespaces", "namespaces", "Namespaces the caller may see."),
+    _op("summarize", "summary", "The taxonomy map: key paths cut at depth, with counts, per namespace."),
+    _op("history", "versions", "Past versions of an address, newest first."),
+    _op("search", "envelope", "Ranked search: nominate, fuse (RRF), confirm against live rows.",
+        from_wire=_default_channels),
+    _op("recall", "envelope", "The agent's entry point: with key, the exact keyed fetch; without, search.",
+        optional={"query": ""}, aliases={"namespace": "namespace_prefix"}),
+    # -- the facts layer
+    _op("add_entity", "record", "Create an entity (person, project, thing); names need not be unique."),
+    _op("add_alias", "record", "Give an entity another name."),
+    _op("merge_entities", "record",
+        "Merge one entity into another; the merged-away id keeps resolving to the survivor."),
+    _op("assert_fact", "record", "Assert subject-predicate-object; a fact that already holds gains evidence instead."),
+    _op("retract_fact", "record", "End belief in a fact (still readable at earlier believed_at)."),
+    _op("end_fact", "record", "Record that a fact stopped holding in the world."),
+    _op("add_document", "record", "Store a source split into ordered chunks."),
+    _op("add_claim", "record", "Record what a source said, from which chunk, about which entities."),
+    _op("add_claims", "claims",
+        "Record many claims in one transaction: each {text, speaker?, asserted_at?, chunk?, about?}."),
+    _op("supersede_claim", "record", "Mark a claim as no longer current testimony."),
+    _op("resolve_entity", "context",
+        "A name to one entity, several candidates (with what tells them apart), or none."),
+    _op("facts_context", "context", "What is true at a time, searched inside the entities' graph neighbourhood."),
+    _op("claims_and_sources_context", "context",
+        "What was said: grouped claims with corroboration, and passages, kept apart."),
+    _op("combined_context", "context", "facts_context and claims_and_sources_context side by side, never blended."),
+    _op("lookup", "records", "Entities, facts, documents, chunks and claims by id (null if unseen)."),
+    _op("hydrate", "records", "lookup keeping only what is current now."),
+    _op("traverse", "context", "Paths of entity-to-entity facts, whole or not at all."),
+    _op("neighbours", "chunks", "A chunk with its neighbouring passages."),
+    # -- history retention: an owner setting
+    _op("set_retention", "retention_rule", "Keep N history versions and/or D days under a prefix.", admin=True),
+    _op("retention_rules", "retention_rules", "Every history retention rule (admin).", admin=True),
+    _op("clear_retention", "cleared", "Remove the retention rule at exactly a prefix (admin).", admin=True),
+    # -- the query space (memlane.query)
+    _op("query", "query_result", "Run one read-only SELECT over the memory_v1 views, bounded."),
+    _op("explain_query", "query_plan", "Whether a statement passes the fence, what it reads, its plan.",
+        path="query/explain"),
+    _op("describe_query_space", "query_space", "The memory_v1 views with their columns, functions and limits.",
+        path="query/space"),
+    _op("search_query_space", "space_matches", "Views and columns matching some words.", path="query/space/search"),
+    _op("save_query", "saved_query", "Check a statement and save it under a name.", path="query/save"),
+    _op("run_saved_query", "query_result", "Run a saved query by name with parameters.", path="query/run"),
+    _op("saved_queries", "saved_queries", "Every saved query with the parameters it takes.", path="query/saved"),
+    _op("delete_saved_query", "deleted", "Delete a saved query (its author or an admin).", path="query/delete"),
+)  # fmt: skip

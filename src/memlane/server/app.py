@@ -26,13 +26,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi_offline import FastAPIOffline
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import errors, validate, wire
 from ..access import Access, Agent, AgentView, Gate
-from ..memory import CHANNELS, RECORD_FIELDS, Memory
-from .facts import register as register_facts
+from ..memory import Memory
+from .routes import Body, register
 
 API_VERSION = "v1"
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -46,11 +46,6 @@ def _compact(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_compact(v) for v in obj]
     return obj
-
-
-def _known_fields(record: Any) -> Any:
-    """A put_many record without fields this version does not know (the API is additive)."""
-    return {k: v for k, v in record.items() if k in RECORD_FIELDS} if isinstance(record, dict) else record
 
 
 class ErrorDetail(BaseModel):
@@ -119,96 +114,7 @@ def error_body(kind: str, message: str, field: str | None = None) -> dict[str, A
     return {"error": err}
 
 
-# -- request bodies ---------------------------------------------------------------
-# Loose types on purpose: the core validates every value once and names the
-# field, so HTTP callers get the same messages as Python callers.
-
-
-class Body(BaseModel):
-    """Base of every request body: unknown fields are ignored (additive API); types are strict.
-
-    A field the core requires has no default here, so leaving it out (or mistyping
-    its name) is a 400 naming it, never a default written over stored data. Typed
-    fields are strict: ``"yes"`` is not a boolean and ``"5"`` not an integer.
-    """
-
-    model_config = ConfigDict(extra="ignore", strict=True)
-
-
-class PutBody(Body):
-    namespace: Any
-    key: Any = None
-    value: Any
-    text: Any = None
-    metadata: Any = None
-    ttl: Any = None
-    if_absent: bool = False
-
-
-class PutManyBody(Body):
-    records: list[Any]
-    if_absent: bool = False
-
-
-class AddressBody(Body):
-    namespace: Any
-    key: Any
-
-
-class GetManyBody(Body):
-    addresses: list[Any]
-
-
-class FetchBody(Body):
-    key: Any
-    namespace_prefix: Any = ()
-    limit: Any = 10
-
-
-class ListBody(Body):
-    namespace_prefix: Any = ()
-    key_prefix: Any = ""
-    limit: Any = 100
-    cursor: Any = None
-
-
-class NamespacesBody(Body):
-    prefix: Any = ()
-    max_depth: Any = None
-
-
-class SummarizeBody(Body):
-    namespace_prefix: Any = ()
-    depth: Any = 3
-    key_prefix: Any = ""
-
-
-class ClearBody(Body):
-    namespace_prefix: Any
-
-
-class SearchBody(Body):
-    query: Any
-    namespace_prefix: Any = ()
-    limit: Any = 10
-    channels: Any = CHANNELS
-    candidate_k: Any = None
-    embedding: Any = None
-    rrf_k: Any = 10
-    weights: Any = None
-
-
-class RecallBody(Body):
-    query: Any = ""
-    namespace_prefix: Any = Field(
-        default=(),
-        validation_alias=AliasChoices("namespace_prefix", "namespace"),
-        description="only namespaces under this prefix; 'namespace' is accepted as its earlier name",
-    )
-    limit: Any = 10
-    embedding: Any = None
-    key: Any = None
-    mode: Any = "hybrid"
+# -- administration bodies (the data operations' bodies are built from the table: routes.py) --
 
 
 class AgentBody(Body):
@@ -233,194 +139,6 @@ class GrantBody(Body):
 class RevokeBody(Body):
     agent: str
     prefix: Any
-
-
-# -- the query space (memlane.query): bodies and results ---------------------------
-
-
-class QueryBody(Body):
-    sql: Any
-    params: Any = None
-    max_rows: Any = 1000
-    timeout_ms: Any = 2000
-
-
-class ExplainBody(Body):
-    sql: Any
-    params: Any = None
-
-
-class SpaceBody(Body):
-    pass
-
-
-class SpaceSearchBody(Body):
-    text: Any
-
-
-class SaveQueryBody(Body):
-    name: Any
-    sql: Any
-    description: Any = ""
-
-
-class RunQueryBody(Body):
-    name: Any
-    params: Any = None
-    max_rows: Any = 1000
-    timeout_ms: Any = 2000
-
-
-class RetentionBody(Body):
-    prefix: Any
-    keep_versions: Any = None
-    keep_days: Any = None
-
-
-class PrefixBody(Body):
-    prefix: Any
-
-
-class RetentionRuleOut(BaseModel):
-    prefix: str
-    keep_versions: int | None
-    keep_days: float | None
-    updated_at: str
-    updated_by: str | None
-
-
-class RetentionRulesOut(BaseModel):
-    rules: list[RetentionRuleOut]
-
-
-class ClearedOut(BaseModel):
-    cleared: bool
-
-
-class QueryNameBody(Body):
-    name: Any
-
-
-class QueryResultOut(BaseModel):
-    columns: list[str]
-    rows: list[list[Any]]
-    row_count: int
-    truncated: bool
-    truncated_by: str | None
-    limits: dict[str, int]
-    elapsed_ms: float
-    views: list[str]
-    notes: list[str]
-
-
-class QueryPlanOut(BaseModel):
-    valid: bool
-    sql: str
-    runs: str | None
-    views: list[str]
-    functions: list[str]
-    parameters: list[str]
-    plan: list[str]
-    reason: str | None
-    message: str | None
-    part: str | None
-
-
-class QuerySpaceOut(BaseModel):
-    schema_: str = Field(alias="schema")
-    dialect: str
-    views: list[dict[str, Any]]
-    functions: dict[str, list[str]]
-    casts: list[str]
-    parameters: str
-    limits: str
-    notes: list[str]
-
-
-class SpaceMatchesOut(BaseModel):
-    matches: list[dict[str, Any]]
-
-
-class SavedQueryOut(BaseModel):
-    name: str
-    sql: str
-    description: str
-    parameters: list[str]
-    author: str | None = None
-    created_at: str
-    updated_at: str
-
-
-class SavedQueriesOut(BaseModel):
-    queries: list[SavedQueryOut]
-
-
-# -- result shapes, for /v1/operations and OpenAPI ---------------------------------
-
-
-class ItemOut(BaseModel):
-    id: str
-    namespace: list[str]
-    key: str
-    value: Any = None
-    value_type: str
-    text: str
-    metadata: dict[str, Any]
-    author: str | None = None
-    created_at: str
-    updated_at: str
-    expires_at: str | None = None
-    version: int
-
-
-class VersionOut(ItemOut):
-    id: str | None = None  # type: ignore[assignment]
-    item_id: str
-    change: str
-    changed_at: str
-    changed_by: str | None = None
-
-
-class HitOut(ItemOut):
-    score: float
-    ranks: dict[str, int]
-    channel_scores: dict[str, float]
-
-
-class EnvelopeOut(BaseModel):
-    operation: str
-    params: dict[str, Any]
-    hits: list[HitOut]
-    counts: dict[str, int]
-    dropped_by_hydration: int
-    truncated: bool
-    timings: dict[str, float]
-    notes: list[str]
-
-
-class ItemsOut(BaseModel):
-    items: list[ItemOut | None]
-
-
-class PageOut(BaseModel):
-    items: list[ItemOut]
-    next_cursor: str | None = None
-
-
-class VersionsOut(BaseModel):
-    versions: list[VersionOut]
-
-
-class NamespacesOut(BaseModel):
-    namespaces: list[list[str]]
-
-
-class SummaryOut(BaseModel):
-    summary: dict[str, dict[str, int]]
-
-
-class DeletedOut(BaseModel):
-    deleted: bool | int
 
 
 class _TooLarge(BaseException):  # noqa: N818
@@ -653,111 +371,15 @@ def create_app(
     def ok(obj: Any) -> JSONResponse:
         return JSONResponse(_compact(jsonable_encoder(obj)))
 
-    # -- item operations --------------------------------------------------
+    def owner(_: Agent = Depends(admin)) -> Memory:  # noqa: B008
+        return mem
 
-    @route("put", PutBody, ItemOut, "Write (upsert) one value at (namespace, key).")
-    def put(body: PutBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        item = v.put(
-            body.namespace,
-            body.key,
-            body.value,
-            text=body.text,
-            metadata=body.metadata,
-            ttl=body.ttl,
-            if_absent=body.if_absent,
-        )
-        return ok(item.to_dict())
+    def unkeyed(args: dict[str, Any]) -> dict[str, Any]:
+        args.pop("key", None)
+        return args
 
-    @route("put_many", PutManyBody, ItemsOut, "Write many records in one transaction.")
-    def put_many(body: PutManyBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok(
-            {
-                "items": [
-                    i.to_dict() for i in v.put_many([_known_fields(r) for r in body.records], if_absent=body.if_absent)
-                ]
-            }
-        )
-
-    @route("get", AddressBody, ItemOut, "Exact lookup of one address; 404 when missing.")
-    def get(body: AddressBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        item = v.get(body.namespace, body.key)
-        if item is None:
-            raise errors.NotFoundError(f"no item at {body.namespace!r} key {body.key!r}")
-        return ok(item.to_dict())
-
-    @route("get_many", GetManyBody, ItemsOut, "Exact lookup of many addresses, in input order (null where missing).")
-    def get_many(body: GetManyBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        items = v.get_many([tuple(a) if isinstance(a, list) else a for a in body.addresses])
-        return ok({"items": [None if i is None else i.to_dict() for i in items]})
-
-    @route("fetch", FetchBody, ItemsOut, "Every visible item under exactly this key, newest first.")
-    def fetch(body: FetchBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok(
-            {
-                "items": [
-                    i.to_dict() for i in v.fetch(body.key, namespace_prefix=body.namespace_prefix, limit=body.limit)
-                ]
-            }
-        )
-
-    @route("delete", AddressBody, DeletedOut, "Delete one item (kept in history); 404 when missing.")
-    def delete(body: AddressBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        if not v.delete(body.namespace, body.key):
-            raise errors.NotFoundError(f"no item at {body.namespace!r} key {body.key!r}")
-        return ok({"deleted": True})
-
-    @route("clear", ClearBody, DeletedOut, "Delete every item under a writable namespace prefix.")
-    def clear(body: ClearBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok({"deleted": v.clear(body.namespace_prefix)})
-
-    @route("list", ListBody, PageOut, "Items in address order, one page at a time.")
-    def list_items(body: ListBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        page = v.list(body.namespace_prefix, key_prefix=body.key_prefix, limit=body.limit, cursor=body.cursor)
-        return ok(page.to_dict())
-
-    @route("namespaces", NamespacesBody, NamespacesOut, "Namespaces the caller may see.")
-    def namespaces(body: NamespacesBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok({"namespaces": [list(ns) for ns in v.namespaces(body.prefix, max_depth=body.max_depth)]})
-
-    @route(
-        "summarize", SummarizeBody, SummaryOut, "The taxonomy map: key paths cut at depth, with counts, per namespace."
-    )
-    def summarize(body: SummarizeBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok({"summary": v.summarize(body.namespace_prefix, depth=body.depth, key_prefix=body.key_prefix)})
-
-    @route("history", AddressBody, VersionsOut, "Past versions of an address, newest first.")
-    def history(body: AddressBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok({"versions": [x.to_dict() for x in v.history(body.namespace, body.key)]})
-
-    @route("search", SearchBody, EnvelopeOut, "Ranked search: nominate, fuse (RRF), confirm against live rows.")
-    def search(body: SearchBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        kwargs: dict[str, Any] = {
-            "candidate_k": body.candidate_k,
-            "embedding": body.embedding,
-            "rrf_k": body.rrf_k,
-            "weights": body.weights,
-        }
-        if body.channels is not None:
-            kwargs["channels"] = body.channels
-        env = v.search(body.query, namespace_prefix=body.namespace_prefix, limit=body.limit, **kwargs)
-        return ok(env.to_dict())
-
-    @route(
-        "recall", RecallBody, EnvelopeOut, "The agent's entry point: with key, the exact keyed fetch; without, search."
-    )
-    def recall(body: RecallBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        key = body.key if keyed_recall else None
-        env = v.recall(
-            body.query,
-            key=key,
-            namespace_prefix=body.namespace_prefix,
-            limit=body.limit,
-            embedding=body.embedding,
-            mode=body.mode,
-        )
-        return ok(env.to_dict())
-
-    register_facts(route, view, ok)
+    # every POST /v1/<operation> of the table (memlane.operations)
+    register(route, view=view, owner=owner, ok=ok, prepare={} if keyed_recall else {"recall": unkeyed})
 
     @app.get(f"/{API_VERSION}/export", summary="Every item the caller may see, as JSON lines.")
     def export(v: AgentView = Depends(view)) -> PlainTextResponse:  # noqa: B008
@@ -783,20 +405,6 @@ def create_app(
     @app.post(f"/{API_VERSION}/cleanup", summary="Physically delete expired rows (admin).")
     def cleanup(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
         return ok({"deleted": mem.cleanup()})
-
-    # history retention: an owner setting, so admin only (the core refuses agents as well)
-    @route("set_retention", RetentionBody, RetentionRuleOut, "Keep N history versions and/or D days under a prefix.")
-    def set_retention(body: RetentionBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        rule = mem.set_retention(body.prefix, keep_versions=body.keep_versions, keep_days=body.keep_days)
-        return ok(rule.to_dict())
-
-    @route("retention_rules", SpaceBody, RetentionRulesOut, "Every history retention rule (admin).")
-    def retention_rules(body: SpaceBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok({"rules": [r.to_dict() for r in mem.retention_rules()]})
-
-    @route("clear_retention", PrefixBody, ClearedOut, "Remove the retention rule at exactly a prefix (admin).")
-    def clear_retention(body: PrefixBody, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
-        return ok({"cleared": mem.clear_retention(body.prefix)})
 
     @app.get(f"/{API_VERSION}/stats", summary="Counts and size of the whole store (admin).")
     def stats(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
@@ -854,44 +462,9 @@ def create_app(
         changes = access.history(agent=agent, room=room, after=after, limit=limit)
         return ok({"changes": [c.to_dict() for c in changes]})
 
-    # -- the query space (memlane.query) ------------------------------------
-
-    @route("query", QueryBody, QueryResultOut, "Run one read-only SELECT over the memory_v1 views, bounded.")
-    def query(body: QueryBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok(v.query(body.sql, body.params, max_rows=body.max_rows, timeout_ms=body.timeout_ms).to_dict())
-
-    @route("query/explain", ExplainBody, QueryPlanOut, "Whether a statement passes the fence, what it reads, its plan.")
-    def explain_query(body: ExplainBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok(v.explain_query(body.sql, body.params).to_dict())
-
-    @route("query/space", SpaceBody, QuerySpaceOut, "The memory_v1 views with their columns, functions and limits.")
-    def query_space(body: SpaceBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok(v.describe_query_space())
-
     @app.get(f"/{API_VERSION}/query/space", summary="The memory_v1 views with their columns, functions and limits.")
     def query_space_get(v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
         return ok(v.describe_query_space())
-
-    @route("query/space/search", SpaceSearchBody, SpaceMatchesOut, "Views and columns matching some words.")
-    def query_space_search(body: SpaceSearchBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok({"matches": v.search_query_space(body.text)})
-
-    @route("query/save", SaveQueryBody, SavedQueryOut, "Check a statement and save it under a name.")
-    def save_query(body: SaveQueryBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok(v.save_query(body.name, body.sql, body.description).to_dict())
-
-    @route("query/run", RunQueryBody, QueryResultOut, "Run a saved query by name with parameters.")
-    def run_saved_query(body: RunQueryBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        result = v.run_saved_query(body.name, body.params, max_rows=body.max_rows, timeout_ms=body.timeout_ms)
-        return ok(result.to_dict())
-
-    @route("query/saved", SpaceBody, SavedQueriesOut, "Every saved query with the parameters it takes.")
-    def saved_queries(body: SpaceBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok({"queries": [q.to_dict() for q in v.saved_queries()]})
-
-    @route("query/delete", QueryNameBody, DeletedOut, "Delete a saved query (its author or an admin).")
-    def delete_saved_query(body: QueryNameBody, v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
-        return ok({"deleted": v.delete_saved_query(body.name)})
 
     # async: served on the event loop, so they answer even while every worker thread is busy
     @app.get(f"/{API_VERSION}/operations", summary="Every operation with its parameter JSON schema.")

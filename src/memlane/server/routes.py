@@ -1,0 +1,339 @@
+"""Every ``POST /v1/<operation>`` of the service, built from one table (:data:`memlane.operations.OPERATIONS`).
+
+Each operation's request model is made from the core's signature (required
+fields have no default, optional ones the core's default; ``bool`` fields are
+strict, the rest stay loose because the core validates every value once and
+names the field), and one handler calls the method on the caller's view and
+renders the answer by the operation's result shape. The result models below
+document those shapes in OpenAPI and ``GET /v1/operations``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Depends
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, create_model
+
+from .. import errors
+from ..operations import OPERATIONS, Operation, wire_default
+
+REQUIRED = ...
+
+
+class Body(BaseModel):
+    """Base of every request body: unknown fields are ignored (additive API); types are strict.
+
+    A field the core requires has no default here, so leaving it out (or mistyping
+    its name) is a 400 naming it, never a default written over stored data. Typed
+    fields are strict: ``"yes"`` is not a boolean and ``"5"`` not an integer.
+    """
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+# -- result shapes, for /v1/operations and OpenAPI ---------------------------------
+
+
+class RetentionRuleOut(BaseModel):
+    prefix: str
+    keep_versions: int | None
+    keep_days: float | None
+    updated_at: str
+    updated_by: str | None
+
+
+class RetentionRulesOut(BaseModel):
+    rules: list[RetentionRuleOut]
+
+
+class ClearedOut(BaseModel):
+    cleared: bool
+
+
+class QueryResultOut(BaseModel):
+    columns: list[str]
+    rows: list[list[Any]]
+    row_count: int
+    truncated: bool
+    truncated_by: str | None
+    limits: dict[str, int]
+    elapsed_ms: float
+    views: list[str]
+    notes: list[str]
+
+
+class QueryPlanOut(BaseModel):
+    valid: bool
+    sql: str
+    runs: str | None
+    views: list[str]
+    functions: list[str]
+    parameters: list[str]
+    plan: list[str]
+    reason: str | None
+    message: str | None
+    part: str | None
+
+
+class QuerySpaceOut(BaseModel):
+    schema_: str = Field(alias="schema")
+    dialect: str
+    views: list[dict[str, Any]]
+    functions: dict[str, list[str]]
+    casts: list[str]
+    parameters: str
+    limits: str
+    notes: list[str]
+
+
+class SpaceMatchesOut(BaseModel):
+    matches: list[dict[str, Any]]
+
+
+class SavedQueryOut(BaseModel):
+    name: str
+    sql: str
+    description: str
+    parameters: list[str]
+    author: str | None = None
+    created_at: str
+    updated_at: str
+
+
+class SavedQueriesOut(BaseModel):
+    queries: list[SavedQueryOut]
+
+
+class ItemOut(BaseModel):
+    id: str
+    namespace: list[str]
+    key: str
+    value: Any = None
+    value_type: str
+    text: str
+    metadata: dict[str, Any]
+    author: str | None = None
+    created_at: str
+    updated_at: str
+    expires_at: str | None = None
+    version: int
+
+
+class VersionOut(ItemOut):
+    id: str | None = None  # type: ignore[assignment]
+    item_id: str
+    change: str
+    changed_at: str
+    changed_by: str | None = None
+
+
+class HitOut(ItemOut):
+    score: float
+    ranks: dict[str, int]
+    channel_scores: dict[str, float]
+
+
+class EnvelopeOut(BaseModel):
+    operation: str
+    params: dict[str, Any]
+    hits: list[HitOut]
+    counts: dict[str, int]
+    dropped_by_hydration: int
+    truncated: bool
+    timings: dict[str, float]
+    notes: list[str]
+
+
+class ItemsOut(BaseModel):
+    items: list[ItemOut | None]
+
+
+class PageOut(BaseModel):
+    items: list[ItemOut]
+    next_cursor: str | None = None
+
+
+class VersionsOut(BaseModel):
+    versions: list[VersionOut]
+
+
+class NamespacesOut(BaseModel):
+    namespaces: list[list[str]]
+
+
+class SummaryOut(BaseModel):
+    summary: dict[str, dict[str, int]]
+
+
+class DeletedOut(BaseModel):
+    deleted: bool | int
+
+
+class RecordOut(BaseModel):
+    """An entity, fact, document, chunk or claim (see docs/python-api.md)."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str
+
+
+class ContextOut(BaseModel):
+    operation: str
+    params: dict[str, Any]
+    status: str | None = None
+    sections: dict[str, list[dict[str, Any]]]
+    counts: dict[str, int]
+    dropped: dict[str, int]
+    truncated: list[str]
+    timings: dict[str, float]
+    notes: list[str]
+
+
+class RecordsOut(BaseModel):
+    records: list[RecordOut | None]
+
+
+class ClaimsOut(BaseModel):
+    claims: list[RecordOut]
+
+
+class ChunksOut(BaseModel):
+    chunks: list[RecordOut]
+
+
+def _dicts(key: str) -> Callable[[Any, dict[str, Any]], Any]:
+    return lambda rs, args: {key: [r.to_dict() for r in rs]}
+
+
+def _nullable(key: str) -> Callable[[Any, dict[str, Any]], Any]:
+    return lambda rs, args: {key: [None if r is None else r.to_dict() for r in rs]}
+
+
+def _as_dict(r: Any, args: dict[str, Any]) -> Any:
+    return r.to_dict()
+
+
+def _missing(args: dict[str, Any]) -> errors.NotFoundError:
+    return errors.NotFoundError(f"no item at {args.get('namespace')!r} key {args.get('key')!r}")
+
+
+def _found(item: Any, args: dict[str, Any]) -> Any:
+    if item is None:
+        raise _missing(args)
+    return item.to_dict()
+
+
+def _gone(deleted: bool, args: dict[str, Any]) -> Any:
+    if not deleted:
+        raise _missing(args)
+    return {"deleted": True}
+
+
+# result shape: (its model, how an answer of the core becomes JSON given the call's arguments)
+RESULTS: dict[str, tuple[type[BaseModel], Callable[[Any, dict[str, Any]], Any]]] = {
+    "item": (ItemOut, _as_dict),
+    "found": (ItemOut, _found),
+    "items": (ItemsOut, _nullable("items")),
+    "page": (PageOut, _as_dict),
+    "gone": (DeletedOut, _gone),
+    "deleted": (DeletedOut, lambda n, args: {"deleted": n}),
+    "namespaces": (NamespacesOut, lambda nss, args: {"namespaces": [list(ns) for ns in nss]}),
+    "summary": (SummaryOut, lambda s, args: {"summary": s}),
+    "versions": (VersionsOut, _dicts("versions")),
+    "envelope": (EnvelopeOut, _as_dict),
+    "record": (RecordOut, _as_dict),
+    "records": (RecordsOut, _nullable("records")),
+    "context": (ContextOut, _as_dict),
+    "claims": (ClaimsOut, _dicts("claims")),
+    "chunks": (ChunksOut, _dicts("chunks")),
+    "retention_rule": (RetentionRuleOut, _as_dict),
+    "retention_rules": (RetentionRulesOut, _dicts("rules")),
+    "cleared": (ClearedOut, lambda cleared, args: {"cleared": cleared}),
+    "query_result": (QueryResultOut, _as_dict),
+    "query_plan": (QueryPlanOut, _as_dict),
+    "query_space": (QuerySpaceOut, lambda space, args: space),
+    "space_matches": (SpaceMatchesOut, lambda matches, args: {"matches": matches}),
+    "saved_query": (SavedQueryOut, _as_dict),
+    "saved_queries": (SavedQueriesOut, _dicts("queries")),
+}
+
+
+def _field_type(annotation: Any) -> Any:
+    # the signatures' annotations are strings (from __future__ import annotations)
+    text = str(annotation)
+    if text == "bool":
+        return bool
+    if text.startswith("Iterable["):
+        return list[Any]
+    return Any
+
+
+def body_model(op: Operation) -> type[BaseModel]:
+    """The request body of one operation: required fields, then optional ones with the core's defaults."""
+    import inspect
+
+    from ..memory import Memory
+
+    annotations = {p.name: p.annotation for p in inspect.signature(getattr(Memory, op.name)).parameters.values()}
+    fields: dict[str, Any] = {}
+    for param in op.params():
+        kind = _field_type(annotations[param.name])
+        old = [wire for wire, name in op.aliases.items() if name == param.name]
+        default = REQUIRED if param.required else wire_default(param.default)
+        if old:
+            names = ", ".join(repr(o) for o in old)
+            default = Field(
+                default=default,
+                validation_alias=AliasChoices(param.name, *old),
+                description=f"{names} is accepted as its earlier name",
+            )
+        fields[param.name] = (kind, default)
+    title = "".join(part.title() for part in op.route.replace("/", "_").split("_"))
+    return create_model(f"{title}Body", __base__=Body, **fields)
+
+
+Prepare = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _handler(
+    op: Operation, body: type[BaseModel], target: Callable[..., Any], ok: Callable[[Any], Any], prepare: Prepare | None
+) -> Any:
+    render = RESULTS[op.result][1]
+
+    def handler(body, v=Depends(target)):  # type: ignore[no-untyped-def]  # noqa: B008 - FastAPI's dependency idiom
+        # what the wire may leave out although the core requires it, then what was sent
+        args = {**op.optional, **body.model_dump(exclude_unset=True)}
+        if op.from_wire is not None:
+            args = op.from_wire(args)
+        if prepare is not None:
+            args = prepare(args)
+        return ok(render(getattr(v, op.name)(**args), args))
+
+    # a real class, not a string: FastAPI reads it to parse the body
+    handler.__annotations__ = {"body": body}
+    handler.__name__ = op.name
+    return handler
+
+
+Route = Callable[[str, type[BaseModel], type[BaseModel], str], Callable[[Callable[..., Any]], Any]]
+
+
+def register(
+    route: Route,
+    *,
+    view: Callable[..., Any],
+    owner: Callable[..., Any],
+    ok: Callable[[Any], Any],
+    prepare: dict[str, Prepare] | None = None,
+) -> None:
+    """Add every operation of the table through the app's ``route`` decorator.
+
+    ``view`` is the dependency giving the caller's view; ``owner`` gives the whole
+    memory to an admin agent (for the table's admin operations); ``prepare`` may
+    change an operation's arguments before the call (a service option).
+    """
+    for op in OPERATIONS:
+        body = body_model(op)
+        handler = _handler(op, body, owner if op.admin else view, ok, (prepare or {}).get(op.name))
+        route(op.route, body, RESULTS[op.result][0], op.summary)(handler)
