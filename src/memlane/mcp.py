@@ -76,13 +76,13 @@ Which tool to use:
 
 NamespaceIn = Annotated[
     str | list[str],
-    Field(description="Namespace as text such as 'user/123', or as a list of segments such as ['user', '123']."),
+    Field(description="e.g. 'user/123' or ['user', '123']."),
 ]
 PrefixIn = Annotated[
     str | list[str],
     Field(
-        description="Only namespaces under this prefix (whole segments: 'user' matches 'user/123', not 'users'), "
-        "as text or a list of segments; '' (the default) means everything you may see."
+        description="Only namespaces under this prefix, in whole segments ('user' holds 'user/123', not "
+        "'users'); '' means all you may see."
     ),
 ]
 KeyIn = Annotated[str, Field(description="The item's key, e.g. 'preferences.ui.theme'.")]
@@ -318,30 +318,43 @@ class _AsSent(FuncMetadata):
         return data
 
 
-def _untitled(schema: Any) -> Any:
-    """A JSON schema without pydantic's ``title`` on every property: it repeats the name, and every
-    character of a tool's schema is in the agent's context on every turn."""
-    if isinstance(schema, dict):
-        return {
-            k: _untitled(v) if k != "properties" else {name: _untitled(p) for name, p in v.items()}
-            for k, v in schema.items()
-            if k != "title"
-        }
+def _compact(schema: Any) -> Any:
+    """A tool's JSON schema as few characters as it takes to say the same, since every character of every
+    tool's schema is in the agent's context on every turn: no pydantic ``title`` (it repeats the name), an
+    optional ``X | None`` as ``"type": [X, "null"]`` rather than an ``anyOf``, and no ``"default": null``
+    (leaving an optional argument out means just that)."""
     if isinstance(schema, list):
-        return [_untitled(v) for v in schema]
-    return schema
+        return [_compact(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {
+        k: {name: _compact(p) for name, p in v.items()} if k == "properties" else _compact(v)
+        for k, v in schema.items()
+        if k != "title"
+    }
+    branches = out.get("anyOf")
+    if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+        (other,) = [b for b in branches if b != {"type": "null"}]
+        if isinstance(other.get("type"), str) and not set(other) & set(out):
+            del out["anyOf"]
+            out = {**other, **out, "type": [other["type"], "null"]}
+    if "default" in out and out["default"] is None:
+        del out["default"]
+    return out
 
 
 def _tool(fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
     name = fn.__name__
     tool = _Checked.from_function(fn, name=name, description=DESCRIPTIONS[name], annotations=annotations)
-    tool.parameters = _untitled(tool.parameters)
+    tool.parameters = _compact(tool.parameters)
     meta = tool.fn_metadata
     tool.fn_metadata = _AsSent(
         arg_model=meta.arg_model,
-        output_schema=meta.output_schema,
-        output_model=meta.output_model,
-        wrap_output=meta.wrap_output,
+        # no output schema: every tool answers a JSON object (structured content), which the schema
+        # ({"type": "object"}) said in about 85 characters per tool of the agent's context
+        output_schema=None,
+        output_model=None,
+        wrap_output=False,
     )
     return tool
 
