@@ -500,6 +500,23 @@ GIVEN: dict[str, Callable[[Path], dict[str, str | None]]] = {
 }
 
 
+def _put_through_curl_is_stored(workdir: Path, outputs: list[str]) -> None:
+    with memlane.open(str(workdir / "memlane.db")) as mem:
+        assert mem.get("agent/alice", "preferences.ui.theme").value == "dark"
+
+
+# What a block leaves behind beyond the output it shows, by its doc and first command: (its directory, each
+# command's output).
+THEN: dict[tuple[str, str], Callable[[Path, list[str]], None]] = {
+    ("README.md", "memlane set user/42 preferences.ui.theme dark"): lambda d, outputs: (
+        None
+        if "dark" in outputs[1]
+        else pytest.fail(f"README: `memlane get` does not show the value just set:\n{outputs[1]}")
+    ),
+    ("docs/http.md", "memlane serve --db memlane.db --port 8420"): _put_through_curl_is_stored,
+}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -673,6 +690,7 @@ def run_shell_block(block: Block, workdir: Path, forked: Path | None) -> list[st
     with session.stack:
         for command in commands:
             session.run(command, str(block))
+    THEN.get((block.doc, commands[0].text), lambda d, outputs: None)(workdir, session.outputs)
     return session.outputs
 
 
@@ -681,15 +699,10 @@ def test_shell_example(block: Block, tmp_path: Path, forked_memlane: Path | None
     run_shell_block(block, tmp_path, forked_memlane)
 
 
-def test_every_given_state_belongs_to_a_block() -> None:
-    firsts = {shell_commands(b)[0].text for b in SHELL if shell_commands(b)}
-    assert set(GIVEN) <= firsts, set(GIVEN) - firsts
-
-
-def test_the_readme_shell_example_reads_back_what_it_wrote(tmp_path: Path, forked_memlane: Path | None) -> None:
-    (block,) = [b for b in SHELL if b.doc == "README.md" and b.code.startswith("memlane set")][:1]
-    outputs = run_shell_block(block, tmp_path, forked_memlane)
-    assert "dark" in outputs[1]
+def test_every_given_state_and_check_belongs_to_a_block() -> None:
+    firsts = {(b.doc, shell_commands(b)[0].text) for b in SHELL if shell_commands(b)}
+    assert set(GIVEN) <= {first for _, first in firsts}, set(GIVEN) - {first for _, first in firsts}
+    assert set(THEN) <= firsts, set(THEN) - firsts
 
 
 def test_a_shell_example_that_fails_differently_than_shown_fails(tmp_path: Path, forked_memlane: Path | None) -> None:
