@@ -10,11 +10,13 @@ benchmark). A new example therefore runs by default. Each block is one test, nam
   loopback service instead.
 - **Shell**: in ``console`` blocks the lines starting with ``$`` are commands and the lines up to the next ``$``
   their expected output; in ``bash``/``sh``/``shell`` blocks every line is a command. They run through bash with
-  the venv's ``memlane`` first on ``PATH``, in a fresh directory, with ``MEMLANE_DB=memlane.db`` and
-  ``MEMLANE_EMBEDDER=fake`` unless the block sets its own. Commands of one block share that directory and store.
-  Expected output starting with ``Error:`` means the command fails with that error; otherwise it exits 0 and
-  prints the expected lines (numbers, ids and ``...`` match anything). ``memlane serve`` starts the real server
-  on a free loopback port, and later commands of the block (``curl``) talk to it with the tokens it printed.
+  the venv's ``memlane`` first on ``PATH`` (forked, see "the command line, forked"), in a fresh directory, with
+  ``MEMLANE_DB=memlane.db`` and ``MEMLANE_EMBEDDER=fake`` unless the block sets its own. Commands of one block
+  share that directory and store; what the text assumes is already there is in ``GIVEN``, what a block must
+  leave behind beyond its output in ``THEN``. Expected output starting with ``Error:`` means the command fails
+  with that error; otherwise it exits 0 and prints the expected lines (numbers, ids and ``...`` match anything).
+  ``memlane serve`` starts the real server on a free loopback port, and later commands of the block (``curl``,
+  sent with ``--fail-with-body``) talk to it with the tokens the block's commands printed (``$ALICE``).
 """
 
 from __future__ import annotations
@@ -207,7 +209,9 @@ def agrees(actual: Any, expected: Any) -> bool:
             and actual.keys() == expected.keys()
             and all(agrees(actual[k], v) for k, v in expected.items())
         )
-    return type(actual) is type(expected) and actual == expected if isinstance(expected, bool) else actual == expected
+    if isinstance(expected, bool):
+        return actual is expected
+    return bool(actual == expected)
 
 
 class _Promises(ast.NodeTransformer):
@@ -310,7 +314,7 @@ SERVICE_STATE: dict[str, Callable[[memlane.Memory], None]] = {
 class PythonDocRun:
     """All Python blocks of one doc, run once in order in one namespace: block line -> its failure, if any."""
 
-    outcomes: dict[int, BaseException | None] = field(default_factory=dict)
+    outcomes: dict[int, Exception | None] = field(default_factory=dict)
 
 
 def run_python_doc(doc: str, workdir: Path) -> PythonDocRun:
@@ -335,7 +339,7 @@ def run_python_doc(doc: str, workdir: Path) -> PythonDocRun:
         for block in blocks:
             try:
                 run_example(block.code.replace(DOC_URL, url), str(block), namespace)
-            except BaseException as e:  # noqa: B036 - recorded, re-raised by the block's own test
+            except Exception as e:  # recorded, re-raised by the block's own test
                 run.outcomes[block.line] = e
             else:
                 run.outcomes[block.line] = None
@@ -428,6 +432,12 @@ def _store(workdir: Path, *items: tuple[str, str, Any], embedder: str = "fake", 
             mem.put(namespace, key, value)
 
 
+def _items(workdir: Path, *items: tuple[str, str, Any], embedder: str = "fake") -> dict[str, str | None]:
+    """These items in the block's store, and no change to its environment."""
+    _store(workdir, *items, embedder=embedder)
+    return {}
+
+
 def _without_uvicorn(workdir: Path) -> dict[str, str | None]:
     """A ``uvicorn`` that is not installed, as after a plain ``pip install memlane``."""
     plain = workdir / "plain-install"
@@ -481,24 +491,27 @@ def _two_stores(workdir: Path) -> dict[str, str | None]:
 # What a block's text assumes is already there, keyed by the block's first command: files made through the
 # Python API (quicker than the CLI) and environment changes (None: unset). Every key must name a block.
 GIVEN: dict[str, Callable[[Path], dict[str, str | None]]] = {
-    "memlane list --db memry.db": lambda d: _store(d, ("user/123", "preferences.ui.theme", "dark")) or {},
+    "memlane list --db memry.db": lambda d: _items(d, ("user/123", "preferences.ui.theme", "dark")),
     "memlane serve": _without_uvicorn,
-    "memlane search kitten --embedder fake": lambda d: (
-        _store(d, ("user/123", "notes.pets", "cat"), embedder="minilm") or {}
-    ),
-    'memlane set user/123 preferences.ui.theme dark --metadata \'{"source": "chat"}\'': lambda d: (
-        _store(d, ("user/123", "profile.name", "Ada"), ("user/123", "preferences.editor", "helix")) or {}
+    "memlane search kitten --embedder fake": lambda d: _items(d, ("user/123", "notes.pets", "cat"), embedder="minilm"),
+    'memlane set user/123 preferences.ui.theme dark --metadata \'{"source": "chat"}\'': lambda d: _items(
+        d, ("user/123", "profile.name", "Ada"), ("user/123", "preferences.editor", "helix")
     ),
     "memlane get user/123 preferences.ui.theme": _browse_store,
     "memlane search kitten": _search_store,
     "memlane recall --key preferences.ui.theme --prefix user": _browse_store,
+    # the store's recorded embedder, so that `reindex` without --embedder keeps minilm
     "memlane reindex --embedder minilm": lambda d: (
-        _store(d, ("user/1", "a", "x"), ("user/1", "b", "y")) or {"MEMLANE_EMBEDDER": None}
+        _items(d, ("user/1", "a", "x"), ("user/1", "b", "y")) | {"MEMLANE_EMBEDDER": None}
     ),
     'memlane query "SELECT namespace, count(*) AS n FROM items GROUP BY namespace ORDER BY n DESC"': _query_store,
     "memlane export backup.jsonl": _two_stores,
-    "memlane get user/123 missing.key": lambda d: _store(d, ("user/123", "k", "v")) or {},
+    "memlane get user/123 missing.key": lambda d: _items(d, ("user/123", "k", "v")),
 }
+
+
+def _get_shows_the_value_set(workdir: Path, outputs: list[str]) -> None:
+    assert "dark" in outputs[1], f"README: `memlane get` does not show the value just set:\n{outputs[1]}"
 
 
 def _put_through_curl_is_stored(workdir: Path, outputs: list[str]) -> None:
@@ -509,11 +522,7 @@ def _put_through_curl_is_stored(workdir: Path, outputs: list[str]) -> None:
 # What a block leaves behind beyond the output it shows, by its doc and first command: (its directory, each
 # command's output).
 THEN: dict[tuple[str, str], Callable[[Path, list[str]], None]] = {
-    ("README.md", "memlane set user/42 preferences.ui.theme dark"): lambda d, outputs: (
-        None
-        if "dark" in outputs[1]
-        else pytest.fail(f"README: `memlane get` does not show the value just set:\n{outputs[1]}")
-    ),
+    ("README.md", "memlane set user/42 preferences.ui.theme dark"): _get_shows_the_value_set,
     ("docs/http.md", "memlane serve --db memlane.db --port 8420"): _put_through_curl_is_stored,
 }
 
