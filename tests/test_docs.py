@@ -747,7 +747,7 @@ sys.exit(struct.unpack("i", answer)[0] if len(answer) == 4 else 1)
 """
 
 
-def _serve_forks(address: str) -> None:
+def _serve_forks(address: str, parent: int) -> None:
     """The forking side: import the command line (and what `serve` imports), then fork each command."""
     import typer.main
     import uvicorn  # noqa: F401
@@ -770,7 +770,6 @@ def _serve_forks(address: str) -> None:
     listener.bind(address)
     listener.listen(64)
     listener.settimeout(1)
-    parent = os.getppid()
     while os.getppid() == parent:  # a killed test run leaves nothing running behind
         try:
             conn, _ = listener.accept()
@@ -873,7 +872,8 @@ def forked_memlane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path | 
         yield None
         return
     address = os.path.join(tempfile.mkdtemp(prefix="mldocs"), "forks")  # short: a socket path has 107 bytes
-    forks = subprocess.Popen([sys.executable, __file__, "--serve-forks", address], stdin=subprocess.DEVNULL)
+    command = [sys.executable, __file__, "--serve-forks", address, str(os.getpid())]
+    forks = subprocess.Popen(command, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while not os.path.exists(address):
@@ -916,4 +916,4 @@ def test_the_forked_command_line_answers_as_the_installed_script(tmp_path: Path,
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--serve-forks"]:
-    _serve_forks(sys.argv[2])
+    _serve_forks(sys.argv[2], int(sys.argv[3]))
