@@ -347,6 +347,38 @@ def test_serve_on_a_taken_port_says_so_before_anything_else(tmp_path: Path) -> N
     assert not db.exists()  # nothing was created, no admin token was made and lost
 
 
+def test_serve_accepts_a_request_the_moment_it_says_serving(tmp_path: Path) -> None:
+    """ "serving at" is a promise: a request sent as soon as the line appears is answered, not refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "MEMLANE_EMBEDDER": "none"}
+    server = subprocess.Popen(
+        [str(MEMLANE), "serve", "--db", str(tmp_path / "m.db"), "--port", str(port)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stderr is not None
+        for line in server.stderr:
+            if "serving" in line:
+                break
+        else:
+            pytest.fail("memlane serve ended without saying it was serving")
+        # at once, no retry: the connection must not be refused
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+            conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
 # -- 5. --version, help, tables, the demo --------------------------------------------------------
 
 

@@ -1863,8 +1863,10 @@ def serve(
                     pass
                 else:
                     err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
-            err.print(f"memlane serving {mem.store.location} at http://{host}:{port}", highlight=False)
+            # the app is built before "serving" is said, and the socket already listens: a request sent
+            # the moment the line appears is queued, not refused
             server = uvicorn.Server(uvicorn.Config(create_app(mem), host=host, port=port, log_level="warning"))
+            err.print(f"memlane serving {mem.store.location} at http://{host}:{port}", highlight=False)
             server.run(sockets=[listener])
     finally:
         listener.close()
@@ -1892,6 +1894,7 @@ def _listen(host: str, port: int) -> socket.socket:
                 f"choose another port with --port, e.g. --port {port + 1 if port < 65535 else 8420}"
             )
         _fail(f"cannot listen on {host}:{port}: {e.strerror or e}; check --host and --port")
+    sock.listen(2048)  # uvicorn's backlog
     return sock
 
 
