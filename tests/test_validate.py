@@ -518,7 +518,6 @@ def test_unhashable_text_namespace_is_one_segment_not_its_characters():
     assert v.namespace(UnhashableText("abc"), allow_empty=True) == ("abc",)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: text that cannot be hashed bypasses the cache and is not split on '/'")
 @pytest.mark.parametrize(("raw", "expected"), [("user/1", ("user", "1")), ("", ())], ids=["split", "empty"])
 def test_unhashable_text_namespace_is_parsed_like_text(raw, expected):
     assert v.namespace(UnhashableText(raw), allow_empty=True) == expected
