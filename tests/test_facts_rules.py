@@ -1626,6 +1626,9 @@ BROKEN_IMPORTS = {
     "grant of an empty prefix": ("access_grant", {"prefix": ""}),
     "agent named past a segment": ("access_agent", {"name": "\u4e00" * 86}),
     "agent without a token": ("access_agent", {"token_hash": None}),
+    "entity name with a NUL": ("entity", {"name": "Ki\x00m"}),
+    "chunk text with a lone surrogate": ("chunk", {"text": "x\ud800"}),
+    "claim text with a NUL": ("claim", {"text": "\x00"}),
 }
 
 

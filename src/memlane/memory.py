@@ -224,7 +224,7 @@ class Memory:
         key = item_id if key is None else v.key(key)
         value_json, value_type = v.value(value)
         if text is None:
-            text = value if value_type == "string" else value_json
+            text = value.replace("\x00", " ") if value_type == "string" else value_json  # text cannot hold NUL
         else:
             text = v.text(text)
         seconds = v.ttl(ttl)

@@ -207,6 +207,18 @@ def _utf8(text: str, field: str) -> None:
         raise ValidationError(field, "contains a lone UTF-16 surrogate, which is not valid Unicode text") from e
 
 
+def _stored_text(text: str, field: str) -> str:
+    """Text stored as it is (not inside JSON): valid UTF-8 and no NUL, which PostgreSQL's text cannot hold."""
+    if "\x00" in text:
+        raise ValidationError(
+            field,
+            f"contains a NUL character (U+0000) at position {text.index(chr(0))}, which PostgreSQL cannot store "
+            "in text; remove it (a value may hold one: JSON escapes it)",
+        )
+    _utf8(text, field)
+    return text
+
+
 _TYPES: dict[type, str] = {
     str: "string",
     bool: "boolean",
@@ -244,13 +256,12 @@ def value(raw: Any, field: str = "value") -> tuple[str, str]:
 
 
 def text(raw: Any, field: str = "text") -> str:
-    """Check an explicit search text."""
+    """Check an explicit search text: at most 16 MiB characters, valid Unicode, no NUL."""
     if not isinstance(raw, str):
         raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
     if len(raw) > MAX_TEXT_CHARS:
         raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_TEXT_CHARS:,}")
-    _utf8(raw, field)
-    return raw
+    return _stored_text(raw, field)
 
 
 def metadata(raw: Any, field: str = "metadata") -> str:
@@ -290,8 +301,7 @@ def query(raw: Any, field: str = "query") -> str:
         raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
     if len(raw) > MAX_QUERY_CHARS:
         raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_QUERY_CHARS:,}")
-    _utf8(raw, field)
-    return raw
+    return _stored_text(raw, field)
 
 
 @overload

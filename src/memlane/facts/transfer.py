@@ -173,7 +173,6 @@ def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
         elif value is not None and col in _ID_COLUMNS and not _ID.match(value):
             raise ValueError(f"{col} {value[:120]!r} is not an id (1 to 100 letters, digits, '_' or '-')")
         elif value is not None and (kind, col) in _INDEXED_NAMES:
-            v.text(value, col)
             if len(value.encode("utf-8")) > MAX_NAME_BYTES:
                 raise ValueError(f"{col} is {len(value.encode('utf-8')):,} bytes in UTF-8; at most {MAX_NAME_BYTES:,}")
         elif (kind, col) in _SEGMENTS:
@@ -182,6 +181,8 @@ def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
             value = ns_text(v.namespace(value, col))
         elif kind == "access_grant" and col == "mode" and value not in ("read", "write"):
             raise ValueError(f"mode {value!r} is not 'read' or 'write'")
+        if isinstance(value, str):
+            v.text(value, col)  # stored as it is: valid Unicode without NUL, as every write checks its text
         out.append(value)
     return tuple(out)
 
