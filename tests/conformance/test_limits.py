@@ -20,7 +20,7 @@ Limits (test: the test function that checks it at the limit and one past it):
 | namespaces max_depth | 1..8 | Memory.namespaces | largest_and_smallest_address |
 | summarize depth | 1..64; a key of ``depth`` segments is not cut | Memory.summarize | largest_and_smallest_address |
 | value | canonical JSON <= 16 MiB (16,777,216 characters) | validate.value | value_text_and_metadata |
-| text | <= 16 MiB (characters) | validate.text | value_text_and_metadata |
+| text | <= 16 MiB (characters), no NUL | validate.text | value_text_and_metadata, test_limits_property |
 | metadata | a JSON object, JSON <= 64 KiB (characters) | validate.metadata | value_text_and_metadata |
 | HTTP request body | one put at every size limit (161.25 MiB) | server.app BodyLimit | value_and_text_both (client) |
 | ttl | > 0, finite, <= 100 years (3,155,760,000 s) | validate.ttl | expiry_instant |

@@ -154,7 +154,7 @@ def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
         value = rec.get(col)
         if value is None and col not in optional and not (kind == "fact" and col == "object_value"):
             needs = ", ".join(c for c in columns if c not in optional)
-            raise ValueError(f"{col} is missing; {kind} records need {needs}")
+            raise ValidationError(col, f"is missing; {kind} records need {needs}")
         if col == "namespace":
             value = ns_text(v.namespace(value))
         elif col in times:
@@ -171,16 +171,18 @@ def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
         elif value is not None and not isinstance(value, str):
             raise ValueError(f"{col} {value!r} is not a string")
         elif value is not None and col in _ID_COLUMNS and not _ID.match(value):
-            raise ValueError(f"{col} {value[:120]!r} is not an id (1 to 100 letters, digits, '_' or '-')")
+            raise ValidationError(col, f"{value[:120]!r} is not an id (1 to 100 letters, digits, '_' or '-')")
         elif value is not None and (kind, col) in _INDEXED_NAMES:
             if len(value.encode("utf-8")) > MAX_NAME_BYTES:
-                raise ValueError(f"{col} is {len(value.encode('utf-8')):,} bytes in UTF-8; at most {MAX_NAME_BYTES:,}")
+                raise ValidationError(
+                    col, f"is {len(value.encode('utf-8')):,} bytes in UTF-8; at most {MAX_NAME_BYTES:,}"
+                )
         elif (kind, col) in _SEGMENTS:
             value = v.namespace((value,), col)[0]
         elif kind == "access_grant" and col == "prefix":
             value = ns_text(v.namespace(value, col))
         elif kind == "access_grant" and col == "mode" and value not in ("read", "write"):
-            raise ValueError(f"mode {value!r} is not 'read' or 'write'")
+            raise ValidationError(col, f"{value!r} is not 'read' or 'write'")
         if isinstance(value, str):
             v.text(value, col)  # stored as it is: valid Unicode without NUL, as every write checks its text
         out.append(value)
