@@ -1629,6 +1629,9 @@ BROKEN_IMPORTS = {
     "entity name with a NUL": ("entity", {"name": "Ki\x00m"}),
     "chunk text with a lone surrogate": ("chunk", {"text": "x\ud800"}),
     "claim text with a NUL": ("claim", {"text": "\x00"}),
+    "fact text past what search indexes": ("fact", {"text": "w " * 100_001}),
+    "chunk text past the widest chunk": ("chunk", {"text": "w" * 100_001}),
+    "claim text past a name": ("claim", {"text": "w" * 1001}),
 }
 
 

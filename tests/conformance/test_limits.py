@@ -54,6 +54,7 @@ Limits (test: the test function that checks it at the limit and one past it):
 | traverse paths | <= 1000, then truncated has paths | facts.layer | traverse_returns_1000_paths (SQLite) |
 | neighbourhood, area | 2000 entities, 5000 facts | facts.layer | not tested: thousands of rows |
 | query result size | 16 MiB, measured as repr | query.run | not tested: an internal measure |
+| fact text | cut at 200,000 characters (object kept whole) | facts.layer | test_limits_property |
 | JSON nesting depth | lists and objects <= 100 deep (value, metadata, object) | validate | nesting_depth |
 | times (facts) | inside the years 1..9999 once converted to UTC | validate.time | times_out_of_range |
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import unicodedata
 from typing import Any
 
@@ -44,6 +45,7 @@ SEGMENTS, SEGMENT_CHARS, SEGMENT_BYTES = 8, 128, 256
 KEY_CHARS, KEY_BYTES = 256, 512
 NAME_CHARS, NAME_BYTES = 1000, 2000
 METADATA_CHARS = 64 * 1024
+FACT_TEXT_CHARS = 200_000  # a fact's text, what search indexes (its object is kept whole)
 DEPTH = 100
 
 # characters by their UTF-8 width, and the ones the rules refuse in an address
@@ -329,6 +331,21 @@ def _depth(value: Any) -> int:
 def _same(a: Any, b: Any) -> bool:
     """Equal as JSON, with the types JSON keeps (1 and 1.0 and True are different values)."""
     return json.dumps(a, **CANONICAL) == json.dumps(b, **CANONICAL)
+
+
+def test_a_fact_about_the_largest_object_is_stored_whole_and_its_text_cut_for_search(backend, request):
+    if backend == "client":
+        pytest.skip("megabytes over loopback add nothing: the cut is the facts layer's, checked on both stores")
+    mem = request.getfixturevalue("mem")
+    rng = random.Random(5)
+    # distinct words, so PostgreSQL's tsvector of the whole text would pass its 1 MB
+    words = " ".join("w" + "".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=8)) for _ in range(300_000))
+    kim = mem.add_entity("big", "Kim")
+    fact = mem.assert_fact("big", kim.id, "wrote", words)
+    (found,) = mem.lookup([fact.id])
+    assert found.value == words and len(found.text) == FACT_TEXT_CHARS and found.text.startswith("Kim wrote w")
+    assert [f.id for f in mem.facts_context(words.split()[1000])["facts"]] == [fact.id]
+    assert mem.assert_fact("big", kim.id, "wrote", words, source="again").evidence_count == 2
 
 
 @pytest.mark.xfail(

@@ -44,6 +44,10 @@ MAX_NAME_CHARS = 1000
 # 2704 bytes per row (compatibility forms can expand a character into many, so it is checked itself)
 MAX_NAME_BYTES = 2 * MAX_NAME_CHARS
 MAX_LOOKUP = 1000
+MAX_CHUNK_CHARS = 100_000
+# a fact's text (subject, predicate and object in words) is what search indexes; PostgreSQL's tsvector holds
+# 1 MB, so like an item's lexical text it is cut here, while the object itself is kept whole
+MAX_FACT_TEXT_CHARS = 200_000
 MAX_BATCH = 10_000  # claims per add_claims call
 MAX_AREA = 5000  # facts a neighbourhood search restricts to by id
 _ENTITY_ID = re.compile(r"^ent_[0-9a-f]{32}$")
@@ -638,6 +642,7 @@ class FactsLayer:
             names = dict(s.rows("SELECT id, name FROM entities WHERE id IN (?, ?)", (subj, obj_entity or subj)))
             shown = names[obj_entity] if obj_entity else (loads_json(obj_value) if obj_value else "")
             text = f"{names[subj]} {pred.replace('_', ' ')} {shown if isinstance(shown, str) else obj_value}"
+            text = text[:MAX_FACT_TEXT_CHARS]
             fid = _new_ids("fact", now)[0]
             self._insert_fact(s, fid, 1, ns, fact_key, subj, pred, obj_entity, obj_value, text, start, end, now)
             s.run(
@@ -753,7 +758,7 @@ class FactsLayer:
             parts = v.text(text, "text")  # type: ignore[assignment]
         else:
             raise ValidationError("text", f"must be a string or a list of strings, not {type(text).__name__}")
-        limit = _bounded_int(chunk_chars, "chunk_chars", 100, 100_000)
+        limit = _bounded_int(chunk_chars, "chunk_chars", 100, MAX_CHUNK_CHARS)
         pieces = t.chunk(parts, limit)
         if not pieces:
             raise ValidationError("text", "has no words; a document needs at least one non-blank passage")

@@ -145,7 +145,14 @@ def export_rows(store: Store) -> Iterator[dict[str, Any]]:
 
 def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
     from ..store._common import _time
-    from .layer import MAX_NAME_BYTES
+    from .layer import MAX_CHUNK_CHARS, MAX_FACT_TEXT_CHARS, MAX_NAME_BYTES, MAX_NAME_CHARS
+
+    # texts indexed for search (PostgreSQL's tsvector holds 1 MB): as long as the writes make them
+    longest = {
+        ("fact", "text"): MAX_FACT_TEXT_CHARS,
+        ("chunk", "text"): MAX_CHUNK_CHARS,
+        ("claim", "text"): MAX_NAME_CHARS,
+    }
 
     _, columns, _, times, _ = TABLES[kind]
     optional = _OPTIONAL.get(kind, set())
@@ -185,6 +192,10 @@ def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
             raise ValidationError(col, f"{value!r} is not 'read' or 'write'")
         if isinstance(value, str):
             v.text(value, col)  # stored as it is: valid Unicode without NUL, as every write checks its text
+            if len(value) > longest.get((kind, col), len(value)):
+                raise ValidationError(
+                    col, f"is {len(value):,} characters; at most {longest[(kind, col)]:,}, as a {kind} is written"
+                )
         out.append(value)
     return tuple(out)
 
