@@ -23,6 +23,7 @@ What this file guards (docs/facts.md, DESIGN.md section 3), by class of bug:
 from __future__ import annotations
 
 import itertools
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -1049,11 +1050,6 @@ def test_a_candidate_shows_its_three_newest_current_facts(store):
     assert cand.facts[0] == "Kim visited city 7"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a fact keyed on an entity that was later merged away is duplicated, not corroborated, "
-    "when the survivor asserts it again (fact_key keeps the merged-away id)",
-)
 def test_a_fact_about_a_merged_away_entity_gains_evidence_from_the_survivor(store):
     mem, clock = store
     ann, annie, oslo = (mem.add_entity(NS, n) for n in ("Ann", "Annie", "Oslo"))
@@ -1560,11 +1556,6 @@ def test_the_facts_layer_moves_between_memories_and_a_newer_export_converges(tmp
         dst.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an import record missing a required column (an entity without kind or name) is not refused "
-    "by validation; it fails later in SQL as a StoreError, after the items were already written",
-)
 def test_an_import_record_missing_a_required_field_is_refused_before_anything_is_written(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -1577,6 +1568,121 @@ def test_an_import_record_missing_a_required_field_is_refused_before_anything_is
             dst.import_records(records)
         assert err.value.field == "record" and err.value.record == len(records)
         assert dst.get(NS, "k") is None  # nothing was imported
+    finally:
+        src.close()
+        dst.close()
+
+
+def _import_source(folder):
+    """A memory with one of every facts-layer record and an agent, and its export."""
+    from memlane.access import Access
+
+    src, _ = open_store(folder)
+    kim, oslo = src.add_entity(NS, "Kim", aliases=["K"]), src.add_entity(NS, "Oslo")
+    fact = src.assert_fact(NS, kim.id, "lives in", oslo.id, source="note")
+    nothing = src.assert_fact(NS, kim.id, "owes", None)  # a JSON null object
+    doc = src.add_document(NS, "Notes", "Kim lives in Oslo.")
+    src.add_claim(NS, "Kim lives in Oslo", chunk=doc.chunk_ids[0], about=[kim.id])
+    access = Access(src)
+    access.create_agent("ann")
+    access.create_room("team")
+    access.add_member("team", "ann")
+    access.grant("ann", "team/acme", "write")
+    src.put(NS, "k", "v")
+    return src, [json.loads(json.dumps(r)) for r in src.export_records()], [kim.id, oslo.id, fact.id, nothing.id]
+
+
+def _changed(records, kind, **change):
+    """The export with the first record of ``kind`` changed (a value of ``...`` drops the column)."""
+    out = [dict(r) for r in records]
+    n = next(i for i, r in enumerate(out) if r["record"] == kind)
+    for col, value in change.items():
+        if value is ...:
+            del out[n][col]
+        else:
+            out[n][col] = value
+    return out, n + 1
+
+
+MISSING = "ent_" + "0" * 32
+BROKEN_IMPORTS = {
+    "entity without name": ("entity", {"name": ...}),
+    "entity without a profile": ("entity", {"profile": None}),
+    "alias of no entity": ("alias", {"entity_id": MISSING}),
+    "fact about no entity": ("fact", {"subject": MISSING}),
+    "fact without a key": ("fact", {"fact_key": ...}),
+    "fact with an id too long for an index": ("fact", {"id": "fact_" + "a" * 3000}),
+    "evidence without a time": ("evidence", {"recorded_at": None}),
+    "evidence source past the name bytes": ("evidence", {"source": "\u4e00" * 667}),
+    "entity norm past the name bytes": ("entity", {"norm": "\u4e00" * 667}),
+    "alias norm past the name bytes": ("alias", {"norm": "\u4e00" * 667}),
+    "chunk of no document": ("chunk", {"document_id": "doc_" + "0" * 32}),
+    "claim from no chunk": ("claim", {"chunk_id": "chunk_" + "0" * 32}),
+    "claim without a norm": ("claim", {"norm": ...}),
+    "claim about no entity": ("claim_entity", {"entity_id": MISSING}),
+    "member of no room": ("access_member", {"room": "nowhere"}),
+    "grant to no agent": ("access_grant", {"agent": "nobody"}),
+    "grant of an unknown mode": ("access_grant", {"mode": "admin"}),
+    "grant of an empty prefix": ("access_grant", {"prefix": ""}),
+    "agent named past a segment": ("access_agent", {"name": "\u4e00" * 86}),
+    "agent without a token": ("access_agent", {"token_hash": None}),
+    "entity name with a NUL": ("entity", {"name": "Ki\x00m"}),
+    "chunk text with a lone surrogate": ("chunk", {"text": "x\ud800"}),
+    "claim text with a NUL": ("claim", {"text": "\x00"}),
+    "fact text past what search indexes": ("fact", {"text": "w " * 100_001}),
+    "chunk text past the widest chunk": ("chunk", {"text": "w" * 100_001}),
+    "claim text past a name": ("claim", {"text": "w" * 1001}),
+}
+
+
+@pytest.mark.parametrize("broken", BROKEN_IMPORTS, ids=list(BROKEN_IMPORTS))
+def test_an_import_record_the_database_would_refuse_is_refused_before_anything_is_written(tmp_path, broken):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    src, records, _ = _import_source(tmp_path / "a")
+    dst, _ = open_store(tmp_path / "b")
+    try:
+        kind, change = BROKEN_IMPORTS[broken]
+        bad, number = _changed(records, kind, **change)
+        with pytest.raises(ValidationError) as err:
+            dst.import_records(bad)
+        assert err.value.field == "record" and err.value.record == number, err.value
+        assert "nothing was imported" in str(err.value)
+        assert dst.get(NS, "k") is None and dst.export_records is not None
+        assert list(dst.export_records()) == []
+        assert dst.import_records(records) == len(records)  # the whole export, unbroken, goes in
+    finally:
+        src.close()
+        dst.close()
+
+
+def test_an_agent_with_another_agents_token_hash_is_refused(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    src, records, _ = _import_source(tmp_path / "a")
+    dst, _ = open_store(tmp_path / "b")
+    try:
+        agent = next(r for r in records if r["record"] == "access_agent")
+        twin = {**agent, "name": "twin"}
+        with pytest.raises(ValidationError) as err:
+            dst.import_records([*records, twin])
+        assert err.value.record == len(records) + 1 and "token hash" in str(err.value)
+        assert list(dst.export_records()) == []
+    finally:
+        src.close()
+        dst.close()
+
+
+def test_a_fact_with_a_null_object_moves_between_memories_intact(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    src, records, ids = _import_source(tmp_path / "a")
+    dst, _ = open_store(tmp_path / "b")
+    try:
+        dst.import_records(records)
+        assert facts_state(dst, ids) == facts_state(src, ids)
+        assert dst.lookup([ids[3]])[0].value is None
+        assert dst.query("SELECT object_value FROM facts WHERE id = ?", [ids[3]]).rows == [["null"]]
     finally:
         src.close()
         dst.close()

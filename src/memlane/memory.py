@@ -224,7 +224,7 @@ class Memory:
         key = item_id if key is None else v.key(key)
         value_json, value_type = v.value(value)
         if text is None:
-            text = value if value_type == "string" else value_json
+            text = value.replace("\x00", " ") if value_type == "string" else value_json  # text cannot hold NUL
         else:
             text = v.text(text)
         seconds = v.ttl(ttl)
@@ -641,7 +641,7 @@ class Memory:
         if key is not None:
             prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
             limit = v.limit(limit, maximum=1000)
-            items = self.fetch(key, namespace_prefix=prefix, limit=min(limit + 1, 1000))
+            items = self._store.fetch(v.key(key), self._within(prefix), limit + 1, self._now())  # one more: truncated?
             return Envelope(
                 operation="recall",
                 params={
@@ -1025,7 +1025,7 @@ class Memory:
         records written.
         """
         numbered, facts = transfer.split(dict(r) for r in records)
-        parsed = transfer.parse(facts)  # checked before anything is written; items are checked in their transaction
+        parsed = transfer.parse(facts, self._store)  # checked before anything is written; items in their transaction
         count = self._store.import_records([r for _, r in numbered], self._now(), numbers=[n for n, _ in numbered])
         if facts:
             with self._store.session(write=True) as s:

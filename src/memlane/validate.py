@@ -21,6 +21,11 @@ from .model import Namespace
 MAX_SEGMENTS = 8
 MAX_SEGMENT_CHARS = 128
 MAX_KEY_CHARS = 256
+# an address is also bounded in UTF-8 bytes (two a character on average), so that the largest one the
+# rules allow fits every backend's index: PostgreSQL's btree holds at most 2704 bytes per row, and
+# (namespace text of 8 * 256 + 7 bytes, key of 512) is 2584 with the row's overhead
+MAX_SEGMENT_BYTES = 2 * MAX_SEGMENT_CHARS
+MAX_KEY_BYTES = 2 * MAX_KEY_CHARS
 MAX_VALUE_CHARS = 16 * 1024 * 1024
 MAX_TEXT_CHARS = 16 * 1024 * 1024
 MAX_METADATA_CHARS = 64 * 1024
@@ -50,11 +55,18 @@ def _namespace_from_parts(parts: tuple[Any, ...], field: str, allow_empty: bool)
         if not seg:
             raise ValidationError(field, "has an empty segment")
         if len(seg) > MAX_SEGMENT_CHARS:
-            raise ValidationError(field, f"segment is {len(seg)} characters; at most 128")
+            raise ValidationError(field, f"segment is {len(seg)} characters; at most {MAX_SEGMENT_CHARS}")
         if "/" in seg:
             raise ValidationError(field, f"segment {seg!r} contains '/'; pass a tuple of segments")
         if _CONTROL.search(seg):
             raise ValidationError(field, f"segment {seg!r} contains a control character or a lone surrogate")
+        size = len(seg.encode("utf-8"))
+        if size > MAX_SEGMENT_BYTES:
+            raise ValidationError(
+                field,
+                f"segment is {size} bytes in UTF-8; at most {MAX_SEGMENT_BYTES} "
+                f"({MAX_SEGMENT_CHARS} characters, two bytes each on average): shorten it",
+            )
     if parts[0] == RESERVED:
         raise ValidationError(
             field,
@@ -82,24 +94,38 @@ def namespace(raw: Any, field: str = "namespace", *, allow_empty: bool = False) 
     """
     if isinstance(raw, list):
         raw = tuple(raw)
+    # a subclass of str (perhaps unhashable, perhaps with its own split or equality) is read as its plain
+    # text, so the cache and the checks see exactly what will be stored
+    if isinstance(raw, str):
+        raw = str.__str__(raw)
+    elif isinstance(raw, tuple) and any(type(seg) is not str for seg in raw):
+        raw = tuple(str.__str__(seg) if isinstance(seg, str) else seg for seg in raw)
     if not isinstance(raw, str | tuple):
         raise ValidationError(field, f"must be a tuple of strings or 'a/b' text, not {type(raw).__name__}")
     try:
         return _cached_namespace(raw, field, allow_empty)
-    except TypeError:  # unhashable segment (e.g. a list inside the tuple)
-        return _namespace_from_parts(raw if isinstance(raw, tuple) else (raw,), field, allow_empty)
+    except TypeError:  # an unhashable segment (e.g. a list inside the tuple); text is always hashable here
+        return _namespace_from_parts(raw, field, allow_empty)  # type: ignore[arg-type]
 
 
 def key(raw: Any, field: str = "key") -> str:
-    """Check a key: 1..256 characters, no control characters, no empty path segment."""
+    """Check a key: 1..256 characters and 512 bytes, no control characters, no empty path segment."""
     if not isinstance(raw, str):
         raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
+    raw = str.__str__(raw)
     if not raw:
         raise ValidationError(field, "is empty")
     if len(raw) > MAX_KEY_CHARS:
         raise ValidationError(field, f"is {len(raw)} characters; at most {MAX_KEY_CHARS}")
     if _CONTROL.search(raw):
         raise ValidationError(field, "contains a control character or a lone surrogate")
+    size = len(raw.encode("utf-8"))
+    if size > MAX_KEY_BYTES:
+        raise ValidationError(
+            field,
+            f"is {size} bytes in UTF-8; at most {MAX_KEY_BYTES} "
+            f"({MAX_KEY_CHARS} characters, two bytes each on average): shorten it",
+        )
     if raw[0] == "." or raw[-1] == "." or ".." in raw:
         raise ValidationError(field, f"{raw!r} has an empty taxonomy segment (leading, trailing or doubled '.')")
     return raw
@@ -181,6 +207,18 @@ def _utf8(text: str, field: str) -> None:
         raise ValidationError(field, "contains a lone UTF-16 surrogate, which is not valid Unicode text") from e
 
 
+def _stored_text(text: str, field: str) -> str:
+    """Text stored as it is (not inside JSON): valid UTF-8 and no NUL, which PostgreSQL's text cannot hold."""
+    if "\x00" in text:
+        raise ValidationError(
+            field,
+            f"contains a NUL character (U+0000) at position {text.index(chr(0))}, which PostgreSQL cannot store "
+            "in text; remove it (a value may hold one: JSON escapes it)",
+        )
+    _utf8(text, field)
+    return text
+
+
 _TYPES: dict[type, str] = {
     str: "string",
     bool: "boolean",
@@ -218,13 +256,12 @@ def value(raw: Any, field: str = "value") -> tuple[str, str]:
 
 
 def text(raw: Any, field: str = "text") -> str:
-    """Check an explicit search text."""
+    """Check an explicit search text: at most 16 MiB characters, valid Unicode, no NUL."""
     if not isinstance(raw, str):
         raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
     if len(raw) > MAX_TEXT_CHARS:
         raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_TEXT_CHARS:,}")
-    _utf8(raw, field)
-    return raw
+    return _stored_text(raw, field)
 
 
 def metadata(raw: Any, field: str = "metadata") -> str:
@@ -264,8 +301,7 @@ def query(raw: Any, field: str = "query") -> str:
         raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
     if len(raw) > MAX_QUERY_CHARS:
         raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_QUERY_CHARS:,}")
-    _utf8(raw, field)
-    return raw
+    return _stored_text(raw, field)
 
 
 @overload

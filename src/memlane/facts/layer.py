@@ -39,7 +39,15 @@ MAX_CANDIDATE_K = 400
 MAX_NEIGHBOURHOOD = 2000  # entities reached by expansion; past it the answer says it was cut
 MAX_PATHS = 1000
 MAX_NAME_CHARS = 1000
+# names are bounded in UTF-8 bytes too (two a character on average), and so is the normalised form that
+# entities, aliases and claims are matched by: it is indexed, and PostgreSQL's btree holds at most
+# 2704 bytes per row (compatibility forms can expand a character into many, so it is checked itself)
+MAX_NAME_BYTES = 2 * MAX_NAME_CHARS
 MAX_LOOKUP = 1000
+MAX_CHUNK_CHARS = 100_000
+# a fact's text (subject, predicate and object in words) is what search indexes; PostgreSQL's tsvector holds
+# 1 MB, so like an item's lexical text it is cut here, while the object itself is kept whole
+MAX_FACT_TEXT_CHARS = 200_000
 MAX_BATCH = 10_000  # claims per add_claims call
 MAX_AREA = 5000  # facts a neighbourhood search restricts to by id
 _ENTITY_ID = re.compile(r"^ent_[0-9a-f]{32}$")
@@ -91,7 +99,28 @@ def _name(raw: Any, field: str) -> str:
         raise ValidationError(field, "must not be empty")
     if len(text) > MAX_NAME_CHARS:
         raise ValidationError(field, f"is {len(text):,} characters; at most {MAX_NAME_CHARS:,}")
-    return v.text(text, field)
+    v.text(text, field)
+    size = len(text.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        raise ValidationError(
+            field,
+            f"is {size:,} bytes in UTF-8; at most {MAX_NAME_BYTES:,} ({MAX_NAME_CHARS:,} characters, "
+            "two bytes each on average)",
+        )
+    return text
+
+
+def _matched_name(raw: Any, field: str) -> str:
+    """A name that is stored with its normalised form (entity names, aliases, claims): both within the limits."""
+    name = _name(raw, field)
+    size = len(t.normalise(name).encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        raise ValidationError(
+            field,
+            f"is {size:,} bytes in UTF-8 once normalised for matching (compatibility characters such as "
+            f"ligatures expand); at most {MAX_NAME_BYTES:,}",
+        )
+    return name
 
 
 def _optional_name(raw: Any, field: str) -> str | None:
@@ -374,11 +403,11 @@ class FactsLayer:
     ) -> Entity:
         """Create an entity. Two entities may share a name; ``resolve_entity`` tells them apart."""
         ns = v.namespace(namespace)
-        name = _name(name, "name")
+        name = _matched_name(name, "name")
         kind = _name(kind, "kind")
         if isinstance(aliases, str) or not isinstance(aliases, list | tuple):
             raise ValidationError("aliases", "must be a list of names")
-        alias_list = builtins.list(dict.fromkeys(_name(a, "aliases") for a in aliases))
+        alias_list = builtins.list(dict.fromkeys(_matched_name(a, "aliases") for a in aliases))
         if not isinstance(profile, str):
             raise ValidationError("profile", f"must be a string, not {type(profile).__name__}")
         profile = v.text(profile, "profile")
@@ -402,7 +431,7 @@ class FactsLayer:
 
     def add_alias(self, entity_id: Any, alias: Any, *, within: Sequence[Namespace] = ((),)) -> Entity:
         """Another name for an entity (added to the survivor if it was merged away)."""
-        alias = _name(alias, "alias")
+        alias = _matched_name(alias, "alias")
         now = self._mem._now()
         with self._store.session(write=True) as s:
             sid = self._visible_entity(s, entity_id, "entity_id", within)
@@ -590,8 +619,17 @@ class FactsLayer:
                 s.run("SELECT pg_advisory_xact_lock(hashtext(?))", (fact_key,))
             if supersedes is not None:
                 self._close(s, supersedes, "supersedes", within, now)
+            # the same fact may have been asserted about an entity since merged into this one: its key holds
+            # the merged-away id, so match on what the key stands for, through every id of each family
+            subjects, s_params = in_sql("f.subject", builtins.list(self._family(s, [subj])))
+            if obj_entity is not None:
+                objects, o_params = in_sql("f.object_entity", builtins.list(self._family(s, [obj_entity])))
+            else:
+                objects, o_params = "f.object_entity IS NULL AND f.object_value = ?", [obj_value]
             existing = s.rows(
-                f"SELECT {_FACT_COLUMNS} FROM facts f WHERE f.fact_key = ? AND f.retracted_at IS NULL", (fact_key,)
+                f"SELECT {_FACT_COLUMNS} FROM facts f WHERE f.namespace = ? AND {subjects} AND f.predicate = ? "
+                f"AND {objects} AND f.retracted_at IS NULL ORDER BY f.recorded_at, f.id",
+                [ns_text(ns), *s_params, pred, *o_params],
             )
             for row in existing:
                 if (start is None or _dt(row[8]) == start) and (end is None or _dt(row[9]) == end):
@@ -604,6 +642,7 @@ class FactsLayer:
             names = dict(s.rows("SELECT id, name FROM entities WHERE id IN (?, ?)", (subj, obj_entity or subj)))
             shown = names[obj_entity] if obj_entity else (loads_json(obj_value) if obj_value else "")
             text = f"{names[subj]} {pred.replace('_', ' ')} {shown if isinstance(shown, str) else obj_value}"
+            text = text[:MAX_FACT_TEXT_CHARS]
             fid = _new_ids("fact", now)[0]
             self._insert_fact(s, fid, 1, ns, fact_key, subj, pred, obj_entity, obj_value, text, start, end, now)
             s.run(
@@ -719,7 +758,7 @@ class FactsLayer:
             parts = v.text(text, "text")  # type: ignore[assignment]
         else:
             raise ValidationError("text", f"must be a string or a list of strings, not {type(text).__name__}")
-        limit = _bounded_int(chunk_chars, "chunk_chars", 100, 100_000)
+        limit = _bounded_int(chunk_chars, "chunk_chars", 100, MAX_CHUNK_CHARS)
         pieces = t.chunk(parts, limit)
         if not pieces:
             raise ValidationError("text", "has no words; a document needs at least one non-blank passage")
@@ -786,7 +825,7 @@ class FactsLayer:
                                       "asserted_at, chunk, about)")  # fmt: skip
             checked.append(
                 (
-                    _name(raw.get("text"), f"{where}text"),
+                    _matched_name(raw.get("text"), f"{where}text"),
                     _optional_name(raw.get("speaker"), f"{where}speaker"),
                     _time(raw.get("asserted_at"), f"{where}asserted_at"),
                     raw.get("chunk"),

@@ -10,6 +10,7 @@ memory with an embedder computes them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -87,6 +88,41 @@ _NULLABLE_KEYS = {"access_change"}  # keys compared NULL-safely
 _LATE = {"entity": ("merged_into",), "claim": ("superseded_by",)}
 _INTEGER = {"version", "position", "chunk_count"}
 _SEARCHED = {"fact", "claim", "chunk"}  # kinds with a full-text table on SQLite
+# columns that may be empty (NULL); every other column is required, as the tables' NOT NULL say
+_OPTIONAL = {
+    "entity": {"merged_into", "author"},
+    "document": {"source", "created_at", "author"},
+    "fact": {"object_entity", "object_value", "valid_from", "valid_to", "retracted_at", "author"},
+    "evidence": {"author"},
+    "claim": {"speaker", "asserted_at", "chunk_id", "superseded_by", "superseded_at", "author"},
+    "access_change": {"actor", "agent", "room", "prefix", "mode"},
+}
+# ids and references: short tokens, as memlane makes them (``ent_`` and 32 hex digits), so every key fits its index
+_ID_COLUMNS = {
+    "id", "entity_id", "fact_id", "document_id", "claim_id", "subject", "object_entity", "merged_into", "chunk_id",
+    "superseded_by", "fact_key",
+}  # fmt: skip
+_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+# indexed text made from names: within the facts layer's byte limit (the name rules' own)
+_INDEXED_NAMES = {("entity", "norm"), ("alias", "norm"), ("claim", "norm"), ("evidence", "source")}
+# access names are namespace segments; a grant's prefix is a namespace
+_SEGMENTS = {("access_agent", "name"), ("access_room", "name"), ("access_member", "room"),
+             ("access_member", "agent"), ("access_grant", "agent")}  # fmt: skip
+# references the database enforces: (kind, column) -> (kind, column) it points at
+_REFERENCES = {
+    ("entity", "merged_into"): ("entity", "id"),
+    ("alias", "entity_id"): ("entity", "id"),
+    ("chunk", "document_id"): ("document", "id"),
+    ("fact", "subject"): ("entity", "id"),
+    ("fact", "object_entity"): ("entity", "id"),
+    ("claim", "chunk_id"): ("chunk", "id"),
+    ("claim", "superseded_by"): ("claim", "id"),
+    ("claim_entity", "claim_id"): ("claim", "id"),
+    ("claim_entity", "entity_id"): ("entity", "id"),
+    ("access_member", "room"): ("access_room", "name"),
+    ("access_member", "agent"): ("access_agent", "name"),
+    ("access_grant", "agent"): ("access_agent", "name"),
+}
 
 
 def export_rows(store: Store) -> Iterator[dict[str, Any]]:
@@ -109,17 +145,30 @@ def export_rows(store: Store) -> Iterator[dict[str, Any]]:
 
 def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
     from ..store._common import _time
+    from .layer import MAX_CHUNK_CHARS, MAX_FACT_TEXT_CHARS, MAX_NAME_BYTES, MAX_NAME_CHARS
+
+    # texts indexed for search (PostgreSQL's tsvector holds 1 MB): as long as the writes make them
+    longest = {
+        ("fact", "text"): MAX_FACT_TEXT_CHARS,
+        ("chunk", "text"): MAX_CHUNK_CHARS,
+        ("claim", "text"): MAX_NAME_CHARS,
+    }
 
     _, columns, _, times, _ = TABLES[kind]
+    optional = _OPTIONAL.get(kind, set())
     out = []
     for col in columns:
         value = rec.get(col)
+        if value is None and col not in optional and not (kind == "fact" and col == "object_value"):
+            needs = ", ".join(c for c in columns if c not in optional)
+            raise ValidationError(col, f"is missing; {kind} records need {needs}")
         if col == "namespace":
             value = ns_text(v.namespace(value))
         elif col in times:
             value = _time(rec, col, optional=True)
-        elif col == "object_value" and value is not None:
-            value = v.value(value, "object_value")[0]
+        elif col == "object_value":
+            if value is not None or rec.get("object_entity") is None:  # a fact with no object entity holds a value
+                value = v.value(value, "object_value")[0]  # (JSON null travels as null)
         elif col in _INTEGER:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{col} {value!r} is not an integer")
@@ -128,6 +177,25 @@ def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
                 raise ValueError(f"{col} {value!r} is not true or false")
         elif value is not None and not isinstance(value, str):
             raise ValueError(f"{col} {value!r} is not a string")
+        elif value is not None and col in _ID_COLUMNS and not _ID.match(value):
+            raise ValidationError(col, f"{value[:120]!r} is not an id (1 to 100 letters, digits, '_' or '-')")
+        elif value is not None and (kind, col) in _INDEXED_NAMES:
+            if len(value.encode("utf-8")) > MAX_NAME_BYTES:
+                raise ValidationError(
+                    col, f"is {len(value.encode('utf-8')):,} bytes in UTF-8; at most {MAX_NAME_BYTES:,}"
+                )
+        elif (kind, col) in _SEGMENTS:
+            value = v.namespace((value,), col)[0]
+        elif kind == "access_grant" and col == "prefix":
+            value = ns_text(v.namespace(value, col))
+        elif kind == "access_grant" and col == "mode" and value not in ("read", "write"):
+            raise ValidationError(col, f"{value!r} is not 'read' or 'write'")
+        if isinstance(value, str):
+            v.text(value, col)  # stored as it is: valid Unicode without NUL, as every write checks its text
+            if len(value) > longest.get((kind, col), len(value)):
+                raise ValidationError(
+                    col, f"is {len(value):,} characters; at most {longest[(kind, col)]:,}, as a {kind} is written"
+                )
         out.append(value)
     return tuple(out)
 
@@ -135,16 +203,57 @@ def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
 Parsed = dict[str, list[tuple[int, tuple[Any, ...]]]]
 
 
-def parse(records: Iterable[tuple[int, dict[str, Any]]]) -> Parsed:
-    """Validate facts-layer records (numbered as in the file) into rows by kind, before anything is written."""
+def parse(records: Iterable[tuple[int, dict[str, Any]]], store: Store | None = None) -> Parsed:
+    """Validate facts-layer records (numbered as in the file) into rows by kind, before anything is written.
+
+    With ``store``, every reference must point at a row of the import or one already stored, and a new
+    agent's token hash must be its own: what the database would refuse is refused here, so nothing is written.
+    """
     by_kind: Parsed = {kind: [] for kind in TABLES}
     for n, rec in records:
         try:
             by_kind[rec["record"]].append((n, _row(rec["record"], rec)))
         except (KeyError, TypeError, ValueError) as e:
-            what = str(e) if isinstance(e, ValidationError) else f"malformed ({e!r})"
-            raise ValidationError("record", f"record {n}: {what}; nothing was imported", record=n) from e
+            raise _refused(n, str(e) if isinstance(e, ValidationError) else f"malformed ({e!r})") from e
+    if store is not None:
+        _check_references(store, by_kind)
     return by_kind
+
+
+def _refused(n: int, what: str) -> ValidationError:
+    return ValidationError("record", f"record {n}: {what}; nothing was imported", record=n)
+
+
+def _column(kind: str, rows: list[tuple[int, tuple[Any, ...]]], col: str) -> list[tuple[int, Any]]:
+    at = TABLES[kind][1].index(col)
+    return [(n, row[at]) for n, row in rows]
+
+
+def _check_references(store: Store, by_kind: Parsed) -> None:
+    wanted: dict[tuple[str, str], set[Any]] = {}
+    for (kind, col), target in _REFERENCES.items():
+        wanted.setdefault(target, set()).update(x for _, x in _column(kind, by_kind[kind], col) if x is not None)
+    known: dict[tuple[str, str], set[Any]] = {}
+    with store.session() as s:
+        for (kind, col), values in wanted.items():
+            have = {x for _, x in _column(kind, by_kind[kind], col)}
+            missing = sorted(values - have)
+            for i in range(0, len(missing), 500):
+                part = missing[i : i + 500]
+                table = TABLES[kind][0]
+                found = s.rows(f"SELECT {col} FROM {table} WHERE {col} IN ({','.join('?' * len(part))})", part)
+                have.update(r[0] for r in found)
+            known[(kind, col)] = have
+        tokens = _column("access_agent", by_kind["access_agent"], "token_hash")
+        names = _column("access_agent", by_kind["access_agent"], "name")
+        held = dict(s.rows("SELECT token_hash, name FROM access_agents")) if tokens else {}
+    for (kind, col), target in _REFERENCES.items():
+        for n, x in _column(kind, by_kind[kind], col):
+            if x is not None and x not in known[target]:
+                raise _refused(n, f"{col} {x!r} names no {target[0]} in the import or in this memory")
+    for (n, token), (_, name) in zip(tokens, names, strict=True):
+        if held.setdefault(token, name) != name:
+            raise _refused(n, f"agent {name!r} has the token hash of agent {held[token]!r}; each agent needs its own")
 
 
 def import_rows(s: SqlSession, by_kind: Parsed) -> int:
