@@ -54,6 +54,32 @@ def _json(value: Any) -> Any:
 _PATHS = {op.name: op.route for op in OPERATIONS}
 
 
+def _encode(body: dict[str, Any]) -> bytes:
+    """A request body as UTF-8 JSON (as httpx would write it); text no UTF-8 can carry is refused by field."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        field = next((name for name, value in body.items() if _unencodable(value)), "body")
+        raise errors.ValidationError(
+            field, "contains a lone UTF-16 surrogate, which is not valid Unicode text; nothing was sent"
+        ) from None
+
+
+def _unencodable(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_unencodable(k) or _unencodable(v) for k, v in value.items())
+    if isinstance(value, builtins.list):
+        return any(_unencodable(v) for v in value)
+    return False
+
+
 def _check_json(value: Any, metadata: Any, ttl: Any) -> None:
     """Refuse what JSON cannot carry (NaN, Infinity, sets...) before sending, naming the field."""
     from . import validate
@@ -97,8 +123,10 @@ class Client:
     # -- transport --------------------------------------------------------
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        content = None if body is None else _encode(body)
+        headers = None if body is None else {"Content-Type": "application/json"}
         try:
-            resp = self._http.request(method, f"/v1/{path}", json=body)
+            resp = self._http.request(method, f"/v1/{path}", content=content, headers=headers)
         except self._httpx.HTTPError as e:
             raise errors.StoreError(f"cannot reach the memlane service at {self.url}: {e}") from None
         if resp.status_code == 200:
