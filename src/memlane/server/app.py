@@ -292,6 +292,7 @@ def create_app(
     # the agent's view; an HTTP route's view is ungated, so no request counts twice
     gate = Gate(max_agent_work, max_work)
     access = Access(mem, gate=gate)
+    mem.start_indexing()  # the service embeds what its writes (and others') marked, in the background
     app.state.memory = mem
     app.state.access = access
     operations: list[dict[str, Any]] = []
