@@ -1115,8 +1115,8 @@ class Memory:
         the displaced item goes to history with ``change="import"``. Every
         record is validated before anything is written; items and the facts
         layer are then written in one transaction each. With an embedder,
-        vectors are then computed for what was imported. Returns the number of
-        records written.
+        vectors are then computed for what was imported (items: by the indexer,
+        unless ``indexing="sync"``). Returns the number of records written.
         """
         numbered, facts = transfer.split(dict(r) for r in records)
         parsed = transfer.parse(facts)  # checked before anything is written; items are checked in their transaction
@@ -1127,8 +1127,9 @@ class Memory:
         if self._embedder is not None and self._indexing == "sync":
             self.reindex()
         elif self._embedder is not None:
-            self._store.mark_missing()
+            self._store.mark_missing()  # items: the indexer embeds them
             self._indexer.notify()
+            self._facts.embed_missing(64)  # the facts layer embeds as it writes
         return count
 
 
