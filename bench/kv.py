@@ -1151,6 +1151,14 @@ def run_indexing(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, A
         for start in range(0, len(texts), 64):
             embedder.embed_batch(texts[start : start + 64])
         out["embedder_texts_per_s"] = len(texts) / (time.perf_counter() - t)
+    # for reference: embed-before-return, as every write did before write-behind indexing
+    with memlane.open(workdir / "sync.db", embedder=embedder, indexing="sync") as sync:
+        samples_ns = []
+        for r in records[:50]:
+            t0 = time.perf_counter_ns()
+            sync.put(r["namespace"], r["key"], r["value"])
+            samples_ns.append(time.perf_counter_ns() - t0)
+        out["sync_put_p50_us"] = summarize(samples_ns).p50_us
     return out
 
 
@@ -1171,6 +1179,13 @@ def report_indexing(res: dict[str, Any]) -> str:
             GOAL_INDEXED_PUT.status(put_ratio),
         ],
         ["put p99 (us)", f"{p99['indexed']:.1f}", f"{p99['plain']:.1f}", "", ""],
+        [
+            "put p50, indexing=sync (us)",
+            f"{res['sync_put_p50_us']:.1f}",
+            f"{p50['plain']:.1f}",
+            f"{ratio(res['sync_put_p50_us'], p50['plain']):.1f}x",
+            "(before write-behind)",
+        ],
         [
             "put_many (items/s)",
             fmt_num(rate["indexed"]),

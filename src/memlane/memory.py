@@ -163,9 +163,10 @@ class Memory:
         self.author = author
         self._embedder = embedder
         self._indexing = indexing
-        recorded = _recorded_embedder(store) is not None
+        recorded = embedder is not None and _recorded_embedder(store) is not None
         self._embedder_recorded = embedder is None or recorded
-        # a lexical-only writer still marks what it writes when the store has an embedder, for its indexers
+        # whether writes mark their items for an indexer; unknown (False) for a lexical-only writer, whose
+        # store decides in each write's transaction (it marks when the store records an embedder)
         self._store_embeds = recorded
         # shared by an agent's copy (AgentView copies this object): one thread per memory
         self._indexer = Indexer(self)
