@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -291,6 +292,23 @@ def test_an_indexer_killed_in_the_middle_of_a_batch_is_resumed_by_the_next(url):
             .key
             == "3"
         )
+
+
+def test_index_watch_embeds_what_other_writers_mark_until_the_memory_closes(url):
+    _marked_store(url, 0)
+    watcher = memlane.open(url, embedder="fake", indexing="sync")
+    done: list[int] = []
+    thread = threading.Thread(target=lambda: done.append(watcher.index(watch=True, batch_size=4)))
+    thread.start()
+    with memlane.open(url, embedder=None) as plain:  # another writer, with no embedder
+        plain.put_many([{"namespace": "w", "key": str(i), "value": f"watched note {i}"} for i in range(6)])
+        deadline = time.monotonic() + WAIT_S
+        while plain.stats().vectors < 7:  # the seed and the six: polling the watcher's progress
+            assert time.monotonic() < deadline, "the watcher never embedded the new items"
+            time.sleep(0.01)
+    watcher.close()
+    thread.join(WAIT_S)
+    assert not thread.is_alive() and done == [6]
 
 
 def test_memlane_index_drains_from_the_shell(url, backend, monkeypatch):

@@ -2522,13 +2522,19 @@ def index(
                 "no embedder to index with ($MEMLANE_EMBEDDER is none, or the store records none and the default "
                 "is not installed); pass --embedder NAME, e.g. --embedder minilm"
             )
+        done = [0]
         try:
-            count = mem.index(watch=watch, batch_size=batch_size)
-        except KeyboardInterrupt:
-            count = -1
+            mem.index(watch=watch, batch_size=batch_size, progress=lambda n: done.__setitem__(0, n))
+        except KeyboardInterrupt:  # how --watch ends: the batches finished so far are kept
+            pass
         result = mem.stats()
+    count = done[0]
     if as_json:
-        _print_json({"embedded": max(count, 0), "vectors": result.vectors, "vectors_missing": result.vectors_missing})
+        _print_json({"embedded": count, "vectors": result.vectors, "vectors_missing": result.vectors_missing})
     else:
-        done = "Stopped" if count < 0 else f"Embedded {count} item{'s' * (count != 1)}"
-        _console().print(Text(f"{done}; {result.vectors:,} vectors, {result.vectors_missing:,} missing"))
+        _console().print(
+            Text(
+                f"Embedded {count} item{'s' * (count != 1)}; {result.vectors:,} vectors, "
+                f"{result.vectors_missing:,} missing"
+            )
+        )

@@ -73,6 +73,8 @@ class Indexer:
     def drain_batch(self) -> int:
         """Claim, embed and store one batch; returns the items claimed (0: nothing to do)."""
         with self._embedding:
+            if self._stop.is_set():  # the memory is closing (or closed): leave the store alone
+                return 0
             if not self._scanned:
                 self.scan()
             store = self._mem.store
@@ -154,9 +156,15 @@ class Indexer:
                 self._wake.wait(POLL_S)
 
     def stop(self) -> None:
-        """Stop the thread after its current batch (a batch always ends its claims). Idempotent."""
+        """Stop the thread after its current batch (a batch always ends its claims). Idempotent.
+
+        A batch running in another thread (``wait_indexed``, ``index``) is
+        finished too; no batch starts after this returns.
+        """
         self._stop.set()
         self._wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        with self._embedding:
+            pass
