@@ -106,9 +106,9 @@ def test_pending_vectors_counts_the_items_in_scope_still_waiting(url, gated):
             == 1
         )
         assert mem.search("one", channels=["vector", "lexical"], embedding=_vector_of("one")).pending_vectors == 3
-        assert mem.search("one", channels=["lexical"]).pending_vectors == 0  # the vector channel did not run
+        assert mem.search("one", channels=["lexical"]).pending_vectors is None  # the vector channel did not run
         assert mem.recall("one", namespace_prefix="a/x", embedding=_vector_of("one")).pending_vectors == 1
-        assert mem.recall("one", key="1").pending_vectors == 0
+        assert mem.recall("one", key="1").pending_vectors is None
         gated.let_through()
         assert mem.wait_indexed(WAIT_S)
         assert mem.search("one", channels=["vector"], embedding=_vector_of("one")).pending_vectors == 0

@@ -619,7 +619,7 @@ class Memory:
         hits, dropped, truncated = rank.confirm(fused, lambda ids: self._store.hydrate(ids, within, now), limit)
         timings["confirm_ms"] = _ms(t)
         # what the vector channel could not see yet: items in scope written but not embedded
-        pending = self._store.count_pending(within) if "vector" in nominations else 0
+        pending = self._store.count_pending(within) if "vector" in nominations else None
         timings["total_ms"] = _ms(started)
         return Envelope(
             operation="search",

@@ -271,8 +271,8 @@ class Envelope:
         timings: milliseconds per phase.
         notes: anything the caller should know (a fallback taken, a channel skipped).
         pending_vectors: items in scope written but not embedded yet, so not seen
-            by the vector channel (found lexically meanwhile); 0 when the vector
-            channel did not run.
+            by the vector channel (found lexically meanwhile); ``None`` when the
+            vector channel did not run (and then absent on the wire).
     """
 
     operation: str
@@ -283,7 +283,7 @@ class Envelope:
     truncated: bool
     timings: dict[str, float]
     notes: list[str] = field(default_factory=list)
-    pending_vectors: int = 0
+    pending_vectors: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -311,5 +311,5 @@ class Envelope:
             truncated=d.get("truncated", False),
             timings=d.get("timings") or {},
             notes=d.get("notes") or [],
-            pending_vectors=d.get("pending_vectors", 0),
+            pending_vectors=d.get("pending_vectors"),
         )

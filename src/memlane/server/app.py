@@ -36,7 +36,7 @@ from .routes import Body, register
 
 API_VERSION = "v1"
 MAX_BODY_BYTES = 32 * 1024 * 1024
-_OPTIONAL = {"author", "expires_at", "changed_by", "next_cursor", "embedding"}
+_OPTIONAL = {"author", "expires_at", "changed_by", "next_cursor", "embedding", "pending_vectors"}
 
 
 def _compact(obj: Any) -> Any:

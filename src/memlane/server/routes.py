@@ -144,7 +144,7 @@ class EnvelopeOut(BaseModel):
     truncated: bool
     timings: dict[str, float]
     notes: list[str]
-    pending_vectors: int = 0
+    pending_vectors: int | None = None
 
 
 class ItemsOut(BaseModel):
