@@ -1205,7 +1205,7 @@ def _hnsw_indexes(url: str) -> list[str]:
 
 
 def test_drop_vectors_forgets_every_vector_and_its_index(store_url, backend):
-    with memlane.open(store_url, embedder="fake") as m:
+    with memlane.open(store_url, embedder="fake", indexing="sync") as m:
         m.put("d", "k", "zebra")
         m.search("zebra", channels=["vector"])
         if backend == "postgres":
@@ -1220,7 +1220,7 @@ def test_drop_vectors_forgets_every_vector_and_its_index(store_url, backend):
 def test_reindex_with_an_embedder_of_another_dimension_rebuilds_every_vector(store_url, backend, request):
     from memlane.search.embedders import FakeEmbedder
 
-    with memlane.open(store_url, embedder="fake") as m:
+    with memlane.open(store_url, embedder="fake", indexing="sync") as m:
         for i, word in enumerate(WORDS):
             m.put("r", f"k{i}", f"{word} vector text")
         reader = None
@@ -1268,6 +1268,7 @@ def _scope_reads_match_brute_force(url: str) -> None:
     with memlane.open(url, embedder="fake") as mem:
         for n, ns in enumerate(SCOPE_PLACES):
             mem.put(ns, "k", f"orchid note {n}")
+        assert mem.wait_indexed(60)
         ids = {ns: mem.get(ns, "k").id for ns in SCOPE_PLACES}  # type: ignore[union-attr]
         now = datetime.now(UTC)
         store = mem.store
