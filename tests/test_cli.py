@@ -756,7 +756,7 @@ def test_every_command_has_help_with_an_example() -> None:
     names = [str(c.name) for c in cli.app.registered_commands]
     assert set(names) == {
         "set", "note", "get", "fetch", "list", "delete", "clear", "cleanup", "stats",
-        "namespaces", "summarize", "history", "search", "recall", "reindex", "export", "import", "migrate",
+        "namespaces", "summarize", "history", "search", "recall", "reindex", "index", "export", "import", "migrate",
         "serve", "grant", "revoke",
         "mcp", "context", "lookup",
     }  # fmt: skip
@@ -847,6 +847,6 @@ def test_migrate_status_then_apply(tmp_path):
     names = [name for name, _ in MIGRATIONS]
     assert [m["applied_at"] for m in json.loads(status.stdout)["migrations"]] == [None] * len(names)
     applied = runner.invoke(app, ["migrate", "--json", "--db", db])
-    assert json.loads(applied.stdout)["applied_now"] == names and names[-1] == "m007_retention"
+    assert json.loads(applied.stdout)["applied_now"] == names and names[-1] == "m008_pending"
     again = runner.invoke(app, ["migrate", "--db", db])
     assert "Applied 0 migration(s)." in again.stdout

@@ -32,6 +32,7 @@ def test_migration_names_match_sqlite(pg_url):
 def test_vector_search_uses_an_hnsw_index(pg_url, postgres):
     with memlane.open(pg_url, embedder="fake") as mem:
         mem.put_many([{"namespace": "a", "key": f"k{i}", "value": f"note number {i}"} for i in range(50)])
+        assert mem.wait_indexed(60)
         assert mem.search("note number 7", channels=["vector"]).hits
     import psycopg
 

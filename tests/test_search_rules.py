@@ -324,7 +324,8 @@ def test_confirm_of_no_candidates_reads_nothing():
 
 
 def _open(path: Path, clock: Clock, embedder: str | None = "fake"):
-    return memlane.open(str(path / "m.db"), embedder=embedder, clock=clock)
+    # these rules are about the ranked read, not about when vectors are made: every write embeds at once
+    return memlane.open(str(path / "m.db"), embedder=embedder, clock=clock, indexing="sync")
 
 
 @pytest.mark.parametrize("channels", [["lexical"], ["vector"], ["lexical", "vector"]])
@@ -423,11 +424,6 @@ def test_store_search_never_returns_stale_and_counts_each_drop(ops, limit):
             assert env.dropped_by_hydration <= nominated - len(good)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an expired row replaced by a new item keeps its rowid and restarts at version 1, so the old "
-    "item's vector (version 1) passes confirm for the new item, and stats/reindex call it current",
-)
 def test_vector_of_an_expired_item_never_confirms_its_replacement(tmp_path):
     clock = Clock()
     with _open(tmp_path, clock) as mem, _open(tmp_path, clock, embedder=None) as plain:
@@ -435,7 +431,9 @@ def test_vector_of_an_expired_item_never_confirms_its_replacement(tmp_path):
         clock.advance(1)
         plain.put("a", "k", "gardening tips")  # a new item at the address, not embedded yet
         env = mem.search("volcano eruption report", channels=["vector"])
-        assert env.hits == [] and env.dropped_by_hydration == 1
+        # the old item's vector went with it, in the replacing write's transaction
+        assert env.hits == [] and env.counts["vector"] == 0 and env.pending_vectors == 1
+        assert (mem.stats().vectors, mem.stats().vectors_missing) == (0, 1)
 
 
 # -- vectors: blobs and normalisation -----------------------------------------
@@ -560,22 +558,12 @@ def test_cache_search_matches_numpy_brute_force(batches, query, prefix, k):
     assert [t for t in got if t[1] > cut] == [t for t in expected if t[1] > cut]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: argpartition picks an arbitrary one of the vectors tied at the k-th place (the first "
-    "inserted), before ties are broken by ref; the top-k then depends on the cache's row order",
-)
 def test_cache_ties_at_the_cut_are_broken_by_ref():
     cache = VectorCache(2)
     _apply(cache, [(9, 1, "n", to_blob([1, 0])), (3, 1, "n", to_blob([1, 0])), (5, 2, "n", to_blob([0, 1]))])
     assert _search(cache, [1.0, 0.0], "", 1) == [(3, 1.0, 1)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: with equal cosines at the candidate_k cut, a process that loaded the vectors afresh (seq order) "
-    "nominates another item than one that updated its cache in place",
-)
 def test_same_vector_search_gives_the_same_answer_in_every_process(tmp_path):
     clock = Clock()
     with _open(tmp_path, clock) as old:

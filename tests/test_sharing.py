@@ -63,6 +63,7 @@ def test_an_item_replaced_between_nominate_and_confirm_never_reaches_another_age
         acc = _world(mem)
         bob = acc.view(acc.agent("bob"))
         bob.put("agent/bob", "note", "orchid watering schedule")
+        assert mem.wait_indexed(60)  # the vector channel nominates it too
         store = mem.store
         real = {"lexical": store.lexical, "vector": store.vector}
 

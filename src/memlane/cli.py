@@ -162,7 +162,7 @@ READ_COMMANDS = frozenset(
 )  # fmt: skip
 WRITE_COMMANDS = frozenset(
     {
-        "set", "note", "delete", "clear", "cleanup", "reindex", "import", "migrate", "serve", "mcp",
+        "set", "note", "delete", "clear", "cleanup", "reindex", "index", "import", "migrate", "serve", "mcp",
         "grant", "revoke",
         "entity add", "entity alias", "entity merge", "fact assert", "fact retract", "fact end", "doc add",
         "claim add", "claim add-many", "claim supersede",
@@ -353,6 +353,8 @@ def _open_db(db: str | None, *, reads: bool | None = None, **options: Any) -> me
                 )
         elif read_only_reason(path) is not None:
             options["read_only"] = True  # reads work; a write says the file is read-only
+    # a one-shot command has no time to write behind: it embeds before it exits; the long-lived ones index
+    options.setdefault("indexing", "background" if _command_name() in ("serve", "mcp", "index") else "sync")
     return memlane.open(db, **options)
 
 
@@ -2494,3 +2496,48 @@ def retention_clear(prefix: RulePrefixArg, as_json: AsJson = False, db: Db = Non
         _print_json({"cleared": True, "prefix": prefix})
         return
     _console().print(Text(f"Cleared the retention rule for {_rule_prefix(prefix)}"))
+
+
+@_command("index")
+def index(
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep running: embed new writes as they come, until interrupted.")
+    ] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts embedded per batch.")] = 64,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Embed the items writes marked for the vector channel (write-behind indexing), in batches.
+
+    Several `memlane index` (and services) on one database share the work
+    without embedding an item twice. Items without a current vector (written
+    before an embedder was installed) are picked up too. Use `reindex` to
+    change embedders.
+
+    Example:
+        memlane index
+        memlane index --watch --batch-size 128
+    """
+    with _open(db, embedder) as mem:
+        if mem.embedder is None:
+            raise memlane.EmbedderError(
+                "no embedder to index with ($MEMLANE_EMBEDDER is none, or the store records none and the default "
+                "is not installed); pass --embedder NAME, e.g. --embedder minilm"
+            )
+        done = [0]
+        try:
+            mem.index(watch=watch, batch_size=batch_size, progress=lambda n: done.__setitem__(0, n))
+        except KeyboardInterrupt:  # how --watch ends: the batches finished so far are kept
+            pass
+        result = mem.stats()
+    count = done[0]
+    if as_json:
+        _print_json({"embedded": count, "vectors": result.vectors, "vectors_missing": result.vectors_missing})
+    else:
+        _console().print(
+            Text(
+                f"Embedded {count} item{'s' * (count != 1)}; {result.vectors:,} vectors, "
+                f"{result.vectors_missing:,} missing"
+            )
+        )

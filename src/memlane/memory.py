@@ -25,12 +25,13 @@ from .facts import transfer
 from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
 from .facts.text import DEFAULT_CHUNK_CHARS
+from .indexer import LEASE_S, POLL_S, Indexer
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from .query.model import QueryPlan, QueryResult, SavedQuery
 from .retention import CleanupReport, RetentionRule
 from .search import rank
 from .search.embedders import DEFAULT_EMBEDDER, Embedder, get_embedder, resolve_embedder
-from .store.base import PutRow, Store
+from .store.base import EVERYTHING, PutRow, Store
 
 if TYPE_CHECKING:
     from .access import Scope
@@ -48,6 +49,7 @@ DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded emb
 # with these it beats lexical on LoCoMo and SciFact alike.
 DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
 DEFAULT_RRF_K = 10
+INDEXING = ("background", "sync")
 RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl"})
 
 
@@ -140,6 +142,9 @@ class Memory:
         clock: zero-argument callable returning an aware datetime; defaults
             to the system clock. Tests inject a fake one.
         author: recorded on every write made through this object.
+        embedder: makes the vectors of the vector channel; ``None``: lexical only.
+        indexing: ``"background"`` (writes mark items; an indexer thread embeds
+            them in batches) or ``"sync"`` (every write embeds before it returns).
     """
 
     def __init__(
@@ -149,12 +154,22 @@ class Memory:
         clock: Clock | None = None,
         author: str | None = None,
         embedder: Embedder | None = None,
+        indexing: str = "background",
     ) -> None:
+        if indexing not in INDEXING:
+            raise ValidationError("indexing", f"{indexing!r} is not one of {', '.join(INDEXING)}")
         self._store = store
         self._clock = clock or _system_clock
         self.author = author
         self._embedder = embedder
-        self._embedder_recorded = embedder is None or _recorded_embedder(store) is not None
+        self._indexing = indexing
+        recorded = embedder is not None and _recorded_embedder(store) is not None
+        self._embedder_recorded = embedder is None or recorded
+        # whether writes mark their items for an indexer; unknown (False) for a lexical-only writer, whose
+        # store decides in each write's transaction (it marks when the store records an embedder)
+        self._store_embeds = recorded
+        # shared by an agent's copy (AgentView copies this object): one thread per memory
+        self._indexer = Indexer(self)
         # set on an agent's copy (memlane.access.AgentView): every read is narrowed to it in SQL
         self._scope: Scope | None = None
 
@@ -195,7 +210,12 @@ class Memory:
         return now if now.tzinfo is UTC else now.astimezone(UTC)
 
     def close(self) -> None:
-        """Close the store. Idempotent."""
+        """Stop the background indexer (after its current batch) and close the store. Idempotent.
+
+        Items written but not embedded yet stay marked in the store: the next
+        indexer on it (any memory that writes, the service, ``memlane index``) embeds them.
+        """
+        self._indexer.stop()
         self._store.close()
 
     def __enter__(self) -> Memory:
@@ -276,7 +296,7 @@ class Memory:
         """
         now = self._now()
         row = self._row(now, new_ids(now, 1)[0], namespace, key, value, text, metadata, ttl)
-        return self._store.put_many(self._with_vectors([row]), now, if_absent=bool(if_absent))[0]
+        return self._write([row], now, bool(if_absent))[0]
 
     def put_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> builtins.list[Item]:
         """Write many records in one transaction: all or nothing.
@@ -317,7 +337,25 @@ class Memory:
                 raise ValidationError(e.field, f"{str(e).split(': ', 1)[1]} (record {n}); nothing was written") from e
         if not rows:
             return []
-        return self._store.put_many(self._with_vectors(rows), now, if_absent=bool(if_absent))
+        return self._write(rows, now, bool(if_absent))
+
+    def _write(self, rows: builtins.list[PutRow], now: datetime, if_absent: bool) -> builtins.list[Item]:
+        """Commit rows: with vectors made first (sync), or marked for the indexer (background)."""
+        if self._embedder is not None and self._indexing == "sync":
+            return self._store.put_many(self._with_vectors(rows), now, if_absent=if_absent)
+        if self._embedder is None:
+            # None: the store decides in the write's transaction, so an embedder recorded meanwhile counts
+            return self._store.put_many(rows, now, if_absent=if_absent, mark=True if self._store_embeds else None)
+        if not self._embedder_recorded:
+            # recorded before the first mark, so other writers (lexical-only ones too) mark theirs
+            self._record_embedder(self._embedder)
+        items = self._store.put_many(rows, now, if_absent=if_absent, mark=True)
+        self._indexer.notify()
+        return items
+
+    def _record_embedder(self, embedder: Embedder) -> None:
+        self._store.set_meta("embedder", json.dumps({"name": embedder.name, "dimension": embedder.dimension}))
+        self._embedder_recorded = self._store_embeds = True
 
     def _embed(self, texts: Sequence[str]) -> builtins.list[bytes]:
         """Embed texts (each distinct text once) as float32 blobs, recording the embedder."""
@@ -347,8 +385,7 @@ class Memory:
             # open() compares names only, so a remote embedder is not called just to open a store
             raise EmbedderMismatchError(_mismatch(recorded, embedder.name, embedder.dimension))
         if not self._embedder_recorded:
-            self._store.set_meta("embedder", json.dumps({"name": embedder.name, "dimension": embedder.dimension}))
-            self._embedder_recorded = True
+            self._record_embedder(embedder)
         return [blobs[t] for t in texts]
 
     def _with_vectors(self, rows: builtins.list[PutRow]) -> builtins.list[PutRow]:
@@ -581,6 +618,8 @@ class Memory:
         t = time.perf_counter()
         hits, dropped, truncated = rank.confirm(fused, lambda ids: self._store.hydrate(ids, within, now), limit)
         timings["confirm_ms"] = _ms(t)
+        # what the vector channel could not see yet: items in scope written but not embedded
+        pending = self._store.count_pending(within) if "vector" in nominations else None
         timings["total_ms"] = _ms(started)
         return Envelope(
             operation="search",
@@ -601,6 +640,7 @@ class Memory:
             truncated=truncated,
             timings=timings,
             notes=notes,
+            pending_vectors=pending,
         )
 
     def _embed_query(self, query: str) -> builtins.list[float]:
@@ -699,15 +739,12 @@ class Memory:
             if recorded is not None and (recorded["name"], recorded["dimension"]) != (new.name, new.dimension):
                 self._store.drop_vectors()
                 self._facts.drop_vectors()
-            self._store.set_meta("embedder", json.dumps({"name": new.name, "dimension": new.dimension}))
-            self._embedder, self._embedder_recorded = new, True
+            self._record_embedder(new)
+            self._embedder = new
         if self._embedder is None:
             raise EmbedderError("no embedder to reindex with; pass one, e.g. reindex('minilm')")
         if not self._embedder_recorded:
-            self._store.set_meta(
-                "embedder", json.dumps({"name": self._embedder.name, "dimension": self._embedder.dimension})
-            )
-            self._embedder_recorded = True
+            self._record_embedder(self._embedder)
         batch_size = v.limit(batch_size, "batch_size", maximum=4096)
         _, total = self._store.count_vectors()
         done, after = 0, 0
@@ -724,6 +761,64 @@ class Memory:
             if progress:
                 progress(done, total)
         return done + self._facts.embed_missing(batch_size)
+
+    # -- write-behind indexing (memlane.indexer) -----------------------------
+
+    def wait_indexed(self, timeout: float | None = None) -> bool:
+        """Embed what is waiting, here and now, and wait for batches other indexers hold; ``True`` when done.
+
+        For callers (and tests) that need vectors before they search. Embeds in
+        the calling thread (beside the background one), so it works in
+        ``indexing="sync"`` mode and for items other writers marked too.
+        Returns ``False`` if items still wait after ``timeout`` seconds, and at
+        once when this memory has no embedder to make them.
+
+        Raises:
+            EmbedderError: the embedder failed; the items stay marked.
+        """
+        if self._embedder is None:
+            return self._store.count_pending(EVERYTHING) == 0
+        return self._indexer.wait(timeout)
+
+    def index(
+        self,
+        *,
+        watch: bool = False,
+        batch_size: int = 64,
+        lease: float = LEASE_S,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Drain the store's pending marks in this thread (``memlane index``); returns the items handled.
+
+        Without ``watch`` it returns when nothing is left to claim; with it, it
+        keeps draining new marks until :meth:`close` or an interrupt.
+        ``lease`` is how many seconds a claimed batch is kept from other
+        indexers: if this process dies, its batch is claimed again after that.
+        ``progress(done)`` is called after each batch.
+        """
+        if self._embedder is None:
+            raise EmbedderError("no embedder to index with; open the store with one, e.g. embedder='minilm'")
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease < float("inf"):
+            raise ValidationError("lease", "must be a positive number of seconds")
+        self._indexer.batch_size = v.limit(batch_size, "batch_size", maximum=4096)
+        self._indexer.lease_s = float(lease)
+        done = 0
+        while True:
+            n = self._indexer.drain_batch()
+            done += n
+            if n and progress:
+                progress(done)
+            if n == 0:
+                if not watch or self._indexer.idle(POLL_S):
+                    return done
+
+    def start_indexing(self) -> None:
+        """Start the background indexer now rather than at the first write (the service does, at startup).
+
+        A no-op without an embedder or with ``indexing="sync"``.
+        """
+        if self._embedder is not None and self._indexing == "background":
+            self._indexer.start()
 
     # -- schema -----------------------------------------------------------
 
@@ -1021,8 +1116,8 @@ class Memory:
         the displaced item goes to history with ``change="import"``. Every
         record is validated before anything is written; items and the facts
         layer are then written in one transaction each. With an embedder,
-        vectors are then computed for what was imported. Returns the number of
-        records written.
+        vectors are then computed for what was imported (items: by the indexer,
+        unless ``indexing="sync"``). Returns the number of records written.
         """
         numbered, facts = transfer.split(dict(r) for r in records)
         parsed = transfer.parse(facts, self._store)  # checked before anything is written; items in their transaction
@@ -1030,8 +1125,12 @@ class Memory:
         if facts:
             with self._store.session(write=True) as s:
                 count += transfer.import_rows(s, parsed)
-        if self._embedder is not None:
+        if self._embedder is not None and self._indexing == "sync":
             self.reindex()
+        elif self._embedder is not None:
+            self._store.mark_missing()  # items: the indexer embeds them
+            self._indexer.notify()
+            self._facts.embed_missing(64)  # the facts layer embeds as it writes
         return count
 
 
@@ -1085,6 +1184,7 @@ def open(  # noqa: A001
     embedder: Embedder | str | None = DEFAULT,
     migrate: bool = True,
     read_only: bool = False,
+    indexing: str = "background",
 ) -> Memory:
     """Open a memory.
 
@@ -1105,7 +1205,13 @@ def open(  # noqa: A001
         read_only: open an existing SQLite file read-only (``mode=ro``): reads
             work, every write raises :class:`StoreError` saying the database is
             read-only. For a file or directory this process cannot write.
+        indexing: ``"background"`` (the default): a write commits and marks its
+            item, and an indexer thread embeds marked items in batches, so writes
+            never wait for the model (:meth:`Memory.wait_indexed` waits for
+            vectors). ``"sync"``: every write embeds before it returns.
     """
+    if indexing not in INDEXING:
+        raise ValidationError("indexing", f"{indexing!r} is not one of {', '.join(INDEXING)}")
     if url is not None and not isinstance(url, str | os.PathLike):
         raise ValidationError("url", f"must be a path or a database URL, not {type(url).__name__}")
     url = os.fspath(url) if url is not None else ""
@@ -1132,4 +1238,4 @@ def open(  # noqa: A001
     except BaseException:
         store.close()
         raise
-    return Memory(store, clock=clock, author=author, embedder=chosen)
+    return Memory(store, clock=clock, author=author, embedder=chosen, indexing=indexing)

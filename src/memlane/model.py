@@ -270,6 +270,9 @@ class Envelope:
         truncated: more confirmed results existed than ``limit``.
         timings: milliseconds per phase.
         notes: anything the caller should know (a fallback taken, a channel skipped).
+        pending_vectors: items in scope written but not embedded yet, so not seen
+            by the vector channel (found lexically meanwhile); ``None`` when the
+            vector channel did not run (and then absent on the wire).
     """
 
     operation: str
@@ -280,6 +283,7 @@ class Envelope:
     truncated: bool
     timings: dict[str, float]
     notes: list[str] = field(default_factory=list)
+    pending_vectors: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -292,6 +296,7 @@ class Envelope:
             "truncated": self.truncated,
             "timings": self.timings,
             "notes": self.notes,
+            "pending_vectors": self.pending_vectors,
         }
 
     @classmethod
@@ -306,4 +311,5 @@ class Envelope:
             truncated=d.get("truncated", False),
             timings=d.get("timings") or {},
             notes=d.get("notes") or [],
+            pending_vectors=d.get("pending_vectors"),
         )

@@ -6,6 +6,8 @@ import pytest
 
 from memlane import ValidationError
 
+from .indexed import indexed
+
 
 def test_fetch_newest_first_across_namespaces(mem, clock):
     mem.put("room/general", "session-digest", "general digest")
@@ -69,6 +71,7 @@ def test_namespace_prefix_respects_segment_boundaries(mem):
     assert set(mem.summarize(prefix)) == {"tenant/acme", "tenant/acme/user"}
     mem.put(("tenant", "acme"), "doc", "alpha words")
     mem.put(("tenant", "acme-corp"), "doc", "alpha words")
+    indexed(mem)
     for channel in ("lexical", "vector"):
         hits = mem.search("alpha", namespace_prefix=prefix, channels=[channel]).hits
         assert {h.namespace for h in hits} <= {("tenant", "acme"), ("tenant", "acme", "user")}, channel

@@ -8,6 +8,8 @@ import memlane
 from memlane import EmbedderMismatchError, ValidationError
 from memlane.search.embedders import FakeEmbedder
 
+from .indexed import indexed
+
 
 class CountingEmbedder(FakeEmbedder):
     """The fake embedder, counting calls and optionally refusing to embed."""
@@ -35,6 +37,7 @@ def kb(mem):
     mem.put("kb/db", "backups", "Nightly backups of the billing database")
     mem.put("kb/web", "cache", "Redis caches session tokens for the web tier")
     mem.put("kb/web", "lang", "The web tier is written in Python")
+    indexed(mem)
     return mem
 
 
@@ -82,6 +85,7 @@ def test_caller_embedding_is_used_instead_of_embedding_the_query(store_url, cloc
         mem.put("a", "cats", "cats purr")
         mem.put("a", "dogs", "dogs bark")
         vector = FakeEmbedder().embed_batch(["dogs bark"])[0]
+        assert mem.wait_indexed()
         emb.broken = True
         env = mem.search("cats", channels=["vector"], embedding=vector)
         assert env.hits[0].key == "dogs" and env.params["embedding"] == "given"
@@ -92,16 +96,19 @@ def test_caller_embedding_is_used_instead_of_embedding_the_query(store_url, cloc
             mem.search("cats", embedding=[float("nan")] * 64)
 
 
-def test_put_many_embeds_once_per_batch(store_url, clock):
+@pytest.mark.parametrize("indexing", ["background", "sync"])
+def test_put_many_embeds_once_per_batch(store_url, clock, indexing):
     emb = CountingEmbedder()
-    with memlane.open(store_url, clock=clock, embedder=emb) as mem:
+    with memlane.open(store_url, clock=clock, embedder=emb, indexing=indexing) as mem:
         mem.put_many([{"namespace": "a", "key": f"k{i}", "value": f"text {i % 3}"} for i in range(30)])
+        assert mem.wait_indexed()
         assert emb.calls == [3]  # one call, each distinct text once
         assert mem.stats().vectors == 30
 
 
 def test_confirm_drops_expired_deleted_and_replaced(store_url, clock):
-    with memlane.open(store_url, clock=clock, embedder="fake") as mem:
+    # sync: no indexer thread repairs the stale vector behind the test's back
+    with memlane.open(store_url, clock=clock, embedder="fake", indexing="sync") as mem:
         mem.put("a", "expires", "orchid greenhouse notes", ttl=5)
         mem.put("a", "deleted", "orchid greenhouse watering")
         mem.put("a", "replaced", "orchid greenhouse humidity")
@@ -121,7 +128,7 @@ def test_confirm_drops_expired_deleted_and_replaced(store_url, clock):
 
 
 def test_stale_vector_never_surfaces_and_reindex_repairs(store_url, clock):
-    with memlane.open(store_url, clock=clock, embedder="fake") as mem:
+    with memlane.open(store_url, clock=clock, embedder="fake", indexing="sync") as mem:
         mem.put("a", "k", "volcano eruption report")
         with memlane.open(store_url, clock=clock, embedder=None) as plain:
             plain.put("a", "k", "gardening tips")
@@ -136,7 +143,7 @@ def test_stale_vector_never_surfaces_and_reindex_repairs(store_url, clock):
 def test_vector_cache_follows_other_writers(store_url, clock):
     with (
         memlane.open(store_url, clock=clock, embedder="fake") as reader,
-        memlane.open(store_url, clock=clock, embedder="fake") as writer,
+        memlane.open(store_url, clock=clock, embedder="fake", indexing="sync") as writer,
     ):
         writer.put("a", "one", "first note about rivers")
         assert [h.key for h in reader.search("rivers", channels=["vector"]).hits] == ["one"]

@@ -161,10 +161,16 @@ class VectorCache:
                 return []
             scores = self._matrix[rows] @ q
         k = min(k, scores.shape[0])
-        top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+        if k < scores.shape[0]:
+            # every row scoring at least the k-th best, so that rows tied at the cut are chosen by ref below,
+            # not by their place in the cache (which differs between processes)
+            cut = scores[np.argpartition(-scores, k - 1)[k - 1]]
+            top = np.flatnonzero(scores >= cut)
+        else:
+            top = np.arange(scores.shape[0])
         # ties broken by ref so results are deterministic
         idx = rows[top] if rows is not None else top
-        order = np.lexsort((self._refs[idx], -scores[top]))
+        order = np.lexsort((self._refs[idx], -scores[top]))[:k]
         top, idx = top[order], idx[order]
         ids = self._ids
         return [

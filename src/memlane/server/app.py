@@ -36,7 +36,7 @@ from .routes import Body, register
 
 API_VERSION = "v1"
 MAX_BODY_BYTES = 4 * validate.MAX_VALUE_CHARS + 6 * validate.MAX_TEXT_CHARS + 4 * validate.MAX_METADATA_CHARS + 2**20
-_OPTIONAL = {"author", "expires_at", "changed_by", "next_cursor", "embedding"}
+_OPTIONAL = {"author", "expires_at", "changed_by", "next_cursor", "embedding", "pending_vectors"}
 
 
 def _compact(obj: Any) -> Any:
@@ -292,6 +292,7 @@ def create_app(
     # the agent's view; an HTTP route's view is ungated, so no request counts twice
     gate = Gate(max_agent_work, max_work)
     access = Access(mem, gate=gate)
+    mem.start_indexing()  # the service embeds what its writes (and others') marked, in the background
     app.state.memory = mem
     app.state.access = access
     operations: list[dict[str, Any]] = []

@@ -144,6 +144,7 @@ class EnvelopeOut(BaseModel):
     truncated: bool
     timings: dict[str, float]
     notes: list[str]
+    pending_vectors: int | None = None
 
 
 class ItemsOut(BaseModel):
@@ -188,6 +189,7 @@ class ContextOut(BaseModel):
     truncated: list[str]
     timings: dict[str, float]
     notes: list[str]
+    pending_vectors: int = 0
 
 
 class RecordsOut(BaseModel):

@@ -80,12 +80,17 @@ class Store(ABC):
         """Where the data lives (a file path, a server URL without password)."""
 
     @abstractmethod
-    def put_many(self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False) -> builtins.list[Item]:
+    def put_many(
+        self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False, mark: bool | None = False
+    ) -> builtins.list[Item]:
         """Upsert rows in one transaction; replaced versions go to history.
 
         With ``if_absent``, a live item at any of the addresses raises
         :class:`~memlane.errors.ConflictError` and nothing is written; the
-        check and the write are atomic against other writers.
+        check and the write are atomic against other writers. With ``mark``,
+        every written item with text and no vector is marked (at its new
+        version) for the indexer, in the same transaction; ``None`` marks them if
+        the store records an embedder (a lexical-only writer's case).
         """
 
     @abstractmethod
@@ -200,6 +205,35 @@ class Store(ABC):
     @abstractmethod
     def drop_vectors(self) -> None:
         """Delete every vector."""
+
+    # -- write-behind indexing (memlane.indexer) ---------------------------
+
+    @abstractmethod
+    def mark_missing(self) -> int:
+        """Mark every item with text whose vector is missing or stale and that is not marked; returns how many."""
+
+    @abstractmethod
+    def claim_pending(self, limit: int, owner: str, lease_s: float) -> builtins.list[tuple[int, int, str, int]]:
+        """Lease up to ``limit`` unclaimed (or lease-expired) marks to ``owner``.
+
+        Returns ``(ref, version, text, mark_version)``: the item as it is now, and the version its mark had.
+        """
+
+    @abstractmethod
+    def finish_pending(self, done: Sequence[tuple[int, int, bytes | None, int]], owner: str) -> int:
+        """Write ``(ref, version, blob, mark_version)`` vectors where the item is still at ``version``.
+
+        Each mark is cleared if it still has ``mark_version``; one re-made by a
+        write since the claim stays for the next claim. Returns vectors written.
+        """
+
+    @abstractmethod
+    def release_pending(self, owner: str) -> None:
+        """Give back every mark ``owner`` holds."""
+
+    @abstractmethod
+    def count_pending(self, within: Within) -> int:
+        """Items inside ``within`` still marked for embedding."""
 
     @abstractmethod
     def get_meta(self, name: str) -> str | None:

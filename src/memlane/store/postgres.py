@@ -163,6 +163,28 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ),
     ("m006_access", access_tables.POSTGRES),
     ("m007_retention", retention_tables.POSTGRES),
+    (
+        "m008_pending",
+        [
+            # write-behind indexing: a write marks its item (at its version) for the indexer, which claims
+            # marks with a lease (FOR UPDATE SKIP LOCKED, then claimed_until) so several processes share the work
+            """CREATE TABLE item_pending (
+                item_ref BIGINT PRIMARY KEY REFERENCES items (ref) ON DELETE CASCADE,
+                version INTEGER NOT NULL,
+                claimed_until TIMESTAMPTZ,
+                claimed_by TEXT
+            )""",
+            # an expired row overwritten by a new item keeps its ref and restarts at version 1: the old
+            # item's vector must go with it, or it would pass for the new item's
+            """CREATE FUNCTION memlane_items_new_item() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                DELETE FROM item_vectors WHERE item_ref = OLD.ref;
+                RETURN NULL;
+            END $$""",
+            """CREATE TRIGGER items_vectors_new_item AFTER UPDATE ON items
+                FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id) EXECUTE FUNCTION memlane_items_new_item()""",
+        ],
+    ),
 ]
 
 _UPSERT = f"""
@@ -185,6 +207,10 @@ RETURNING ref, id, created_at, version
 
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = %s AND key = %s"
+_MARK = (
+    "INSERT INTO item_pending (item_ref, version) VALUES (%s, %s) ON CONFLICT (item_ref) DO UPDATE "
+    "SET version = excluded.version, claimed_until = NULL, claimed_by = NULL"
+)
 
 # Lexical ranking in one statement (PostgresStore.lexical):
 # * ``words``: the query's distinct lexemes, each with its one-word tsquery;
@@ -392,8 +418,14 @@ class PostgresStore(Store):
 
     # -- writes -----------------------------------------------------------
 
-    def put_many(self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False) -> builtins.list[Item]:
-        """Upsert rows in one transaction (in order, so repeated addresses replace)."""
+    def put_many(
+        self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False, mark: bool | None = False
+    ) -> builtins.list[Item]:
+        """Upsert rows in one transaction (in order, so repeated addresses replace).
+
+        With ``mark``, rows with text and no vector are marked for the indexer
+        (``None``: if the store records an embedder, read in the same transaction).
+        """
         at = c.ts(now)
         out: builtins.list[Item] = []
         loads = c.loads_json
@@ -429,7 +461,10 @@ class PostgresStore(Store):
                 returned.append(cur.fetchone())
                 if not cur.nextset():
                     break
+            if mark is None:
+                mark = cur.execute("SELECT 1 FROM meta WHERE name = 'embedder'").fetchone() is not None
             vectors = []
+            marks = []
             for r, (ref, item_id, created, version) in zip(rows, returned, strict=True):
                 out.append(
                     Item(
@@ -449,8 +484,13 @@ class PostgresStore(Store):
                 )
                 if r.vector is not None:
                     vectors.append((ref, version, r.vector))
+                elif mark and r.text:
+                    marks.append((ref, version))
             if vectors:
                 self._upsert_vectors(cur, vectors)
+                cur.executemany("DELETE FROM item_pending WHERE item_ref = %s", [(v[0],) for v in vectors])
+            if marks:
+                cur.executemany(_MARK, marks)
         return out
 
     def _vector_param(self, blob: bytes) -> Any:
@@ -467,8 +507,10 @@ class PostgresStore(Store):
             # at the first search would stall that search for minutes on a large table
             self._ensure_index(cur.connection, len(rows[0][2]) // 4)
         cur.executemany(
+            # FOR KEY SHARE: an item deleted by a writer meanwhile is skipped, not a foreign key violation
             f"INSERT INTO item_vectors (item_ref, version, embedding) SELECT ref, version, %s{cast} FROM items "
-            "WHERE ref = %s AND version = %s ON CONFLICT (item_ref) DO UPDATE SET version = excluded.version, "
+            "WHERE ref = %s AND version = %s FOR KEY SHARE ON CONFLICT (item_ref) DO UPDATE SET "
+            "version = excluded.version, "
             "embedding = excluded.embedding",
             [(self._vector_param(blob), ref, version) for ref, version, blob in rows],
         )
@@ -755,12 +797,102 @@ class PostgresStore(Store):
         """Store vectors where the item is still at that version."""
         with self._write() as conn, conn.cursor() as cur:
             self._upsert_vectors(cur, rows)
-            return max(cur.rowcount, 0)
+            written = max(cur.rowcount, 0)
+            cur.executemany(
+                "DELETE FROM item_pending WHERE item_ref = %s AND version = %s", [(r, v) for r, v, _ in rows]
+            )
+            return written
+
+    # -- write-behind indexing --------------------------------------------
+
+    def mark_missing(self) -> int:
+        """Mark every item with text whose vector is missing or stale and that is not marked yet."""
+        with self._write() as conn:
+            return max(
+                conn.execute(
+                    "INSERT INTO item_pending (item_ref, version) SELECT i.ref, i.version FROM items i "
+                    "LEFT JOIN item_vectors v ON v.item_ref = i.ref WHERE i.text <> '' "
+                    "AND (v.item_ref IS NULL OR v.version <> i.version) ON CONFLICT (item_ref) DO NOTHING"
+                ).rowcount,
+                0,
+            )
+
+    def claim_pending(self, limit: int, owner: str, lease_s: float) -> builtins.list[tuple[int, int, str, int]]:
+        """Claim up to ``limit`` marks no live lease holds: ``(ref, version, text, mark_version)``.
+
+        ``FOR UPDATE SKIP LOCKED`` keeps two claimers off the same marks; the
+        lease (the server's clock) keeps the next claimers off them until it
+        runs out, which is how a crashed indexer's claims come back.
+        """
+        with self._read() as conn:  # an idle indexer looks without a write transaction
+            free = conn.execute(
+                "SELECT 1 FROM item_pending WHERE claimed_until IS NULL OR claimed_until < clock_timestamp() LIMIT 1"
+            ).fetchone()
+        if free is None:
+            return []
+        with self._write() as conn:
+            refs = conn.execute(
+                "WITH c AS (SELECT item_ref FROM item_pending "
+                "WHERE claimed_until IS NULL OR claimed_until < clock_timestamp() "
+                "ORDER BY item_ref LIMIT %s FOR UPDATE SKIP LOCKED) "
+                "UPDATE item_pending p SET claimed_until = clock_timestamp() + make_interval(secs => %s), "
+                "claimed_by = %s FROM c WHERE p.item_ref = c.item_ref RETURNING p.item_ref, p.version",
+                (limit, float(lease_s), owner),
+            ).fetchall()
+            if not refs:
+                return []
+            marks = dict(refs)
+            rows = conn.execute(
+                "SELECT ref, version, text FROM items WHERE ref = ANY(%s) ORDER BY ref", (builtins.list(marks),)
+            ).fetchall()
+        return [(int(r), int(v), t, int(marks[r])) for r, v, t in rows]
+
+    def finish_pending(self, done: Sequence[tuple[int, int, bytes | None, int]], owner: str) -> int:
+        """Store the vectors of claimed items still at the embedded version and clear their marks.
+
+        A mark is deleted only at the version it had when claimed: a writer that
+        moved the item on meanwhile re-marked it at its new version, in its own transaction.
+        """
+        vectors = [(ref, version, blob) for ref, version, blob, _ in done if blob is not None]
+        with self._write() as conn, conn.cursor() as cur:
+            written = 0
+            if vectors:
+                self._upsert_vectors(cur, vectors)
+                written = max(cur.rowcount, 0)
+            cur.executemany(
+                "DELETE FROM item_pending WHERE item_ref = %s AND version = %s", [(d[0], d[3]) for d in done]
+            )
+            cur.executemany(
+                "UPDATE item_pending SET claimed_until = NULL, claimed_by = NULL WHERE item_ref = %s "
+                "AND claimed_by = %s",
+                [(d[0], owner) for d in done],
+            )
+        return written
+
+    def release_pending(self, owner: str) -> None:
+        """Give back every mark ``owner`` still holds (an indexer stopping cleanly)."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE item_pending SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = %s", (owner,)
+            )
+
+    def count_pending(self, within: Within) -> int:
+        """Marks of items inside ``within`` still waiting for a vector."""
+        inside, params = c.within_filter(within, "%s", column="i.namespace")
+        sql = "SELECT count(*) FROM item_pending p"
+        if inside:
+            sql += f" JOIN items i ON i.ref = p.item_ref WHERE {inside}"
+        with self._read() as conn:
+            return int(conn.execute(sql, params).fetchone()[0])
 
     def drop_vectors(self) -> None:
-        """Delete every vector and any HNSW index."""
+        """Delete every vector and any HNSW index.
+
+        ``TRUNCATE``, not ``DELETE``: an index built next for another dimension
+        would still read the dead rows of the old one until a VACUUM.
+        """
         with self._write() as conn:
-            conn.execute("DELETE FROM item_vectors")
+            conn.execute("TRUNCATE item_vectors")
             for (name,) in conn.execute(
                 "SELECT indexname FROM pg_indexes "
                 "WHERE tablename = 'item_vectors' AND indexname LIKE 'item_vectors_hnsw_%%'"

@@ -24,6 +24,7 @@ import builtins
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -146,6 +147,28 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
     ),
     ("m006_access", access_tables.SQLITE),
     ("m007_retention", retention_tables.SQLITE),
+    (
+        "m008_pending",
+        [
+            # write-behind indexing: a write marks its item (at its version) for the indexer, which claims
+            # marks with a lease (claimed_until, unix seconds) so several processes share the work
+            """CREATE TABLE item_pending (
+                item_rowid INTEGER PRIMARY KEY,
+                version INTEGER NOT NULL,
+                claimed_until REAL,
+                claimed_by TEXT
+            )""",
+            """CREATE TRIGGER items_pending_delete AFTER DELETE ON items BEGIN
+                DELETE FROM item_pending WHERE item_rowid = old.rowid;
+            END""",
+            # an expired row overwritten by a new item keeps its rowid and restarts at version 1: the old
+            # item's vector must go with it, or it would pass for the new item's
+            """CREATE TRIGGER items_vectors_new_item AFTER UPDATE OF id ON items WHEN old.id <> new.id BEGIN
+                DELETE FROM item_vectors WHERE item_rowid = old.rowid;
+            END""",
+            "DELETE FROM item_vectors WHERE item_rowid NOT IN (SELECT rowid FROM items)",
+        ],
+    ),
 ]
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
@@ -153,6 +176,13 @@ SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ?
 ON CONFLICT (item_rowid) DO UPDATE SET
     version = excluded.version, seq = excluded.seq, embedding = excluded.embedding
 """
+
+_MARK_UPDATED = """
+INSERT INTO item_pending (item_rowid, version)
+SELECT rowid, version FROM items WHERE namespace = ? AND key = ? AND text <> ''
+ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, claimed_until = NULL, claimed_by = NULL
+"""
+_UNMARK = "DELETE FROM item_pending WHERE item_rowid = (SELECT rowid FROM items WHERE namespace = ? AND key = ?)"
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = ? AND key = ?"
 _HISTORY_COPY = f"""
@@ -420,28 +450,41 @@ class SqliteStore(Store):
 
     # -- writes -----------------------------------------------------------
 
-    def put_many(self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False) -> builtins.list[Item]:
+    def put_many(
+        self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False, mark: bool | None = False
+    ) -> builtins.list[Item]:
         """Upsert rows in one transaction.
 
         New addresses are inserted with one ``executemany`` and indexed with one
         bulk FTS insert (a per-row trigger costs 2.5x in throughput); existing
         ones are updated, and the update triggers keep history and the index.
+        With ``mark``, rows with text and no vector are marked for the indexer
+        (``None``: if the store records an embedder, read in the same transaction).
         """
         at = c.ts(now)
         out: builtins.list[Item] = []
         with self._write() as conn:
+            if mark is None:
+                mark = conn.execute("SELECT 1 FROM meta WHERE name = 'embedder'").fetchone() is not None
             seq = None
             for segment in _unique_segments(rows):
-                out.extend(self._put_segment(conn, segment, now, at, if_absent))
+                out.extend(self._put_segment(conn, segment, now, at, if_absent, mark))
                 vectors = [(r.vector, "/".join(r.namespace), r.key) for r in segment if r.vector is not None]
                 if vectors:
                     if seq is None:
                         seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM item_vectors").fetchone()[0]
                     conn.executemany(_PUT_VECTOR, [(seq, *v) for v in vectors])
+                    conn.executemany(_UNMARK, [v[1:] for v in vectors])
         return out
 
     def _put_segment(
-        self, conn: sqlite3.Connection, rows: Sequence[PutRow], now: datetime, at: str, if_absent: bool = False
+        self,
+        conn: sqlite3.Connection,
+        rows: Sequence[PutRow],
+        now: datetime,
+        at: str,
+        if_absent: bool = False,
+        mark: bool = False,
     ) -> builtins.list[Item]:
         texts = [("/".join(r.namespace), r.key) for r in rows]
         existing: dict[tuple[str, str], tuple[str, str, int, str | None]] = {}
@@ -497,6 +540,8 @@ class SqliteStore(Store):
                 "metadata = ?, author = ?, updated_at = ?, expires_at = ? WHERE namespace = ? AND key = ?",
                 updates,
             )
+            if mark:
+                conn.executemany(_MARK_UPDATED, [u[-2:] for u in updates if u[5]])
         if inserts:
             first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
             conn.executemany(
@@ -505,6 +550,12 @@ class SqliteStore(Store):
                 inserts,
             )
             _index_new_rows(conn, first)
+            if mark:
+                conn.execute(
+                    "INSERT INTO item_pending (item_rowid, version) SELECT rowid, 1 FROM items "
+                    "WHERE rowid > ? AND text <> ''",
+                    (first,),
+                )
         return out
 
     def delete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
@@ -787,12 +838,101 @@ class SqliteStore(Store):
                 "embedding = excluded.embedding",
                 [(seq, blob, ref, version) for ref, version, blob in rows],
             )
-            return conn.total_changes - before
+            written = conn.total_changes - before
+            conn.executemany(
+                "DELETE FROM item_pending WHERE item_rowid = ? AND version = ?", [(r, v) for r, v, _ in rows]
+            )
+            return written
 
     def drop_vectors(self) -> None:
         """Delete every vector (before a rebuild with another embedder)."""
         with self._write() as conn:
             conn.execute("DELETE FROM item_vectors")
+
+    # -- write-behind indexing --------------------------------------------
+
+    def mark_missing(self) -> int:
+        """Mark every item with text whose vector is missing or stale and that is not marked yet."""
+        with self._write() as conn:
+            return conn.execute(
+                "INSERT INTO item_pending (item_rowid, version) SELECT i.rowid, i.version FROM items i "
+                "LEFT JOIN item_vectors v ON v.item_rowid = i.rowid WHERE i.text <> '' "
+                "AND (v.item_rowid IS NULL OR v.version <> i.version) "
+                "AND NOT EXISTS (SELECT 1 FROM item_pending p WHERE p.item_rowid = i.rowid)"
+            ).rowcount
+
+    def claim_pending(self, limit: int, owner: str, lease_s: float) -> builtins.list[tuple[int, int, str, int]]:
+        """Claim up to ``limit`` marks no live lease holds: ``(ref, version, text, mark_version)``.
+
+        The claim is one writer transaction, so two processes never claim the
+        same mark while its lease runs; a lease past ``claimed_until`` (its
+        holder crashed) is claimed again.
+        """
+        now = time.time()
+        free = "p.claimed_until IS NULL OR p.claimed_until < ?"
+        with self._lock:  # an idle indexer looks without taking the writer lock
+            self._check_open()
+            if self._conn.execute(f"SELECT 1 FROM item_pending p WHERE {free} LIMIT 1", (now,)).fetchone() is None:
+                return []
+        with self._write() as conn:
+            rows = conn.execute(
+                "SELECT p.item_rowid, i.version, i.text, p.version FROM item_pending p "
+                f"JOIN items i ON i.rowid = p.item_rowid WHERE {free} ORDER BY p.item_rowid LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            conn.executemany(
+                "UPDATE item_pending SET claimed_until = ?, claimed_by = ? WHERE item_rowid = ?",
+                [(now + lease_s, owner, r[0]) for r in rows],
+            )
+        return rows
+
+    def finish_pending(self, done: Sequence[tuple[int, int, bytes | None, int]], owner: str) -> int:
+        """Store the vectors of claimed items still at the embedded version and clear their marks.
+
+        ``done`` holds ``(ref, version, blob, mark_version)`` (blob ``None``:
+        nothing to embed). A mark re-made by a write since the claim (another
+        version) stays, released, for the next claim; returns the vectors written.
+        """
+        with self._write() as conn:
+            written = 0
+            vectors = [(ref, version, blob) for ref, version, blob, _ in done if blob is not None]
+            if vectors:
+                seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM item_vectors").fetchone()[0]
+                before = conn.total_changes
+                conn.executemany(
+                    "INSERT INTO item_vectors (item_rowid, version, seq, embedding) "
+                    "SELECT rowid, version, ?, ? FROM items WHERE rowid = ? AND version = ? "
+                    "ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, seq = excluded.seq, "
+                    "embedding = excluded.embedding",
+                    [(seq, blob, ref, version) for ref, version, blob in vectors],
+                )
+                written = conn.total_changes - before
+            conn.executemany(
+                "DELETE FROM item_pending WHERE item_rowid = ? AND version = ?", [(d[0], d[3]) for d in done]
+            )
+            conn.executemany(
+                "UPDATE item_pending SET claimed_until = NULL, claimed_by = NULL "
+                "WHERE item_rowid = ? AND claimed_by = ?",
+                [(d[0], owner) for d in done],
+            )
+        return written
+
+    def release_pending(self, owner: str) -> None:
+        """Give back every mark ``owner`` still holds (an indexer stopping cleanly)."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE item_pending SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ?", (owner,)
+            )
+
+    def count_pending(self, within: Within) -> int:
+        """Marks of items inside ``within`` still waiting for a vector."""
+        inside, params = c.within_filter(within, column="i.namespace")
+        sql = "SELECT count(*) FROM item_pending p"
+        if inside:
+            sql += f" JOIN items i ON i.rowid = p.item_rowid WHERE {inside}"
+        with self._lock:
+            self._check_open()
+            return int(self._conn.execute(sql, params).fetchone()[0])
 
     # -- export / import --------------------------------------------------
 
