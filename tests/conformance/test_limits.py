@@ -83,6 +83,8 @@ import pytest
 import memlane
 from memlane import ConflictError, QueryRefused, ValidationError
 
+from .indexed import indexed
+
 # The documented numbers, written out rather than read from memlane.validate, so a changed
 # constant fails here instead of moving the test along with it.
 US = timedelta(microseconds=1)
@@ -504,6 +506,7 @@ def test_result_sets_of_exactly_limit_and_limit_plus_one(mem, clock):
     env = mem.recall("anything", key="k", namespace_prefix="over", limit=3)
     assert [h.value for h in env.hits] == [3, 2, 1] and env.truncated is True and env.counts == {"keyed": 3}
 
+    indexed(mem)
     for channels in (["lexical"], ["vector"], ["lexical", "vector"]):
         env = mem.search("alpha", namespace_prefix="exact", limit=3, channels=channels)
         assert sorted(h.value for h in env.hits) == [0, 1, 2] and env.truncated is False, channels
