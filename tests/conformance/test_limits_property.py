@@ -340,12 +340,6 @@ def test_a_fact_about_the_largest_object_is_stored_whole_and_its_text_cut_for_se
     assert mem.assert_fact("big", kim.id, "wrote", words, source="again").evidence_count == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an imported item's id is any non-empty string (store/_common.import_rows): SQLite stores an id of "
-    "3,000 bytes, PostgreSQL fails on the items_id btree (StoreError 'index row size 3016 exceeds ... 2704'); "
-    "ids should be checked like the facts layer's (short tokens) and refused naming the record",
-)
 def test_an_imported_item_id_too_long_for_an_index_is_refused(backend, request):
     if backend == "client":
         pytest.skip("the Client has no import_records (the service's import is the CLI's)")
