@@ -148,8 +148,13 @@ def mem(request: pytest.FixtureRequest, backend: str, store_url: str, clock: Fak
     On ``client`` it is a :class:`memlane.Client` with an admin token, talking
     over loopback HTTP to a live service that holds the memory. Tests marked
     ``embedded`` reach past the public API and do not run there.
+
+    Vectors are made before a write returns (``indexing="sync"``), so a test's
+    vector results never depend on how fast a background indexer is; tests
+    marked ``background_indexing`` get the default write-behind indexer instead.
     """
-    m = memlane.open(store_url, clock=clock, embedder="fake")
+    indexing = "background" if request.node.get_closest_marker("background_indexing") else "sync"
+    m = memlane.open(store_url, clock=clock, embedder="fake", indexing=indexing)
     if backend != "client":
         yield m
         m.close()

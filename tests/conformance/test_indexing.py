@@ -9,6 +9,9 @@ from memlane.search.embedders import FakeEmbedder
 
 from .indexed import indexed
 
+# these tests are about the default: vectors made behind the write
+pytestmark = pytest.mark.background_indexing
+
 
 def _cosine(a: str, b: str) -> float:
     va, vb = FakeEmbedder().embed_batch([a, b])
