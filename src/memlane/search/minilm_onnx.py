@@ -259,8 +259,10 @@ def _load(model: Path | None, tokenizer: Path | None, threads: int) -> _Runtime:
 class OnnxMiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dims) on onnxruntime with int8 weights: no network, no torch.
 
-    The model loads on the first embedding call (about 0.3 s, sha256 check
-    included) and is cached per process, so creating many instances is cheap.
+    The model loads on the first embedding call and is cached per process, so
+    creating many instances is cheap. Loading takes 1-3 s on a busy 2-CPU
+    machine: mostly imports and building the onnxruntime session; the sha256
+    check of the 23 MB file is about 0.2 s.
     Texts are sorted by length and padded only to the longest text of their
     pass, so a text's vector does not depend on what else is in the call.
 
