@@ -8,7 +8,7 @@ Usage::
 
     python bench/retrieval.py locomo --memories ... --queries ... --facts [--observations FILE]
 
-    common options: [--embedder minilm|fake|none] [--json OUT] [--limit-queries N]
+    common options: [--embedder minilm|minilm-numpy|fake|none] [--json OUT] [--limit-queries N]
                     [--sweep] [--store-dir DIR] [--neighbours N (locomo only)]
 
 What is measured (see /work/shared/data/README.md for the data):
@@ -310,17 +310,12 @@ class TimedEmbedder:
 def make_embedder(name: str) -> TimedEmbedder | None:
     if name == "none":
         return None
-    if name == "minilm":
-        from memlane.search.minilm import MiniLMEmbedder
+    from memlane.search.embedders import get_embedder
 
-        inner: Any = MiniLMEmbedder()
-        inner.load()
-    elif name == "fake":
-        from memlane.search.embedders import FakeEmbedder
-
-        inner = FakeEmbedder()
-    else:
-        raise SystemExit(f"unknown --embedder {name!r}")
+    inner: Any = get_embedder(name)
+    load = getattr(inner, "load", None)
+    if load is not None:
+        load()
     return TimedEmbedder(inner)
 
 
@@ -969,7 +964,12 @@ def main(argv: list[str] | None = None) -> int:
     bp.add_argument("--split", default="test", help="qrels split (default test)")
     for p in (lp, bp):
         p.add_argument("--mode", choices=(*MODES, "all"), default="hybrid", help="recall mode (default hybrid)")
-        p.add_argument("--embedder", choices=("minilm", "fake", "none"), default="minilm")
+        p.add_argument(
+            "--embedder",
+            choices=("minilm", "minilm-numpy", "fake", "none"),
+            default="minilm",
+            help="minilm: the default (onnxruntime, int8); minilm-numpy: the float32 numpy reference",
+        )
         p.add_argument("--limit-queries", type=int, default=None, metavar="N", help="evaluate only the first N")
         p.add_argument("--sweep", action="store_true", help="also run the grid of search settings")
         p.add_argument("--json", metavar="OUT", help="also write the results as JSON")

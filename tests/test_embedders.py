@@ -25,6 +25,7 @@ from memlane.search.embedders import (
     Embedder,
     FakeEmbedder,
     MiniLMEmbedder,
+    OnnxMiniLMEmbedder,
     OpenAIEmbedder,
     embed_one,
     get_embedder,
@@ -346,6 +347,7 @@ def test_embedders_import_without_numpy() -> None:
         "import sys\n"
         "sys.modules['numpy'] = None\n"
         "sys.modules['tokenizers'] = None\n"
+        "sys.modules['onnxruntime'] = None\n"
         "from memlane.errors import EmbedderError\n"
         "from memlane.search.embedders import get_embedder\n"
         "assert len(get_embedder('fake').embed_batch(['hi'])[0]) == 64\n"
@@ -584,13 +586,26 @@ def test_openai_reads_environment(server: _Server, monkeypatch: pytest.MonkeyPat
 
 def test_registry_names() -> None:
     assert DEFAULT_EMBEDDER == "minilm"
-    assert isinstance(get_embedder("minilm"), MiniLMEmbedder)  # lazy: loads nothing yet
+    assert isinstance(get_embedder("minilm"), OnnxMiniLMEmbedder)  # lazy: loads nothing yet
+    assert isinstance(get_embedder("minilm-numpy"), MiniLMEmbedder)
+    assert get_embedder("minilm-numpy").name == "minilm"  # the same model: its vectors are "minilm" vectors
     assert isinstance(get_embedder("fake"), FakeEmbedder)
+    assert get_embedder("fake:16").dimension == 16
     assert get_embedder("openai:m").name == "openai:m"
-    for bad in ("nope", "openai:", "MINILM"):
+    assert get_embedder("openai:org/model:v2").name == "openai:org/model:v2"  # only the first colon splits
+    for bad in ("nope", "MINILM", "nope:x", ":x"):
         with pytest.raises(EmbedderError) as info:
             get_embedder(bad)
         assert all(name in str(info.value) for name in ("minilm", "fake", "openai:<model>"))
+    for bad, hint in (
+        ("openai:", "'openai:<model>'"),
+        ("openai", "'openai:<model>'"),
+        ("minilm:x", "takes no ':' argument"),
+        ("fake:x", "positive whole number"),
+        ("fake:0", "positive"),
+    ):
+        with pytest.raises((EmbedderError, ValueError), match=hint):
+            get_embedder(bad)
 
 
 def test_register_and_resolve(monkeypatch: pytest.MonkeyPatch, server: _Server) -> None:
@@ -606,8 +621,11 @@ def test_register_and_resolve(monkeypatch: pytest.MonkeyPatch, server: _Server) 
     register_embedder("tiny", Tiny)
     assert isinstance(get_embedder("tiny"), Tiny)
     assert "tiny" in str(pytest.raises(EmbedderError, get_embedder, "nope").value)
-    with pytest.raises(ValueError):
-        register_embedder("openai:x", Tiny)
+    for bad_name in ("openai:x", "", " tiny", "a b", "-x"):
+        with pytest.raises(ValueError):
+            register_embedder(bad_name, Tiny)
+    with pytest.raises(TypeError):
+        register_embedder("tiny", Tiny())  # type: ignore[arg-type]
 
     assert resolve_embedder(None) is None
     assert isinstance(resolve_embedder("fake"), FakeEmbedder)

