@@ -438,7 +438,8 @@ def shell_commands(block: Block) -> list[Command]:
 
 
 def _store(workdir: Path, *items: tuple[str, str, Any], embedder: str = "fake", db: str = "memlane.db") -> None:
-    with memlane.open(str(workdir / db), embedder=embedder) as mem:
+    # the state a doc shows: every item already has its vector, as after `memlane set`
+    with memlane.open(str(workdir / db), embedder=embedder, indexing="sync") as mem:
         for namespace, key, value in items:
             mem.put(namespace, key, value)
 
