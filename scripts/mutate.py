@@ -124,10 +124,23 @@ MODULES: dict[str, Module] = {
         note="the fence (validator) and the runner",
     ),
     "service": Module(
-        files=("src/memlane/server/app.py", "src/memlane/client.py"),
-        tests=("tests/test_answers.py", "tests/test_service.py", "tests/test_service_rules.py"),
+        files=(
+            "src/memlane/server/app.py",
+            "src/memlane/server/routes.py",
+            "src/memlane/operations.py",
+            "src/memlane/wire.py",
+            "src/memlane/client.py",
+        ),
+        tests=(
+            "tests/test_service_rules.py",
+            "tests/test_routes_rules.py",
+            "tests/test_answers.py",
+            "tests/test_operations.py",
+            "tests/test_golden.py",
+            "tests/test_boundary.py",
+        ),
         select="",
-        note="the service's error mapping and the Client's error kinds",
+        note="the operations table, the routes built from it, the error mapping and the Client's error kinds",
     ),
 }
 

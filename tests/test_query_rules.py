@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 import threading
 from typing import Any
 
@@ -531,9 +532,36 @@ def test_parameters_of_a_statement_as_written():
     assert fence.parameters("SELECT 1", "sqlite") == []
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bug: numbered ?NNN placeholders are neither refused nor honoured (?2 binds first)"
-)
+POSITIONAL_SHAPES = [
+    "SELECT ? AS a, ?",
+    "SELECT ? a, ? b, ?",
+    "WITH x AS (SELECT ? AS v) SELECT v, ? FROM x",
+    "WITH x AS (SELECT ? AS v), y AS (SELECT ? AS w) SELECT v, w, ? FROM x, y",
+    "SELECT ?, (SELECT ?), ? IN (SELECT ?)",
+    "SELECT * FROM (SELECT ? AS v UNION ALL SELECT ?) WHERE v <> ? ORDER BY v LIMIT ?",
+    "SELECT CASE WHEN ? THEN ? ELSE ? END, coalesce(NULL, ?)",
+]
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+@pytest.mark.parametrize("sql", POSITIONAL_SHAPES)
+def test_each_question_mark_binds_the_value_at_its_place_in_the_text(sql, dialect):
+    values = [f"v{i}" for i in range(sql.count("?"))]
+    checked = fence.check(sql, dialect, values)
+    mark = "?" if dialect == "sqlite" else "$"
+    # where each value lands in what runs, in textual order, is where its ? was written
+    placed = [checked.params[int(n) - 1] for n in re.findall(rf"\{mark}(\d+)", checked.sql)]
+    assert placed == values
+    assert checked.parameters == [f"?{i + 1}" for i in range(len(values))]
+
+
+def test_question_marks_at_different_depths_bind_in_written_order(db):
+    assert db.query("SELECT ? AS a, ?", ["first", "second"]).rows == [["first", "second"]]
+    got = db.query("WITH x AS (SELECT ? AS v) SELECT v, ? FROM x", ["cte", "outer"]).rows
+    assert got == [["cte", "outer"]]
+    assert db.query("SELECT v FROM (SELECT 1 AS v UNION ALL SELECT 2) WHERE v > ? LIMIT ?", [1, 5]).rows == [[2]]
+
+
 def test_numbered_placeholders_are_refused_or_bound_by_number(db):
     try:
         got = db.query("SELECT ?2, ?1", ["a", "b"]).rows
@@ -543,18 +571,42 @@ def test_numbered_placeholders_are_refused_or_bound_by_number(db):
     assert got == [["b", "a"]]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: $name placeholders pass the SQLite fence and fail in the database")
-def test_dollar_placeholders_are_refused_by_the_fence_on_sqlite():
-    e = refused("SELECT $1")
-    assert e.reason == "placeholder" and e.part == "$1"
+@pytest.mark.parametrize(("sql", "part"), [("SELECT $1", "$1"), ("SELECT $name", "$name"), ("SELECT 1 + $x_2", "$x_2")])
+def test_dollar_placeholders_are_refused_by_the_fence_on_sqlite(sql, part):
+    e = refused(sql)
+    assert e.reason == "placeholder" and e.part == part
+    assert str(e) == f"parameter {part!r} is not supported; write ? (bound from a list) or :name (bound from a dict)"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bug: :__p1 passes as a positional parameter although names may not start with __"
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+@pytest.mark.parametrize(("sql", "part"), [("SELECT ?2, ?1", "?2"), ("SELECT ?1", "?1"), ("SELECT ?abc", "?abc")])
+def test_numbered_and_named_question_marks_are_refused(sql, part, dialect):
+    e = refused(sql, dialect)
+    assert e.reason == "placeholder" and e.part == part
+    assert str(e) == f"parameter {part!r} is not supported; write ? (bound from a list) or :name (bound from a dict)"
+
+
+def test_a_question_mark_apart_from_a_word_is_a_placeholder_and_dollars_in_strings_are_text():
+    assert fence.check("SELECT ? x, ?", "sqlite", bind=False).parameters == ["?1", "?2"]  # x is an alias
+    assert fence.check("SELECT '$1', '?2' AS \"$x\"", "sqlite", bind=False).parameters == []
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+@pytest.mark.parametrize(
+    ("sql", "part"),
+    [
+        ("SELECT :__p1", ":__p1"),
+        ("SELECT :__x", ":__x"),
+        ("SELECT : __x", ":__x"),
+        ('SELECT :"__x"', ":__x"),
+        ("SELECT ?, :__p1", ":__p1"),  # the name the rewrite gives the first ?
+        ("SELECT ?, ?, :__p2", ":__p2"),
+    ],
 )
-def test_reserved_parameter_names_are_refused():
-    e = refused("SELECT :__p1")
-    assert e.reason == "placeholder" and e.part == ":__p1"
+def test_reserved_parameter_names_are_refused(sql, part, dialect):
+    e = refused(sql, dialect)
+    assert e.reason == "placeholder" and e.part == part
+    assert str(e) == "parameter names may not start with __"
 
 
 # -- the runner's caps ------------------------------------------------------------------------
@@ -847,7 +899,6 @@ def test_saved_query_names_that_are_refused(db, name):
     assert db.saved_queries() == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the name pattern ends in $, which lets a trailing newline through")
 def test_saved_query_name_with_a_trailing_newline_is_refused(db):
     with pytest.raises(ValidationError):
         db.save_query("a\n", "SELECT 1")
