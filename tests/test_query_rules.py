@@ -136,6 +136,11 @@ VERDICTS: list[tuple[str, tuple[str, Any], tuple[str, Any]]] = [
         ("cte_shadows_view", "memlane_ctx"),
     ),
     (
+        "WITH memlane_scope AS (SELECT 1) SELECT 1",
+        ("cte_shadows_view", "memlane_scope"),
+        ("cte_shadows_view", "memlane_scope"),
+    ),
+    (
         "WITH memlane_match_items AS (SELECT 1) SELECT 1",
         ("cte_shadows_view", "memlane_match_items"),
         ("cte_shadows_view", "memlane_match_items"),
@@ -463,6 +468,10 @@ def test_early_refusal_messages_say_what_to_do():
     assert str(e) == "FOR UPDATE / FOR SHARE is not allowed; the query space is read-only"
     e = refused("SELECT * INTO t FROM items")
     assert str(e) == "SELECT ... INTO is not allowed; the query space is read-only"
+    e = refused("SELECT * FROM json_each('[1]')")
+    assert str(e) == "table functions are not allowed in FROM (JSON_EACH('[1]')); read the memory_v1 views"
+    e = refused("WITH Items AS (SELECT 1) SELECT 1")
+    assert str(e) == "the CTE 'items' has the name of a view of the query space; rename the CTE"
 
 
 def test_nesting_too_deep_is_too_complex():
@@ -1167,6 +1176,49 @@ def test_pg_runner_runs_and_explains_through_cursors(monkeypatch):
     assert conn.executed[-1] == ("EXPLAIN SELECT n FROM memory_v1.items WHERE key = $1", ["k"])
 
 
+@pytest.mark.parametrize(("available", "fetches"), [(0, 1), (5, 1), (49, 1), (50, 2), (51, 2), (120, 2)])
+def test_pg_runner_fetches_until_a_short_batch(monkeypatch, available, fetches):
+    """A batch shorter than asked for is the last: one more round trip only when the batch came back full."""
+    psycopg = pytest.importorskip("psycopg")
+    asked: list[int] = []
+
+    class Counting(FakeCursor):
+        def execute(self, sql: str, params: Any = None) -> FakeCursor:
+            self._rows = [[i] for i in range(available)]
+            return self
+
+        def fetchmany(self, n: int) -> list[Any]:
+            asked.append(n)
+            return super().fetchmany(n)
+
+    monkeypatch.setattr(psycopg, "RawServerCursor", Counting)
+    monkeypatch.setattr(run, "time", FrozenClock())
+    r = run.PostgresRunner(FakeStore(pg_answers(), FakeConn()))
+    columns, fetched = r.run(fence.check("SELECT 1", "postgres"), "now", None, 1000, 900)
+    assert fetched.rows == [[i] for i in range(available)] and fetched.cut is None and columns == ["n"]
+    assert len(asked) == fetches and asked[0] == 50
+
+
+def test_pg_runner_keeps_the_rows_fetched_before_a_cancel(monkeypatch):
+    psycopg = pytest.importorskip("psycopg")
+
+    class SlowSecondBatch(FakeCursor):
+        def execute(self, sql: str, params: Any = None) -> FakeCursor:
+            self._rows = [[i] for i in range(80)]
+            return self
+
+        def fetchmany(self, n: int) -> list[Any]:
+            if len(self._rows) < 80:
+                raise psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+            return super().fetchmany(n)
+
+    monkeypatch.setattr(psycopg, "RawServerCursor", SlowSecondBatch)
+    monkeypatch.setattr(run, "time", FrozenClock())
+    r = run.PostgresRunner(FakeStore(pg_answers(), FakeConn()))
+    columns, fetched = r.run(fence.check("SELECT 1", "postgres"), "now", None, 1000, 900)
+    assert fetched.rows == [[i] for i in range(50)] and fetched.cut == "timeout" and columns == ["n"]
+
+
 def test_pg_runner_turns_a_cancel_into_the_time_cap(monkeypatch):
     psycopg = pytest.importorskip("psycopg")
 
@@ -1187,6 +1239,7 @@ def test_pg_runner_turns_a_cancel_into_the_time_cap(monkeypatch):
 
 def test_query_checks_with_the_runners_dialect_and_text_search_config(monkeypatch):
     seen: list[Any] = []
+    explained: list[Any] = []
 
     class Runner:
         dialect = "postgres"
@@ -1198,6 +1251,10 @@ def test_query_checks_with_the_runners_dialect_and_text_search_config(monkeypatc
             fetched = run._Fetch(max_rows, float("inf"))
             fetched.take([["x"]])
             return ["c"], fetched
+
+        def explain(self, checked: Any, now: str, scope: Any, timeout_ms: int) -> list[str]:
+            explained.append((checked.sql, checked.params, now, scope, timeout_ms))
+            return ["a plan line"]
 
     class Store:
         backend = "postgres"
@@ -1222,6 +1279,10 @@ def test_query_checks_with_the_runners_dialect_and_text_search_config(monkeypatc
     assert got.views == ["claims"] and got.limits == {"max_rows": 9, "timeout_ms": 99, "max_bytes": run.MAX_BYTES}
     run.query(mem, "SELECT 1", scope=[("a",), ()])
     assert seen[-1][2] is None  # a readable root prefix is everything
+    plan = run.explain(mem, "SELECT 1 FROM claims WHERE text_match(claim_text, ?)", ["w"], scope=[("b",)])
+    assert plan.valid and plan.runs is not None and plan.plan == ["a plan line"]
+    assert "plainto_tsquery('ts.memlane', $1)" in plan.runs  # the runner's text search configuration
+    assert explained == [(plan.runs, ["w"], "2026-01-01T00:00:00.000000+00:00", [("b",)], run.DEFAULT_TIMEOUT_MS)]
     with pytest.raises(memlane.errors.BackendUnavailableError):
 
         class Bare:
