@@ -268,3 +268,17 @@ def test_keyed_recall_stays_exact_against_a_server_that_ignores_key(
     assert len(client.recall_keyed(KEY, "shared", limit=3).hits) == 3
     only = client.recall_keyed(KEY, "shared", namespace=("agent", "alice", "n05"))
     assert _keys(only) == [(("agent", "alice", "n05"), KEY)]
+
+
+# -- a refused query carries its reason and part both ways -----------------------------------------
+
+
+def test_a_refused_query_answers_its_reason_and_part_and_the_client_raises_them(service: Service) -> None:
+    answer = service.post("query", {"sql": "SELECT * FROM nope"})
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["type"] == "query_refused" and error["reason"] == "unknown_view" and error["part"] == "nope"
+    assert error["message"].startswith("'nope' is not a view of the query space")
+    with pytest.raises(errors.QueryRefused) as e:
+        service.alice.query("SELECT * FROM nope")
+    assert (e.value.reason, e.value.part, str(e.value)) == ("unknown_view", "nope", error["message"])
