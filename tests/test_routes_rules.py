@@ -123,6 +123,12 @@ def _refs(node: Any) -> Iterator[str]:
 
 def test_openapi_declares_the_bearer_scheme_the_error_answers_and_no_422(service: Service) -> None:
     doc = TestClient(create_app(service.mem)).get("/openapi.json").json()
+    assert doc["info"] == {
+        "title": "memlane",
+        "version": "v1",
+        "description": "Durable memory for AI agents: exact keyed lookup and confirmed hybrid search. "
+        "Every /v1 operation needs `Authorization: Bearer <token>` (Authorize, above).",
+    }
     components = doc["components"]
     assert components["securitySchemes"] == {
         "bearer": {"type": "http", "scheme": "bearer", "description": "An agent's token (memlane agent create)."}
