@@ -288,3 +288,16 @@ def test_a_refused_query_answers_its_reason_and_part_and_the_client_raises_them(
     with pytest.raises(errors.QueryRefused) as e:
         service.alice.query("SELECT * FROM nope")
     assert (e.value.reason, e.value.part, str(e.value)) == ("unknown_view", "nope", error["message"])
+
+
+@pytest.mark.parametrize("header", [None, "Basic abc", "Bearer", "Bearer not-a-token", "Token x"])
+def test_a_request_without_a_valid_token_is_a_401_that_says_how_to_send_one(service: Service, header: Any) -> None:
+    headers = {} if header is None else {"Authorization": header}
+    answer = service.http.post("/v1/get", json={"namespace": NS, "key": KEY}, headers=headers)
+    assert answer.status_code == 401
+    assert answer.json() == {
+        "error": {"type": "unauthorized", "message": "a valid token is required: send 'Authorization: Bearer <token>'"}
+    }
+    with pytest.raises(errors.UnauthorizedError) as e:
+        memlane.Client(service.server.url, "not-a-token").get(NS, KEY)
+    assert str(e.value).startswith("a valid token is required: send 'Authorization: Bearer <token>'")
