@@ -301,3 +301,21 @@ def test_a_request_without_a_valid_token_is_a_401_that_says_how_to_send_one(serv
     with pytest.raises(errors.UnauthorizedError) as e:
         memlane.Client(service.server.url, "not-a-token").get(NS, KEY)
     assert str(e.value).startswith("a valid token is required: send 'Authorization: Bearer <token>'")
+
+
+def test_a_server_made_without_keyed_recall_searches_and_the_client_still_answers_the_key(service: Service) -> None:
+    old = LiveServer(create_app(service.mem, keyed_recall=False))
+    try:
+        answer = httpx.post(
+            f"{old.url}/v1/recall",
+            json={"query": "elsewhere", "key": KEY},
+            headers={"Authorization": f"Bearer {service.tokens['alice']}"},
+            timeout=30,
+        ).json()
+        assert answer["params"]["mode"] != "keyed"  # the key was dropped before the core saw it
+        with memlane.Client(old.url, service.tokens["alice"]) as client:
+            got = client.recall_keyed(KEY, "elsewhere", limit=4)
+        assert got.notes[-1] == "the server ignored 'key'; kept only hits with that key and fetched it exactly"
+        assert [h.namespace for h in got.hits] == [i.namespace for i in service.mem.fetch(KEY, limit=4)]
+    finally:
+        old.stop()
