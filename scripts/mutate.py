@@ -90,6 +90,7 @@ MODULES: dict[str, Module] = {
             "tests/conformance/test_search.py",
             "tests/test_rules_property.py",
             "tests/test_postgres.py",
+            "tests/test_postgres_rules.py",
             "tests/test_store.py",
         ),
         select="postgres",
