@@ -8,6 +8,7 @@ when made, and the query space's statements share it).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, cast
 
 import pytest
 
@@ -23,12 +24,13 @@ def pg_url(postgres) -> Iterator[str]:  # type: ignore[no-untyped-def]
 
 def test_the_query_runner_is_made_once_per_store(pg_url: str) -> None:
     with memlane.open(pg_url, embedder=None) as mem, memlane.open(pg_url, embedder=None) as other:
-        runner = mem.store.query_runner()
-        assert mem.store.query_runner() is runner
-        assert other.store.query_runner() is not runner
+        store: Any = mem.store  # the PostgreSQL store (the Store protocol does not name query_runner)
+        runner = store.query_runner()
+        assert store.query_runner() is runner
+        assert cast(Any, other.store).query_runner() is not runner
         mem.put("agent/a", "k", 1)
         assert mem.query("SELECT key FROM items").rows == [["k"]]
-        assert mem.store.query_runner() is runner
+        assert store.query_runner() is runner
 
 
 @pytest.mark.xfail(
