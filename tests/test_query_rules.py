@@ -474,6 +474,33 @@ def test_early_refusal_messages_say_what_to_do():
     assert str(e) == "the CTE 'items' has the name of a view of the query space; rename the CTE"
 
 
+def test_text_match_with_the_wrong_arguments_says_how_to_call_it():
+    e = refused("SELECT text_match(1)")
+    assert e.reason == "text_match" and e.part == "TEXT_MATCH(1)"
+    assert str(e) == (
+        "text_match takes a text column of a view and the words to find, e.g. "
+        "text_match(claim_text, 'billing migration')"
+    )
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_operators_are_listed_by_their_symbol(dialect):
+    assert fence.check("SELECT value ->> 'a' FROM items", dialect, bind=False).functions == ["->>"]
+
+
+def test_sqlglots_command_fallback_warning_is_silenced(caplog):
+    with caplog.at_level("WARNING", logger="sqlglot"):
+        assert refused("SHOW TABLES").reason == "not_select"  # sqlglot reads it as a raw Command
+    assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
+
+
+def test_explain_leaves_no_deadline_behind_for_the_next_statement(db):
+    db.put("agent/a", "k", 1)
+    assert run.explain(db, "SELECT key FROM items").valid
+    wide = [("agent", f"p{i}") for i in range(600)] + [("agent", "a")]  # setting it runs thousands of steps
+    assert run.query(db, "SELECT key FROM items", scope=wide).rows == [["k"]]
+
+
 def test_nesting_too_deep_is_too_complex():
     e = refused("SELECT " + "(" * 3000 + "1" + ")" * 3000)
     assert e.reason in ("too_complex", "parse_error")
@@ -996,6 +1023,10 @@ def test_a_stored_query_that_no_longer_passes_lists_with_no_parameters(db):
 # -- the PostgreSQL runner, against a stand-in connection ------------------------------------
 
 
+def _fold(sql: str) -> str:
+    return "'".join(part if i % 2 else part.lower() for i, part in enumerate(sql.split("'")))
+
+
 class FakeSession:
     def __init__(self, answers: dict[str, Any], log: list[Any], conn: Any = None) -> None:
         self.answers, self.log, self.conn = answers, log, conn
@@ -1009,7 +1040,7 @@ class FakeSession:
     def rows(self, sql: str, params: Any = ()) -> list[Any]:
         self.log.append((sql, params))
         for key, value in self.answers.items():
-            if key.lower() == sql.lower():  # SQL keywords and names read the same in any case
+            if _fold(key) == _fold(sql):  # keywords and names read the same in any case; 'literals' do not
                 return value
         raise AssertionError(f"unexpected statement {sql}")
 
@@ -1068,6 +1099,7 @@ def test_pg_runner_reads_its_role_config_and_version():
     assert r._generic is True and r._secret == "s3cret" and r._temp_cap is True
     assert store.log[0] == ("SELECT to_regnamespace(?)::text", ("memory_v1",))
     assert ("SELECT 1 FROM pg_roles WHERE rolname = ?", (space.QUERY_ROLE,)) in store.log
+    assert (HAS_ROLE, (space.QUERY_ROLE,)) in store.log
     old = run.PostgresRunner(FakeStore(pg_answers(**{TS_CONFIG: [], VERSION: [[150004]], SUPER: [[False]]})))
     assert old.tsconfig == "english" and old._generic is False and old._temp_cap is False
     r.close()
