@@ -494,6 +494,13 @@ def test_sqlglots_command_fallback_warning_is_silenced(caplog):
     assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
 
 
+def test_a_statement_the_database_refuses_at_run_time_is_a_database_error(db):
+    with pytest.raises(QueryRefused) as e:
+        db.query("SELECT json_extract('not json', '$.a')")
+    assert (e.value.reason, e.value.part) == ("database_error", "malformed JSON")
+    assert str(e.value) == "the database refused the statement: malformed JSON; check names with describe_query_space()"
+
+
 def test_explain_leaves_no_deadline_behind_for_the_next_statement(db):
     db.put("agent/a", "k", 1)
     assert run.explain(db, "SELECT key FROM items").valid
