@@ -494,6 +494,15 @@ def test_sqlglots_command_fallback_warning_is_silenced(caplog):
     assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
 
 
+def test_named_parameters_are_listed_in_the_order_written():
+    assert fence.parameters("SELECT :b AS a, :c", "sqlite") == [":b", ":c"]  # :b is deeper in the tree
+    assert fence.check("SELECT :b AS a, :c", "sqlite", {"b": 1, "c": 2}).params == [1, 2]
+
+
+def test_elapsed_time_is_kept_to_the_microsecond(db):
+    assert isinstance(db.query("SELECT 1").elapsed_ms, float)
+
+
 def test_a_statement_the_database_refuses_at_run_time_is_a_database_error(db):
     with pytest.raises(QueryRefused) as e:
         db.query("SELECT json_extract('not json', '$.a')")
