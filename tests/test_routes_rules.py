@@ -319,3 +319,15 @@ def test_a_server_made_without_keyed_recall_searches_and_the_client_still_answer
         assert [h.namespace for h in got.hits] == [i.namespace for i in service.mem.fetch(KEY, limit=4)]
     finally:
         old.stop()
+
+
+def test_the_old_server_fallback_breaks_time_ties_by_namespace_text(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = service.alice
+    searched = type(client).recall
+    monkeypatch.setattr(client, "recall", lambda query, *, key=None, **kw: searched(client, query, **kw))
+    # one put_many: one updated_at, so only the namespace orders them ("t/z" before "t0": '/' < '0')
+    service.mem.put_many([{"namespace": f"{NS}/tie/{ns}", "key": "tied", "value": "tied"} for ns in ("t0", "t/z")])
+    got = client.recall_keyed("tied", "nothing matches this", namespace=f"{NS}/tie")
+    assert [h.namespace[-2:] for h in got.hits] == [("t", "z"), ("tie", "t0")]
