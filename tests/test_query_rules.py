@@ -499,6 +499,17 @@ def test_named_parameters_are_listed_in_the_order_written():
     assert fence.check("SELECT :b AS a, :c", "sqlite", {"b": 1, "c": 2}).params == [1, 2]
 
 
+def test_a_view_over_a_table_the_schema_lacks_says_to_migrate():
+    import sqlite3
+
+    e = run._SqliteConnection._error(None, sqlite3.OperationalError("no such table: main.claims"), 5)  # type: ignore[arg-type]
+    assert e.reason == "database_error"
+    assert str(e) == (
+        "this memory's schema predates a view's tables (no such table: main.claims); run `memlane migrate` "
+        "(Python: Memory.migrate())"
+    )
+
+
 def test_elapsed_time_is_kept_to_the_microsecond(db):
     assert isinstance(db.query("SELECT 1").elapsed_ms, float)
 
