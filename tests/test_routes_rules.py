@@ -298,6 +298,9 @@ def test_a_request_without_a_valid_token_is_a_401_that_says_how_to_send_one(serv
     assert answer.json() == {
         "error": {"type": "unauthorized", "message": "a valid token is required: send 'Authorization: Bearer <token>'"}
     }
+    # the app built here too: mutmut reruns a mutant of create_app only on tests during which it ran
+    own = TestClient(create_app(service.mem)).post("/v1/get", json={"namespace": NS, "key": KEY}, headers=headers)
+    assert own.status_code == 401 and own.json() == answer.json()
     with pytest.raises(errors.UnauthorizedError) as e:
         memlane.Client(service.server.url, "not-a-token").get(NS, KEY)
     assert str(e.value).startswith("a valid token is required: send 'Authorization: Bearer <token>'")
