@@ -90,6 +90,7 @@ MODULES: dict[str, Module] = {
             "tests/conformance/test_search.py",
             "tests/test_rules_property.py",
             "tests/test_postgres.py",
+            "tests/test_postgres_rules.py",
             "tests/test_store.py",
         ),
         select="postgres",
@@ -124,10 +125,23 @@ MODULES: dict[str, Module] = {
         note="the fence (validator) and the runner",
     ),
     "service": Module(
-        files=("src/memlane/server/app.py", "src/memlane/client.py"),
-        tests=("tests/test_answers.py", "tests/test_service.py", "tests/test_service_rules.py"),
+        files=(
+            "src/memlane/server/app.py",
+            "src/memlane/server/routes.py",
+            "src/memlane/operations.py",
+            "src/memlane/wire.py",
+            "src/memlane/client.py",
+        ),
+        tests=(
+            "tests/test_service_rules.py",
+            "tests/test_routes_rules.py",
+            "tests/test_answers.py",
+            "tests/test_operations.py",
+            "tests/test_golden.py",
+            "tests/test_boundary.py",
+        ),
         select="",
-        note="the service's error mapping and the Client's error kinds",
+        note="the operations table, the routes built from it, the error mapping and the Client's error kinds",
     ),
 }
 
@@ -230,8 +244,14 @@ def results(work: Path) -> dict[str, int | None]:
 KILLED = {1, 3, 36, 24, -24, 152, 255, -11, -9}  # failed, errored, or hung past the time cap
 
 
-def run(name: str, sample: int, seed: int, workers: int, rev: str | None = None) -> dict[str, object]:
+def run(
+    name: str, sample: int, seed: int, workers: int, rev: str | None = None, survivors: bool = False
+) -> dict[str, object]:
+    """Run a module's mutants (or, with ``survivors``, only those the last run left alive) and score the sample."""
     module = MODULES[name]
+    last = WORK / (name if rev is None else f"{name}@{rev}") / "report.json"
+    if survivors and not last.exists():
+        raise SystemExit(f"{name}: no earlier run to take the survivors from; run it whole first")
     started = time.monotonic()
     work = prepare(name, module, rev)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
@@ -242,11 +262,18 @@ def run(name: str, sample: int, seed: int, workers: int, rev: str | None = None)
     (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     names = list_mutants(work)
     chosen = sorted(random.Random(seed).sample(names, sample)) if 0 < sample < len(names) else names
+    to_run = chosen
+    if survivors:
+        # a test added since cannot revive a killed mutant: rerun only the others, keep the killed ones' codes
+        earlier = json.loads(last.read_text())
+        if earlier["seed"] != seed or earlier["run"] != len(chosen):
+            raise SystemExit(f"{name}: the last run used another sample (seed {earlier['seed']}); run it whole")
+        to_run = sorted(set(earlier["survived"]) | set(earlier["no_tests"]) | set(earlier["not_run"]))
     log = work / "mutmut.log"
     with log.open("w") as out:
         # names go in chunks: a very long argv is refused by the kernel
-        for i in range(0, len(chosen), 400):
-            cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers), *chosen[i : i + 400]]
+        for i in range(0, len(to_run), 400):
+            cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers), *to_run[i : i + 400]]
             subprocess.run(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
     codes = results(work)
     equivalent = equivalents(name)
@@ -281,6 +308,7 @@ def run(name: str, sample: int, seed: int, workers: int, rev: str | None = None)
         "seconds": round(time.monotonic() - started),
         "date": time.strftime("%Y-%m-%d"),
         "rev": rev or "work tree",
+        "rerun": len(to_run) if survivors else None,  # how many of the sample this run ran again
     }
     (work / "report.json").write_text(json.dumps(report, indent=2))
     with (work / "survivors.txt").open("w") as out:
@@ -344,6 +372,9 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true", help="summarise the last run without running")
     parser.add_argument("--files", action="store_true", help="print the listed source files, comma-separated")
     parser.add_argument("--rev", help="mutate the sources and run the tests of this git revision (default: work tree)")
+    parser.add_argument(
+        "--survivors", action="store_true", help="rerun only the last run's surviving mutants (after new tests)"
+    )
     args = parser.parse_args()
     if args.files:
         print(",".join(f for m in MODULES.values() for f in m.files))
@@ -360,7 +391,7 @@ def main() -> None:
                 continue
             report = rescore(name, json.loads(path.read_text()))
         else:
-            report = run(name, args.sample, args.seed, args.workers, args.rev)
+            report = run(name, args.sample, args.seed, args.workers, args.rev, args.survivors)
         reports.append(report)
         print(line(report), flush=True)
     if args.markdown:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 import threading
 from typing import Any
 
@@ -133,6 +134,11 @@ VERDICTS: list[tuple[str, tuple[str, Any], tuple[str, Any]]] = [
         "WITH memlane_ctx AS (SELECT 1) SELECT 1",
         ("cte_shadows_view", "memlane_ctx"),
         ("cte_shadows_view", "memlane_ctx"),
+    ),
+    (
+        "WITH memlane_scope AS (SELECT 1) SELECT 1",
+        ("cte_shadows_view", "memlane_scope"),
+        ("cte_shadows_view", "memlane_scope"),
     ),
     (
         "WITH memlane_match_items AS (SELECT 1) SELECT 1",
@@ -462,6 +468,64 @@ def test_early_refusal_messages_say_what_to_do():
     assert str(e) == "FOR UPDATE / FOR SHARE is not allowed; the query space is read-only"
     e = refused("SELECT * INTO t FROM items")
     assert str(e) == "SELECT ... INTO is not allowed; the query space is read-only"
+    e = refused("SELECT * FROM json_each('[1]')")
+    assert str(e) == "table functions are not allowed in FROM (JSON_EACH('[1]')); read the memory_v1 views"
+    e = refused("WITH Items AS (SELECT 1) SELECT 1")
+    assert str(e) == "the CTE 'items' has the name of a view of the query space; rename the CTE"
+
+
+def test_text_match_with_the_wrong_arguments_says_how_to_call_it():
+    e = refused("SELECT text_match(1)")
+    assert e.reason == "text_match" and e.part == "TEXT_MATCH(1)"
+    assert str(e) == (
+        "text_match takes a text column of a view and the words to find, e.g. "
+        "text_match(claim_text, 'billing migration')"
+    )
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_operators_are_listed_by_their_symbol(dialect):
+    assert fence.check("SELECT value ->> 'a' FROM items", dialect, bind=False).functions == ["->>"]
+
+
+def test_sqlglots_command_fallback_warning_is_silenced(caplog):
+    with caplog.at_level("WARNING", logger="sqlglot"):
+        assert refused("SHOW TABLES").reason == "not_select"  # sqlglot reads it as a raw Command
+    assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
+
+
+def test_named_parameters_are_listed_in_the_order_written():
+    assert fence.parameters("SELECT :b AS a, :c", "sqlite") == [":b", ":c"]  # :b is deeper in the tree
+    assert fence.check("SELECT :b AS a, :c", "sqlite", {"b": 1, "c": 2}).params == [1, 2]
+
+
+def test_a_view_over_a_table_the_schema_lacks_says_to_migrate():
+    import sqlite3
+
+    e = run._SqliteConnection._error(None, sqlite3.OperationalError("no such table: main.claims"), 5)  # type: ignore[arg-type]
+    assert e.reason == "database_error"
+    assert str(e) == (
+        "this memory's schema predates a view's tables (no such table: main.claims); run `memlane migrate` "
+        "(Python: Memory.migrate())"
+    )
+
+
+def test_elapsed_time_is_kept_to_the_microsecond(db):
+    assert isinstance(db.query("SELECT 1").elapsed_ms, float)
+
+
+def test_a_statement_the_database_refuses_at_run_time_is_a_database_error(db):
+    with pytest.raises(QueryRefused) as e:
+        db.query("SELECT json_extract('not json', '$.a')")
+    assert (e.value.reason, e.value.part) == ("database_error", "malformed JSON")
+    assert str(e.value) == "the database refused the statement: malformed JSON; check names with describe_query_space()"
+
+
+def test_explain_leaves_no_deadline_behind_for_the_next_statement(db):
+    db.put("agent/a", "k", 1)
+    assert run.explain(db, "SELECT key FROM items").valid
+    wide = [("agent", f"p{i}") for i in range(600)] + [("agent", "a")]  # setting it runs thousands of steps
+    assert run.query(db, "SELECT key FROM items", scope=wide).rows == [["k"]]
 
 
 def test_nesting_too_deep_is_too_complex():
@@ -531,9 +595,36 @@ def test_parameters_of_a_statement_as_written():
     assert fence.parameters("SELECT 1", "sqlite") == []
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bug: numbered ?NNN placeholders are neither refused nor honoured (?2 binds first)"
-)
+POSITIONAL_SHAPES = [
+    "SELECT ? AS a, ?",
+    "SELECT ? a, ? b, ?",
+    "WITH x AS (SELECT ? AS v) SELECT v, ? FROM x",
+    "WITH x AS (SELECT ? AS v), y AS (SELECT ? AS w) SELECT v, w, ? FROM x, y",
+    "SELECT ?, (SELECT ?), ? IN (SELECT ?)",
+    "SELECT * FROM (SELECT ? AS v UNION ALL SELECT ?) WHERE v <> ? ORDER BY v LIMIT ?",
+    "SELECT CASE WHEN ? THEN ? ELSE ? END, coalesce(NULL, ?)",
+]
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+@pytest.mark.parametrize("sql", POSITIONAL_SHAPES)
+def test_each_question_mark_binds_the_value_at_its_place_in_the_text(sql, dialect):
+    values = [f"v{i}" for i in range(sql.count("?"))]
+    checked = fence.check(sql, dialect, values)
+    mark = "?" if dialect == "sqlite" else "$"
+    # where each value lands in what runs, in textual order, is where its ? was written
+    placed = [checked.params[int(n) - 1] for n in re.findall(rf"\{mark}(\d+)", checked.sql)]
+    assert placed == values
+    assert checked.parameters == [f"?{i + 1}" for i in range(len(values))]
+
+
+def test_question_marks_at_different_depths_bind_in_written_order(db):
+    assert db.query("SELECT ? AS a, ?", ["first", "second"]).rows == [["first", "second"]]
+    got = db.query("WITH x AS (SELECT ? AS v) SELECT v, ? FROM x", ["cte", "outer"]).rows
+    assert got == [["cte", "outer"]]
+    assert db.query("SELECT v FROM (SELECT 1 AS v UNION ALL SELECT 2) WHERE v > ? LIMIT ?", [1, 5]).rows == [[2]]
+
+
 def test_numbered_placeholders_are_refused_or_bound_by_number(db):
     try:
         got = db.query("SELECT ?2, ?1", ["a", "b"]).rows
@@ -543,18 +634,42 @@ def test_numbered_placeholders_are_refused_or_bound_by_number(db):
     assert got == [["b", "a"]]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: $name placeholders pass the SQLite fence and fail in the database")
-def test_dollar_placeholders_are_refused_by_the_fence_on_sqlite():
-    e = refused("SELECT $1")
-    assert e.reason == "placeholder" and e.part == "$1"
+@pytest.mark.parametrize(("sql", "part"), [("SELECT $1", "$1"), ("SELECT $name", "$name"), ("SELECT 1 + $x_2", "$x_2")])
+def test_dollar_placeholders_are_refused_by_the_fence_on_sqlite(sql, part):
+    e = refused(sql)
+    assert e.reason == "placeholder" and e.part == part
+    assert str(e) == f"parameter {part!r} is not supported; write ? (bound from a list) or :name (bound from a dict)"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bug: :__p1 passes as a positional parameter although names may not start with __"
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+@pytest.mark.parametrize(("sql", "part"), [("SELECT ?2, ?1", "?2"), ("SELECT ?1", "?1"), ("SELECT ?abc", "?abc")])
+def test_numbered_and_named_question_marks_are_refused(sql, part, dialect):
+    e = refused(sql, dialect)
+    assert e.reason == "placeholder" and e.part == part
+    assert str(e) == f"parameter {part!r} is not supported; write ? (bound from a list) or :name (bound from a dict)"
+
+
+def test_a_question_mark_apart_from_a_word_is_a_placeholder_and_dollars_in_strings_are_text():
+    assert fence.check("SELECT ? x, ?", "sqlite", bind=False).parameters == ["?1", "?2"]  # x is an alias
+    assert fence.check("SELECT '$1', '?2' AS \"$x\"", "sqlite", bind=False).parameters == []
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+@pytest.mark.parametrize(
+    ("sql", "part"),
+    [
+        ("SELECT :__p1", ":__p1"),
+        ("SELECT :__x", ":__x"),
+        ("SELECT : __x", ":__x"),
+        ('SELECT :"__x"', ":__x"),
+        ("SELECT ?, :__p1", ":__p1"),  # the name the rewrite gives the first ?
+        ("SELECT ?, ?, :__p2", ":__p2"),
+    ],
 )
-def test_reserved_parameter_names_are_refused():
-    e = refused("SELECT :__p1")
-    assert e.reason == "placeholder" and e.part == ":__p1"
+def test_reserved_parameter_names_are_refused(sql, part, dialect):
+    e = refused(sql, dialect)
+    assert e.reason == "placeholder" and e.part == part
+    assert str(e) == "parameter names may not start with __"
 
 
 # -- the runner's caps ------------------------------------------------------------------------
@@ -847,7 +962,6 @@ def test_saved_query_names_that_are_refused(db, name):
     assert db.saved_queries() == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the name pattern ends in $, which lets a trailing newline through")
 def test_saved_query_name_with_a_trailing_newline_is_refused(db):
     with pytest.raises(ValidationError):
         db.save_query("a\n", "SELECT 1")
@@ -936,6 +1050,10 @@ def test_a_stored_query_that_no_longer_passes_lists_with_no_parameters(db):
 # -- the PostgreSQL runner, against a stand-in connection ------------------------------------
 
 
+def _fold(sql: str) -> str:
+    return "'".join(part if i % 2 else part.lower() for i, part in enumerate(sql.split("'")))
+
+
 class FakeSession:
     def __init__(self, answers: dict[str, Any], log: list[Any], conn: Any = None) -> None:
         self.answers, self.log, self.conn = answers, log, conn
@@ -949,7 +1067,7 @@ class FakeSession:
     def rows(self, sql: str, params: Any = ()) -> list[Any]:
         self.log.append((sql, params))
         for key, value in self.answers.items():
-            if key.lower() == sql.lower():  # SQL keywords and names read the same in any case
+            if _fold(key) == _fold(sql):  # keywords and names read the same in any case; 'literals' do not
                 return value
         raise AssertionError(f"unexpected statement {sql}")
 
@@ -1008,6 +1126,7 @@ def test_pg_runner_reads_its_role_config_and_version():
     assert r._generic is True and r._secret == "s3cret" and r._temp_cap is True
     assert store.log[0] == ("SELECT to_regnamespace(?)::text", ("memory_v1",))
     assert ("SELECT 1 FROM pg_roles WHERE rolname = ?", (space.QUERY_ROLE,)) in store.log
+    assert (HAS_ROLE, (space.QUERY_ROLE,)) in store.log
     old = run.PostgresRunner(FakeStore(pg_answers(**{TS_CONFIG: [], VERSION: [[150004]], SUPER: [[False]]})))
     assert old.tsconfig == "english" and old._generic is False and old._temp_cap is False
     r.close()
@@ -1116,6 +1235,49 @@ def test_pg_runner_runs_and_explains_through_cursors(monkeypatch):
     assert conn.executed[-1] == ("EXPLAIN SELECT n FROM memory_v1.items WHERE key = $1", ["k"])
 
 
+@pytest.mark.parametrize(("available", "fetches"), [(0, 1), (5, 1), (49, 1), (50, 2), (51, 2), (120, 2)])
+def test_pg_runner_fetches_until_a_short_batch(monkeypatch, available, fetches):
+    """A batch shorter than asked for is the last: one more round trip only when the batch came back full."""
+    psycopg = pytest.importorskip("psycopg")
+    asked: list[int] = []
+
+    class Counting(FakeCursor):
+        def execute(self, sql: str, params: Any = None) -> FakeCursor:
+            self._rows = [[i] for i in range(available)]
+            return self
+
+        def fetchmany(self, n: int) -> list[Any]:
+            asked.append(n)
+            return super().fetchmany(n)
+
+    monkeypatch.setattr(psycopg, "RawServerCursor", Counting)
+    monkeypatch.setattr(run, "time", FrozenClock())
+    r = run.PostgresRunner(FakeStore(pg_answers(), FakeConn()))
+    columns, fetched = r.run(fence.check("SELECT 1", "postgres"), "now", None, 1000, 900)
+    assert fetched.rows == [[i] for i in range(available)] and fetched.cut is None and columns == ["n"]
+    assert len(asked) == fetches and asked[0] == 50
+
+
+def test_pg_runner_keeps_the_rows_fetched_before_a_cancel(monkeypatch):
+    psycopg = pytest.importorskip("psycopg")
+
+    class SlowSecondBatch(FakeCursor):
+        def execute(self, sql: str, params: Any = None) -> FakeCursor:
+            self._rows = [[i] for i in range(80)]
+            return self
+
+        def fetchmany(self, n: int) -> list[Any]:
+            if len(self._rows) < 80:
+                raise psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+            return super().fetchmany(n)
+
+    monkeypatch.setattr(psycopg, "RawServerCursor", SlowSecondBatch)
+    monkeypatch.setattr(run, "time", FrozenClock())
+    r = run.PostgresRunner(FakeStore(pg_answers(), FakeConn()))
+    columns, fetched = r.run(fence.check("SELECT 1", "postgres"), "now", None, 1000, 900)
+    assert fetched.rows == [[i] for i in range(50)] and fetched.cut == "timeout" and columns == ["n"]
+
+
 def test_pg_runner_turns_a_cancel_into_the_time_cap(monkeypatch):
     psycopg = pytest.importorskip("psycopg")
 
@@ -1136,6 +1298,7 @@ def test_pg_runner_turns_a_cancel_into_the_time_cap(monkeypatch):
 
 def test_query_checks_with_the_runners_dialect_and_text_search_config(monkeypatch):
     seen: list[Any] = []
+    explained: list[Any] = []
 
     class Runner:
         dialect = "postgres"
@@ -1147,6 +1310,10 @@ def test_query_checks_with_the_runners_dialect_and_text_search_config(monkeypatc
             fetched = run._Fetch(max_rows, float("inf"))
             fetched.take([["x"]])
             return ["c"], fetched
+
+        def explain(self, checked: Any, now: str, scope: Any, timeout_ms: int) -> list[str]:
+            explained.append((checked.sql, checked.params, now, scope, timeout_ms))
+            return ["a plan line"]
 
     class Store:
         backend = "postgres"
@@ -1171,6 +1338,10 @@ def test_query_checks_with_the_runners_dialect_and_text_search_config(monkeypatc
     assert got.views == ["claims"] and got.limits == {"max_rows": 9, "timeout_ms": 99, "max_bytes": run.MAX_BYTES}
     run.query(mem, "SELECT 1", scope=[("a",), ()])
     assert seen[-1][2] is None  # a readable root prefix is everything
+    plan = run.explain(mem, "SELECT 1 FROM claims WHERE text_match(claim_text, ?)", ["w"], scope=[("b",)])
+    assert plan.valid and plan.runs is not None and plan.plan == ["a plan line"]
+    assert "plainto_tsquery('ts.memlane', $1)" in plan.runs  # the runner's text search configuration
+    assert explained == [(plan.runs, ["w"], "2026-01-01T00:00:00.000000+00:00", [("b",)], run.DEFAULT_TIMEOUT_MS)]
     with pytest.raises(memlane.errors.BackendUnavailableError):
 
         class Bare:

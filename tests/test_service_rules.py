@@ -354,8 +354,9 @@ def test_put_if_absent_reaches_the_store(world: World) -> None:
         (float("nan"), None, None, "value"),
         (1, {1: "x"}, None, "metadata"),
         (1, None, -1, "ttl"),
+        (1, None, float("nan"), "ttl"),  # JSON cannot carry it: refused before sending
     ],
-    ids=["set", "nan", "non-text-key", "ttl"],
+    ids=["set", "nan", "non-text-key", "ttl", "ttl-nan"],
 )
 def test_the_client_refuses_what_json_cannot_carry_like_memory_does(
     world: World, value: Any, metadata: Any, ttl: Any, field: str

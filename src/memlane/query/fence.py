@@ -35,7 +35,6 @@ from . import space
 
 MAX_SQL_CHARS = 100_000
 MAX_PARAMS = 1000
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GLOT = {"sqlite": "sqlite", "postgres": "postgres"}
 
 
@@ -217,16 +216,33 @@ def _render_name(node: exp.Func, dialect: str) -> tuple[str, str]:
 # -- parameters ---------------------------------------------------------------------------
 
 
+def _unsupported(written: str) -> QueryRefused:
+    return refuse(
+        "placeholder",
+        f"parameter {written!r} is not supported; write ? (bound from a list) or :name (bound from a dict)",
+        written,
+    )
+
+
 def _number_positional(sql: str, dialect: str) -> tuple[str, int]:
-    """Rewrite each positional ``?`` (outside strings and comments) into ``:__p<n>`` in textual order."""
-    if "?" not in sql:
+    """Rewrite each positional ``?`` (outside strings and comments) into ``:__p<n>`` in textual order.
+
+    Refuses what the database would read as a placeholder the fence does not bind: numbered ``?NNN``
+    (the rewrite would glue the number onto the name) and, on SQLite, ``$name`` (a plain word to sqlglot).
+    """
+    if "?" not in sql and not (dialect == "sqlite" and "$" in sql):
         return sql, 0
     tokens = sqlglot.tokenize(sql, read=_GLOT[dialect])
     out: list[str] = []
     last = 0
     count = 0
-    for tok in tokens:
+    for i, tok in enumerate(tokens):
+        if dialect == "sqlite" and tok.token_type == sqlglot.TokenType.VAR and _DOLLAR.match(tok.text):
+            raise _unsupported(tok.text)
         if tok.token_type == sqlglot.TokenType.PLACEHOLDER and tok.text == "?":
+            after = tokens[i + 1] if i + 1 < len(tokens) else None
+            if after is not None and after.start == tok.end + 1 and after.token_type in _GLUED:
+                raise _unsupported(sql[tok.start : after.end + 1])
             count += 1
             out.append(sql[last : tok.start])
             out.append(f":__p{count}")
@@ -235,10 +251,24 @@ def _number_positional(sql: str, dialect: str) -> tuple[str, int]:
     return "".join(out), count
 
 
+_DOLLAR = re.compile(r"\$[A-Za-z0-9_]")  # SQLite binds $name; sqlglot reads it as a word
+_GLUED = {sqlglot.TokenType.NUMBER, sqlglot.TokenType.VAR}  # ?2, ?abc: one placeholder to SQLite
+
+
 def _number(tree: exp.Expression, positional: int, dialect: str) -> tuple[list[str], list[str]]:
     """Number the placeholders (``?1`` / ``$1``); returns their names by number and how the caller wrote them."""
+    generated = {f"__p{n}" for n in range(1, positional + 1)}  # each written once by _number_positional
+    seen: set[str] = set()
+    for placeholder in tree.find_all(exp.Placeholder):
+        written = placeholder.name
+        if isinstance(written, str) and written.startswith("__"):
+            if written not in generated or written in seen:  # the caller wrote :__x
+                raise refuse("placeholder", "parameter names may not start with __", ":" + written)
+            seen.add(written)
     names: list[str] = []  # parameter names by number, in first-seen order
-    for node in list(tree.find_all(exp.Placeholder, exp.Parameter)):
+    # depth first, the order named ones are shown in; not always textual (a CTE comes after its SELECT)
+    nodes: list[exp.Expression] = list(tree.find_all(exp.Placeholder, exp.Parameter, bfs=False))
+    for node in nodes:
         name = node.name if isinstance(node, exp.Placeholder) else ""
         if not name or not isinstance(name, str):
             raise refuse(
@@ -249,19 +279,20 @@ def _number(tree: exp.Expression, positional: int, dialect: str) -> tuple[list[s
             )
         if name not in names:
             names.append(name)
-        number = names.index(name) + 1
-        node.replace(exp.Var(this=f"?{number}" if dialect == "sqlite" else f"${number}"))
-    user_named = [n for n in names if not n.startswith("__p")]
+    user_named = [n for n in names if n not in generated]
     if positional and user_named:
         raise refuse(
             "placeholder",
             f"the statement mixes ? and :{user_named[0]}; use one style: ? with a list, or :name with a dict",
             f":{user_named[0]}",
         )
-    if any(n.startswith("__") for n in user_named):
-        raise refuse("placeholder", "parameter names may not start with __", ":" + user_named[0])
     if len(names) > MAX_PARAMS:
         raise refuse("placeholder", f"the statement has {len(names)} parameters; at most {MAX_PARAMS}")
+    if positional:  # the list binds in textual order, which the rewrite's numbers keep, whatever the tree's shape
+        names.sort(key=lambda n: int(n[3:]))
+    number = {name: i + 1 for i, name in enumerate(names)}
+    for node in nodes:
+        node.replace(exp.Var(this=f"?{number[node.name]}" if dialect == "sqlite" else f"${number[node.name]}"))
     shown = [f"?{n[3:]}" if n.startswith("__p") else f":{n}" for n in names]
     return names, shown
 

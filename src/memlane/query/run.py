@@ -64,7 +64,7 @@ TEMP_FILE_LIMIT = "256MB"  # PostgreSQL temporary files per statement, when the 
 SQLITE_CONNECTIONS = 4  # read-only connections per SQLite store, opened as statements need them
 _VALUE_LIMIT = 96 * 1024 * 1024  # SQLite: no value built by a query may pass this (16 Mi 4-byte characters fit)
 _FETCH = 2000  # rows per fetch at most (fewer when rows are large: see _Fetch.batch)
-_SAVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SAVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # fullmatch: $ would let a trailing newline through
 _WORD = re.compile(r"\w+")
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
@@ -635,7 +635,7 @@ def save(
     mem: Memory, name: Any, sql: Any, description: Any = "", *, author: str | None, may_replace: Any
 ) -> SavedQuery:
     """Save ``sql`` under ``name`` after checking it; ``may_replace(existing_author)`` guards replacing."""
-    if not isinstance(name, str) or not _SAVED_NAME.match(name):
+    if not isinstance(name, str) or not _SAVED_NAME.fullmatch(name):
         raise ValidationError(
             "name", f"{name!r} is not a saved query name: 1-64 letters, digits, '_', '.', '-', starting alphanumeric"
         )
