@@ -351,14 +351,6 @@ def test_an_imported_item_id_too_long_for_an_index_is_refused(backend, request):
     _refused(mem, {"record"}, mem.import_records, records)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: query.run.save checks a description's type and length only: a NUL is stored on SQLite and "
-    "fails on PostgreSQL (StoreError), a lone surrogate raises UnicodeEncodeError on SQLite; it should go "
-    "through validate.text (field 'description')",
-)
 @pytest.mark.parametrize("bad", ["a\x00b", "a\ud800b"], ids=["nul", "surrogate"])
 def test_a_saved_query_description_that_no_backend_can_store_is_refused(mem, backend, bad):
-    if backend == "client" and bad == "a\ud800b":
-        pytest.skip("the Client cannot send a lone surrogate at all (pinned above)")
     _refused(mem, {"description"}, mem.save_query, "q", "SELECT 1", description=bad)

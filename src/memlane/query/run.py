@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+from .. import validate
 from ..errors import (
     BackendUnavailableError,
     ForbiddenError,
@@ -641,6 +642,8 @@ def save(
         )
     if not isinstance(description, str) or len(description) > 2000:
         raise ValidationError("description", "must be a string of at most 2,000 characters")
+    # as any stored text: no NUL (PostgreSQL cannot hold it), no lone surrogate (no UTF-8 carries it)
+    description = validate.text(description, "description")
     fence.check(sql, mem.store.backend, bind=False)  # refuse now what could never run
     now = ts(mem._now())
     with mem.store.session(write=True) as s:
