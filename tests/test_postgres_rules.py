@@ -33,11 +33,6 @@ def test_the_query_runner_is_made_once_per_store(pg_url: str) -> None:
         assert store.query_runner() is runner
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: get_many over more than 1,000 addresses reads its chunks under READ COMMITTED, so a write "
-    "committed between two chunks shows in the later one (a torn answer); SQLite reads them in one snapshot",
-)
 def test_get_many_over_many_chunks_answers_from_one_snapshot(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from memlane.store import _common
 

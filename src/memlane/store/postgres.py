@@ -571,6 +571,9 @@ class PostgresStore(Store):
         # one statement needs no transaction for a consistent answer (and saves two round trips)
         snapshot = self._conn() if len(texts) > _CHUNK else self._read()
         with snapshot as conn, conn.transaction() if len(texts) > _CHUNK else nullcontext():
+            if len(texts) > _CHUNK:
+                # several statements, one snapshot: under READ COMMITTED each chunk would see later commits
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             for start in range(0, len(texts), _CHUNK):
                 chunk = texts[start : start + _CHUNK]
                 rows = conn.execute(
