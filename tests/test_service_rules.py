@@ -54,14 +54,14 @@ SHARED_KEY = "shared.key"  # stored in more namespaces than any default limit re
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 T1 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 VOLATILE = {"timings", "elapsed_ms"}
-OMITTED_WHEN_UNSET = {"author", "expires_at", "changed_by", "next_cursor", "embedding"}  # docs/http.md
+OMITTED_WHEN_UNSET = {"author", "expires_at", "changed_by", "next_cursor", "embedding", "pending_vectors"}  # docs/http.md
 
 
 class World:
     """One memory behind a live server; alice (member of room eng) and root (admin) have tokens."""
 
     def __init__(self, path: Path) -> None:
-        self.mem: Memory = memlane.open(str(path), embedder="fake")
+        self.mem: Memory = memlane.open(str(path), embedder="fake", indexing="sync")
         self.access = Access(self.mem)
         self.tokens = {
             "root": self.access.create_agent("root", admin=True)[1],

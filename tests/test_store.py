@@ -1094,7 +1094,9 @@ def test_import_refuses_malformed_records_by_number_and_normalises_times(mem):
         (dict(item, created_at=5), "is not an ISO 8601 string"),
         (dict(item, expires_at="2026-01-02T00:00:00"), "has no timezone"),
         (dict(item, author=7), "author is not a string"),
-        (dict(item, id=""), "id is not a non-empty string"),
+        (dict(item, id=""), "id '' is not 1 to 100 letters, digits"),
+        (dict(item, id="a" * 101), "is not 1 to 100 letters, digits"),
+        (dict(item, id="has space"), "id 'has space' is not 1 to 100 letters, digits"),
         (dict(item, version=True), "is not a positive integer"),
         (dict(version, change="teleport"), "is not one of replace, delete, clear, expire, import"),
     ):
