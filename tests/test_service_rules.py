@@ -54,7 +54,8 @@ SHARED_KEY = "shared.key"  # stored in more namespaces than any default limit re
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 T1 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 VOLATILE = {"timings", "elapsed_ms"}
-OMITTED_WHEN_UNSET = {"author", "expires_at", "changed_by", "next_cursor", "embedding", "pending_vectors"}  # docs/http.md
+# docs/http.md, "Compatibility"
+OMITTED_WHEN_UNSET = {"author", "expires_at", "changed_by", "next_cursor", "embedding", "pending_vectors"}
 
 
 class World:
