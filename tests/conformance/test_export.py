@@ -24,7 +24,7 @@ def test_export_import_roundtrip_exact(mem, clock, tmp_path):
     _fill(mem, clock)
     exported = list(mem.export_records())
     assert {r["record"] for r in exported} == {"item", "version"}
-    with memlane.open(str(tmp_path / "copy.db"), clock=clock, embedder="fake") as copy:
+    with memlane.open(str(tmp_path / "copy.db"), clock=clock, embedder="fake", indexing="sync") as copy:
         assert copy.import_records(exported) == len(exported)
         assert list(copy.export_records()) == exported
         assert copy.get("user/1", "preferences.ui.theme") == mem.get("user/1", "preferences.ui.theme")
