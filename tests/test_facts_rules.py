@@ -1612,6 +1612,7 @@ BROKEN_IMPORTS = {
     "fact about no entity": ("fact", {"subject": MISSING}),
     "fact without a key": ("fact", {"fact_key": ...}),
     "fact with an id too long for an index": ("fact", {"id": "fact_" + "a" * 3000}),
+    "fact with an id ending in a newline": ("fact", {"id": "fact_" + "a" * 32 + "\n"}),
     "evidence without a time": ("evidence", {"recorded_at": None}),
     "evidence source past the name bytes": ("evidence", {"source": "\u4e00" * 667}),
     "entity norm past the name bytes": ("entity", {"norm": "\u4e00" * 667}),

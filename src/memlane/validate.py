@@ -37,9 +37,28 @@ MAX_QUERY_CHARS = 4096
 MAX_DEPTH = 100
 RESERVED = "_memlane"  # a first segment no item may use: memlane's own records lived there
 
+# an id memlane did not make itself (an import's): a short token, as memlane's own are (32 hex digits,
+# or a kind prefix such as ``ent_`` and 32 hex digits), so that every id fits every index; use fullmatch
+ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
 # control characters, and lone UTF-16 surrogates (not encodable as UTF-8, so no
 # database can store them)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def utf8_within(text: str, field: str, limit: int, chars: int, *, what: str = "") -> None:
+    """Refuse ``text`` (already free of lone surrogates) past ``limit`` UTF-8 bytes.
+
+    A limit of ``chars`` characters comes with one of ``limit`` bytes (two a character on average),
+    so that whatever is accepted fits the index it is stored in.
+    """
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise ValidationError(
+            field,
+            f"{what}is {size:,} bytes in UTF-8; at most {limit:,} ({chars:,} characters, two bytes each on "
+            "average): shorten it",
+        )
 
 
 def _namespace_from_parts(parts: tuple[Any, ...], field: str, allow_empty: bool) -> Namespace:
@@ -60,13 +79,7 @@ def _namespace_from_parts(parts: tuple[Any, ...], field: str, allow_empty: bool)
             raise ValidationError(field, f"segment {seg!r} contains '/'; pass a tuple of segments")
         if _CONTROL.search(seg):
             raise ValidationError(field, f"segment {seg!r} contains a control character or a lone surrogate")
-        size = len(seg.encode("utf-8"))
-        if size > MAX_SEGMENT_BYTES:
-            raise ValidationError(
-                field,
-                f"segment is {size} bytes in UTF-8; at most {MAX_SEGMENT_BYTES} "
-                f"({MAX_SEGMENT_CHARS} characters, two bytes each on average): shorten it",
-            )
+        utf8_within(seg, field, MAX_SEGMENT_BYTES, MAX_SEGMENT_CHARS, what="segment ")
     if parts[0] == RESERVED:
         raise ValidationError(
             field,
@@ -119,13 +132,7 @@ def key(raw: Any, field: str = "key") -> str:
         raise ValidationError(field, f"is {len(raw)} characters; at most {MAX_KEY_CHARS}")
     if _CONTROL.search(raw):
         raise ValidationError(field, "contains a control character or a lone surrogate")
-    size = len(raw.encode("utf-8"))
-    if size > MAX_KEY_BYTES:
-        raise ValidationError(
-            field,
-            f"is {size} bytes in UTF-8; at most {MAX_KEY_BYTES} "
-            f"({MAX_KEY_CHARS} characters, two bytes each on average): shorten it",
-        )
+    utf8_within(raw, field, MAX_KEY_BYTES, MAX_KEY_CHARS)
     if raw[0] == "." or raw[-1] == "." or ".." in raw:
         raise ValidationError(field, f"{raw!r} has an empty taxonomy segment (leading, trailing or doubled '.')")
     return raw

@@ -100,13 +100,7 @@ def _name(raw: Any, field: str) -> str:
     if len(text) > MAX_NAME_CHARS:
         raise ValidationError(field, f"is {len(text):,} characters; at most {MAX_NAME_CHARS:,}")
     v.text(text, field)
-    size = len(text.encode("utf-8"))
-    if size > MAX_NAME_BYTES:
-        raise ValidationError(
-            field,
-            f"is {size:,} bytes in UTF-8; at most {MAX_NAME_BYTES:,} ({MAX_NAME_CHARS:,} characters, "
-            "two bytes each on average)",
-        )
+    v.utf8_within(text, field, MAX_NAME_BYTES, MAX_NAME_CHARS)
     return text
 
 

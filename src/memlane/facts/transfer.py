@@ -10,7 +10,6 @@ memory with an embedder computes them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -102,7 +101,6 @@ _ID_COLUMNS = {
     "id", "entity_id", "fact_id", "document_id", "claim_id", "subject", "object_entity", "merged_into", "chunk_id",
     "superseded_by", "fact_key",
 }  # fmt: skip
-_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 # indexed text made from names: within the facts layer's byte limit (the name rules' own)
 _INDEXED_NAMES = {("entity", "norm"), ("alias", "norm"), ("claim", "norm"), ("evidence", "source")}
 # access names are namespace segments; a grant's prefix is a namespace
@@ -177,13 +175,11 @@ def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
                 raise ValueError(f"{col} {value!r} is not true or false")
         elif value is not None and not isinstance(value, str):
             raise ValueError(f"{col} {value!r} is not a string")
-        elif value is not None and col in _ID_COLUMNS and not _ID.match(value):
+        elif value is not None and col in _ID_COLUMNS and not v.ID.fullmatch(value):
             raise ValidationError(col, f"{value[:120]!r} is not an id (1 to 100 letters, digits, '_' or '-')")
         elif value is not None and (kind, col) in _INDEXED_NAMES:
-            if len(value.encode("utf-8")) > MAX_NAME_BYTES:
-                raise ValidationError(
-                    col, f"is {len(value.encode('utf-8')):,} bytes in UTF-8; at most {MAX_NAME_BYTES:,}"
-                )
+            v.text(value, col)  # before its size: a lone surrogate has none in UTF-8
+            v.utf8_within(value, col, MAX_NAME_BYTES, MAX_NAME_CHARS)
         elif (kind, col) in _SEGMENTS:
             value = v.namespace((value,), col)[0]
         elif kind == "access_grant" and col == "prefix":

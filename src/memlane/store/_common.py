@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 import json.scanner
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -31,10 +30,6 @@ _fromiso = datetime.fromisoformat
 # Python-level wrapper dominates for small values. Safe because memlane wrote
 # the text itself (no leading whitespace, no trailing garbage).
 scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined,arg-type]
-
-
-# an item id as import accepts it
-ITEM_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 def loads_json(text: str) -> Any:
@@ -270,8 +265,7 @@ def import_rows(
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:
                 raise ValueError(f"version {version!r} is not a positive integer")
             item_id = rec["id" if kind == "item" else "item_id"]
-            if not isinstance(item_id, str) or not ITEM_ID.fullmatch(item_id):
-                # memlane writes 32 hex digits; the bound keeps any id within every backend's index
+            if not isinstance(item_id, str) or not v.ID.fullmatch(item_id):
                 raise ValueError(f"id {item_id!r:.60} is not 1 to 100 letters, digits, '_' or '-'")
             author = rec.get("author")
             if author is not None and not isinstance(author, str):
