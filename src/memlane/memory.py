@@ -11,6 +11,7 @@ import base64
 import binascii
 import builtins
 import json
+import math
 import os
 import secrets
 import time
@@ -30,7 +31,7 @@ from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespa
 from .query.model import QueryPlan, QueryResult, SavedQuery
 from .retention import CleanupReport, RetentionRule
 from .search import rank
-from .search.embedders import DEFAULT_EMBEDDER, Embedder, get_embedder, resolve_embedder
+from .search.embedders import DEFAULT_EMBEDDER, Embedder, default_available, get_embedder, resolve_embedder
 from .store.base import EVERYTHING, PutRow, Store
 
 if TYPE_CHECKING:
@@ -156,18 +157,12 @@ class Memory:
         embedder: Embedder | None = None,
         indexing: str = "background",
     ) -> None:
-        if indexing not in INDEXING:
-            raise ValidationError("indexing", f"{indexing!r} is not one of {', '.join(INDEXING)}")
         self._store = store
         self._clock = clock or _system_clock
         self.author = author
         self._embedder = embedder
-        self._indexing = indexing
-        recorded = embedder is not None and _recorded_embedder(store) is not None
-        self._embedder_recorded = embedder is None or recorded
-        # whether writes mark their items for an indexer; unknown (False) for a lexical-only writer, whose
-        # store decides in each write's transaction (it marks when the store records an embedder)
-        self._store_embeds = recorded
+        self._indexing = _indexing(indexing)
+        self._embedder_recorded = embedder is None or _recorded_embedder(store) is not None
         # shared by an agent's copy (AgentView copies this object): one thread per memory
         self._indexer = Indexer(self)
         # set on an agent's copy (memlane.access.AgentView): every read is narrowed to it in SQL
@@ -344,8 +339,9 @@ class Memory:
         if self._embedder is not None and self._indexing == "sync":
             return self._store.put_many(self._with_vectors(rows), now, if_absent=if_absent)
         if self._embedder is None:
-            # None: the store decides in the write's transaction, so an embedder recorded meanwhile counts
-            return self._store.put_many(rows, now, if_absent=if_absent, mark=True if self._store_embeds else None)
+            # a lexical-only writer: the store marks in the write's transaction if it records an embedder,
+            # so one recorded by another process meanwhile counts
+            return self._store.put_many(rows, now, if_absent=if_absent, mark=None)
         if not self._embedder_recorded:
             # recorded before the first mark, so other writers (lexical-only ones too) mark theirs
             self._record_embedder(self._embedder)
@@ -355,7 +351,7 @@ class Memory:
 
     def _record_embedder(self, embedder: Embedder) -> None:
         self._store.set_meta("embedder", json.dumps({"name": embedder.name, "dimension": embedder.dimension}))
-        self._embedder_recorded = self._store_embeds = True
+        self._embedder_recorded = True
 
     def _embed(self, texts: Sequence[str]) -> builtins.list[bytes]:
         """Embed texts (each distinct text once) as float32 blobs, recording the embedder."""
@@ -774,8 +770,13 @@ class Memory:
         once when this memory has no embedder to make them.
 
         Raises:
+            ValidationError: ``timeout`` is not None or a finite number >= 0.
             EmbedderError: the embedder failed; the items stay marked.
         """
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < math.inf
+        ):
+            raise ValidationError("timeout", f"must be None or a finite number of seconds >= 0, got {timeout!r}")
         if self._embedder is None:
             return self._store.count_pending(EVERYTHING) == 0
         return self._indexer.wait(timeout)
@@ -1134,10 +1135,10 @@ class Memory:
         return count
 
 
-def _default_available() -> bool:
-    from .search.embedders import default_available
-
-    return default_available()
+def _indexing(raw: Any) -> str:
+    if raw not in INDEXING:
+        raise ValidationError("indexing", f"{raw!r} is not one of {', '.join(INDEXING)}")
+    return str(raw)
 
 
 def _choose_embedder(store: Store, spec: Any) -> Embedder | None:
@@ -1158,7 +1159,7 @@ def _choose_embedder(store: Store, spec: Any) -> Embedder | None:
                     "open it without an embedder (Python: embedder=None; CLI: --embedder none) for lexical "
                     "search only"
                 ) from e
-        return get_embedder(DEFAULT_EMBEDDER) if _default_available() else None
+        return get_embedder(DEFAULT_EMBEDDER) if default_available() else None
     chosen = resolve_embedder(spec)
     # names only: asking a remote embedder its dimension would cost a request on every open
     if chosen is not None and recorded is not None and recorded["name"] != chosen.name:
@@ -1210,8 +1211,7 @@ def open(  # noqa: A001
             never wait for the model (:meth:`Memory.wait_indexed` waits for
             vectors). ``"sync"``: every write embeds before it returns.
     """
-    if indexing not in INDEXING:
-        raise ValidationError("indexing", f"{indexing!r} is not one of {', '.join(INDEXING)}")
+    indexing = _indexing(indexing)  # before anything is opened
     if url is not None and not isinstance(url, str | os.PathLike):
         raise ValidationError("url", f"must be a path or a database URL, not {type(url).__name__}")
     url = os.fspath(url) if url is not None else ""
