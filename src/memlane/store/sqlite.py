@@ -184,6 +184,13 @@ ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, claimed_until
 """
 _UNMARK = "DELETE FROM item_pending WHERE item_rowid = (SELECT rowid FROM items WHERE namespace = ? AND key = ?)"
 
+# items with text whose vector is missing or stale and that no mark waits for
+_MISSING = (
+    "FROM items i LEFT JOIN item_vectors v ON v.item_rowid = i.rowid WHERE i.text <> '' "
+    "AND (v.item_rowid IS NULL OR v.version <> i.version) "
+    "AND NOT EXISTS (SELECT 1 FROM item_pending p WHERE p.item_rowid = i.rowid)"
+)
+
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = ? AND key = ?"
 _HISTORY_COPY = f"""
 INSERT INTO item_history (item_id, namespace, key, value, value_type, text, metadata, author,
@@ -272,6 +279,22 @@ def _unique_segments(rows: Sequence[PutRow]) -> Iterator[Sequence[PutRow]]:
             start = i
         seen.add(addr)
     yield rows[start:]
+
+
+def _put_vectors_at(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, bytes]]) -> int:
+    """Write ``(rowid, version, blob)`` vectors where the item is still at ``version``; returns how many."""
+    if not rows:
+        return 0
+    seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM item_vectors").fetchone()[0]
+    before = conn.total_changes
+    conn.executemany(
+        "INSERT INTO item_vectors (item_rowid, version, seq, embedding) "
+        "SELECT rowid, version, ?, ? FROM items WHERE rowid = ? AND version = ? "
+        "ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, seq = excluded.seq, "
+        "embedding = excluded.embedding",
+        [(seq, blob, rowid, version) for rowid, version, blob in rows],
+    )
+    return int(conn.total_changes - before)
 
 
 class SqliteStore(Store):
@@ -829,16 +852,7 @@ class SqliteStore(Store):
     def put_vectors(self, rows: Sequence[tuple[int, int, bytes]]) -> int:
         """Store vectors for ``(ref, version, blob)``; skipped where the item moved on since."""
         with self._write() as conn:
-            seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM item_vectors").fetchone()[0]
-            before = conn.total_changes
-            conn.executemany(
-                "INSERT INTO item_vectors (item_rowid, version, seq, embedding) "
-                "SELECT rowid, version, ?, ? FROM items WHERE rowid = ? AND version = ? "
-                "ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, seq = excluded.seq, "
-                "embedding = excluded.embedding",
-                [(seq, blob, ref, version) for ref, version, blob in rows],
-            )
-            written = conn.total_changes - before
+            written = _put_vectors_at(conn, rows)
             conn.executemany(
                 "DELETE FROM item_pending WHERE item_rowid = ? AND version = ?", [(r, v) for r, v, _ in rows]
             )
@@ -853,12 +867,13 @@ class SqliteStore(Store):
 
     def mark_missing(self) -> int:
         """Mark every item with text whose vector is missing or stale and that is not marked yet."""
+        with self._lock:  # look first without the writer lock: every indexer scans once, and mostly finds none
+            self._check_open()
+            if self._conn.execute(f"SELECT 1 {_MISSING} LIMIT 1").fetchone() is None:
+                return 0
         with self._write() as conn:
             return conn.execute(
-                "INSERT INTO item_pending (item_rowid, version) SELECT i.rowid, i.version FROM items i "
-                "LEFT JOIN item_vectors v ON v.item_rowid = i.rowid WHERE i.text <> '' "
-                "AND (v.item_rowid IS NULL OR v.version <> i.version) "
-                "AND NOT EXISTS (SELECT 1 FROM item_pending p WHERE p.item_rowid = i.rowid)"
+                f"INSERT INTO item_pending (item_rowid, version) SELECT i.rowid, i.version {_MISSING}"
             ).rowcount
 
     def claim_pending(self, limit: int, owner: str, lease_s: float) -> builtins.list[tuple[int, int, str, int]]:
@@ -894,19 +909,9 @@ class SqliteStore(Store):
         version) stays, released, for the next claim; returns the vectors written.
         """
         with self._write() as conn:
-            written = 0
-            vectors = [(ref, version, blob) for ref, version, blob, _ in done if blob is not None]
-            if vectors:
-                seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM item_vectors").fetchone()[0]
-                before = conn.total_changes
-                conn.executemany(
-                    "INSERT INTO item_vectors (item_rowid, version, seq, embedding) "
-                    "SELECT rowid, version, ?, ? FROM items WHERE rowid = ? AND version = ? "
-                    "ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, seq = excluded.seq, "
-                    "embedding = excluded.embedding",
-                    [(seq, blob, ref, version) for ref, version, blob in vectors],
-                )
-                written = conn.total_changes - before
+            written = _put_vectors_at(
+                conn, [(ref, version, blob) for ref, version, blob, _ in done if blob is not None]
+            )
             conn.executemany(
                 "DELETE FROM item_pending WHERE item_rowid = ? AND version = ?", [(d[0], d[3]) for d in done]
             )
