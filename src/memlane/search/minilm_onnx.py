@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memlane.errors import EmbedderError
+from memlane.search.minilm import DIMENSION, MAX_SEQ_LENGTH, _check_texts  # the same model, the same rules
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
 else:
     Array = Any
 
-DIMENSION = 384
-MAX_SEQ_LENGTH = 256
 INSTALL_HINT = "install it with `pip install 'memlane[vectors]'`"
 
 
@@ -373,12 +372,3 @@ def _usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on every platform
         return os.cpu_count() or 1
-
-
-def _check_texts(texts: Sequence[str]) -> None:
-    # A bare str is a Sequence[str] too; embedding it char by char is never meant.
-    if isinstance(texts, str):
-        raise TypeError("embed_batch takes a sequence of texts, not a single str")
-    for text in texts:
-        if not isinstance(text, str):
-            raise TypeError(f"texts must be str, got {type(text).__name__}")
