@@ -11,6 +11,7 @@ document those shapes in OpenAPI and ``GET /v1/operations``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from fastapi import Depends
@@ -295,6 +296,12 @@ def body_model(op: Operation) -> type[BaseModel]:
     return create_model(f"{title}Body", __base__=Body, **fields)
 
 
+@cache
+def _bodies() -> dict[str, type[BaseModel]]:
+    # the table's request models depend on nothing but the table: made once per process, not per app
+    return {op.name: body_model(op) for op in OPERATIONS}
+
+
 Prepare = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -336,6 +343,6 @@ def register(
     change an operation's arguments before the call (a service option).
     """
     for op in OPERATIONS:
-        body = body_model(op)
+        body = _bodies()[op.name]
         handler = _handler(op, body, owner if op.admin else view, ok, (prepare or {}).get(op.name))
         route(op.route, body, RESULTS[op.result][0], op.summary)(handler)
