@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memlane
+from forked import assert_same_in_forked_child
 from memlane.errors import EmbedderError
 from memlane.search import embedders, minilm_onnx
 from memlane.search.embedders import DEFAULT_EMBEDDER, get_embedder
@@ -239,23 +239,7 @@ def test_finding_and_loading_imports_neither_torch_nor_the_packages() -> None:
 def test_works_in_a_forked_child(onnx_mini: OnnxMiniLMEmbedder) -> None:
     texts = [" ".join(["forked child embedding text"] * 20)] * 4
     parent = onnx_mini.embed_array(texts)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            child = onnx_mini.embed_array(texts)
-            os._exit(0 if np.abs(child - parent).max() < 1e-6 else 1)
-        except BaseException:
-            os._exit(2)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            return
-        time.sleep(0.05)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    pytest.fail("embedding in a forked child hung")
+    assert_same_in_forked_child(lambda: onnx_mini.embed_array(texts), parent, 1e-6)
 
 
 def test_a_new_store_gets_the_default_embedder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

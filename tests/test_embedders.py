@@ -10,7 +10,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from forked import assert_same_in_forked_child
 from memlane.errors import EmbedderError
 from memlane.search import embedders, minilm
 from memlane.search.embedders import (
@@ -223,23 +223,7 @@ def test_minilm_works_in_a_forked_child(np: Any, mini: MiniLMEmbedder) -> None:
     # The weights cache (and the tokenizer's own threads) must survive fork.
     texts = [" ".join(["forked child embedding text"] * 20)] * 8
     parent = mini.embed_array(texts)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            child = MiniLMEmbedder().embed_array(texts)
-            os._exit(0 if np.abs(child - parent).max() < 1e-5 else 1)
-        except BaseException:
-            os._exit(2)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            return
-        time.sleep(0.05)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    pytest.fail("embedding in a forked child hung")
+    assert_same_in_forked_child(lambda: MiniLMEmbedder().embed_array(texts), parent, 1e-5)
 
 
 def test_minilm_truncates_long_text(mini: MiniLMEmbedder) -> None:
