@@ -343,7 +343,20 @@ def _compact(schema: Any) -> Any:
     return out
 
 
+# one template per tool function: building a tool's argument model and schema costs about 7 ms,
+# and every server (one per service, one per test) would otherwise build all of them again
+_TEMPLATES: dict[Callable[..., Any], Tool] = {}
+
+
 def _tool(fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
+    """The tool for a bound tool method: the function's cached template, bound to this instance."""
+    template = _TEMPLATES.get(fn.__func__)  # type: ignore[attr-defined]
+    if template is None:
+        template = _TEMPLATES[fn.__func__] = _template(fn, annotations)  # type: ignore[attr-defined]
+    return template.model_copy(update={"fn": fn, "annotations": annotations})
+
+
+def _template(fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
     name = fn.__name__
     tool = _Checked.from_function(fn, name=name, description=DESCRIPTIONS[name], annotations=annotations)
     tool.parameters = _compact(tool.parameters)
