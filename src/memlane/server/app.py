@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -259,6 +260,12 @@ class WorkGate:
             slot.__exit__(None, None, None)
 
 
+@cache
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema, built once per process (read-only: it is only rendered)."""
+    return model.model_json_schema()
+
+
 def create_app(
     mem: Memory,
     *,
@@ -360,8 +367,8 @@ def create_app(
                     "method": "POST",
                     "path": f"/{API_VERSION}/{path}",
                     "summary": summary,
-                    "params": body.model_json_schema(),
-                    "result": result.model_json_schema(),
+                    "params": _schema(body),
+                    "result": _schema(result),
                 }
             )
             answers: dict[int | str, dict[str, Any]] = {200: {"model": result}}  # errors: added once, in _openapi
