@@ -27,7 +27,7 @@ from langgraph.store.base import (  # noqa: E402
 from memlane.errors import ValidationError  # noqa: E402
 from memlane.langgraph import AsyncMemlaneStore, MemlaneSearchItem, MemlaneStore  # noqa: E402
 
-FAKE_DIMS = 256
+FAKE_DIMS = 64
 
 
 @pytest.fixture
