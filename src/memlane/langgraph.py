@@ -24,6 +24,7 @@ import asyncio
 import builtins
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import re
 import threading
@@ -101,7 +102,8 @@ def _label(label: str, first: bool) -> str:
     return text
 
 
-def encode_namespace(namespace: Sequence[str]) -> tuple[str, ...]:
+@functools.lru_cache(maxsize=4096)
+def encode_namespace(namespace: tuple[str, ...]) -> tuple[str, ...]:
     """A LangGraph namespace as memlane segments: escaped labels; labels past the seventh packed into the eighth.
 
     Ordinary labels (no ``%``, ``/`` or control characters) are stored as they are.
@@ -112,7 +114,8 @@ def encode_namespace(namespace: Sequence[str]) -> tuple[str, ...]:
     return (*labels[:_LABELS_KEPT], PACK.join(labels[_LABELS_KEPT:]))
 
 
-def decode_namespace(segments: Sequence[str]) -> tuple[str, ...]:
+@functools.lru_cache(maxsize=4096)
+def decode_namespace(segments: tuple[str, ...]) -> tuple[str, ...]:
     """The LangGraph namespace :func:`encode_namespace` stored as ``segments``."""
     parts = list(segments[:_LABELS_KEPT])
     if len(segments) > _LABELS_KEPT:
@@ -120,6 +123,7 @@ def decode_namespace(segments: Sequence[str]) -> tuple[str, ...]:
     return tuple(_unescape(p) for p in parts)
 
 
+@functools.lru_cache(maxsize=16384)
 def encode_key(key: str) -> str:
     """A LangGraph key as a memlane key: ``%`` and control characters escaped, and the dots memlane's taxonomy
     refuses (leading, trailing, doubled); ``""`` is ``%!``."""
@@ -135,6 +139,7 @@ def encode_key(key: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=16384)
 def decode_key(key: str) -> str:
     """The LangGraph key :func:`encode_key` stored as ``key``."""
     return "" if key == EMPTY_KEY else _unescape(key)
@@ -295,14 +300,17 @@ class _Adapter:
                 _validate_labels([label for label in condition.path if label != "*"])
 
     def _get(self, ops: Sequence[GetOp]) -> builtins.list[Item | None]:
-        found = self.memory.get_many([(encode_namespace(op.namespace), encode_key(op.key)) for op in ops])
+        if len(ops) == 1:  # the common case: memlane's point lookup is cheaper than a one-address get_many
+            found = [self.memory.get(encode_namespace(tuple(ops[0].namespace)), encode_key(ops[0].key))]
+        else:
+            found = self.memory.get_many([(encode_namespace(tuple(op.namespace)), encode_key(op.key)) for op in ops])
         self._refresh([item for op, item in zip(ops, found, strict=True) if item is not None and op.refresh_ttl])
         return [None if item is None else _item(item) for item in found]
 
     def _put(self, ops: Sequence[PutOp]) -> None:
         last: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:  # the last write to an address wins, as in LangGraph's stores
-            address = (encode_namespace(op.namespace), encode_key(op.key))
+            address = (encode_namespace(tuple(op.namespace)), encode_key(op.key))
             last.pop(address, None)
             last[address] = op
         records = []
@@ -352,7 +360,7 @@ class _Adapter:
             self.memory.put_many(records)
 
     def _search(self, op: SearchOp) -> builtins.list[SearchItem]:
-        prefix = encode_namespace(op.namespace_prefix)
+        prefix = encode_namespace(tuple(op.namespace_prefix))
         deep = len(op.namespace_prefix) > _LABELS_KEPT  # the packed segment: narrowed here, then exactly below
         if deep:
             prefix = prefix[:_LABELS_KEPT]
@@ -414,7 +422,7 @@ class _Adapter:
                         break
                     literal.append(label)
                 break
-        prefix = encode_namespace(literal[:_LABELS_KEPT])[:_LABELS_KEPT]
+        prefix = encode_namespace(tuple(literal[:_LABELS_KEPT]))
         found = {decode_namespace(ns) for ns in self.memory.namespaces(prefix)}
         kept = {ns for ns in found if all(_does_match(c, ns) for c in op.match_conditions or ())}
         if op.max_depth is not None:
