@@ -250,3 +250,29 @@ def test_the_async_twin_from_conn_string_and_its_sweeper(tmp_path: Any) -> None:
             assert await store.sweep_ttl() == 0
 
     asyncio.run(run())
+
+
+def test_an_agent_selects_only_what_it_may_read(tmp_path: Any) -> None:
+    """Through the service, an agent's store sees its own namespaces and its grants, in the one select."""
+    import memlane
+    from live import LiveServer
+    from memlane.access import Access
+    from memlane.server import create_app
+
+    with memlane.open(tmp_path / "agents.db", embedder=None) as mem:
+        access = Access(mem)
+        agent, token = access.create_agent("ada")
+        access.grant("ada", ("shared",), "read")
+        mem.put(("shared", "team"), "k", {"n": 1})
+        mem.put(("secret",), "k", {"n": 1})
+        mem.put((*agent.namespace, "notes"), "mine", {"n": 1})
+        server = LiveServer(create_app(mem))
+        try:
+            with memlane.Client(server.url, token) as client:
+                store = MemlaneStore(client)
+                found = {(r.namespace, r.key) for r in store.search((), filter={"n": 1})}
+                assert found == {(("shared", "team"), "k"), ((*agent.namespace, "notes"), "mine")}
+                with pytest.raises(memlane.errors.ForbiddenError):
+                    store.search(("secret",), filter={"n": 1})
+        finally:
+            server.stop()
