@@ -276,3 +276,24 @@ def test_an_agent_selects_only_what_it_may_read(tmp_path: Any) -> None:
                     store.search(("secret",), filter={"n": 1})
         finally:
             server.stop()
+
+
+@pytest.mark.parametrize("query", ["cat", "purr cat", "rocket", "nothing known"])
+def test_the_score_is_the_cosine_similarity_of_query_and_indexed_text(query: str) -> None:
+    index = {"dims": 6, "embed": word_vectors, "fields": ["a"]}
+    with MemlaneStore.from_conn_string(":memory:", index=index) as store:
+        store.put(("s",), "doc", {"a": "cat purr", "b": "rocket"}, index=["a", "missing"])
+        (found,) = store.search((), query=query)
+        doc, asked = word_vectors(["cat purr", query])
+        dot = sum(x * y for x, y in zip(doc, asked, strict=True))
+        cosine = dot / (sum(x * x for x in doc) ** 0.5 * sum(y * y for y in asked) ** 0.5)
+        assert found.score == pytest.approx(cosine, abs=1e-3)
+
+
+def test_without_an_index_config_the_index_argument_is_ignored(tmp_path: Any) -> None:
+    import memlane
+
+    with memlane.open(tmp_path / "plain.db", embedder=None) as mem:
+        store = MemlaneStore(mem)
+        store.put(("p",), "k", {"note": "walrus"}, index=False)
+        assert [r.key for r in store.search(("p",), query="walrus")] == ["k"]

@@ -318,7 +318,7 @@ class _Adapter:
             if op.value is None:
                 self.memory.delete(namespace, key)
                 continue
-            minutes = op.ttl if op.ttl is not None else None
+            minutes = op.ttl
             records.append(
                 {
                     "namespace": namespace,
@@ -334,11 +334,11 @@ class _Adapter:
 
     def _text(self, value: Any, index: Any) -> str | None:
         """What memlane indexes for a value: the configured fields' text; ``""`` (nothing) for ``index=False``."""
+        if self.index_config is None:
+            return None  # as LangGraph: without an index config, index= is ignored; memlane indexes the value's JSON
         if index is False:
             return ""
         fields = self._fields if index is None else list(index)
-        if fields == ["$"] and index is None and self.index_config is None:
-            return None  # memlane's own text: the canonical JSON of the value
         texts = [text for field in fields for text in get_text_at_path(value, field)]
         return "\n".join(texts)
 
