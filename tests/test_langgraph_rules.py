@@ -297,3 +297,13 @@ def test_without_an_index_config_the_index_argument_is_ignored(tmp_path: Any) ->
         store = MemlaneStore(mem)
         store.put(("p",), "k", {"note": "walrus"}, index=False)
         assert [r.key for r in store.search(("p",), query="walrus")] == ["k"]
+
+
+def test_a_stored_nul_never_breaks_a_select_and_a_nul_operand_is_refused(mem: Any) -> None:
+    """PostgreSQL's jsonb cannot hold NUL; a value holding one must not fail the statement for its neighbours."""
+    mem.put("z", "nul", {"s": "a\x00b", "n": 1})
+    mem.put("z", "plain", {"s": "ab", "n": 1})
+    assert [i.key for i in mem.select("z", where={"s": "ab"})] == ["plain"]
+    assert "plain" in [i.key for i in mem.select("z", where={"n": 1})]
+    with pytest.raises(w.ValidationError, match="NUL"):
+        mem.select("z", where={"s": "a\x00b"})

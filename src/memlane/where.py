@@ -106,15 +106,23 @@ def _add(out: list[Condition], path: tuple[str, ...], want: Any, field: str) -> 
 
 def _json(value: Any, path: tuple[str, ...], field: str) -> Any:
     """The operand as plain JSON (tuples become lists), refusing what JSON cannot hold."""
-    if value is None or isinstance(value, bool | str):
+    if isinstance(value, str):
+        if "\x00" in value:  # PostgreSQL's jsonb cannot hold it, so no backend compares it
+            raise ValidationError(field, f"value at {'.'.join(path)!r} contains a NUL character")
+        return value
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int | float):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValidationError(field, f"value at {'.'.join(path)!r} is NaN or Infinity")
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an integer no double can hold, so SQLite could not compare it
+            finite = False
+        if not finite:
+            raise ValidationError(field, f"value at {'.'.join(path)!r} is NaN, Infinity or beyond a double's range")
         return value
     if isinstance(value, list | tuple):
         return [_json(x, path, field) for x in value]
-    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+    if isinstance(value, Mapping) and all(isinstance(k, str) and "\x00" not in k for k in value):
         return {k: _json(x, path, field) for k, x in value.items()}
     raise ValidationError(field, f"value at {'.'.join(path)!r} is a {type(value).__name__}, not JSON")
 
@@ -237,7 +245,12 @@ def sqlite_sql(where: list[Condition], column: str = "items.value") -> tuple[str
     return (" AND ".join(parts) or "1"), params
 
 
-def postgres_sql(where: list[Condition], column: str = "items.value::jsonb") -> tuple[str, list[Any]]:
+# jsonb refuses the escape of NUL (\u0000), which a stored string may hold: such a value is read as having no
+# fields rather than failing the statement for every row in scope
+_PG_VALUE = "(CASE WHEN strpos(items.value, '\\u0000') = 0 THEN items.value::jsonb END)"
+
+
+def postgres_sql(where: list[Condition], column: str = _PG_VALUE) -> tuple[str, list[Any]]:
     """``where`` as one PostgreSQL condition over the jsonb ``column`` (``TRUE`` when empty), with its parameters.
 
     Numbers travel as text and compare as ``numeric``: the exact decimal that
