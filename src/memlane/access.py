@@ -634,6 +634,10 @@ class AgentView:
         """Namespaces the agent may see."""
         return self._scoped.namespaces(prefix, max_depth=max_depth)
 
+    def select(self, namespace_prefix: Any = (), **kwargs: Any) -> builtins.list[Item]:
+        """``Memory.select`` over every readable prefix, in one statement."""
+        return self._scoped.select(namespace_prefix, **kwargs)
+
     def summarize(
         self, namespace_prefix: Any = (), *, depth: int = 3, key_prefix: str = ""
     ) -> dict[str, dict[str, int]]:

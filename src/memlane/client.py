@@ -243,6 +243,18 @@ class Client:
         """Namespaces the agent may see."""
         return [tuple(ns) for ns in self._send("namespaces", locals())["namespaces"]]
 
+    def select(
+        self,
+        namespace_prefix: Namespace | str = (),
+        *,
+        where: Mapping[str, Any] | None = None,
+        order: str = "updated_desc",
+        limit: int = 10,
+        offset: int = 0,
+    ) -> builtins.list[Item]:
+        """Items whose value meets field conditions, evaluated in the service's database; see :meth:`Memory.select`."""
+        return [Item.from_dict(i) for i in self._send("select", locals())["items"]]
+
     def summarize(
         self, namespace_prefix: Namespace | str = (), *, depth: int = 3, key_prefix: str = ""
     ) -> dict[str, dict[str, int]]:

@@ -512,6 +512,33 @@ class Memory:
         depth = v.limit(max_depth, "max_depth", maximum=8)
         return sorted({ns[:depth] for ns in found})
 
+    def select(
+        self,
+        namespace_prefix: Namespace | str = (),
+        *,
+        where: Mapping[str, Any] | None = None,
+        order: str = "updated_desc",
+        limit: int = 10,
+        offset: int = 0,
+    ) -> builtins.list[Item]:
+        """Items under a prefix whose value meets conditions, evaluated in the database, one page.
+
+        ``where`` maps dotted field paths to a value (equality) or to operators
+        ``$eq $ne $gt $gte $lt $lte``: ``{"kind": "note", "stats.score": {"$gte": 3}}``.
+        Comparisons are type-aware (see :mod:`memlane.where`). ``order`` is
+        ``"updated_desc"`` (newest first, then address) or ``"address"``;
+        ``limit`` is 1..1000 and ``offset`` skips that many matches (0..1,000,000).
+        """
+        from . import where as w
+
+        within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
+        conditions = w.conditions(where)
+        if order not in ("updated_desc", "address"):
+            raise ValidationError("order", f"{order!r} is not one of updated_desc, address")
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
+            raise ValidationError("offset", "must be an integer from 0 to 1,000,000")
+        return self._store.select(within, conditions, order, v.limit(limit, maximum=1000), offset, self._now())
+
     def summarize(
         self, namespace_prefix: Namespace | str = (), *, depth: int = 3, key_prefix: str = ""
     ) -> dict[str, dict[str, int]]:

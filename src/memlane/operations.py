@@ -145,6 +145,7 @@ OPERATIONS: tuple[Operation, ...] = (
     _op("clear", "deleted", "Delete every item under a writable namespace prefix."),
     _op("list", "page", "Items in address order, one page at a time."),
     _op("namespaces", "namespaces", "Namespaces the caller may see."),
+    _op("select", "items", "Items under a prefix whose value meets field conditions (in SQL), newest first, paged."),
     _op("summarize", "summary", "The taxonomy map: key paths cut at depth, with counts, per namespace."),
     _op("history", "versions", "Past versions of an address, newest first."),
     _op("search", "envelope", "Ranked search: nominate, fuse (RRF), confirm against live rows.",

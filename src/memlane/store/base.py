@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 from ..model import Item, Namespace, Stats, Version
 from ..retention import RetentionRule
+from ..where import Condition
 from . import retention_tables
 from ._common import EVERYTHING, SqlSession
 
@@ -269,3 +270,14 @@ class Store(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections. Idempotent."""
+
+    @abstractmethod
+    def select(
+        self, within: Within, where: Sequence[Condition], order: str, limit: int, offset: int, now: datetime
+    ) -> builtins.list[Item]:
+        """Live items inside ``within`` whose value meets every condition, in one statement.
+
+        ``where`` is already validated (:mod:`memlane.where`) and is rendered as
+        bound SQL, never formatted into it. ``order`` is ``updated_desc``
+        (newest first, then address) or ``address``; ``offset`` items are skipped.
+        """

@@ -985,3 +985,19 @@ class PostgresStore(Store):
 
             runner = self._query_runner = PostgresRunner(self)
         return runner
+
+    # -- conditions on values (Memory.select) ---------------------------------
+
+    def select(
+        self, within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
+    ) -> builtins.list[Item]:
+        """Live items inside ``within`` meeting ``where`` (jsonb ``#>`` with bound paths), paged."""
+        from .. import where as w
+
+        live, params = self._filter(within, "", now)
+        test, test_params = w.postgres_sql(builtins.list(where))
+        ordering = "updated_at DESC, namespace, key" if order == "updated_desc" else "namespace, key"
+        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {live} AND {test} ORDER BY {ordering} LIMIT %s OFFSET %s"
+        with self._conn() as conn:
+            rows = conn.execute(sql, [*params, *test_params, limit, offset]).fetchall()
+        return [c.row_to_item(r) for r in rows]

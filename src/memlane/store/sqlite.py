@@ -1040,3 +1040,20 @@ class SqliteStore(Store):
 
                 runner = self._query_runner = SqliteRunner(self)
             return runner
+
+    # -- conditions on values (Memory.select) ---------------------------------
+
+    def select(
+        self, within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
+    ) -> builtins.list[Item]:
+        """Live items inside ``within`` meeting ``where`` (json_type/json_extract, bound paths), paged."""
+        from .. import where as w
+
+        live, params = self._filter(within, "", now)
+        test, test_params = w.sqlite_sql(builtins.list(where))
+        ordering = "updated_at DESC, namespace, key" if order == "updated_desc" else "namespace, key"
+        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {live} AND {test} ORDER BY {ordering} LIMIT ? OFFSET ?"
+        with self._lock:
+            self._check_open()
+            rows = self._conn.execute(sql, [*params, *test_params, limit, offset]).fetchall()
+        return [c.row_to_item(r) for r in rows]

@@ -1,0 +1,682 @@
+"""memlane as a LangGraph store: ``MemlaneStore`` and ``AsyncMemlaneStore`` (``pip install 'memlane[langgraph]'``).
+
+A thin adapter: every LangGraph operation becomes calls to one
+:class:`~memlane.memory.Memory` (or a :class:`~memlane.client.Client` talking to
+a ``memlane serve``), so the graph's memories are ordinary memlane items with
+history, search, rooms and the query space around them.
+
+- ``GetOp`` runs of consecutive gets are one ``get_many``; ``PutOp`` runs are one
+  ``put_many`` transaction (``value=None`` deletes); ``SearchOp`` without a query
+  is one ``select`` (the filter evaluated in SQL, newest first), with a query a
+  ranked ``search``; ``ListNamespacesOp`` reads ``namespaces``.
+- Namespaces and keys LangGraph allows but memlane's own rules refuse are stored
+  under a reversible encoding (:func:`encode_namespace`, :func:`encode_key`):
+  ``%``, ``/`` and control characters are percent-escaped, dots a key cannot
+  start, end or double are escaped, labels past the seventh are packed into the
+  eighth segment joined by ``%|``. Ordinary names are stored unchanged.
+
+See docs/langgraph.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import concurrent.futures
+import contextlib
+import functools
+import logging
+import re
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        IndexConfig,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+    )
+    from langgraph.store.base.embed import get_text_at_path
+except ImportError as e:  # pragma: no cover - the langgraph extra
+    raise ImportError("memlane.langgraph needs LangGraph: pip install 'memlane[langgraph]'") from e
+
+from . import validate as v
+from . import where as w
+from .model import Item as MemlaneItem
+from .search.embedders import Embedder, resolve_embedder
+
+__all__ = [
+    "AsyncMemlaneStore",
+    "MemlaneSearchItem",
+    "MemlaneStore",
+    "decode_key",
+    "decode_namespace",
+    "encode_key",
+    "encode_namespace",
+]
+
+logger = logging.getLogger(__name__)
+
+TTL_FIELD = "langgraph_ttl_minutes"  # in an item's metadata: the TTL a read refreshes
+PACK = "%|"  # joins the labels past the seventh inside the eighth segment; escaping never makes it
+EMPTY_KEY = "%!"  # the empty key; escaping never makes it either
+_UNSAFE = re.compile(r"[%/\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_ESCAPED = re.compile(r"%u([0-9A-F]{4})|%([0-9A-F]{2})")
+_LABELS_KEPT = v.MAX_SEGMENTS - 1
+# a query's ranked candidates a filter is then applied to: this many times the page, at least 50
+FILTER_OVERFETCH = 4
+
+
+# -- the reversible encoding ----------------------------------------------------------------------
+
+
+def _escape_char(ch: str) -> str:
+    code = ord(ch)
+    return f"%{code:02X}" if code < 0x100 else f"%u{code:04X}"
+
+
+def _escape(text: str) -> str:
+    return _UNSAFE.sub(lambda m: _escape_char(m.group()), text)
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPED.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
+
+
+def _label(label: str, first: bool) -> str:
+    text = _escape(label)
+    if first and text == v.RESERVED:  # memlane keeps this root for itself
+        text = "%5F" + text[1:]
+    return text
+
+
+@functools.lru_cache(maxsize=4096)
+def encode_namespace(namespace: tuple[str, ...]) -> tuple[str, ...]:
+    """A LangGraph namespace as memlane segments: escaped labels; labels past the seventh packed into the eighth.
+
+    Ordinary labels (no ``%``, ``/`` or control characters) are stored as they are.
+    """
+    labels = [_label(label, i == 0) for i, label in enumerate(namespace)]
+    if len(labels) <= v.MAX_SEGMENTS:
+        return tuple(labels)
+    return (*labels[:_LABELS_KEPT], PACK.join(labels[_LABELS_KEPT:]))
+
+
+@functools.lru_cache(maxsize=4096)
+def decode_namespace(segments: tuple[str, ...]) -> tuple[str, ...]:
+    """The LangGraph namespace :func:`encode_namespace` stored as ``segments``."""
+    parts = list(segments[:_LABELS_KEPT])
+    if len(segments) > _LABELS_KEPT:
+        parts += segments[_LABELS_KEPT].split(PACK)
+    return tuple(_unescape(p) for p in parts)
+
+
+@functools.lru_cache(maxsize=16384)
+def encode_key(key: str) -> str:
+    """A LangGraph key as a memlane key: ``%`` and control characters escaped, and the dots memlane's taxonomy
+    refuses (leading, trailing, doubled); ``""`` is ``%!``."""
+    if key == "":
+        return EMPTY_KEY
+    text = _escape(key)
+    if "." in text and (text[0] == "." or text[-1] == "." or ".." in text):
+        chars = list(text)
+        for i, ch in enumerate(chars):
+            if ch == "." and (i == 0 or i == len(chars) - 1 or text[i - 1] == "." or text[i + 1] == "."):
+                chars[i] = "%2E"
+        text = "".join(chars)
+    return text
+
+
+@functools.lru_cache(maxsize=16384)
+def decode_key(key: str) -> str:
+    """The LangGraph key :func:`encode_key` stored as ``key``."""
+    return "" if key == EMPTY_KEY else _unescape(key)
+
+
+def _validate_labels(namespace: Sequence[str]) -> None:
+    """LangGraph's own label rules, for ops given to ``batch`` directly (``BaseStore`` methods check them first)."""
+    for label in namespace:
+        if not isinstance(label, str):
+            raise InvalidNamespaceError(f"Namespace labels must be strings, got {type(label).__name__} in {namespace}")
+        if not label:
+            raise InvalidNamespaceError(f"Namespace labels cannot be empty strings. Got {namespace}")
+        if "." in label or "\x00" in label:
+            raise InvalidNamespaceError(f"Namespace labels cannot contain periods or NUL bytes. Got {namespace}")
+
+
+# -- search results ----------------------------------------------------------------------------------
+
+
+class MemlaneSearchItem(SearchItem):
+    """A LangGraph ``SearchItem`` that also carries memlane's per-channel ranks and raw scores.
+
+    ``score`` is what LangGraph defines: the vector similarity when the search was
+    semantic (``None`` for a search without a query). ``ranks`` and
+    ``channel_scores`` are memlane's view of the same hit (see :class:`memlane.Hit`).
+    """
+
+    __slots__ = ("channel_scores", "ranks")
+
+    def __init__(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        created_at: datetime,
+        updated_at: datetime,
+        score: float | None = None,
+        ranks: dict[str, int] | None = None,
+        channel_scores: dict[str, float] | None = None,
+    ) -> None:
+        super().__init__(namespace, key, value, created_at, updated_at, score)
+        self.ranks = ranks or {}
+        self.channel_scores = channel_scores or {}
+
+
+# -- embeddings ---------------------------------------------------------------------------------------
+
+
+class LangChainEmbedder:
+    """A LangChain ``Embeddings`` (or a plain function of texts) as a memlane embedder."""
+
+    def __init__(self, embeddings: Any, dimension: int, name: str) -> None:
+        self.embeddings = embeddings
+        self.dimension = dimension
+        self.name = name
+
+    def embed_batch(self, texts: Sequence[str]) -> builtins.list[builtins.list[float]]:
+        if not texts:
+            return []
+        return [[float(x) for x in vec] for vec in self.embeddings.embed_documents(list(texts))]
+
+
+def embedder_for(index: IndexConfig) -> Embedder | None:
+    """The memlane embedder an index config's ``embed`` names: a LangChain ``Embeddings``, a function of a list of
+    texts, or a memlane embedder name (``"minilm"``, ``"fake"``, ``"openai:<model>"``)."""
+    embed = index.get("embed")
+    dims = index.get("dims")
+    if embed is None:
+        return None
+    if isinstance(embed, str):
+        embedder = resolve_embedder(embed)
+    else:
+        if dims is None:
+            raise ValueError("index config: give 'dims' with an Embeddings object or function")
+        from langgraph.store.base.embed import ensure_embeddings
+
+        embeddings = ensure_embeddings(embed)
+        label = getattr(embed, "__qualname__", None) or type(embed).__name__
+        embedder = LangChainEmbedder(embeddings, int(dims), f"langgraph:{label}:{dims}")
+    if embedder is not None and dims is not None and embedder.dimension != dims:
+        raise ValueError(f"index config: dims is {dims} but embedder {embedder.name!r} makes {embedder.dimension}")
+    return embedder
+
+
+# -- the adapter ---------------------------------------------------------------------------------------
+
+
+class _Adapter:
+    """What both stores share: the mapping from LangGraph ops to memory calls (sync; the async store threads it)."""
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        memory: Any,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        channels: Sequence[str] | None = None,
+        owns_memory: bool = False,
+    ) -> None:
+        """
+        Args:
+            memory: a :class:`memlane.Memory` or a :class:`memlane.Client`.
+            index: LangGraph's index config: ``fields`` (JSON paths, default ``["$"]``, the whole value) decide
+                the text memlane indexes; ``embed``/``dims`` are used by ``from_conn_string`` (a memory or
+                service you pass makes vectors with its own embedder).
+            ttl: LangGraph's TTL config (``default_ttl`` minutes, ``refresh_on_read``, ``sweep_interval_minutes``).
+            channels: memlane channels a query searches; default ``("vector",)`` with an index config
+                (``score`` is the similarity, as LangGraph's), else ``("lexical",)``. ``("lexical", "vector")``
+                is memlane's hybrid ranking.
+        """
+        self.memory = memory
+        self.index_config = index
+        self.ttl_config = ttl
+        self._fields: builtins.list[str] = list((index or {}).get("fields") or ["$"])
+        self._channels = tuple(channels) if channels else (("vector",) if index else ("lexical",))
+        self._owns = owns_memory
+        self._sweeper: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- ops ------------------------------------------------------------------------------------------
+
+    def _batch(self, ops: Iterable[Op]) -> builtins.list[Result]:
+        ops = list(ops)
+        results: builtins.list[Result] = [None] * len(ops)
+        i = 0
+        while i < len(ops):
+            j = i
+            kind = type(ops[i])
+            while j < len(ops) and type(ops[j]) is kind and kind in (GetOp, PutOp):
+                j += 1
+            j = max(j, i + 1)
+            run = ops[i:j]
+            for op in run:
+                self._check(op)
+            if kind is GetOp:
+                results[i:j] = self._get(run)  # type: ignore[arg-type]
+            elif kind is PutOp:
+                self._put(run)  # type: ignore[arg-type]
+            elif kind is SearchOp:
+                results[i] = self._search(run[0])  # type: ignore[arg-type]
+            elif kind is ListNamespacesOp:
+                results[i] = self._list_namespaces(run[0])  # type: ignore[arg-type]
+            else:
+                raise ValueError(f"unknown operation {kind.__name__}")
+            i = j
+        return results
+
+    @staticmethod
+    def _check(op: Op) -> None:
+        if isinstance(op, GetOp | PutOp):
+            _validate_labels(op.namespace)
+        elif isinstance(op, SearchOp):
+            _validate_labels(op.namespace_prefix)
+        elif isinstance(op, ListNamespacesOp):
+            for condition in op.match_conditions or ():
+                _validate_labels([label for label in condition.path if label != "*"])
+
+    def _get(self, ops: Sequence[GetOp]) -> builtins.list[Item | None]:
+        if len(ops) == 1:  # the common case: memlane's point lookup is cheaper than a one-address get_many
+            found = [self.memory.get(encode_namespace(tuple(ops[0].namespace)), encode_key(ops[0].key))]
+        else:
+            found = self.memory.get_many([(encode_namespace(tuple(op.namespace)), encode_key(op.key)) for op in ops])
+        self._refresh([item for op, item in zip(ops, found, strict=True) if item is not None and op.refresh_ttl])
+        return [None if item is None else _item(item) for item in found]
+
+    def _put(self, ops: Sequence[PutOp]) -> None:
+        last: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:  # the last write to an address wins, as in LangGraph's stores
+            address = (encode_namespace(tuple(op.namespace)), encode_key(op.key))
+            last.pop(address, None)
+            last[address] = op
+        records = []
+        for (namespace, key), op in last.items():
+            if op.value is None:
+                self.memory.delete(namespace, key)
+                continue
+            minutes = op.ttl
+            records.append(
+                {
+                    "namespace": namespace,
+                    "key": key,
+                    "value": op.value,
+                    "text": self._text(op.value, op.index),
+                    "metadata": {TTL_FIELD: minutes} if minutes is not None else None,
+                    "ttl": None if minutes is None else minutes * 60,
+                }
+            )
+        if records:
+            self.memory.put_many(records)
+
+    def _text(self, value: Any, index: Any) -> str | None:
+        """What memlane indexes for a value: the configured fields' text; ``""`` (nothing) for ``index=False``."""
+        if self.index_config is None:
+            return None  # as LangGraph: without an index config, index= is ignored; memlane indexes the value's JSON
+        if index is False:
+            return ""
+        fields = self._fields if index is None else list(index)
+        texts = [text for field in fields for text in get_text_at_path(value, field)]
+        return "\n".join(texts)
+
+    def _refresh(self, items: Sequence[MemlaneItem]) -> None:
+        """Restart the TTL of items read with refresh: a rewrite of the same value (memlane has no touch)."""
+        records = [
+            {
+                "namespace": item.namespace,
+                "key": item.key,
+                "value": item.value,
+                "text": item.text,
+                "metadata": item.metadata,
+                "ttl": item.metadata[TTL_FIELD] * 60,
+            }
+            for item in items
+            if item.metadata.get(TTL_FIELD) is not None
+        ]
+        if records:
+            self.memory.put_many(records)
+
+    def _search(self, op: SearchOp) -> builtins.list[SearchItem]:
+        prefix = encode_namespace(tuple(op.namespace_prefix))
+        deep = len(op.namespace_prefix) > _LABELS_KEPT  # the packed segment: narrowed here, then exactly below
+        if deep:
+            prefix = prefix[:_LABELS_KEPT]
+        conditions = w.conditions(op.filter, "filter")
+        if op.limit <= 0 or op.offset < 0:
+            return []
+        if not op.query:
+            if not deep:
+                found = self.memory.select(prefix, where=op.filter, limit=op.limit, offset=op.offset)
+            else:
+                found = self._select_deep(op, prefix)
+            self._refresh([i for i in found if op.refresh_ttl])
+            return [_search_item(i, None) for i in found]
+        wanted = op.offset + op.limit
+        fetch = min(1000, max(50, FILTER_OVERFETCH * wanted)) if conditions or deep else min(1000, wanted)
+        env = self.memory.search(op.query, namespace_prefix=prefix, limit=fetch, channels=self._channels)
+        hits = [
+            h
+            for h in env.hits
+            if (not conditions or w.matches(h.value, conditions))
+            and (not deep or decode_namespace(h.namespace)[: len(op.namespace_prefix)] == op.namespace_prefix)
+        ][op.offset : wanted]
+        if op.refresh_ttl:
+            self._refresh([h.item for h in hits])
+        semantic = "vector" in self._channels
+        return [
+            _search_item(
+                h.item,
+                h.channel_scores.get("vector") if semantic else h.score,
+                h.ranks,
+                h.channel_scores,
+            )
+            for h in hits
+        ]
+
+    def _select_deep(self, op: SearchOp, prefix: tuple[str, ...]) -> builtins.list[MemlaneItem]:
+        """A prefix deeper than seven labels: page through its first seven, keep the exact matches."""
+        out: builtins.list[MemlaneItem] = []
+        skip, offset, page = op.offset, 0, 1000
+        while len(out) < op.limit:
+            batch = self.memory.select(prefix, where=op.filter, limit=page, offset=offset)
+            for item in batch:
+                if decode_namespace(item.namespace)[: len(op.namespace_prefix)] == op.namespace_prefix:
+                    if skip:
+                        skip -= 1
+                    elif len(out) < op.limit:
+                        out.append(item)
+            if len(batch) < page:
+                break
+            offset += page
+        return out
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> builtins.list[tuple[str, ...]]:
+        literal: builtins.list[str] = []
+        for condition in op.match_conditions or ():
+            if condition.match_type == "prefix":
+                for label in condition.path:
+                    if label == "*":
+                        break
+                    literal.append(label)
+                break
+        prefix = encode_namespace(tuple(literal[:_LABELS_KEPT]))
+        found = {decode_namespace(ns) for ns in self.memory.namespaces(prefix)}
+        kept = {ns for ns in found if all(_does_match(c, ns) for c in op.match_conditions or ())}
+        if op.max_depth is not None:
+            kept = {ns[: op.max_depth] for ns in kept}
+        return sorted(kept)[op.offset : op.offset + op.limit]
+
+    # -- lifetime and TTL -------------------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        migrate = getattr(self.memory, "migrate", None)  # a Client: the service migrated its store
+        if migrate is not None:
+            migrate()
+
+    def _sweep(self) -> int:
+        report = getattr(self.memory, "cleanup_report", None)
+        return int(report().expired_items) if report is not None else int(self.memory.cleanup())
+
+    def _interval_s(self, minutes: float | None) -> float:
+        return float(minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5) * 60
+
+    def close(self) -> None:
+        """Stop the sweeper, and close the memory if this store opened it (``from_conn_string``)."""
+        self._stop.set()
+        if self._owns:
+            self.memory.close()
+
+
+def _item(item: MemlaneItem) -> Item:
+    return Item(
+        value=item.value,
+        key=decode_key(item.key),
+        namespace=decode_namespace(item.namespace),
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+    )
+
+
+def _search_item(
+    item: MemlaneItem,
+    score: float | None,
+    ranks: dict[str, int] | None = None,
+    channel_scores: dict[str, float] | None = None,
+) -> MemlaneSearchItem:
+    return MemlaneSearchItem(
+        decode_namespace(item.namespace),
+        decode_key(item.key),
+        item.value,
+        item.created_at,
+        item.updated_at,
+        score,
+        ranks,
+        channel_scores,
+    )
+
+
+def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    pairs = (
+        zip(namespace, path, strict=False)
+        if condition.match_type == "prefix"
+        else zip(reversed(namespace), reversed(path), strict=False)
+    )
+    if condition.match_type not in ("prefix", "suffix"):
+        raise ValueError(f"unsupported match type {condition.match_type!r}")
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+def _open(conn_string: str, index: IndexConfig | None, embedder: Any) -> Any:
+    from .memory import open as open_memory
+
+    chosen = embedder if embedder is not None else (embedder_for(index) if index else None)
+    # sync indexing: LangGraph's stores embed before put returns, so a search right after a put finds it
+    return open_memory(conn_string, embedder=chosen, indexing="sync")
+
+
+class MemlaneStore(_Adapter, BaseStore):
+    """A LangGraph ``BaseStore`` over a :class:`memlane.Memory` or a :class:`memlane.Client`.
+
+    >>> store = MemlaneStore(memlane.open("memory.db"))        # doctest: +SKIP
+    >>> graph = builder.compile(store=store)                   # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        memory: Any,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        channels: Sequence[str] | None = None,
+    ) -> None:
+        _Adapter.__init__(self, memory, index=index, ttl=ttl, channels=channels)
+
+    @classmethod
+    @contextlib.contextmanager
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        embedder: Any = None,
+        channels: Sequence[str] | None = None,
+    ) -> Iterator[MemlaneStore]:
+        """Open a memlane store at a path, ``:memory:``, ``sqlite:///...`` or ``postgresql://...``; closed on exit.
+
+        ``index["embed"]`` makes the vectors (``embedder=`` overrides it with any memlane embedder).
+        """
+        store = cls(_open(conn_string, index, embedder), index=index, ttl=ttl, channels=channels)
+        store._owns = True
+        try:
+            yield store
+        finally:
+            store.stop_ttl_sweeper(timeout=5)
+            store.close()
+
+    def setup(self) -> None:
+        """Apply memlane's pending migrations (``open`` already does; kept for LangGraph's API). Idempotent."""
+        self._setup()
+
+    def batch(self, ops: Iterable[Op]) -> builtins.list[Result]:
+        """Run ops in order; results in order (``None`` for a put)."""
+        return self._batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> builtins.list[Result]:
+        """``batch`` in a worker thread (memlane's calls are blocking)."""
+        return await asyncio.to_thread(self._batch, list(ops))
+
+    def sweep_ttl(self) -> int:
+        """Delete expired items physically; returns how many (they were already invisible)."""
+        return self._sweep()
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> concurrent.futures.Future[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's, else 5) in a daemon thread."""
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if not self.ttl_config or (self._sweeper is not None and self._sweeper.is_alive()):
+            future.set_result(None)
+            return future
+        self._stop.clear()
+        interval = self._interval_s(sweep_interval_minutes)
+
+        def loop() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    self.sweep_ttl()
+                except Exception:  # a failed sweep is retried at the next interval
+                    logger.exception("memlane TTL sweep failed")
+            future.set_result(None)
+
+        self._sweeper = threading.Thread(target=loop, daemon=True, name="memlane-ttl-sweeper")
+        self._sweeper.start()
+        future.add_done_callback(lambda f: self._stop.set() if f.cancelled() else None)
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; ``False`` if it did not stop within ``timeout`` seconds."""
+        if self._sweeper is None or not self._sweeper.is_alive():
+            return True
+        self._stop.set()
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+
+class AsyncMemlaneStore(_Adapter, BaseStore):
+    """The async twin of :class:`MemlaneStore`, used like LangGraph's ``AsyncSqliteStore``.
+
+    Each batch runs in a worker thread; ``setup``, ``sweep_ttl`` and the sweeper are coroutines.
+    """
+
+    def __init__(
+        self,
+        memory: Any,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        channels: Sequence[str] | None = None,
+    ) -> None:
+        _Adapter.__init__(self, memory, index=index, ttl=ttl, channels=channels)
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        embedder: Any = None,
+        channels: Sequence[str] | None = None,
+    ) -> AsyncIterator[AsyncMemlaneStore]:
+        """``MemlaneStore.from_conn_string`` as an async context manager."""
+        memory = await asyncio.to_thread(_open, conn_string, index, embedder)
+        store = cls(memory, index=index, ttl=ttl, channels=channels)
+        store._owns = True
+        try:
+            yield store
+        finally:
+            await store.stop_ttl_sweeper(timeout=5)
+            await asyncio.to_thread(store.close)
+
+    async def setup(self) -> None:
+        """Apply memlane's pending migrations. Idempotent."""
+        await asyncio.to_thread(self._setup)
+
+    def batch(self, ops: Iterable[Op]) -> builtins.list[Result]:
+        """Run ops in order in this thread (for sync callers of an async store)."""
+        return self._batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> builtins.list[Result]:
+        """Run ops in order in a worker thread; results in order."""
+        return await asyncio.to_thread(self._batch, list(ops))
+
+    async def sweep_ttl(self) -> int:
+        """Delete expired items physically; returns how many."""
+        return await asyncio.to_thread(self._sweep)
+
+    async def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> asyncio.Task[None]:
+        """Sweep every interval in a task of the running loop."""
+        if not self.ttl_config:
+            return asyncio.create_task(asyncio.sleep(0))
+        if self._task is not None and not self._task.done():
+            return self._task
+        interval = self._interval_s(sweep_interval_minutes)
+        stop = asyncio.Event()
+        self._stop_async = stop
+
+        async def loop() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=interval)
+                    return
+                except TimeoutError:
+                    pass
+                try:
+                    await self.sweep_ttl()
+                except Exception:
+                    logger.exception("memlane TTL sweep failed")
+
+        self._task = asyncio.create_task(loop(), name="memlane-ttl-sweeper")
+        return self._task
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper task; ``False`` if it did not stop within ``timeout`` seconds."""
+        if self._task is None or self._task.done():
+            return True
+        self._stop_async.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout=timeout)
+        except TimeoutError:
+            return False
+        self._task = None
+        return True
