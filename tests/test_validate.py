@@ -118,6 +118,13 @@ REFUSALS: list[tuple[Any, Any, dict[str, Any], tuple[str, ...]]] = [
     (v.namespace, ("a\x00",), {}, ("segment 'a\\x00' contains a control character", "or a lone surrogate")),
     (v.namespace, "a/b\nc", {}, ("segment 'b\\nc' contains a control character", "or a lone surrogate")),
     (v.namespace, ("\ud800",), {}, ("segment '\\ud800' contains a control character", "or a lone surrogate")),
+    (v.namespace, ("€" * 100,), {}, ("segment is 300 bytes in UTF-8", "at most 256 (128 characters", "shorten it")),
+    (
+        v.namespace,
+        ("_memlane", "x"),
+        {},
+        ("'_memlane' is reserved for memlane's own records and holds no items", "choose another first segment"),
+    ),
     (v.namespace, 5, {}, ("must be a tuple of strings or 'a/b' text", "not int")),
     (v.namespace, None, {"allow_empty": True}, ("must be a tuple of strings or 'a/b' text", "not NoneType")),
     (v.namespace, {"a": 1}, {}, ("must be a tuple of strings or 'a/b' text", "not dict")),
@@ -128,6 +135,7 @@ REFUSALS: list[tuple[Any, Any, dict[str, Any], tuple[str, ...]]] = [
     (v.key, "", {}, ("is empty",)),
     (v.key, "k" * 257, {}, ("is 257 characters", "at most 256")),
     (v.key, "k" * 1000, {}, ("is 1000 characters", "at most 256")),
+    (v.key, "€" * 200, {}, ("is 600 bytes in UTF-8", "at most 512 (256 characters, two bytes each", "shorten it")),
     (v.key, "a\tb", {}, ("contains a control character or a lone surrogate",)),
     (v.key, "a\ud800", {}, ("contains a control character or a lone surrogate",)),
     (v.key, ".", {}, ("'.' has an empty taxonomy segment", "(leading, trailing or doubled '.')")),
@@ -225,6 +233,7 @@ REFUSALS: list[tuple[Any, Any, dict[str, Any], tuple[str, ...]]] = [
     (v.query, 42, {}, ("must be a string", "not int")),
     (v.query, "x" * 4097, {}, ("is 4,097 characters", "at most 4,096")),
     (v.query, "x" * 5000, {}, ("is 5,000 characters", "at most 4,096")),
+    (v.query, "a\x00b\x00", {}, ("contains a NUL character (U+0000) at position 1", "JSON escapes it)")),
     (v.query, "caf\udce9", {}, ("contains a lone UTF-16 surrogate, which is not valid Unicode text",)),
 ]
 
@@ -520,6 +529,41 @@ def test_a_remembered_namespace_gets_the_same_answer_as_a_fresh_one():
 
 class UnhashableText(str):
     __hash__ = None  # type: ignore[assignment]
+
+
+def test_segments_given_as_str_subclasses_come_back_as_plain_text():
+    # every segment a subclass (none plain): each must still be read as its plain text
+    got = v.namespace((UnhashableText("a"), UnhashableText("b")))
+    assert got == ("a", "b")
+    assert [type(seg) for seg in got] == [str, str]
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragments"),
+    [
+        ("yesterday", ("is not an ISO-8601 time ('yesterday')", "write e.g. 2026-03-01T09:00:00Z")),
+        ("2026-13-01", ("is not an ISO-8601 time ('2026-13-01')", "write e.g. 2026-03-01T09:00:00Z")),
+        (1_700_000_000, ("must be a datetime or ISO-8601 text", "not int")),
+        ([2026, 1, 1], ("must be a datetime or ISO-8601 text", "not list")),
+        ("0001-01-01T00:00+01:00", ("0001-01-01T00:00:00+01:00 falls outside the years 1 to 9999", "inside them")),
+    ],
+    ids=["word", "month13", "int", "list", "year0"],
+)
+def test_time_refusals_name_the_callers_field(raw, fragments):
+    with pytest.raises(ValidationError) as e:
+        v.time(raw, "valid_from")
+    assert_refusal(e.value, "valid_from", fragments)
+
+
+def test_time_without_a_zone_is_utc_and_with_one_is_converted_to_utc():
+    from datetime import UTC, datetime, timedelta, timezone
+
+    assert v.time(None, "at") is None
+    naive = v.time("2026-03-01T09:00:00", "at")
+    assert naive == datetime(2026, 3, 1, 9, tzinfo=UTC) and naive.tzinfo is UTC
+    assert v.time(datetime(2026, 3, 1, 9), "at").tzinfo is UTC
+    shifted = v.time(datetime(2026, 3, 1, 9, tzinfo=timezone(timedelta(hours=2))), "at")
+    assert shifted == datetime(2026, 3, 1, 7, tzinfo=UTC) and shifted.tzinfo is UTC
 
 
 def test_unhashable_text_namespace_is_one_segment_not_its_characters():

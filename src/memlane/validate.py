@@ -194,13 +194,10 @@ def canonical_json(value: Any, field: str, max_chars: int) -> str:
     except ValueError as e:
         if "Out of range float" in str(e):
             raise ValidationError(field, "contains NaN or Infinity; JSON numbers must be finite") from e
-        if "Circular reference" in str(e):
-            raise ValidationError(field, "contains itself (a reference cycle); JSON values are trees") from e
+        # a cycle or nesting past MAX_DEPTH never gets here: _check_tree refused it above
         raise ValidationError(field, f"cannot be stored as JSON ({e})") from e
     except TypeError as e:
         raise ValidationError(field, f"is not JSON-serialisable ({e})") from e
-    except RecursionError as e:
-        raise ValidationError(field, "is nested too deeply") from e
     if len(out) > max_chars:
         raise ValidationError(field, f"is {len(out):,} characters as JSON; at most {max_chars:,}")
     _utf8(out, field)
