@@ -79,6 +79,10 @@ class ChooserError(MemlaneError):
     """A recall chooser failed: its service errored or answered nonsense."""
 
 
+class ExtractorError(MemlaneError):
+    """A conversation extractor failed: its service errored, or its answer was malformed or cited unknown turns."""
+
+
 class QueryRefused(MemlaneError, ValueError):
     """A query-space statement was refused or stopped (HTTP 400); nothing ran or nothing changed.
 
@@ -101,6 +105,7 @@ __all__ = [
     "ConflictError",
     "EmbedderError",
     "EmbedderMismatchError",
+    "ExtractorError",
     "ForbiddenError",
     "MemlaneError",
     "NotFoundError",
