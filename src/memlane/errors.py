@@ -80,7 +80,11 @@ class ChooserError(MemlaneError):
 
 
 class ExtractorError(MemlaneError):
-    """A conversation extractor failed: its service errored, or its answer was malformed or cited unknown turns."""
+    """A conversation extractor failed: its service errored, or its answer was malformed or cited unknown turns.
+
+    Raised in the caller's process only (an extractor never travels over the
+    wire), so it has no HTTP answer of its own; ``memlane.extract`` exports it.
+    """
 
 
 class QueryRefused(MemlaneError, ValueError):
@@ -105,7 +109,6 @@ __all__ = [
     "ConflictError",
     "EmbedderError",
     "EmbedderMismatchError",
-    "ExtractorError",
     "ForbiddenError",
     "MemlaneError",
     "NotFoundError",
