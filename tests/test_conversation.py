@@ -190,3 +190,14 @@ def test_the_turns_of_another_session_or_a_deeper_key_are_not_neighbours(tmp_pat
         added = m.add_conversation("chat/1", CHAT[4:5], session="s1")
         assert added[0].key == "s1.t00003"
         assert CHAT[1]["text"] in added[0].text and CHAT[2]["text"] not in added[0].text
+
+
+def test_a_taken_turn_address_is_never_overwritten(mem: Any) -> None:
+    """As when another writer appended the same turn meanwhile: a conflict, and nothing written."""
+    mem.add_conversation("chat/1", CHAT[:2], session="s1")
+    mem.put("chat/1", "s1.t00003", "not a turn, but the address is taken")
+    with pytest.raises(memlane.ConflictError, match="nothing was written, retry"):
+        mem.add_conversation("chat/1", CHAT[2:4], session="s1")
+    assert mem.get("chat/1", "s1.t00003").value == "not a turn, but the address is taken"
+    assert mem.get("chat/1", "s1.t00004") is None
+    assert mem.get("chat/1", "s1.t00002").version == 1  # no window was re-indexed either
