@@ -31,8 +31,8 @@ from .model import Item, Namespace
 if TYPE_CHECKING:
     from .memory import Memory
 
-# Measured on shared/data LoCoMo with bench/conversation.py (docs/benchmarks.md):
-# +/-2 turns found the evidence turn most often; +/-3 starts to drown it.
+# Measured on shared/data LoCoMo with bench/conversation.py (default recall, MiniLM):
+# hit@10 0.832 at +/-1 turn, 0.863 at +/-2; lexical alone 0.804, 0.841, then 0.829 at +/-3.
 DEFAULT_WINDOW = 2
 MAX_WINDOW = 10
 MAX_MESSAGES = 10_000
