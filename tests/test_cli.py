@@ -757,7 +757,7 @@ def test_every_command_has_help_with_an_example() -> None:
     assert set(names) == {
         "set", "note", "get", "fetch", "list", "delete", "clear", "cleanup", "stats",
         "namespaces", "summarize", "history", "search", "recall", "reindex", "index", "export", "import", "migrate",
-        "serve", "grant", "revoke",
+        "ingest", "serve", "grant", "revoke",
         "mcp", "context", "lookup",
     }  # fmt: skip
     for name in names:

@@ -33,6 +33,7 @@ TOOLS = {
     "memory_get",
     "memory_get_many",
     "memory_set",
+    "memory_add_conversation",
     "memory_delete",
     "memory_list",
     "memory_summarize",

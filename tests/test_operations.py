@@ -47,9 +47,11 @@ DELIBERATE: dict[tuple[str, str, str], str] = {
 # parameters an interface leaves out on purpose
 LEFT_OUT: dict[str, set[str]] = {
     # a Python object cannot travel
-    "http": {"chooser"},
+    "http": {"chooser", "extractor"},  # the extractor runs in the caller's process (Client.add_conversation)
     # expert knobs an agent does not need, kept out of its context (each schema costs tokens)
-    "mcp": {"chooser", "embedding", "candidate_k", "rrf_k", "weights", "chunk_chars", "if_absent", "predicate"},
+    # (and the Python objects, as on http)
+    "mcp": {"chooser", "extractor", "embedding", "candidate_k", "rrf_k", "weights", "chunk_chars", "if_absent"}
+    | {"predicate"},
 }
 # the everything-prefix is written '' or [] alike
 EVERYTHING = ("", [], ())

@@ -593,6 +593,10 @@ class AgentView:
                 self._writable(rec["namespace"])
         return self._as_author().put_many(records, if_absent=if_absent)
 
+    def add_conversation(self, namespace: Any, messages: Any, **kwargs: Any) -> builtins.list[Item]:
+        """``Memory.add_conversation`` into a writable namespace."""
+        return self._as_author().add_conversation(self._writable(namespace), messages, **kwargs)
+
     def delete(self, namespace: Any, key: str) -> bool:
         """``Memory.delete`` inside the writable scope."""
         return self._as_author().delete(self._writable(namespace), key)

@@ -44,6 +44,7 @@ from rich.tree import Tree
 
 import memlane
 
+from .conversation import DEFAULT_WINDOW
 from .facts.text import DEFAULT_CHUNK_CHARS
 from .model import Item, namespace_text
 
@@ -1293,6 +1294,66 @@ def import_records(
         _print_json({"imported": count})
     else:
         _console().print(f"Imported {count} record{'s' * (count != 1)}")
+
+
+@_command("ingest")
+def ingest(
+    file: Annotated[str, typer.Argument(help="JSONL file, one message per line; - for stdin.")],
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="Namespace to store the turns in.")],
+    session: Annotated[str | None, typer.Option("--session", help="Session to add to; a new one when omitted.")] = None,
+    at: Annotated[str | None, typer.Option("--at", help="ISO time of messages without one; now if omitted.")] = None,
+    window: Annotated[
+        int, typer.Option("--window", help="Turns each side indexed with a turn (0-10).")
+    ] = DEFAULT_WINDOW,
+    db: Db = None,
+    embedder: EmbedderName = None,
+    as_json: AsJson = False,
+) -> None:
+    """Store a conversation: one item per turn, searchable with its neighbouring turns.
+
+    Each line of FILE is one message, a JSON object {"speaker" or "role", "text",
+    "at"?, "id"?}, in conversation order. Turn N of the session is stored at key
+    SESSION.tNNNNN; with --session, the turns continue that session. All or
+    nothing: a bad line writes no turn.
+
+    Example:
+        memlane ingest chat.jsonl --namespace user/123 --session 2026-03-01
+    """
+    stream = sys.stdin.buffer if file == "-" else open(file, "rb")  # closed below
+    messages: list[Any] = []
+    lines: list[int] = []
+    try:
+        for number, raw in enumerate(stream, 1):
+            if not raw.strip():
+                continue  # tolerate blank lines (an editor's trailing newline)
+            try:
+                messages.append(json.loads(raw))
+            except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+                raise memlane.ValidationError(f"line {number}", f"not valid JSON ({e}); nothing was stored") from None
+            lines.append(number)
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    with _open(db, embedder) as mem:
+        try:
+            items = mem.add_conversation(namespace, messages, session=session, at=at, window=window)
+        except memlane.ValidationError as e:
+            # the core names the message by position: say which line of the file that was
+            found = re.match(r"messages\[(\d+)\](?:\.(\w+))?", e.field)
+            if found is None or int(found.group(1)) >= len(lines):
+                raise
+            where = f"line {lines[int(found.group(1))]}" + (f" ({found.group(2)})" if found.group(2) else "")
+            raise memlane.ValidationError(where, str(e).split(": ", 1)[1] + "; nothing was stored") from e
+    if as_json:
+        _print_json({"items": [i.to_dict() for i in items]})
+    else:
+        first, last = items[0], items[-1]
+        _console().print(
+            Text(
+                f"Stored {len(items)} turn{'s' * (len(items) != 1)} in {namespace_text(first.namespace)} "
+                f"session {first.value['session']!r}: keys {first.key} .. {last.key}"
+            )
+        )
 
 
 # -- facts, claims and sources ---------------------------------------------------

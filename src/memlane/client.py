@@ -14,6 +14,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import errors, wire
+from . import validate as v
+from .conversation import DEFAULT_WINDOW, message_list
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record, record_from_dict
 from .facts.text import DEFAULT_CHUNK_CHARS
 from .memory import CHANNELS, RECORD_FIELDS
@@ -24,6 +26,7 @@ from .retention import RetentionRule
 from .store._common import ns_tuple
 
 if TYPE_CHECKING:
+    from .extract import Extractor
     from .search.choose import Chooser
 
 
@@ -179,6 +182,29 @@ class Client:
                     ) from e
             sent.append(r)
         return [Item.from_dict(i) for i in self._send("put_many", {"records": sent, "if_absent": if_absent})["items"]]
+
+    def add_conversation(
+        self,
+        namespace: Namespace | str,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        session: str | None = None,
+        at: datetime | str | None = None,
+        window: int = DEFAULT_WINDOW,
+        extractor: Extractor | None = None,
+    ) -> builtins.list[Item]:
+        """Store a conversation, one item per turn; see :meth:`Memory.add_conversation`.
+
+        An ``extractor`` runs here, in the caller's process, and files what it
+        finds through this client's facts methods.
+        """
+        sent = {"namespace": namespace, "messages": message_list(messages), "session": session, "at": at}
+        items = [Item.from_dict(i) for i in self._send("add_conversation", {**sent, "window": window})["items"]]
+        if extractor is not None:
+            from .extract import run
+
+            run(self, v.namespace(namespace), items, extractor)
+        return items
 
     def delete(self, namespace: Namespace | str, key: str) -> bool:
         """Delete an item; ``False`` if there was none."""

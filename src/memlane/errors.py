@@ -79,6 +79,14 @@ class ChooserError(MemlaneError):
     """A recall chooser failed: its service errored or answered nonsense."""
 
 
+class ExtractorError(MemlaneError):
+    """A conversation extractor failed: its service errored, or its answer was malformed or cited unknown turns.
+
+    Raised in the caller's process only (an extractor never travels over the
+    wire), so it has no HTTP answer of its own; ``memlane.extract`` exports it.
+    """
+
+
 class QueryRefused(MemlaneError, ValueError):
     """A query-space statement was refused or stopped (HTTP 400); nothing ran or nothing changed.
 

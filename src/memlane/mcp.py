@@ -42,6 +42,7 @@ from pydantic import ValidationError as PydanticValidationError
 from starlette.responses import Response
 
 from . import wire
+from .conversation import DEFAULT_WINDOW
 from .errors import MemlaneError, UnauthorizedError, ValidationError
 from .model import Namespace
 
@@ -128,6 +129,14 @@ keys (preferences.ui.theme, project.deadline) so memory_summarize can map the st
 memory_get can read it back exactly; omit key to file a free-form note (an id is
 generated; find it later with memory_search). Optional: text (what search indexes
 instead of the value), metadata (a JSON object), ttl (seconds until the item expires).""",
+    "memory_add_conversation": """\
+Store a conversation so later searches find the exact turn. Use it to remember what was
+said in a chat or meeting: pass the messages in order, each {speaker or role, text,
+at?, id?}. Each turn becomes an item at key <session>.t<turn> (t00001, t00002...) with
+value {speaker, text, at, session, turn}, searchable together with the turns around it,
+so memory_search and memory_recall answer who said what and when. Pass session to add
+later turns to the same conversation (numbering continues); omit it to start a new one
+(its name is in each returned item's value). at: the time of messages without one.""",
     "memory_delete": """\
 Delete the item at an exact address (namespace + key). Use it when a memory is wrong or
 no longer wanted; the deleted value stays readable in memory_history. Returns
@@ -393,7 +402,7 @@ class _Tools:
 
 
 class MemoryTools(_Tools):
-    """The nine item tools."""
+    """The ten item tools."""
 
     def tools(self) -> list[Tool]:
         """The tools, ready for ``MCPServer(tools=...)``."""
@@ -404,6 +413,7 @@ class MemoryTools(_Tools):
             _tool(self.memory_get, READ),
             _tool(self.memory_get_many, READ),
             _tool(self.memory_set, write),
+            _tool(self.memory_add_conversation, write),
             _tool(self.memory_delete, delete),
             _tool(self.memory_list, READ),
             _tool(self.memory_summarize, READ),
@@ -463,6 +473,28 @@ class MemoryTools(_Tools):
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
             return {"item": m.put(_ns(namespace), key, value, text=text, metadata=metadata, ttl=ttl).to_dict()}
+
+        return self._run(ctx, op)
+
+    def memory_add_conversation(
+        self,
+        namespace: NamespaceIn,
+        messages: Annotated[
+            list[dict[str, Any]],
+            Field(
+                description='The turns in order, e.g. [{"speaker": "Kim", "text": "...", "at": "2026-03-01T09:00Z"}].'
+            ),
+        ],
+        ctx: Context,
+        session: Annotated[
+            str | None, Field(description="The conversation to add to; omit to start a new one.")
+        ] = None,
+        at: Annotated[str | None, Field(description="ISO time of messages that carry none; now if omitted.")] = None,
+        window: Annotated[int, Field(description="Turns each side searched with a turn (0-10).")] = DEFAULT_WINDOW,
+    ) -> ToolResult:
+        def op(m: Backend) -> dict[str, Any]:
+            items = m.add_conversation(_ns(namespace), messages, session=session, at=at, window=window)
+            return {"items": [i.to_dict() for i in items]}
 
         return self._run(ctx, op)
 
@@ -866,7 +898,7 @@ class QueryTools(_Tools):
 
 
 def build_server(resolve: Callable[[Context], Backend]) -> MCPServer:
-    """An :class:`MCPServer` with the nine memory tools over ``resolve(ctx)``."""
+    """An :class:`MCPServer` with the memory tools over ``resolve(ctx)``."""
     from . import __version__
 
     return MCPServer(

@@ -19,9 +19,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import retention
+from . import conversation, retention
 from . import validate as v
-from .errors import BackendUnavailableError, EmbedderError, EmbedderMismatchError, ForbiddenError, ValidationError
+from .errors import (
+    BackendUnavailableError,
+    ConflictError,
+    EmbedderError,
+    EmbedderMismatchError,
+    ForbiddenError,
+    ValidationError,
+)
 from .facts import transfer
 from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
@@ -36,6 +43,7 @@ from .store.base import EVERYTHING, PutRow, Store
 
 if TYPE_CHECKING:
     from .access import Scope
+    from .extract import Extractor
     from .search.choose import Chooser
 
 Clock = Callable[[], datetime]
@@ -333,6 +341,67 @@ class Memory:
         if not rows:
             return []
         return self._write(rows, now, bool(if_absent))
+
+    def add_conversation(
+        self,
+        namespace: Namespace | str,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        session: str | None = None,
+        at: datetime | str | None = None,
+        window: int = conversation.DEFAULT_WINDOW,
+        extractor: Extractor | None = None,
+    ) -> builtins.list[Item]:
+        """Store a conversation: one addressable item per turn, found with the context of its neighbours.
+
+        Each message is ``{speaker or role, text, at?, id?}``. Turn ``n`` of a
+        session is stored at key ``<session>.t<n, five digits>`` (address order is
+        turn order) with the value ``{session, turn, speaker, text, at, role?,
+        message_id?}``; a message's ``id`` is also kept in the metadata as
+        ``message_id``. Search indexes the speaker, the date, the turn and up to
+        ``window`` turns either side, so a hit is the exact turn matched on its
+        context. Adding to an existing session continues its numbering and
+        re-indexes the earlier turns whose window reaches the new ones.
+
+        Args:
+            namespace: where the turns are stored.
+            messages: the turns in order (at most 10,000 per call).
+            session: the session to add to; ``None`` starts a new one (its name
+                is in each returned item's value).
+            at: the time of messages that carry none; defaults to now.
+            window: turns each side indexed with a turn (0..10).
+            extractor: a :class:`memlane.extract.Extractor`; when given, what it
+                finds in the new turns is filed as entities, facts and claims
+                citing them (see :mod:`memlane.extract`).
+
+        Returns:
+            The new turns' items, in order.
+
+        Raises:
+            ValidationError: a bad message (naming its position); nothing is written.
+            ConflictError: another writer added the same turns meanwhile; nothing was written, retry.
+        """
+        ns = v.namespace(namespace)
+        now = self._now()
+        default_at = now if at is None else v.time(at, "at")
+        incoming = conversation.messages(messages, default_at)
+        name = conversation.new_session(now) if session is None else conversation.session_name(session)
+        size = conversation.window_size(window)
+        last, earlier = conversation.tail(self, ns, name, 2 * size)
+        added, reindexed = conversation.plan(ns, name, last, earlier, incoming, size)
+        try:
+            items = self.put_many(added, if_absent=True)
+        except ConflictError as e:
+            raise ConflictError(
+                f"another writer added turns to session {name!r} at the same time; nothing was written, retry"
+            ) from e
+        if reindexed:
+            self.put_many(reindexed)
+        if extractor is not None:
+            from .extract import run
+
+            run(self, ns, items, extractor)
+        return items
 
     def _write(self, rows: builtins.list[PutRow], now: datetime, if_absent: bool) -> builtins.list[Item]:
         """Commit rows: with vectors made first (sync), or marked for the indexer (background)."""

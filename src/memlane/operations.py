@@ -63,7 +63,7 @@ def defaults(method: str) -> dict[str, Any]:
 
 
 # parameters no wire can carry: a Python object
-UNSENDABLE = frozenset({"chooser"})
+UNSENDABLE = frozenset({"chooser", "extractor"})
 
 
 def _addresses(args: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +137,8 @@ OPERATIONS: tuple[Operation, ...] = (
     # -- items: exact addresses, then ranked reads
     _op("put", "item", "Write (upsert) one value at (namespace, key).", optional={"key": None}),
     _op("put_many", "items", "Write many records in one transaction.", from_wire=_known_fields),
+    _op("add_conversation", "items",
+        "Store a conversation: one item per turn (<session>.t<turn>), indexed with its neighbouring turns."),
     _op("get", "found", "Exact lookup of one address; 404 when missing."),
     _op("get_many", "items", "Exact lookup of many addresses, in input order (null where missing).",
         from_wire=_addresses),
