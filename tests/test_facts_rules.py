@@ -2051,3 +2051,30 @@ def test_a_malformed_or_foreign_id_is_refused_naming_its_argument(store):
     with pytest.raises(ValidationError) as refused:  # a fact id where entity ids go
         mem.traverse(["fact_" + "0" * 32])
     assert refused.value.field == "entity_ids" and "ent_" in str(refused.value)
+
+
+class _ChosenVectors:
+    """An embedder whose vectors the test chooses, so each channel's ranks are known."""
+
+    name = "chosen"
+    dimension = 3
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self._vectors = vectors
+
+    def embed_batch(self, texts):  # type: ignore[no-untyped-def]
+        return [self._vectors.get(t, [0.0, 0.0, 1.0]) for t in texts]
+
+
+def test_claims_fuse_lexical_ahead_of_vector_as_the_facts_weights_say(tmp_path: Path) -> None:
+    # lexical ranks: A 1st ("orbit" twice), C 2nd; vector ranks: C 1st (the query's own vector), B 2nd, A 3rd.
+    # With the facts layer's weights (lexical 1.0, vector 0.5) A leads; with equal weights C would.
+    a, b, c = "orbit orbit", "satellite plan", "orbit launch window moved to friday afternoon"
+    vectors = {"orbit": [1.0, 0.0, 0.0], c: [1.0, 0.0, 0.0], b: [0.9, 0.43588989, 0.0], a: [0.0, 1.0, 0.0]}
+    mem = memlane.open(str(tmp_path / "m.db"), embedder=_ChosenVectors(vectors), indexing="sync")
+    for text in (a, b, c):
+        mem.add_claim("team", text)
+    said = mem.claims_and_sources_context("orbit")
+    assert said.counts["claims_lexical"] == 2 and said.counts["claims_vector"] == 3
+    assert [claim.text for group in said["claims"] for claim in group.claims][:2] == [a, c]
+    mem.close()
