@@ -3,6 +3,7 @@
 Usage::
 
     python bench/kv.py --n 100000 [--n 1000000] [--json OUT] [--dir DIR] [--backend sqlite|postgres|both]
+    python bench/kv.py --langgraph [--backend ...]   # memlane beside LangGraph's stores (the bench extra)
 
 For each N, in one process and one run, this builds three SQLite files from
 the same deterministic records:
