@@ -3,6 +3,7 @@
 Usage::
 
     python bench/kv.py --n 100000 [--n 1000000] [--json OUT] [--dir DIR] [--backend sqlite|postgres|both]
+    python bench/kv.py --langgraph [--backend ...]   # memlane beside LangGraph's stores (the bench extra)
 
 For each N, in one process and one run, this builds three SQLite files from
 the same deterministic records:
@@ -958,6 +959,7 @@ def profile_memlane(
 
     return {
         "get_layers_p50_us": get_layers,
+        "part_costs_us": part_costs(mem, corpus, n, lookups),
         "put_many_layers": put_layers,
         "cprofile_put_many": profile_top(put_all),
         "cprofile_get": profile_top(get_all),
@@ -965,11 +967,73 @@ def profile_memlane(
     }
 
 
+def part_costs(mem: Any, corpus: Corpus, n: int, lookups: list[Any]) -> dict[str, float]:
+    """What each part of a read or write costs alone, in CPU us per call (median of 5 loops over the same inputs).
+
+    CPU time of this process, not wall time: steady on a loaded machine, and what a part costs whoever waits.
+    The SQL parts count SQLite's work in this process too (it is a library).
+    """
+    from memlane import validate as v
+    from memlane.store import _common as c
+
+    store, conn = mem.store, mem.store.connection
+    now = mem._now()
+    lookups = lookups[:2000]
+    rows = [conn.execute(_GET_SQL, ("/".join(ns), key)).fetchone() for ns, key in lookups]
+    values = [r[3] for r in rows]
+    ns_keys = [(corpus.ns_texts[i], k) for i, k in (corpus.address(j) for j in range(0, n, max(1, n // 2000)))]
+    scoped = [([ns],) for ns in corpus.namespaces[:2000]]
+
+    def per_call(fn: Any, inputs: list[Any]) -> float:
+        runs = []
+        for _ in range(5):
+            t0 = time.process_time_ns()
+            for a in inputs:
+                fn(*a)
+            runs.append((time.process_time_ns() - t0) / len(inputs) / 1000)
+        return round(sorted(runs)[2], 3)
+
+    records = corpus.batch(0, 2000)
+    fresh = [dict(r, namespace=("profile", "fresh", str(i // 500))) for i, r in enumerate(records)]
+
+    def put_per_item(batch: list[dict[str, Any]]) -> float:
+        t0 = time.process_time_ns()
+        mem.put_many(batch)
+        return (time.process_time_ns() - t0) / len(batch) / 1000
+
+    new_us = sorted(put_per_item(fresh[i : i + 500]) for i in range(0, 2000, 500))[1]
+    # the same addresses again: each row is an update, its trigger copies the old row to history
+    replace_us = sorted(put_per_item(fresh[i : i + 500]) for i in range(0, 2000, 500))[1]
+    return {
+        "put_many: per new item (batches of 500)": round(new_us, 3),
+        "put_many: per replaced item (update + history row + FTS delete/insert)": round(replace_us, 3),
+        "get: validate namespace + key": per_call(lambda ns, key: (v.namespace(ns), v.key(key)), lookups),
+        "get: read the clock": per_call(lambda: mem._now(), [()] * 2000),
+        "get: row to Item (JSON decode, 2 timestamps)": per_call(c.row_to_item, [(r,) for r in rows]),
+        "get: JSON decode of the value alone": per_call(c.loads_json, [(x,) for x in values]),
+        "get: the SELECT + fetchone": per_call(lambda ns, key: conn.execute(_GET_SQL, (ns, key)).fetchone(), ns_keys),
+        "put: validate + canonicalise one record (Memory._row)": per_call(
+            lambda r: mem._row(now, "x", r["namespace"], r["key"], r["value"], None, r.get("metadata")),
+            [(r,) for r in records],
+        ),
+        "list: first page, scope = the namespace (in the statement)": per_call(
+            lambda w: store.list(w, "", 11, None, now), scoped
+        ),
+        "list: first page, scope = everything": per_call(lambda w: store.list([()], "", 11, (w[0], ""), now), scoped),
+    }
+
+
+_GET_SQL = f"SELECT {COLUMNS} FROM items WHERE namespace = ? AND key = ?"
+
+
 def profile_report(prof: dict[str, Any]) -> str:
     lines = ["", "where memlane's time goes (plain timing; cProfile only names the costs):"]
     lines.append("  get, p50 us by layer:")
     for name, us in prof["get_layers_p50_us"].items():
         lines.append(f"    {us:8.2f}  {name}")
+    lines.append("  what each part costs alone, CPU us per call:")
+    for name, us in prof.get("part_costs_us", {}).items():
+        lines.append(f"    {us:8.3f}  {name}")
     pl = prof["put_many_layers"]
     lines.append(
         f"  put_many of {pl['items']:,} more items: {pl['items_per_s']:,.0f} items/s, "
@@ -1205,6 +1269,345 @@ def report_indexing(res: dict[str, Any]) -> str:
     )
 
 
+# -- memlane beside LangGraph's stores ------------------------------------------------
+#
+# `--langgraph`: memlane, LangGraph's SqliteStore / PostgresStore (the `bench` extra) and raw SQL, filled with the
+# same records in the same run, then get, the first page of a namespace listing, bytes per item and lexical
+# read-your-writes. LangGraph stores only dicts: a string value goes in as {"text": value}, metadata as a
+# "metadata" field of the same dict; LangGraph keeps no full-text index, no history and no versions.
+
+LG_LIST_SMALL = 2000  # timed first pages in ordinary namespaces (about n / 6,000 items each)
+BIG_NAMESPACE = ("tenant", "t150", "bulk")  # sorts among the tenants, not before them
+GOAL_LG_GET = Goal("get p50 <= 1.3x raw", 1.3)
+GOAL_LG_LIST = Goal("list first page p50 <= 1.5x raw", 1.5)
+
+
+# the bytes of the text column where it only repeats the value (an object's JSON, or a string's own text)
+_TEXT_DUP_SQLITE = (
+    "SELECT coalesce(sum(length(CAST(text AS BLOB))), 0) FROM items WHERE text = value OR json_quote(text) = value"
+)
+_TEXT_DUP_POSTGRES = (
+    "SELECT coalesce(sum(octet_length(text)), 0) FROM items WHERE text = value OR to_json(text)::text = value"
+)
+
+
+def lg_value(rec: dict[str, Any]) -> dict[str, Any]:
+    value = rec["value"]
+    out = dict(value) if isinstance(value, dict) else {"text": value}
+    if "metadata" in rec:
+        out["metadata"] = rec["metadata"]
+    return out
+
+
+def big_records(count: int) -> list[dict[str, Any]]:
+    """``count`` records in one namespace: what a listing must not read whole to return its first page."""
+    return [{"namespace": BIG_NAMESPACE, "key": f"k{i:08d}", "value": f"bulk item {i}"} for i in range(count)]
+
+
+def ryw_records(tag: str, count: int) -> list[dict[str, Any]]:
+    """Records each carrying one word no other item has, to search right after writing."""
+    return [
+        {"namespace": ("ryw", tag), "key": f"r{i}", "value": f"fresh note zq{tag}x{i}q about the ledger"}
+        for i in range(count)
+    ]
+
+
+def lexical_ryw(mem: Any, tag: str, count: int = 500) -> dict[str, int]:
+    """Write ``count`` records in one put_many, then search each one's unique word at once."""
+    mem.put_many(ryw_records(tag, count))
+    found = 0
+    for i in range(count):
+        hits = mem.search(f"zq{tag}x{i}q", limit=1, channels=("lexical",)).hits
+        found += bool(hits) and hits[0].key == f"r{i}"
+    return {"written": count, "found": found}
+
+
+def _lg_measure(
+    n: int,
+    args: argparse.Namespace,
+    corpus: Corpus,
+    puts: dict[str, Any],
+    gets: dict[str, Any],
+    lists: dict[str, Any],
+    after_build: Any = None,
+) -> dict[str, Any]:
+    """The shared build + timing: ``puts[name](records, rows)``, ``gets[name]`` and ``lists[name]`` per subject."""
+    res: dict[str, Any] = {"n": n, "batch": args.batch}
+    sw = {name: Stopwatch() for name in puts}
+    batches = math.ceil(n / args.batch)
+    names = list(puts)
+    for b in range(batches):
+        start, stop = b * args.batch, min(n, (b + 1) * args.batch)
+        records = corpus.batch(start, stop)
+        rows = raw_rows(records, datetime.now(UTC).isoformat(timespec="microseconds"))
+        for name in names[b % len(names) :] + names[: b % len(names)]:
+            with sw[name]:
+                puts[name](records, rows)
+        if (b + 1) % max(1, batches // 5) == 0 or b + 1 == batches:
+            progress(f"  {stop:,}/{n:,}: " + ", ".join(f"{k} {s.rate(stop):,.0f}/s" for k, s in sw.items()))
+    res["put_many"] = {
+        k: {"items_per_s": round(s.rate(n), 1), "items_per_cpu_s": round(s.cpu_rate(n), 1)} for k, s in sw.items()
+    }
+    big = max(1000, n // 10)
+    progress(f"  adding {big:,} items in one namespace {'/'.join(BIG_NAMESPACE)} (list flatness)")
+    for start in range(0, big, args.batch):
+        records = big_records(big)[start : start + args.batch]
+        rows = raw_rows(records, datetime.now(UTC).isoformat(timespec="microseconds"))
+        for name in names:
+            puts[name](records, rows)
+    if after_build is not None:
+        after_build()
+
+    rng = random.Random(args.seed + 1)
+    warm = min(2000, args.lookups)
+    picks = [corpus.address(rng.randrange(n)) for _ in range(args.lookups + warm)]
+    argsets = {name: [(corpus.namespaces[i], corpus.ns_texts[i], k) for i, k in picks] for name in gets}
+    progress(f"  get x {args.lookups:,} per subject")
+    samples = time_calls_interleaved({k: (fn, argsets[k]) for k, fn in gets.items()}, rounds=args.rounds, warmup=warm)
+    res["get"] = {k: summarize(v).to_dict() for k, v in samples.items()}
+
+    progress("  list: first page of 10, ordinary namespaces and the big one")
+    small = [
+        (corpus.namespaces[i], corpus.ns_texts[i])
+        for i in rng.choices(range(len(corpus.namespaces)), k=LG_LIST_SMALL + 200)
+    ]
+    bigs = [(BIG_NAMESPACE, "/".join(BIG_NAMESPACE))] * (LG_LIST_SMALL + 200)
+    res["list_small"] = {
+        k: summarize(v).to_dict()
+        for k, v in time_calls_interleaved(
+            {k: (fn, small) for k, fn in lists.items()}, rounds=args.rounds, warmup=200
+        ).items()
+    }
+    res["list_big"] = {
+        k: summarize(v).to_dict()
+        for k, v in time_calls_interleaved(
+            {k: (fn, bigs) for k, fn in lists.items()}, rounds=args.rounds, warmup=200
+        ).items()
+    }
+    res["big_namespace_items"] = big
+    return res
+
+
+def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """memlane, LangGraph's SqliteStore and raw sqlite3 on the same records, in one run."""
+    from langgraph.store.base import PutOp
+    from langgraph.store.sqlite import SqliteStore as LangGraphSqliteStore
+
+    corpus = Corpus(args.seed, args.tenants, args.users)
+    paths = {name: workdir / f"{name}.db" for name in ("memlane", "langgraph", "raw", "raw_fts")}
+    for p in paths.values():
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{p}{suffix}").unlink(missing_ok=True)
+    mem = memlane.open(str(paths["memlane"]), embedder=None)
+    pragmas = connection_pragmas(mem.store.connection)
+    raw = open_raw(paths["raw"], with_fts=False, pragmas=pragmas)
+    raw_fts = open_raw(paths["raw_fts"], with_fts=True, pragmas=pragmas)
+    lg_conn = sqlite3.connect(paths["langgraph"], check_same_thread=False, isolation_level=None)
+    for name in ("journal_mode", "synchronous", "cache_size", "mmap_size", "temp_store"):  # memlane's settings
+        value = pragmas[name]
+        lg_conn.execute(f"PRAGMA {name} = {value if isinstance(value, int) else repr(value)}")
+    lg = LangGraphSqliteStore(lg_conn)
+    lg.setup()
+    execute = raw.execute
+
+    def lg_put(records: list[dict[str, Any]], rows: Any) -> None:
+        lg.batch([PutOp(r["namespace"], r["key"], lg_value(r)) for r in records])
+
+    puts = {
+        "memlane": lambda records, rows: mem.put_many(records),
+        "langgraph": lg_put,
+        "raw": lambda records, rows: raw_insert(raw, rows, False),
+        "raw_fts": lambda records, rows: raw_insert(raw_fts, rows, True),
+    }
+    gets = {
+        "memlane": lambda ns, ns_text, key: mem.get(ns, key),
+        "langgraph": lambda ns, ns_text, key: lg.get(ns, key),
+        "raw": lambda ns, ns_text, key: execute(RAW_GET, (ns_text, key)).fetchone(),
+    }
+    raw_list = f"SELECT {COLUMNS} FROM items WHERE namespace = ? ORDER BY key LIMIT 11"
+    lists = {
+        "memlane": lambda ns, ns_text: mem.list(ns, limit=10),
+        "langgraph": lambda ns, ns_text: lg.search(ns, limit=10),
+        "raw": lambda ns, ns_text: execute(raw_list, (ns_text,)).fetchall(),
+    }
+    progress(f"N={n:,} sqlite: memlane, LangGraph SqliteStore, raw, raw+FTS5 in batches of {args.batch:,}")
+    res = _lg_measure(n, args, corpus, puts, gets, lists)
+    res["backend"] = "sqlite"
+    res["lexical_read_your_writes"] = lexical_ryw(mem, "s")
+    sizes = {}
+    for name, conn in (("memlane", mem.store.connection), ("langgraph", lg_conn), ("raw", raw), ("raw_fts", raw_fts)):
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        count = conn.execute("SELECT count(*) FROM " + ("store" if name == "langgraph" else "items")).fetchone()[0]
+        sizes[name] = {
+            "bytes": db_size(paths[name]),
+            "items": count,
+            "bytes_per_item": round(db_size(paths[name]) / count, 1),
+        }
+    dup = mem.store.connection.execute(_TEXT_DUP_SQLITE).fetchone()[0]
+    sizes["memlane"]["text_equal_to_value_bytes_per_item"] = round(dup / sizes["memlane"]["items"], 1)
+    res["size"] = sizes
+    mem.close()
+    for conn in (raw, raw_fts, lg_conn):
+        conn.close()
+    return res
+
+
+def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """memlane, LangGraph's PostgresStore and raw psycopg (executemany and COPY) on one server, in one run."""
+    import psycopg
+    from langgraph.store.base import PutOp
+    from langgraph.store.postgres import PostgresStore as LangGraphPostgresStore
+
+    from memlane.store.postgres import MIGRATIONS as PG_MIGRATIONS
+
+    corpus = Corpus(args.seed, args.tenants, args.users)
+    names = {k: f"memlane_lg_{k}_{os.getpid()}_{n}" for k in ("memlane", "langgraph", "raw")}
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        server_version = admin.execute("SHOW server_version").fetchone()[0]
+        for db in names.values():
+            admin.execute(f'DROP DATABASE IF EXISTS "{db}"')
+            admin.execute(f'CREATE DATABASE "{db}"')
+    try:
+        mem = memlane.open(pg_url_for(admin_url, names["memlane"]), embedder=None)
+        raw = psycopg.connect(pg_url_for(admin_url, names["raw"]), autocommit=True)
+        for sql in PG_MIGRATIONS[0][1][:3]:  # memlane's text search configuration
+            raw.execute(sql)
+        for sql in PG_RAW_DDL:
+            raw.execute(sql)
+            raw.execute(sql.replace("items_raw", "items_copy"))
+        with LangGraphPostgresStore.from_conn_string(pg_url_for(admin_url, names["langgraph"])) as lg:
+            lg.setup()
+            execute = raw.execute
+            copy_sql = f"COPY items_copy ({COLUMNS}) FROM STDIN"
+
+            def raw_put(records: Any, rows: list[tuple[Any, ...]]) -> None:
+                with raw.transaction():
+                    raw.cursor().executemany(PG_RAW_INSERT, rows)
+
+            def raw_copy(records: Any, rows: list[tuple[Any, ...]]) -> None:
+                with raw.transaction(), raw.cursor().copy(copy_sql) as cp:
+                    for row in rows:
+                        cp.write_row(row)
+
+            def lg_put(records: list[dict[str, Any]], rows: Any) -> None:
+                lg.batch([PutOp(r["namespace"], r["key"], lg_value(r)) for r in records])
+
+            puts = {
+                "memlane": lambda records, rows: mem.put_many(records),
+                "langgraph": lg_put,
+                "raw": raw_put,
+                "raw_copy": raw_copy,
+            }
+            gets = {
+                "memlane": lambda ns, ns_text, key: mem.get(ns, key),
+                "langgraph": lambda ns, ns_text, key: lg.get(ns, key),
+                "raw": lambda ns, ns_text, key: execute(PG_RAW_GET, (ns_text, key)).fetchone(),
+            }
+            raw_list = f"SELECT {COLUMNS} FROM items_raw WHERE namespace = %s ORDER BY key LIMIT 11"
+            lists = {
+                "memlane": lambda ns, ns_text: mem.list(ns, limit=10),
+                "langgraph": lambda ns, ns_text: lg.search(ns, limit=10),
+                "raw": lambda ns, ns_text: execute(raw_list, (ns_text,)).fetchall(),
+            }
+            progress(f"N={n:,} postgres: memlane, LangGraph PostgresStore, raw executemany, raw COPY")
+
+            def analyze() -> None:
+                with mem.store._pool.connection() as conn:
+                    conn.execute("VACUUM ANALYZE items")
+                with psycopg.connect(pg_url_for(admin_url, names["langgraph"]), autocommit=True) as lconn:
+                    lconn.execute("VACUUM ANALYZE store")
+                raw.execute("VACUUM ANALYZE items_raw")
+
+            res = _lg_measure(n, args, corpus, puts, gets, lists, after_build=analyze)
+            res["backend"] = "postgres"
+            res["server_version"] = server_version
+            res["lexical_read_your_writes"] = lexical_ryw(mem, "p")
+            size_sql = "SELECT pg_total_relation_size('{0}'), (SELECT count(*) FROM {0})"
+            with mem.store._pool.connection() as conn:
+                m_size = conn.execute(size_sql.format("items")).fetchone()
+                dup = conn.execute(_TEXT_DUP_POSTGRES).fetchone()[0]
+            with psycopg.connect(pg_url_for(admin_url, names["langgraph"])) as lconn:
+                l_size = lconn.execute(size_sql.format("store")).fetchone()
+            r_size = raw.execute(size_sql.format("items_raw")).fetchone()
+            # the whole relation: table, TOAST and every index
+            res["size"] = {
+                name: {"bytes": b, "items": count, "bytes_per_item": round(b / count, 1)}
+                for name, (b, count) in (("memlane", m_size), ("langgraph", l_size), ("raw", r_size))
+            }
+            res["size"]["memlane"]["text_equal_to_value_bytes_per_item"] = round(dup / m_size[1], 1)
+        mem.close()
+        raw.close()
+        return res
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            for db in names.values():
+                admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+def report_langgraph(res: dict[str, Any]) -> str:
+    pm, g, ls, lb, sz = res["put_many"], res["get"], res["list_small"], res["list_big"], res["size"]
+
+    def us(d: dict[str, Any]) -> str:
+        return f"{fmt_num(d['p50_us'])} / {fmt_num(d['p99_us'])}"
+
+    def p50(d: dict[str, Any], base: str, goal: Goal | None = None) -> str:
+        r = ratio(d["memlane"]["p50_us"], d[base]["p50_us"])
+        return f"{r:.2f}x p50" + (f" ({goal.status(r)})" if goal else "")
+
+    alt = "raw_fts" if "raw_fts" in pm else "raw_copy"
+    rate = {k: v["items_per_s"] for k, v in pm.items()}
+    rows = [
+        [
+            "put_many, items/s",
+            fmt_num(rate["memlane"]),
+            fmt_num(rate["langgraph"]),
+            f"{fmt_num(rate['raw'])} | {'+FTS' if alt == 'raw_fts' else 'COPY'} {fmt_num(rate[alt])}",
+            f"{ratio(rate['memlane'], rate['langgraph']):.2f}x",
+            f"{ratio(rate['raw'], rate['memlane']):.2f}x slower | {ratio(rate[alt], rate['memlane']):.2f}x",
+        ],
+        [
+            "get p50 / p99 us",
+            us(g["memlane"]),
+            us(g["langgraph"]),
+            us(g["raw"]),
+            f"{p50(g, 'langgraph')}, {ratio(g['memlane']['p99_us'], g['langgraph']['p99_us']):.2f}x p99",
+            p50(g, "raw", GOAL_LG_GET),
+        ],
+        [
+            "list first page p50 / p99 us",
+            us(ls["memlane"]),
+            us(ls["langgraph"]),
+            us(ls["raw"]),
+            p50(ls, "langgraph"),
+            p50(ls, "raw", GOAL_LG_LIST),
+        ],
+        [
+            f"  same, namespace of {res['big_namespace_items']:,}",
+            us(lb["memlane"]),
+            us(lb["langgraph"]),
+            us(lb["raw"]),
+            p50(lb, "langgraph"),
+            p50(lb, "raw", GOAL_LG_LIST),
+        ],
+        [
+            "bytes per item",
+            fmt_num(sz["memlane"]["bytes_per_item"]),
+            fmt_num(sz["langgraph"]["bytes_per_item"]),
+            fmt_num(sz["raw"]["bytes_per_item"]),
+            f"{ratio(sz['memlane']['bytes_per_item'], sz['langgraph']['bytes_per_item']):.2f}x",
+            f"{ratio(sz['memlane']['bytes_per_item'], sz['raw']['bytes_per_item']):.2f}x",
+        ],
+    ]
+    ryw = res["lexical_read_your_writes"]
+    title = f"memlane vs LangGraph, {res['backend']}, N={res['n']:,} (batches of {res['batch']:,})"
+    headers = ["measure", "memlane", "LangGraph", "raw", "memlane / LangGraph", "memlane / raw"]
+    note = f"  lexical read-your-writes: {ryw['found']} of {ryw['written']} found by a search right after put_many"
+    dup = sz["memlane"].get("text_equal_to_value_bytes_per_item")
+    if dup is not None:
+        note += f"\n  memlane bytes per item in a text column that only repeats the value: {fmt_num(dup)}"
+    return format_table(headers, rows, title=title) + "\n" + note
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, action="append", help="items to store (repeatable); default 100000")
@@ -1235,6 +1638,11 @@ def main(argv: list[str] | None = None) -> int:
         help="items for the write-behind indexing figures (default embedder vs none); 0 skips them",
     )
     ap.add_argument("--only-indexing", action="store_true", help="measure the write-behind indexing figures only")
+    ap.add_argument(
+        "--langgraph",
+        action="store_true",
+        help="measure memlane beside LangGraph's SqliteStore / PostgresStore and raw SQL only (the bench extra)",
+    )
     args = ap.parse_args(argv)
     sizes = args.n or [100_000]
 
@@ -1253,6 +1661,18 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(report_indexing(runs[-1]["indexing"]), flush=True)
     if args.only_indexing:
+        backends = ()
+    if args.langgraph:
+        for backend in backends:
+            for n in sizes:
+                if backend == "sqlite":
+                    with tempfile.TemporaryDirectory(prefix=f"memlane-kv-lg-{n}-") as tmp:
+                        runs.append(run_langgraph_sqlite(n, Path(args.dir or tmp), args))
+                else:
+                    with postgres_server() as admin_url:
+                        runs.append(run_langgraph_postgres(n, admin_url, args))
+                print()
+                print(report_langgraph(runs[-1]), flush=True)
         backends = ()
     if "sqlite" in backends:
         for n in sizes:

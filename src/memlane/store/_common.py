@@ -147,6 +147,44 @@ def live_filter(within: Sequence[Namespace], key_prefix: str, now: datetime, p: 
     return " AND ".join(where), params
 
 
+def list_statement(
+    within: Sequence[Namespace],
+    key_prefix: str,
+    after: tuple[Namespace, str] | None,
+    limit: int,
+    now: datetime,
+    p: str = "?",
+) -> tuple[str, list[Any]]:
+    """One ``SELECT`` of live items inside ``within`` in address order after ``after``, at most ``limit``.
+
+    Under one prefix ``X`` the namespace test is the single range ``[X, X0)``
+    less the names that only share ``X``'s characters (``X-old``, ``X.v2``:
+    a character below ``/`` follows ``X``). One range comes out of the
+    ``(namespace, key)`` index already in address order, so the scan stops
+    after ``limit`` rows and a first page costs the same in a namespace of ten
+    items or of a million; the ``OR`` of ranges that :func:`live_filter`
+    writes makes both engines read the whole prefix and sort it. Rows of such
+    look-alike names are stepped over, not returned. Other scopes keep
+    :func:`live_filter`. A key prefix is written the same way.
+    """
+    if len(within) != 1 or not within[0]:
+        where, params = live_filter(within, key_prefix, now, p)
+    else:
+        exact, low, high = ns_range(within[0])
+        where = f"namespace >= {p} AND namespace < {p} AND (namespace = {p} OR namespace >= {p}) AND "
+        where += f"(expires_at IS NULL OR expires_at > {p})"
+        params = [exact, high, exact, low, ts(now)]
+        if key_prefix:
+            k_exact, k_low, k_high = key_range(key_prefix)
+            where += f" AND key >= {p} AND key < {p} AND (key = {p} OR key >= {p})"
+            params += [k_exact, k_high, k_exact, k_low]
+    if after is not None:
+        where += f" AND (namespace, key) > ({p}, {p})"
+        params += ["/".join(after[0]), after[1]]
+    params.append(limit)
+    return f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT {p}", params
+
+
 def id_taken(item_id: str, namespace: str, key: str) -> str:
     """The message for an imported item whose id already names another address."""
     return (

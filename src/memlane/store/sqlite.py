@@ -670,12 +670,7 @@ class SqliteStore(Store):
         now: datetime,
     ) -> builtins.list[Item]:
         """Items in address order after a cursor position."""
-        where, params = self._filter(within, key_prefix, now)
-        if after is not None:
-            where += " AND (namespace, key) > (?, ?)"
-            params.extend(("/".join(after[0]), after[1]))
-        params.append(limit)
-        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT ?"
+        sql, params = c.list_statement(within, key_prefix, after, limit, now, "?")
         with self._lock:
             self._check_open()
             rows = self._conn.execute(sql, params).fetchall()
