@@ -650,7 +650,10 @@ class PostgresStore(Store):
     def namespaces(self, within: Within, now: datetime) -> builtins.list[Namespace]:
         """Distinct live namespaces inside ``within``, one index seek per namespace (see ``skip_scan``)."""
         sql, params = c.skip_scan(within, now, "%s")
-        with self._conn() as conn:
+        with self._conn() as conn, conn.transaction():
+            # each seek must walk the (namespace, key) index in order: with stale statistics (a fresh bulk
+            # load) the planner would sort a bitmap scan of the whole prefix at every step instead
+            conn.execute("SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off")
             rows = conn.execute(sql, params).fetchall()
         return sorted(c.ns_tuple(r[0]) for r in rows)
 
