@@ -29,7 +29,7 @@ scopes = st.one_of(
 
 @pytest.fixture
 def memory(store_url: str, clock: Any) -> Iterator[Any]:
-    m = memlane.open(store_url, clock=clock)
+    m = memlane.open(store_url, clock=clock, indexing="sync")  # no indexer thread racing clear()
     yield m
     m.close()
 
