@@ -375,3 +375,31 @@ class SqlSession:
                 cur.executemany(self._sql(sql), batch)
         else:
             self.conn.executemany(sql, batch)
+
+
+def skip_scan(within: Sequence[Namespace], now: datetime, p: str = "?") -> tuple[str, list[Any]]:
+    """SQL and parameters for the distinct live namespaces inside ``within``, one index seek per namespace.
+
+    ``SELECT DISTINCT`` reads every matching row; this recursive query (a loose
+    index scan, the same text on SQLite and PostgreSQL) asks the (namespace, key)
+    index for the first live row inside ``within``, then over and over for the
+    first one past the namespace just found, so its cost follows the number of
+    namespaces, not of rows. The full scope and expiry filter is checked on every
+    step, so nothing it excludes can come out; rows it excludes are stepped over,
+    each at most once. The span from the lowest to the highest prefix bounds each
+    seek as one index range, so no engine turns the scope's ``OR`` into a
+    read-everything-then-sort plan.
+    """
+    where, params = live_filter(within, "", now, p)
+    if within and not any(not prefix for prefix in within):
+        ranges = [ns_range(prefix) for prefix in within]
+        where = f"namespace >= {p} AND namespace < {p} AND {where}"
+        params = [min(r[0] for r in ranges), max(r[2] for r in ranges), *params]
+    first = f"SELECT namespace FROM items WHERE {where} ORDER BY namespace LIMIT 1"
+    after = f"SELECT namespace FROM items WHERE namespace > found.name AND {where} ORDER BY namespace LIMIT 1"
+    sql = (
+        f"WITH RECURSIVE found (name) AS (SELECT ({first}) UNION ALL "
+        f"SELECT ({after}) FROM found WHERE found.name IS NOT NULL) "
+        "SELECT name FROM found WHERE name IS NOT NULL"
+    )
+    return sql, [*params, *params]

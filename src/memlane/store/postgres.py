@@ -312,6 +312,29 @@ def _unique_spans(params: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, int]
     yield start, len(params)
 
 
+_EXACT_SCOPE_ROWS = 1000  # an exact scan of this many vectors costs about one HNSW search (measured at 64 dims)
+
+
+def _vector_nearest(cast: str, inside: str = "") -> str:
+    """The index's nearest (first ``LIMIT``), then those ``inside`` the scope, best first (second ``LIMIT``).
+
+    Each candidate's item is looked up by its key (the lateral subquery is not
+    flattened), so the scope filter reads the candidates only, never the scope's
+    other rows.
+    """
+    return (
+        f"SELECT items.id, 1 - n.d, n.version FROM (SELECT item_ref, version, "
+        f"embedding{cast} <=> %s{cast} AS d FROM item_vectors "
+        f"ORDER BY embedding{cast} <=> %s{cast} LIMIT %s) AS n CROSS JOIN LATERAL "
+        f"(SELECT id FROM items WHERE items.ref = n.item_ref{f' AND {inside}' if inside else ''} OFFSET 0) AS items "
+        "ORDER BY n.d LIMIT %s"
+    )
+
+
+def _nominations(rows: Sequence[Any]) -> builtins.list[Nomination]:
+    return [(item_id, float(score), version) for item_id, score, version in rows]
+
+
 def redact(url: str) -> str:
     """A connection URL without its password, for messages and ``location``."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
@@ -670,10 +693,13 @@ class PostgresStore(Store):
         return [c.row_to_item(r) for r in rows]
 
     def namespaces(self, within: Within, now: datetime) -> builtins.list[Namespace]:
-        """Distinct live namespaces inside ``within``."""
-        where, params = self._filter(within, "", now)
-        with self._conn() as conn:
-            rows = conn.execute(f"SELECT DISTINCT namespace FROM items WHERE {where}", params).fetchall()
+        """Distinct live namespaces inside ``within``, one index seek per namespace (see ``skip_scan``)."""
+        sql, params = c.skip_scan(within, now, "%s")
+        with self._conn() as conn, conn.transaction():
+            # each seek must walk the (namespace, key) index in order: with stale statistics (a fresh bulk
+            # load) the planner would sort a bitmap scan of the whole prefix at every step instead
+            conn.execute("SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off")
+            rows = conn.execute(sql, params).fetchall()
         return sorted(c.ns_tuple(r[0]) for r in rows)
 
     def addresses(self, within: Within, key_prefix: str, now: datetime) -> Iterator[tuple[Namespace, str]]:
@@ -792,7 +818,15 @@ class PostgresStore(Store):
         self._index_dimension = dimension
 
     def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
-        """Cosine nomination through the HNSW index (an exact scan inside a scope)."""
+        """Cosine nomination through the HNSW index; inside a small scope, an exact scan.
+
+        The index is approximate (as any HNSW): the top ``k`` of the ``ef_search``
+        nearest it finds. Inside a scope of at most ``_EXACT_SCOPE_ROWS`` items the
+        exact scan is cheaper and gives the true top ``k``. Inside a larger scope the
+        index's nearest are filtered by the scope; when fewer than ``k`` of them are
+        inside (a scope that is a small part of the store), the exact scan runs
+        instead. Every statement applies the scope itself.
+        """
         self._require_pgvector()
         if not within:
             return []
@@ -800,27 +834,42 @@ class PostgresStore(Store):
         literal = "[" + ",".join(repr(float(x)) for x in query) + "]"
         cast = f"::vector({dim})"
         inside, inside_params = c.within_filter(within, "%s", column="items.namespace")
+        ef = max(40, min(1000, 2 * k))
         with self._conn() as conn, conn.transaction():
             self._ensure_index(conn, dim)
-            conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * k))}")
-            if inside:
-                sql = (
-                    f"SELECT items.id, 1 - (v.embedding{cast} <=> %s{cast}), v.version FROM item_vectors v "
-                    f"JOIN items ON items.ref = v.item_ref WHERE vector_dims(v.embedding) = %s AND {inside} "
-                    f"ORDER BY v.embedding{cast} <=> %s{cast} LIMIT %s"
-                )
-                params: tuple[Any, ...] = (literal, dim, *inside_params, literal, k)
-            else:
+            conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+            if not inside:
                 # the index ranks alone; id is read for the top k in the same statement
-                sql = (
-                    f"SELECT items.id, 1 - n.d, n.version FROM (SELECT item_ref, version, "
-                    f"embedding{cast} <=> %s{cast} AS d FROM item_vectors "
-                    f"ORDER BY embedding{cast} <=> %s{cast} LIMIT %s) AS n "
-                    "JOIN items ON items.ref = n.item_ref ORDER BY n.d"
-                )
-                params = (literal, literal, k)
-            rows = conn.execute(sql, params).fetchall()
-        return [(item_id, float(score), version) for item_id, score, version in rows]
+                return _nominations(conn.execute(_vector_nearest(cast, ""), (literal, literal, k, k)).fetchall())
+            if ef >= k and self._scope_exceeds(conn, within, _EXACT_SCOPE_ROWS):
+                nearest = _vector_nearest(cast, inside)
+                rows = conn.execute(nearest, (literal, literal, ef, *inside_params, k)).fetchall()
+                if len(rows) >= k:
+                    return _nominations(rows)
+            # ordered by the score, which no index serves: ordered by the distance, the planner may pick the
+            # HNSW index, which filters its ef_search nearest by the scope and can return fewer than k
+            sql = (
+                f"SELECT items.id, 1 - (v.embedding{cast} <=> %s{cast}) AS score, v.version FROM item_vectors v "
+                f"JOIN items ON items.ref = v.item_ref WHERE vector_dims(v.embedding) = %s AND {inside} "
+                "ORDER BY score DESC LIMIT %s"
+            )
+            return _nominations(conn.execute(sql, (literal, dim, *inside_params, k)).fetchall())
+
+    @staticmethod
+    def _scope_exceeds(conn: Any, within: Within, rows: int) -> bool:
+        """Whether more than ``rows`` items lie inside the scope, counting no further than that.
+
+        The span from the lowest to the highest prefix bounds the scan as one
+        range of the (namespace, key) index (no ``ORDER BY``: a sort would read the whole scope).
+        """
+        inside, params = c.within_filter(within, "%s")
+        ranges = [c.ns_range(prefix) for prefix in within]
+        sql = (
+            "SELECT count(*) FROM (SELECT 1 FROM items WHERE namespace >= %s AND namespace < %s "
+            f"AND {inside} LIMIT %s) AS s"
+        )
+        bounds = (min(r[0] for r in ranges), max(r[2] for r in ranges))
+        return int(conn.execute(sql, (*bounds, *params, rows + 1)).fetchone()[0]) > rows
 
     def vector_backlog(self, limit: int, *, after: int = 0) -> builtins.list[tuple[int, int, str]]:
         """Items whose vector is missing or stale."""
