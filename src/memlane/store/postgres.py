@@ -185,7 +185,25 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id) EXECUTE FUNCTION memlane_items_new_item()""",
         ],
     ),
+    (
+        "m009_lexical_address",
+        [
+            # keys and namespaces become searchable words, labelled C (the text stays unlabelled, D) so
+            # ranking weighs them at ADDRESS_WEIGHT; the punctuation of addresses becomes spaces first,
+            # or the parser would keep "preferences.ui.theme" as one host-name token
+            "DROP INDEX items_tsv",
+            "ALTER TABLE items DROP COLUMN tsv",
+            f"""ALTER TABLE items ADD COLUMN tsv tsvector GENERATED ALWAYS AS (
+                to_tsvector('memlane', left(text, {LEXICAL_CHARS}))
+                || setweight(to_tsvector('memlane',
+                    regexp_replace(namespace || ' ' || key, '[^[:alnum:]]+', ' ', 'g')), 'C')
+            ) STORED""",
+            "CREATE INDEX items_tsv ON items USING gin (tsv)",
+        ],
+    ),
 ]
+# ts_rank weight of address words (label C) against the text's (label D) 1.0: they rank below text matches
+ADDRESS_WEIGHT = 0.25
 
 _UPSERT = f"""
 INSERT INTO items (id, namespace, key, value, value_type, text, metadata, author,
@@ -217,7 +235,8 @@ _MARK = (
 # * ``hits``: the rows of the scope matching any lexeme, found through the GIN index (the OR query is a
 #   plan-time constant, so the planner estimates it from the column's statistics), one row per
 #   (ref, lexeme it contains, ts_rank for that lexeme); the tsvector is detoasted once per row
-#   (``setweight(.., 'D')`` is the identity on memlane's unlabelled vectors, and its result is reused);
+#   (``setweight(.., 'D', '{}')`` relabels nothing, and its result is reused); text words (label D)
+#   weigh 1, address words (label C) ADDRESS_WEIGHT;
 # * ``idf``: each lexeme's document frequency counted over ``hits`` (which hold every row of the scope
 #   that contains it), as BM25's IDF;
 # * the score: the IDF-weighted sum of ``ts_rank(.., 1)`` (rank divided by log2(1 + document length)).
@@ -235,8 +254,10 @@ WITH words AS MATERIALIZED (
 hits AS MATERIALIZED (
     SELECT i.ref, x.w, x.r
     FROM items i
-    CROSS JOIN LATERAL (SELECT setweight(i.tsv, 'D') AS t OFFSET 0) AS d
-    CROSS JOIN LATERAL (SELECT w.w, ts_rank(d.t, w.q, 1) AS r FROM words w WHERE d.t @@ w.q OFFSET 0) AS x
+    CROSS JOIN LATERAL (SELECT setweight(i.tsv, 'D', '{{}}') AS t OFFSET 0) AS d
+    CROSS JOIN LATERAL (
+        SELECT w.w, ts_rank('{{1, ADDRESS_WEIGHT, 1, 1}}', d.t, w.q, 1) AS r FROM words w WHERE d.t @@ w.q OFFSET 0
+    ) AS x
     WHERE i.tsv @@ to_tsquery('simple', nullif(replace(strip(to_tsvector('memlane', %(text)s))::text,
         ''' ''', ''' | '''), '')){scope}
 ),
@@ -250,7 +271,7 @@ ranked AS (
     GROUP BY h.ref ORDER BY score DESC, h.ref LIMIT %(k)s
 )
 SELECT i.id, r.score, i.version FROM ranked r JOIN items i ON i.ref = r.ref ORDER BY r.score DESC, r.ref
-"""
+""".replace("ADDRESS_WEIGHT", str(ADDRESS_WEIGHT))
 _LEXICAL_IN_PREFIX = _LEXICAL.format(
     scope="\n      AND (i.namespace = %(ns)s OR (i.namespace >= %(ns_lo)s AND i.namespace < %(ns_hi)s))",
     total="SELECT count(*) AS n FROM items "
@@ -710,6 +731,25 @@ class PostgresStore(Store):
             pipeline.sync()
             rows = cur.fetchall()
         return [(item_id, float(score), version) for item_id, score, version in rows]
+
+    def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
+        """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
+        inside, inside_params = c.within_filter(within, p="%s", column="namespace")
+        counts: dict[str, int] = {}
+        with self._read() as conn:
+            total = conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM items {'WHERE ' + inside if inside else ''} LIMIT %s) s",
+                (*inside_params, limit),
+            ).fetchone()[0]
+            for term in terms:
+                # the term's lexemes AND-ed, as the lexical channel matches them (a word, never syntax)
+                counts[term] = conn.execute(
+                    "SELECT count(*) FROM (SELECT 1 FROM items WHERE tsv @@ to_tsquery('simple', "
+                    "nullif(replace(strip(to_tsvector('memlane', %s))::text, ''' ''', ''' & '''), ''))"
+                    f"{' AND ' + inside if inside else ''} LIMIT %s) s",
+                    (term, *inside_params, limit),
+                ).fetchone()[0]
+        return int(total), counts
 
     def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
         """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""

@@ -6,7 +6,9 @@ Design:
   index every exact verb uses. Upsert is one ``INSERT .. ON CONFLICT DO
   UPDATE``; an ``AFTER UPDATE`` trigger copies the old row into
   ``item_history``, so no write path can forget history.
-* ``items_fts`` is an external-content FTS5 index over ``items.text``, kept in
+* ``items_fts`` is an external-content FTS5 index over ``items.text`` and the
+  item's address words (``address``: namespace and key, split by the
+  tokenizer at ``/``, ``.``, ``-``...; ranked at ``ADDRESS_WEIGHT``), kept in
   step by triggers inside the same transaction: the lexical channel can
   never see a row the table does not have.
 * Every write is one ``BEGIN IMMEDIATE`` transaction (the writer lock is taken
@@ -169,7 +171,36 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
             "DELETE FROM item_vectors WHERE item_rowid NOT IN (SELECT rowid FROM items)",
         ],
     ),
+    (
+        "m009_lexical_address",
+        [
+            # keys and namespaces become searchable words: a second, lower-weighted FTS column
+            # (the view gives FTS5 the column values for 'rebuild' and integrity checks)
+            "DROP TRIGGER items_fts_delete",
+            "DROP TRIGGER items_fts_update",
+            "DROP TABLE items_fts",
+            "CREATE VIEW items_lexical (ref, text, address) AS SELECT rowid, text, namespace || ' ' || key FROM items",
+            """CREATE VIRTUAL TABLE items_fts USING fts5(
+                text, address, content='items_lexical', content_rowid='ref',
+                tokenize='porter unicode61 remove_diacritics 2'
+            )""",
+            """CREATE TRIGGER items_fts_delete AFTER DELETE ON items BEGIN
+                INSERT INTO items_fts (items_fts, rowid, text, address)
+                VALUES ('delete', old.rowid, old.text, old.namespace || ' ' || old.key);
+            END""",
+            """CREATE TRIGGER items_fts_update AFTER UPDATE OF text, namespace, key ON items
+            WHEN old.text IS NOT new.text OR old.namespace IS NOT new.namespace OR old.key IS NOT new.key BEGIN
+                INSERT INTO items_fts (items_fts, rowid, text, address)
+                VALUES ('delete', old.rowid, old.text, old.namespace || ' ' || old.key);
+                INSERT INTO items_fts (rowid, text, address)
+                VALUES (new.rowid, new.text, new.namespace || ' ' || new.key);
+            END""",
+            "INSERT INTO items_fts (items_fts) VALUES ('rebuild')",
+        ],
+    ),
 ]
+# BM25 weight of the address column against the text's 1.0: an address match ranks below text matches
+ADDRESS_WEIGHT = 0.25
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
 SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ?
@@ -262,7 +293,8 @@ def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
     maximum, so the range is exactly the rows just inserted.
     """
     conn.execute(
-        "INSERT INTO items_fts (rowid, text) SELECT rowid, text FROM items WHERE rowid > ?",
+        "INSERT INTO items_fts (rowid, text, address) SELECT rowid, text, namespace || ' ' || key FROM items "
+        "WHERE rowid > ?",
         (after_rowid,),
     )
 
@@ -737,22 +769,23 @@ class SqliteStore(Store):
     # -- ranked reads -----------------------------------------------------
 
     def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
-        """BM25 over ``items.text`` inside ``within``; terms are quoted and OR-ed."""
+        """BM25 over ``items.text`` and the address words inside ``within``; terms are quoted and OR-ed."""
         if not terms:
             return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         inside, inside_params = c.within_filter(within, column="items.namespace")
+        bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
         if inside:
             sql = (
-                "SELECT items.id, bm25(items_fts), items.version FROM items_fts "
+                f"SELECT items.id, {bm25}, items.version FROM items_fts "
                 f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
-                "ORDER BY bm25(items_fts) LIMIT ?"
+                f"ORDER BY {bm25} LIMIT ?"
             )
             params: tuple[Any, ...] = (match, *inside_params, k)
         else:
             # rank the index alone, then read id and version of the top k (one statement, one snapshot)
             sql = (
-                "SELECT items.id, f.score, items.version FROM (SELECT rowid, bm25(items_fts) AS score "
+                f"SELECT items.id, f.score, items.version FROM (SELECT rowid, {bm25} AS score "
                 "FROM items_fts WHERE items_fts MATCH ? ORDER BY score LIMIT ?) AS f "
                 "JOIN items ON items.rowid = f.rowid ORDER BY f.score"
             )
@@ -764,6 +797,33 @@ class SqliteStore(Store):
             except sqlite3.OperationalError as e:
                 raise StoreError(f"full-text search failed: {e}") from e
         return [(item_id, -score, version) for item_id, score, version in rows]
+
+    def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
+        """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
+        inside, inside_params = c.within_filter(within, column="items.namespace")
+        where = f"WHERE {inside}" if inside else ""
+        counts: dict[str, int] = {}
+        with self._lock:
+            self._check_open()
+            total = self._conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM items {where} LIMIT ?)", (*inside_params, limit)
+            ).fetchone()[0]
+            for term in terms:
+                match = '"' + term.replace('"', '""') + '"'
+                if inside:
+                    sql = (
+                        "SELECT count(*) FROM (SELECT 1 FROM items_fts JOIN items ON items.rowid = items_fts.rowid "
+                        f"WHERE items_fts MATCH ? AND {inside} LIMIT ?)"
+                    )
+                    params: tuple[Any, ...] = (match, *inside_params, limit)
+                else:
+                    sql = "SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT ?)"
+                    params = (match, limit)
+                try:
+                    counts[term] = self._conn.execute(sql, params).fetchone()[0]
+                except sqlite3.OperationalError as e:
+                    raise StoreError(f"full-text search failed: {e}") from e
+        return total, counts
 
     def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
         """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""
@@ -981,7 +1041,9 @@ class SqliteStore(Store):
                     except sqlite3.IntegrityError as e:
                         raise ConflictError(c.id_taken(row[0], ns, key)) from e
                     # indexed one by one: a deleted row's rowid may be reused, so a range would miss it
-                    conn.execute("INSERT INTO items_fts (rowid, text) VALUES (?, ?)", (ref, row[5]))
+                    conn.execute(
+                        "INSERT INTO items_fts (rowid, text, address) VALUES (?, ?, ?)", (ref, row[5], f"{ns} {key}")
+                    )
                 else:
                     exists = conn.execute(
                         "SELECT 1 FROM item_history "

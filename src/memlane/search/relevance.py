@@ -1,0 +1,181 @@
+"""Why a hit is there, and the relevance floor that drops hits with no real support.
+
+A hit is explained by the query words it contains (in its text, key or
+namespace: ``matched``) and by the cosine similarity of its vector to the
+query's (``similarity``). The floor keeps a hit when either is real evidence:
+
+* its similarity reaches the embedder's *noise level*: the cosine that
+  unrelated texts reach by chance (``NOISE``, measured per embedder, see
+  docs/benchmarks.md, "Relevance floor"); or
+* it contains two or more of the query's content words (not stop words), or
+  one content word that is not *common* in the searched scope. A word is
+  common when at least ``COMMON_SHARE`` of the items in scope (and at least
+  ``COMMON_MIN_DOCS`` of them) contain it; a query of one content word makes
+  every word it matched sufficient, whatever its frequency.
+
+Everything else (only stop words, only one common word, a vector similarity
+at noise level) is dropped and counted in the envelope's ``below_floor``.
+
+Names decide what a question is about: when a query names someone or
+something (a capitalised word past its first, such as "Caroline" or "LGBTQ")
+and none of its names occurs anywhere in the searched scope, the memory holds
+nothing about it, and only hits at ``STRONG`` similarity or more are kept.
+Word matching here is for explanation and the floor only (the index does the
+searching); it compares light stems, so "travelling" matches "travel".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from ..model import Hit, Item
+from .stopwords import ENGLISH
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+# Cosine similarity that unrelated texts reach by chance, per embedder name: the 99th percentile of the best
+# match of a query over a corpus it has nothing to do with (LoCoMo questions over SciFact abstracts and SciFact
+# claims over LoCoMo turns, shared/data; bench/retrieval.py noise). Unknown embedders get DEFAULT_NOISE.
+NOISE: dict[str, float] = {"minilm": 0.30, "minilm-numpy": 0.30, "fake": 0.35}
+DEFAULT_NOISE = 0.30
+# a word in at least this share of the items in scope is common (calibrated on LoCoMo, bench/retrieval.py floor)
+COMMON_SHARE = 0.05
+COMMON_MIN_DOCS = 2
+# rows of the scope counted at most (a word in COMMON_SHARE of this many is common in any larger scope)
+SCOPE_LIMIT = 20_000
+
+# the similarity of a clear paraphrase, kept even when the query's names occur nowhere in scope
+STRONG = 0.6
+_NOT_NAMES = frozenset(
+    "january february march april may june july august september october november december "
+    "monday tuesday wednesday thursday friday saturday sunday would could might shall".split()
+)
+
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "edly", "ed", "es", "ly", "s")
+
+
+def stem(word: str) -> str:
+    """A light English stem (``travelling`` -> ``travel``, ``themes`` -> ``theme``), for explanation only."""
+    w = word.lower()
+    for suffix in _SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            if suffix in ("ies", "ied"):
+                w += "y"
+            break
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiou":
+        w = w[:-1]  # travell -> travel
+    if len(w) > 3 and w.endswith("e"):
+        w = w[:-1]  # theme / them(es) -> them, share / shar(ing) -> shar
+    return w
+
+
+def item_words(item: Item) -> set[str]:
+    """Stems of the words of an item's text, key and namespace."""
+    text = " ".join((item.text, item.key, *item.namespace))
+    return {stem(w) for w in _WORD.findall(text.lower())}
+
+
+def matched(terms: Sequence[str], item: Item) -> list[str]:
+    """The query terms (in query order) that occur in the item's text, key or namespace."""
+    if not terms:
+        return []
+    words = item_words(item)
+    return [t for t in terms if stem(t) in words]
+
+
+def names(query: str) -> list[str]:
+    """The names in a query, lowercased: capitalised words past the first that are not stop words, months or days."""
+    words = _WORD.findall(query)
+    found = [
+        w.lower()
+        for w in words[1:]
+        if w[:1].isupper() and not w.isdigit() and w.lower() not in ENGLISH and w.lower() not in _NOT_NAMES
+    ]
+    return list(dict.fromkeys(found))
+
+
+def noise_level(embedder_name: str | None) -> float:
+    """The cosine similarity at which an embedder's matches are noise (see ``NOISE``)."""
+    if embedder_name is None:
+        return DEFAULT_NOISE
+    return NOISE.get(embedder_name, NOISE.get(embedder_name.split(":", 1)[0], DEFAULT_NOISE))
+
+
+def content_terms(terms: Iterable[str]) -> list[str]:
+    """Terms that are not stop words."""
+    return [t for t in terms if t not in ENGLISH]
+
+
+def clears(
+    hit: Hit,
+    content: Sequence[str],
+    noise: float,
+    is_common: Callable[[str], bool],
+) -> bool:
+    """Whether a hit has support beyond stop words, one common word, or noise-level similarity.
+
+    ``content`` are the query's content words; ``is_common(word)`` answers
+    from the scope's document frequencies (called only when it decides).
+    """
+    if hit.similarity is not None and hit.similarity >= noise:
+        return True
+    words = [w for w in hit.matched if w not in ENGLISH]
+    if not words:
+        # the index found it lexically but the light stemmer saw no word: trust the index
+        return "lexical" in hit.ranks and not hit.matched and bool(content)
+    if len(words) >= 2 or len(content) <= 1:
+        return True
+    return not is_common(words[0])
+
+
+Counts = Callable[[Sequence[str], int], tuple[int, Mapping[str, int]]]
+
+
+def floor(
+    counts: Counts,
+    query: str,
+    terms: Sequence[str],
+    embedder_name: str | None,
+    *,
+    enabled: bool = True,
+    min_score: float | None = None,
+    notes: list[str] | None = None,
+) -> Callable[[Hit], bool] | None:
+    """The test one confirmed hit must pass: the relevance floor (``enabled``) and ``min_score``.
+
+    ``counts(words, limit)`` returns the rows in the searched scope and, per
+    word, the rows containing it, each count stopping at ``limit``; it is
+    asked whether the query's names occur at all, and about a word that alone
+    supports a hit, once per word. ``notes`` receives what the caller should
+    know. ``None`` when there is nothing to test.
+    """
+    if not enabled and min_score is None:
+        return None
+    content = content_terms(terms)
+    noise = noise_level(embedder_name)
+    named = names(query) if enabled else []
+    absent = bool(named) and not any(counts(named, 1)[1].values())
+    if absent and notes is not None:
+        notes.append(f"no item in scope mentions {', '.join(named)}; only close paraphrases are kept")
+    common: dict[str, bool] = {}
+    scope: list[int] = []
+
+    def is_common(word: str) -> bool:
+        if word not in common:
+            if not scope:
+                scope.append(counts((), SCOPE_LIMIT)[0])
+            most = max(COMMON_MIN_DOCS, math.ceil(COMMON_SHARE * scope[0]))
+            common[word] = counts((word,), most)[1].get(word, 0) >= most
+        return common[word]
+
+    def accept(hit: Hit) -> bool:
+        if min_score is not None and hit.score < min_score:
+            return False
+        if enabled and absent:  # no word of the query is support enough
+            return hit.similarity is not None and hit.similarity >= max(noise, STRONG)
+        return not enabled or clears(hit, content, noise, is_common)
+
+    return accept
