@@ -8,7 +8,8 @@ query's (``similarity``). The floor keeps a hit when either is real evidence:
   unrelated texts reach by chance (``NOISE``, measured per embedder, see
   docs/benchmarks.md, "Relevance floor"); or
 * it contains two or more of the query's content words (not stop words), or
-  one content word that is not *common* in the searched scope. A word is
+  one content word that is not *common* in the searched scope (a query of
+  stop words only is answered by them). A word is
   common when at least ``COMMON_SHARE`` of the items in scope (and at least
   ``COMMON_MIN_DOCS`` of them) contain it; a query of one content word makes
   every word it matched sufficient, whatever its frequency.
@@ -42,7 +43,7 @@ NOISE: dict[str, float] = {"minilm": 0.30, "minilm-numpy": 0.30, "fake": 0.35}
 DEFAULT_NOISE = 0.30
 # a word in at least this share of the items in scope is common (calibrated on LoCoMo, bench/retrieval.py floor)
 COMMON_SHARE = 0.05
-COMMON_MIN_DOCS = 2
+COMMON_MIN_DOCS = 3
 # rows of the scope counted at most (a word in COMMON_SHARE of this many is common in any larger scope)
 SCOPE_LIMIT = 20_000
 
@@ -122,7 +123,8 @@ def clears(
     """
     if hit.similarity is not None and hit.similarity >= noise:
         return True
-    words = [w for w in hit.matched if w not in ENGLISH]
+    # a query of stop words only (rank.terms searches them then) is answered by them
+    words = [w for w in hit.matched if w not in ENGLISH] if content else list(hit.matched)
     if not words:
         # the index found it lexically but the light stemmer saw no word: trust the index
         return "lexical" in hit.ranks and not hit.matched and bool(content)
