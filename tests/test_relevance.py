@@ -203,3 +203,20 @@ def test_noise_levels_are_known_for_the_built_in_embedders() -> None:
 )
 def test_light_stems_match_inflections(word: str, other: str) -> None:
     assert relevance.stem(word) == relevance.stem(other)
+
+
+def test_postgres_ranks_a_bounded_number_of_rows_per_common_word(
+    backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if backend != "postgres":
+        pytest.skip("the PostgreSQL lexical statement's per-word cap")
+    from memlane.store import postgres
+
+    monkeypatch.setattr(postgres, "LEXICAL_CAP", 5)
+    with memlane.open(store_url, embedder=None) as mem:
+        mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"common word filler{i}"} for i in range(40)])
+        mem.put("n", "target", "common word rare")
+        store: Any = mem.store
+        top = store.lexical(["common", "rare"], [("n",)], 3)
+        assert len(top) == 3 and top[0][0] == mem.get("n", "target").id
+        assert len(store.lexical(["common", "word"], [("n",)], 3)) == 3
