@@ -220,3 +220,21 @@ def test_postgres_ranks_a_bounded_number_of_rows_per_common_word(
         top = store.lexical(["common", "rare"], [("n",)], 3)
         assert len(top) == 3 and top[0][0] == mem.get("n", "target").id
         assert len(store.lexical(["common", "word"], [("n",)], 3)) == 3
+
+
+def test_sqlite_leaves_common_words_out_when_rarer_ones_exist(
+    backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if backend != "sqlite":
+        pytest.skip("the SQLite lexical statement's common-word bound")
+    from memlane.store import sqlite
+
+    monkeypatch.setattr(sqlite, "LEXICAL_CAP", 5)
+    with memlane.open(store_url, embedder=None) as mem:
+        mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"value {i} text"} for i in range(40)])
+        store: Any = mem.store
+        top = store.lexical(["value", "17", "text"], [("n",)], 3)
+        assert [r for r, _, _ in top] == [mem.get("n", "k17").id]  # only the rare word nominates
+        everywhere = store.lexical(["value", "text"], [()], 3)
+        assert len(everywhere) == 3  # all words common: ranked among the first matches of the rarest
+        assert store.lexical(["value", "absent"], [()], 3) != []

@@ -201,6 +201,8 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
 ]
 # BM25 weight of the address column against the text's 1.0: an address match ranks below text matches
 ADDRESS_WEIGHT = 0.25
+# rows of the whole index past which a word is common enough to leave out of a query (see SqliteStore.lexical)
+LEXICAL_CAP = 2000
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
 SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ?
@@ -769,34 +771,64 @@ class SqliteStore(Store):
     # -- ranked reads -----------------------------------------------------
 
     def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
-        """BM25 over ``items.text`` and the address words inside ``within``; terms are quoted and OR-ed."""
+        """BM25 over ``items.text`` and the address words inside ``within``; terms are quoted and OR-ed.
+
+        Common words cost what rare ones cost: a term found in ``LEXICAL_CAP``
+        rows or more is left out of the query when rarer terms exist (its IDF
+        is near zero; rows holding a rarer term are all still candidates), and
+        when every term is that common, only the rows up to the cap-th match of
+        the rarest one are ranked.
+        """
         if not terms:
             return []
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         inside, inside_params = c.within_filter(within, column="items.namespace")
         bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
-        if inside:
-            sql = (
-                f"SELECT items.id, {bm25}, items.version FROM items_fts "
-                f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
-                f"ORDER BY {bm25} LIMIT ?"
-            )
-            params: tuple[Any, ...] = (match, *inside_params, k)
-        else:
-            # rank the index alone, then read id and version of the top k (one statement, one snapshot)
-            sql = (
-                f"SELECT items.id, f.score, items.version FROM (SELECT rowid, {bm25} AS score "
-                "FROM items_fts WHERE items_fts MATCH ? ORDER BY score LIMIT ?) AS f "
-                "JOIN items ON items.rowid = f.rowid ORDER BY f.score"
-            )
-            params = (match, k)
         with self._lock:
             self._check_open()
             try:
+                terms, bound = self._bounded(terms, max(LEXICAL_CAP, k))
+                if not terms:
+                    return []
+                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+                below = "" if bound is None else " AND items_fts.rowid <= ?"
+                extra: tuple[Any, ...] = () if bound is None else (bound,)
+                if inside:
+                    sql = (
+                        f"SELECT items.id, {bm25}, items.version FROM items_fts "
+                        f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ?{below} AND {inside} "
+                        f"ORDER BY {bm25} LIMIT ?"
+                    )
+                    params: tuple[Any, ...] = (match, *extra, *inside_params, k)
+                else:
+                    # rank the index alone, then read id and version of the top k (one statement, one snapshot)
+                    sql = (
+                        f"SELECT items.id, f.score, items.version FROM (SELECT rowid, {bm25} AS score "
+                        f"FROM items_fts WHERE items_fts MATCH ?{below} ORDER BY score LIMIT ?) AS f "
+                        "JOIN items ON items.rowid = f.rowid ORDER BY f.score"
+                    )
+                    params = (match, *extra, k)
                 rows = self._conn.execute(sql, params).fetchall()
             except sqlite3.OperationalError as e:
                 raise StoreError(f"full-text search failed: {e}") from e
         return [(item_id, -score, version) for item_id, score, version in rows]
+
+    def _bounded(self, terms: Sequence[str], cap: int) -> tuple[builtins.list[str], int | None]:
+        """The terms worth ranking and, when all are common, the highest rowid to rank (see ``lexical``)."""
+        found: dict[str, int] = {}
+        for t in terms:
+            found[t] = self._conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
+                ('"' + t.replace('"', '""') + '"', cap),
+            ).fetchone()[0]
+        present = [t for t in terms if found[t]]
+        rare = [t for t in present if found[t] < cap]
+        if rare or not present:
+            return rare, None
+        first = '"' + present[0].replace('"', '""') + '"'
+        bound = self._conn.execute(
+            "SELECT max(rowid) FROM (SELECT rowid FROM items_fts WHERE items_fts MATCH ? LIMIT ?)", (first, cap)
+        ).fetchone()[0]
+        return present, bound
 
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
         """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
