@@ -1167,7 +1167,7 @@ def relevance_main(args: argparse.Namespace, mem: Any, ds: Dataset, store_dir: P
         settings = [
             FloorSetting(noise, share, names)
             for names in (True, False)
-            for noise in (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
+            for noise in (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
             for share in (0.02, 0.05, 0.1, 0.2)
         ]
         rows = floor_sweep(mem, ds, vectors, settings)

@@ -775,9 +775,10 @@ class SqliteStore(Store):
 
         Common words cost what rare ones cost: a term found in ``LEXICAL_CAP``
         rows or more is left out of the query when rarer terms exist (its IDF
-        is near zero; rows holding a rarer term are all still candidates), and
-        when every term is that common, only the rows up to the cap-th match of
-        the rarest one are ranked.
+        is near zero; rows holding a rarer term are all still candidates). When
+        every term is that common, BM25 cannot tell the rows apart (and FTS5
+        would read every posting to compute its IDF): the newest ``k`` rows
+        holding any of them are nominated, all with score 0.
         """
         if not terms:
             return []
@@ -786,34 +787,37 @@ class SqliteStore(Store):
         with self._lock:
             self._check_open()
             try:
-                terms, bound = self._bounded(terms, max(LEXICAL_CAP, k))
+                terms, common = self._bounded(terms, max(LEXICAL_CAP, k))
                 if not terms:
                     return []
                 match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-                below = "" if bound is None else " AND items_fts.rowid <= ?"
-                extra: tuple[Any, ...] = () if bound is None else (bound,)
+                if common:
+                    rank = "0.0"
+                    order = "items_fts.rowid DESC"
+                else:
+                    rank = order = bm25
                 if inside:
                     sql = (
-                        f"SELECT items.id, {bm25}, items.version FROM items_fts "
-                        f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ?{below} AND {inside} "
-                        f"ORDER BY {bm25} LIMIT ?"
+                        f"SELECT items.id, {rank}, items.version FROM items_fts "
+                        f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
+                        f"ORDER BY {order} LIMIT ?"
                     )
-                    params: tuple[Any, ...] = (match, *extra, *inside_params, k)
+                    params: tuple[Any, ...] = (match, *inside_params, k)
                 else:
                     # rank the index alone, then read id and version of the top k (one statement, one snapshot)
                     sql = (
-                        f"SELECT items.id, f.score, items.version FROM (SELECT rowid, {bm25} AS score "
-                        f"FROM items_fts WHERE items_fts MATCH ?{below} ORDER BY score LIMIT ?) AS f "
-                        "JOIN items ON items.rowid = f.rowid ORDER BY f.score"
+                        f"SELECT items.id, f.score, items.version FROM (SELECT rowid, {rank} AS score "
+                        f"FROM items_fts WHERE items_fts MATCH ? ORDER BY {order} LIMIT ?) AS f "
+                        "JOIN items ON items.rowid = f.rowid ORDER BY f.score, f.rowid DESC"
                     )
-                    params = (match, *extra, k)
+                    params = (match, k)
                 rows = self._conn.execute(sql, params).fetchall()
             except sqlite3.OperationalError as e:
                 raise StoreError(f"full-text search failed: {e}") from e
         return [(item_id, -score, version) for item_id, score, version in rows]
 
-    def _bounded(self, terms: Sequence[str], cap: int) -> tuple[builtins.list[str], int | None]:
-        """The terms worth ranking and, when all are common, the highest rowid to rank (see ``lexical``)."""
+    def _bounded(self, terms: Sequence[str], cap: int) -> tuple[builtins.list[str], bool]:
+        """The terms worth ranking, and whether all of them are common (see ``lexical``)."""
         found: dict[str, int] = {}
         for t in terms:
             found[t] = self._conn.execute(
@@ -823,12 +827,8 @@ class SqliteStore(Store):
         present = [t for t in terms if found[t]]
         rare = [t for t in present if found[t] < cap]
         if rare or not present:
-            return rare, None
-        first = '"' + present[0].replace('"', '""') + '"'
-        bound = self._conn.execute(
-            "SELECT max(rowid) FROM (SELECT rowid FROM items_fts WHERE items_fts MATCH ? LIMIT ?)", (first, cap)
-        ).fetchone()[0]
-        return present, bound
+            return rare, False
+        return present, True
 
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
         """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
