@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 
 from ..model import Hit, Item
 from .stopwords import ENGLISH
@@ -58,6 +59,7 @@ _NOT_NAMES = frozenset(
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "edly", "ed", "es", "ly", "s")
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light English stem (``travelling`` -> ``travel``, ``themes`` -> ``theme``), for explanation only."""
     w = word.lower()
@@ -80,12 +82,24 @@ def item_words(item: Item) -> set[str]:
     return {stem(w) for w in _WORD.findall(text.lower())}
 
 
+@lru_cache(maxsize=256)
+def _prefixes(terms: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str, str]]:
+    # a word whose stem equals a term's starts with that stem minus its last letter (see stem), so one
+    # regex pass finds every word worth stemming, however long the text
+    stems = {t: stem(t) for t in terms}
+    heads = sorted({st[:-1] or st for st in stems.values()}, key=len, reverse=True)
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(h) for h in heads) + r")\w*", re.UNICODE)
+    return pattern, stems
+
+
 def matched(terms: Sequence[str], item: Item) -> list[str]:
     """The query terms (in query order) that occur in the item's text, key or namespace."""
     if not terms:
         return []
-    words = item_words(item)
-    return [t for t in terms if stem(t) in words]
+    pattern, stems = _prefixes(tuple(terms))
+    text = " ".join((item.text, item.key, *item.namespace)).lower()
+    found = {stem(w) for w in pattern.findall(text)}
+    return [t for t in terms if stems[t] in found]
 
 
 def names(query: str) -> list[str]:
