@@ -239,3 +239,9 @@ def test_sqlite_leaves_common_words_out_when_rarer_ones_exist(
         # all words common: BM25 cannot tell rows apart, the newest are nominated
         assert [r for r, _, _ in everywhere] == [mem.get("n", f"k{i}").id for i in (39, 38, 37)]
         assert store.lexical(["value", "absent"], [()], 3) != []
+        # a word in many rows but far from all of them is still ranked: it tells rows apart
+        mem.put_many([{"namespace": "m", "key": f"j{i}", "value": f"other {i}"} for i in range(200)])
+        mem.put("m", "both", "other 17 value")
+        ranked = store.lexical(["other", "17"], [("m",)], 5)
+        assert len(ranked) == 5  # "other" (in 83 % of the rows) still nominates
+        assert {r for r, _, _ in ranked[:2]} == {mem.get("m", "j17").id, mem.get("m", "both").id}

@@ -201,8 +201,9 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
 ]
 # BM25 weight of the address column against the text's 1.0: an address match ranks below text matches
 ADDRESS_WEIGHT = 0.25
-# rows of the whole index past which a word is common enough to leave out of a query (see SqliteStore.lexical)
+# a word in at least LEXICAL_CAP rows and in COMMON_SHARE of them is left out of a query (SqliteStore.lexical)
 LEXICAL_CAP = 2000
+COMMON_SHARE = 0.9
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
 SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ?
@@ -774,8 +775,9 @@ class SqliteStore(Store):
         """BM25 over ``items.text`` and the address words inside ``within``; terms are quoted and OR-ed.
 
         Common words cost what rare ones cost: a term found in ``LEXICAL_CAP``
-        rows or more is left out of the query when rarer terms exist (its IDF
-        is near zero; rows holding a rarer term are all still candidates). When
+        rows or more and in ``COMMON_SHARE`` of the rows is left out of the
+        query when rarer terms exist (its IDF is near zero; rows holding a
+        rarer term are all still candidates). When
         every term is that common, BM25 cannot tell the rows apart (and FTS5
         would read every posting to compute its IDF): the newest ``k`` rows
         holding any of them are nominated, all with score 0.
@@ -817,15 +819,25 @@ class SqliteStore(Store):
         return [(item_id, -score, version) for item_id, score, version in rows]
 
     def _bounded(self, terms: Sequence[str], cap: int) -> tuple[builtins.list[str], bool]:
-        """The terms worth ranking, and whether all of them are common (see ``lexical``)."""
-        found: dict[str, int] = {}
+        """The terms worth ranking, and whether all of them are common (see ``lexical``).
+
+        A term is common when its first ``cap`` matches come from rows among
+        which it is nearly everywhere (``COMMON_SHARE``): rowids are dense, so
+        ``cap / highest rowid seen`` estimates its share without reading more
+        than ``cap`` postings. Its BM25 IDF is then below 0.11.
+        """
+        present: builtins.list[str] = []
+        common: set[str] = set()
         for t in terms:
-            found[t] = self._conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
+            n, last = self._conn.execute(
+                "SELECT count(*), max(rowid) FROM (SELECT rowid FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
                 ('"' + t.replace('"', '""') + '"', cap),
-            ).fetchone()[0]
-        present = [t for t in terms if found[t]]
-        rare = [t for t in present if found[t] < cap]
+            ).fetchone()
+            if n:
+                present.append(t)
+                if n >= cap and n >= COMMON_SHARE * last:
+                    common.add(t)
+        rare = [t for t in present if t not in common]
         if rare or not present:
             return rare, False
         return present, True
