@@ -245,3 +245,11 @@ def test_sqlite_leaves_common_words_out_when_rarer_ones_exist(
         ranked = store.lexical(["other", "17"], [("m",)], 5)
         assert len(ranked) == 5  # "other" (in 83 % of the rows) still nominates
         assert {r for r, _, _ in ranked[:2]} == {mem.get("m", "j17").id, mem.get("m", "both").id}
+
+
+def test_matching_errs_towards_support() -> None:
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    item = memlane.Item("i", ("lab",), "n1", "x", "text", "Inhibition of cellular growth", {}, None, now, now, None, 1)
+    assert relevance.matched(["inhibits", "cell", "growth", "tea"], item) == ["inhibits", "cell", "growth"]

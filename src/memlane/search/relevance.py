@@ -22,7 +22,9 @@ something (a capitalised word past its first, such as "Caroline" or "LGBTQ")
 and none of its names occurs anywhere in the searched scope, the memory holds
 nothing about it, and only hits at ``STRONG`` similarity or more are kept.
 Word matching here is for explanation and the floor only (the index does the
-searching); it compares light stems, so "travelling" matches "travel".
+searching); it compares light stems, so "travelling" matches "travel", and a
+stem of four letters or more also matches a longer word it begins
+("inhibit" / "inhibition"): erring towards support, never against it.
 """
 
 from __future__ import annotations
@@ -63,14 +65,15 @@ _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "edly", "ed", "es",
 def stem(word: str) -> str:
     """A light English stem (``travelling`` -> ``travel``, ``themes`` -> ``theme``), for explanation only."""
     w = word.lower()
+    stripped = ""
     for suffix in _SUFFIXES:
         if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-            w = w[: -len(suffix)]
+            w, stripped = w[: -len(suffix)], suffix
             if suffix in ("ies", "ied"):
                 w += "y"
             break
-    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiou":
-        w = w[:-1]  # travell -> travel
+    if stripped in ("ing", "ed", "edly") and len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiou":
+        w = w[:-1]  # travell(ing) -> travel, while "cell" stays
     if len(w) > 3 and w.endswith("e"):
         w = w[:-1]  # theme / them(es) -> them, share / shar(ing) -> shar
     return w
@@ -99,7 +102,15 @@ def matched(terms: Sequence[str], item: Item) -> list[str]:
     pattern, stems = _prefixes(tuple(terms))
     text = " ".join((item.text, item.key, *item.namespace)).lower()
     found = {stem(w) for w in pattern.findall(text)}
-    return [t for t in terms if stems[t] in found]
+    return [t for t in terms if _found(stems[t], found)]
+
+
+def _found(st: str, found: set[str]) -> bool:
+    # the light stemmer knows fewer suffixes than the index's (porter, snowball): "inhibits" and
+    # "inhibition" must meet, so a stem of 4+ letters also matches a longer one it begins (or ends) with
+    if st in found:
+        return True
+    return len(st) >= 4 and any(f.startswith(st) or (len(f) >= 4 and st.startswith(f)) for f in found)
 
 
 def names(query: str) -> list[str]:
