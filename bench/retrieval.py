@@ -1094,6 +1094,7 @@ def replay(ds: Dataset, seen: list[Seen], st: FloorSetting) -> dict[str, Any]:
         for key, sim, matched, lexical in s.hits:
             if st.names and s.absent_names:
                 ok = sim is not None and sim >= max(st.noise, relevance.STRONG)
+                ok = ok or sum(1 for w in matched if w in s.content) >= relevance.ABSENT_NAME_WORDS
             elif sim is not None and sim >= st.noise:
                 ok = True
             else:

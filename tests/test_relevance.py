@@ -253,3 +253,16 @@ def test_matching_errs_towards_support() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     item = memlane.Item("i", ("lab",), "n1", "x", "text", "Inhibition of cellular growth", {}, None, now, now, None, 1)
     assert relevance.matched(["inhibits", "cell", "growth", "tea"], item) == ["inhibits", "cell", "growth"]
+
+
+def test_a_question_about_a_name_the_scope_never_mentions_finds_nothing(mem: Any) -> None:
+    mem.put("conv", "t1", "Caroline: I went to the support group yesterday")
+    mem.put("conv", "t2", "Caroline: painting sunsets calms me")
+    env = mem.search("When did Melanie go to the support group?")
+    assert env.hits == [] and env.below_floor >= 1
+    assert any("melanie" in n for n in env.notes)
+    # the same question about a name the scope knows is answered
+    assert mem.search("When did Caroline go to the support group?").hits[0].key == "t1"
+    # three or more of the question's other words are support enough even so
+    assert [h.key for h in mem.search("Did Melanie go to the support group yesterday?").hits] == ["t1"]
+    assert relevance.names("When did Melanie go to the LGBTQ group in May?") == ["melanie", "lgbtq"]

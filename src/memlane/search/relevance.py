@@ -20,7 +20,8 @@ at noise level) is dropped and counted in the envelope's ``below_floor``.
 Names decide what a question is about: when a query names someone or
 something (a capitalised word past its first, such as "Caroline" or "LGBTQ")
 and none of its names occurs anywhere in the searched scope, the memory holds
-nothing about it, and only hits at ``STRONG`` similarity or more are kept.
+nothing about it, and only hits at ``STRONG`` similarity or more, or holding
+``ABSENT_NAME_WORDS`` of its other words, are kept.
 Word matching here is for explanation and the floor only (the index does the
 searching); it compares light stems, so "travelling" matches "travel", and a
 stem of four letters or more also matches a longer word it begins
@@ -53,6 +54,10 @@ SCOPE_LIMIT = 20_000
 
 # the similarity of a clear paraphrase, kept even when the query's names occur nowhere in scope
 STRONG = 0.6
+# ... and the query words that are as good: a SciFact claim naming a gene the abstracts spell otherwise still
+# matches three or more of its other words in the right abstract, a LoCoMo question asked in another
+# conversation rarely does (bench/retrieval.py --abstention)
+ABSENT_NAME_WORDS = 3
 _NOT_NAMES = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday would could might shall".split()
@@ -202,8 +207,10 @@ def floor(
     def accept(hit: Hit) -> bool:
         if min_score is not None and hit.score < min_score:
             return False
-        if enabled and absent:  # no word of the query is support enough
-            return hit.similarity is not None and hit.similarity >= max(noise, STRONG)
+        if enabled and absent:  # only a close paraphrase, or many of the query's other words, are support enough
+            if hit.similarity is not None and hit.similarity >= max(noise, STRONG):
+                return True
+            return sum(1 for w in hit.matched if w in content) >= ABSENT_NAME_WORDS
         return not enabled or clears(hit, content, noise, is_common)
 
     return accept
