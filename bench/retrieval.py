@@ -322,11 +322,13 @@ def make_embedder(name: str) -> TimedEmbedder | None:
 # -- store ----------------------------------------------------------------------------
 
 
-def open_store(ds: Dataset, path: Path | str, embedder: TimedEmbedder | None, batch: int) -> tuple[Any, dict[str, Any]]:
+def open_store(ds: Dataset, path: Any, embedder: TimedEmbedder | None, batch: int) -> tuple[Any, dict[str, Any]]:
     """Open (building it if needed) the memlane store for a dataset: a SQLite path, or a fresh PostgreSQL URL."""
+    if not isinstance(path, str | Path):  # an open memory (--ingest conversation)
+        return path, {"path": str(path.store.location), "items": path.stats().active_items, "reused": True}
     info: dict[str, Any] = {"path": str(path), "items": len(ds.docs), "reused": False}
     if isinstance(path, Path) and path.exists():
-        mem = memlane.open(str(path), embedder=embedder)
+        mem = memlane.open(str(path), embedder=embedder, indexing="sync")
         stats = mem.stats()
         if stats.active_items == len(ds.docs) and stats.vectors_missing == 0:
             info["reused"] = True
@@ -335,7 +337,7 @@ def open_store(ds: Dataset, path: Path | str, embedder: TimedEmbedder | None, ba
         mem.close()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
-    mem = memlane.open(str(path), embedder=embedder)
+    mem = memlane.open(str(path), embedder=embedder, indexing="sync")
     records = [{"namespace": d.namespace, "key": d.key, "value": d.value, "text": d.text} for d in ds.docs]
     if embedder is not None:
         embedder.reset()
@@ -358,18 +360,44 @@ def open_store(ds: Dataset, path: Path | str, embedder: TimedEmbedder | None, ba
 # -- runners ----------------------------------------------------------------------------
 
 
-def run_recall(mem: Any, ds: Dataset, mode: str) -> dict[str, Any]:
-    """The headline: ``Memory.recall`` exactly as an agent would call it."""
+def hit_key(hit: Any) -> str:
+    """The dataset key a hit stands for: its ``message_id`` (turns written by ``add_conversation``) or its key."""
+    return str(hit.item.metadata.get("message_id", hit.item.key))
+
+
+def run_recall(
+    mem: Any,
+    ds: Dataset,
+    mode: str,
+    *,
+    vectors: dict[str, list[float]] | None = None,
+    floor: bool = True,
+    namespace_of: dict[str, tuple[str, ...]] | None = None,
+) -> dict[str, Any]:
+    """The headline: ``Memory.recall`` exactly as an agent would call it.
+
+    ``vectors`` (query id -> query vector) are passed as ``embedding=`` so a
+    run re-uses cached query embeddings; ``namespace_of`` asks each question
+    in another namespace (the abstention measure). ``empty`` is the share of
+    questions answered with no hit.
+    """
     per_query = []
     samples: list[int] = []
     notes: set[str] = set()
+    empty = below = 0
     for q in ds.queries:
+        embedding = vectors.get(q.qid) if vectors is not None and mode != "lexical" else None
+        ns = q.namespace if namespace_of is None else namespace_of[q.qid]
         t0 = time.perf_counter_ns()
-        env = mem.recall(q.text, mode=mode, namespace_prefix=q.namespace, limit=ds.limit)
+        env = mem.recall(q.text, mode=mode, namespace_prefix=ns, limit=ds.limit, embedding=embedding, floor=floor)
         samples.append(time.perf_counter_ns() - t0)
-        notes.update(env.notes)
-        per_query.append((q, score(ds, [h.item.key for h in env.hits], q.gold)))
+        notes.update(n for n in env.notes if not n.startswith("nothing relevant"))
+        empty += not env.hits
+        below += env.below_floor
+        per_query.append((q, score(ds, [hit_key(h) for h in env.hits], q.gold)))
     out = aggregate(ds, per_query)
+    out["empty"] = round(empty / len(ds.queries), 4) if ds.queries else math.nan
+    out["below_floor_per_query"] = round(below / len(ds.queries), 2) if ds.queries else math.nan
     lat = summarize(samples)
     out["latency_ms"] = {"p50_ms": round(lat.p50_us / 1000, 3), "p99_ms": round(lat.p99_us / 1000, 3)}
     out["notes"] = sorted(notes)
@@ -472,7 +500,7 @@ def run_config(mem: Any, ds: Dataset, cfg: Config, vectors: dict[str, list[float
             rrf_k=cfg.rrf_k,
             weights={"lexical": 1.0, "vector": cfg.vector_weight},
         )
-        per_query.append((q, score(ds, [h.item.key for h in env.hits], q.gold)))
+        per_query.append((q, score(ds, [hit_key(h) for h in env.hits], q.gold)))
     return aggregate(ds, per_query)
 
 
@@ -624,7 +652,7 @@ def open_facts_store(
     if sidecar is not None and isinstance(path, Path) and path.exists():
         if sidecar.exists():
             ids = json.loads(sidecar.read_text(encoding="utf-8"))
-            mem = memlane.open(str(path), embedder=embedder)
+            mem = memlane.open(str(path), embedder=embedder, indexing="sync")
             stats = mem.stats()
             wanted = [*ids["chunk_dia"], *ids["claim_ids"]]
             found = [r for i in range(0, len(wanted), 1000) for r in mem.lookup(wanted[i : i + 1000])]
@@ -934,6 +962,313 @@ def run_modes(
     return mem
 
 
+# -- relevance floor (issue #14) -------------------------------------------------------
+
+
+def query_vectors(mem: Any, ds: Dataset, cache: Path | None) -> dict[str, list[float]]:
+    """Query vectors by query id, embedded once and kept in ``cache`` (a JSON file) between runs."""
+    if mem.embedder is None:
+        return {}
+    wanted = {q.qid: q.text for q in ds.queries}
+    stored: dict[str, Any] = {}
+    if cache is not None and cache.exists():
+        stored = json.loads(cache.read_text())
+        if stored.get("embedder") != mem.embedder.name:
+            stored = {}
+    vectors = {qid: v for qid, (text, v) in stored.get("vectors", {}).items() if wanted.get(qid) == text}
+    todo = [q for q in ds.queries if q.qid not in vectors]
+    if todo:
+        progress(f"embedding {len(todo):,} queries")
+        for start in range(0, len(todo), 64):
+            chunk = todo[start : start + 64]
+            for q, vec in zip(chunk, mem.embedder.embed_batch([q.text for q in chunk]), strict=True):
+                vectors[q.qid] = [float(x) for x in vec]
+        if cache is not None:
+            old = stored.get("vectors", {}) if stored else {}
+            old.update({q.qid: (q.text, vectors[q.qid]) for q in todo})
+            cache.write_text(json.dumps({"embedder": mem.embedder.name, "vectors": old}))
+    return vectors
+
+
+def foreign_namespaces(ds: Dataset) -> dict[str, tuple[str, ...]]:
+    """Each question's namespace in the abstention measure: the next conversation's (sorted), never its own."""
+    spaces = sorted({q.namespace for q in ds.queries} | {d.namespace for d in ds.docs})
+    nxt = {ns: spaces[(i + 1) % len(spaces)] for i, ns in enumerate(spaces)}
+    return {q.qid: nxt[q.namespace] for q in ds.queries}
+
+
+def abstention_rows(
+    mem: Any, ds: Dataset, modes: Sequence[str], vectors: dict[str, list[float]]
+) -> list[dict[str, Any]]:
+    """Per mode, floor on and off: the real questions (hit@10, MRR) and the same ones asked elsewhere (empty)."""
+    foreign = foreign_namespaces(ds) if ds.name == "locomo" else None
+    rows = []
+    for mode in modes:
+        for floor in (True, False):
+            real = run_recall(mem, ds, mode, vectors=vectors, floor=floor)
+            row: dict[str, Any] = {"mode": mode, "floor": floor, "real": real}
+            if foreign is not None:
+                row["foreign"] = run_recall(mem, ds, mode, vectors=vectors, floor=floor, namespace_of=foreign)
+            rows.append(row)
+    return rows
+
+
+def abstention_table(ds: Dataset, rows: list[dict[str, Any]]) -> str:
+    head = ds.headline
+    mrr = "mrr@20" if ds.name == "locomo" else "recall@100"
+    off = {r["mode"]: r["real"]["overall"][head] for r in rows if not r["floor"]}
+    out = []
+    for r in rows:
+        o = r["real"]["overall"]
+        foreign = r.get("foreign")
+        out.append(
+            [
+                f"{r['mode']} floor {'on' if r['floor'] else 'off'}",
+                f3(o[head]),
+                f3(o[mrr]),
+                f"{o[head] - off[r['mode']]:+.3f}",
+                f3(r["real"]["empty"]),
+                f3(r["real"]["below_floor_per_query"]),
+                "-" if foreign is None else f3(foreign["empty"]),
+            ]
+        )
+    headers = ["recall", head, mrr, f"d {head} vs off", "empty (own)", "below_floor/q", "empty (other conv.)"]
+    return format_table(headers, out)
+
+
+@dataclass(slots=True)
+class FloorSetting:
+    noise: float
+    common_share: float
+    names: bool = True
+
+    @property
+    def label(self) -> str:
+        return f"noise {self.noise:.2f}, common {self.common_share:.2f}, names {'on' if self.names else 'off'}"
+
+
+@dataclass(slots=True)
+class Seen:
+    """One question's floor-off answer, with what the floor looks at, for replaying floor settings offline."""
+
+    query: Query
+    hits: list[tuple[str, float | None, list[str], bool]]  # key, similarity, matched, found lexically
+    content: list[str]
+    share: dict[str, float]  # word -> share of the scope's items containing it (words that alone support a hit)
+    absent_names: bool
+
+
+def observe(
+    mem: Any, ds: Dataset, vectors: dict[str, list[float]], namespace_of: dict[str, tuple[str, ...]] | None
+) -> list[Seen]:
+    """Hybrid (or lexical) recall with the floor off, plus the scope counts the floor would ask for."""
+    from memlane.search import rank, relevance
+
+    mode = "hybrid" if mem.embedder is not None else "lexical"
+    within_of: dict[tuple[str, ...], Any] = {}
+    out = []
+    for q in ds.queries:
+        ns = q.namespace if namespace_of is None else namespace_of[q.qid]
+        vec = vectors.get(q.qid)
+        env = mem.recall(q.text, mode=mode, namespace_prefix=ns, limit=ds.limit, embedding=vec, floor=False)
+        within = within_of.setdefault(ns, [ns])
+        content = relevance.content_terms(rank.terms(q.text))
+        supports = ([w for w in h.matched if w in content] for h in env.hits)
+        singles = {words[0] for words in supports if len(words) == 1}
+        total, df = mem.store.document_counts(sorted(singles), within, 1_000_000)
+        named = relevance.names(q.text)
+        absent = bool(named) and not any(mem.store.document_counts(named, within, 1)[1].values())
+        hits = [(hit_key(h), h.similarity, list(h.matched), "lexical" in h.ranks) for h in env.hits]
+        out.append(Seen(q, hits, content, {w: df.get(w, 0) / max(total, 1) for w in singles}, absent))
+    return out
+
+
+def replay(ds: Dataset, seen: list[Seen], st: FloorSetting) -> dict[str, Any]:
+    """The floor's rules (memlane.search.relevance.clears) applied offline to observed answers."""
+    from memlane.search import relevance
+
+    per_query = []
+    empty = 0
+    for s in seen:
+        kept = []
+        for key, sim, matched, lexical in s.hits:
+            if st.names and s.absent_names:
+                ok = sim is not None and sim >= max(st.noise, relevance.STRONG)
+                ok = ok or sum(1 for w in matched if w in s.content) >= relevance.ABSENT_NAME_WORDS
+            elif sim is not None and sim >= st.noise:
+                ok = True
+            else:
+                words = [w for w in matched if w in s.content]
+                if not words:
+                    ok = lexical and not matched and bool(s.content)
+                elif len(words) >= 2 or len(s.content) <= 1:
+                    ok = True
+                else:
+                    df_share = s.share.get(words[0], 0.0)
+                    ok = df_share < st.common_share
+            if ok:
+                kept.append(key)
+        empty += not kept
+        per_query.append((s.query, score(ds, kept, s.query.gold)))
+    out = aggregate(ds, per_query)
+    out["empty"] = round(empty / len(seen), 4)
+    return out
+
+
+def floor_sweep(
+    mem: Any, ds: Dataset, vectors: dict[str, list[float]], settings: Sequence[FloorSetting]
+) -> list[dict[str, Any]]:
+    """Floor settings replayed over one floor-off pass (own namespace and, for LoCoMo, another conversation's)."""
+    own = observe(mem, ds, vectors, None)
+    other = observe(mem, ds, vectors, foreign_namespaces(ds)) if ds.name == "locomo" else None
+    rows = []
+    for st in settings:
+        row: dict[str, Any] = {"setting": asdict(st), "label": st.label, "real": replay(ds, own, st)}
+        if other is not None:
+            row["foreign"] = replay(ds, other, st)
+        rows.append(row)
+    return rows
+
+
+def floor_sweep_table(ds: Dataset, rows: list[dict[str, Any]], off: float) -> str:
+    head = ds.headline
+    out = []
+    for r in rows:
+        o = r["real"]["overall"]
+        line = [r["label"], f3(o[head]), f"{o[head] - off:+.3f}"]
+        if "foreign" in r:
+            line.append(f3(r["foreign"]["empty"]))
+        out.append(line)
+    headers = ["floor setting", head, f"d {head} vs floor off"] + (
+        ["empty (other conv.)"] if ds.name == "locomo" else []
+    )
+    return format_table(headers, out)
+
+
+def relevance_main(args: argparse.Namespace, mem: Any, ds: Dataset, store_dir: Path, report: dict[str, Any]) -> None:
+    """``--abstention`` and ``--floor-sweep``: the relevance floor measured on the store just opened."""
+    cache = store_dir / f"{ds.name.replace(':', '-')}-queries-{args.embedder}.json"
+    vectors = query_vectors(mem, ds, cache)
+    modes = ["hybrid", "lexical"] if mem.embedder is not None else ["lexical"]
+    if args.abstention:
+        rows = abstention_rows(mem, ds, modes, vectors)
+        report["abstention"] = rows
+        print()
+        print(f"relevance floor on and off ({ds.describe}); empty (other conv.): each question asked in the next")
+        print("conversation's namespace, where its answer does not exist")
+        print(abstention_table(ds, rows))
+        if ds.categories:
+            per_cat = {f"{r['mode']} floor {'on' if r['floor'] else 'off'}": r["real"] for r in rows}
+            print()
+            print(category_table(ds, per_cat, ds.headline))
+            print()
+            print(category_table(ds, per_cat, "mrr@20"))
+    if args.floor_sweep:
+        off = run_recall(mem, ds, modes[0], vectors=vectors, floor=False)["overall"][ds.headline]
+        settings = [
+            FloorSetting(noise, share, names)
+            for names in (True, False)
+            for noise in (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+            for share in (0.02, 0.05, 0.1, 0.2)
+        ]
+        rows = floor_sweep(mem, ds, vectors, settings)
+        report["floor_sweep"] = rows
+        print()
+        print(f"floor settings, {modes[0]} recall ({ds.describe}); floor off: {ds.headline} {off:.3f}")
+        print(floor_sweep_table(ds, rows, off))
+
+
+def conversation_store(args: argparse.Namespace, target: Path | str, embedder: TimedEmbedder | None) -> Any:
+    """``--ingest conversation``: the LoCoMo turns written with ``add_conversation``, one call per session.
+
+    The hook for the conversation path (issue #14): each message carries its
+    speaker, text, time and ``id`` = the turn's ``dia_id``, so hits map back
+    through ``metadata["message_id"]`` (see :func:`hit_key`). Returns an open
+    memory, which run_modes then uses as it is.
+    """
+    mem = memlane.open(str(target), embedder=embedder, indexing="sync")
+    if not hasattr(mem, "add_conversation"):
+        mem.close()
+        raise SystemExit("--ingest conversation needs a memlane with Memory.add_conversation")
+    sessions: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in _jsonl(args.memories):
+        sessions[(r["conversation_id"], r["session"])].append(r)
+    if mem.stats().active_items == 0:
+        for (conv, session), turns in sorted(sessions.items()):
+            turns.sort(key=lambda r: r["turn"])
+            messages = [
+                {"speaker": r["speaker"], "text": locomo_turn_text(r), "at": r["session_datetime"], "id": r["dia_id"]}
+                for r in turns
+            ]
+            mem.add_conversation(("locomo", conv), messages, session=str(session))
+    return mem
+
+
+def stored_vectors(mem: Any, count: int) -> Any:
+    """Up to ``count`` stored item vectors of a SQLite store, as unit rows of a float32 matrix (seeded choice)."""
+    import numpy as np
+
+    rows = mem.store.connection.execute(
+        "SELECT embedding FROM item_vectors ORDER BY (item_rowid * 2654435761) % 4294967296 LIMIT ?", (count,)
+    ).fetchall()
+    matrix = np.array([np.frombuffer(r[0], dtype="<f4") for r in rows], dtype=np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def noise_main(args: argparse.Namespace) -> int:
+    """The embedder's noise level: the best cosine a query reaches over a corpus it has nothing to do with.
+
+    LoCoMo questions are searched (vector channel, floor off, one hit) over the
+    SciFact abstracts and SciFact claims over the LoCoMo turns (the best match
+    chance gives a whole corpus), and each question is compared with 2,000
+    stored vectors of the other corpus (what chance gives one hit: the noise
+    level is this distribution's 99th percentile).
+    """
+    import numpy as np
+
+    embedder = make_embedder(args.embedder)
+    if embedder is None:
+        raise SystemExit("noise needs an embedder")
+    store_dir = Path(args.store_dir).resolve()
+    store_dir.mkdir(parents=True, exist_ok=True)
+    locomo = load_locomo(args.memories, args.queries, 0)
+    scifact = load_beir(args.dir, args.split)
+    stores = {}
+    for ds, variant in ((locomo, "n0"), (scifact, args.split)):
+        path = store_dir / f"{ds.name.replace(':', '-')}-{variant}-{args.embedder}.db"
+        stores[ds.name], _ = open_store(ds, path, embedder, args.batch)
+    best: dict[str, list[float]] = {}
+    pairs: dict[str, list[float]] = {}
+    for queries, corpus in ((locomo, scifact), (scifact, locomo)):
+        cache = store_dir / f"{queries.name.replace(':', '-')}-queries-{args.embedder}.json"
+        vectors = query_vectors(stores[queries.name], queries, cache)
+        sims = []
+        for q in queries.queries[: args.limit_queries]:
+            vec = vectors[q.qid]
+            env = stores[corpus.name].search(q.text, channels=["vector"], embedding=vec, limit=1, floor=False)
+            sims.append(env.hits[0].similarity if env.hits else 0.0)
+        label = f"{queries.name} questions over {corpus.name}"
+        best[label] = sorted(sims)
+        # one question against one random document of the other corpus: the similarity chance gives a single hit
+        docs = stored_vectors(stores[corpus.name], 2000)
+        qs = np.array([vectors[q.qid] for q in queries.queries[: args.limit_queries]], dtype=np.float32)
+        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+        pairs[label] = sorted(float(x) for x in (qs @ docs.T).ravel())
+    rows = []
+    for kind, table in (("best of corpus", best), ("random pair", pairs)):
+        for label, sims in table.items():
+            pick = [sims[min(len(sims) - 1, int(p * len(sims)))] for p in (0.5, 0.9, 0.95, 0.99, 0.999)]
+            rows.append([f"{label}, {kind}", f"{len(sims):,}", *(f"{x:.3f}" for x in pick), f"{sims[-1]:.3f}"])
+    print(f"cosine similarity over an unrelated corpus, embedder {args.embedder}")
+    print(format_table(["queries over corpus", "n", "p50", "p90", "p95", "p99", "p99.9", "max"], rows))
+    for mem in stores.values():
+        mem.close()
+    if args.json:
+        summary = {k: {"n": len(v), "p99": v[int(0.99 * len(v))]} for k, v in pairs.items()}
+        write_json(args.json, {"embedder": args.embedder, "best": best, "pairs": summary, "machine": machine_info()})
+    return 0
+
+
 # -- main -------------------------------------------------------------------------------
 
 
@@ -959,6 +1294,23 @@ def main(argv: list[str] | None = None) -> int:
         "--observations",
         help="locomo_observations.jsonl for --facts (default: beside --memories)",
     )
+    lp.add_argument(
+        "--ingest",
+        choices=("put", "conversation"),
+        default="put",
+        help="put: one item per turn (today's path); conversation: mem.add_conversation per session "
+        "(needs a memlane that has it; hits map back through metadata message_id)",
+    )
+    np_ = sub.add_parser("noise", help="the embedder's noise level: best cosine over an unrelated corpus")
+    np_.add_argument("--memories", required=True, help="locomo_memories.jsonl")
+    np_.add_argument("--queries", required=True, help="locomo_queries.jsonl")
+    np_.add_argument("--dir", required=True, help="the SciFact folder (BEIR layout)")
+    np_.add_argument("--split", default="train", help="SciFact qrels split (default train)")
+    np_.add_argument("--embedder", choices=("minilm", "minilm-numpy", "fake"), default="minilm")
+    np_.add_argument("--store-dir", required=True, metavar="DIR", help="where the two stores are kept and re-used")
+    np_.add_argument("--limit-queries", type=int, default=None, metavar="N")
+    np_.add_argument("--batch", type=int, default=256)
+    np_.add_argument("--json", metavar="OUT")
     bp = sub.add_parser("beir", help="a BEIR-layout set such as SciFact")
     bp.add_argument("--dir", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels/")
     bp.add_argument("--split", default="test", help="qrels split (default test)")
@@ -972,6 +1324,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         p.add_argument("--limit-queries", type=int, default=None, metavar="N", help="evaluate only the first N")
         p.add_argument("--sweep", action="store_true", help="also run the grid of search settings")
+        p.add_argument(
+            "--abstention",
+            action="store_true",
+            help="also measure the relevance floor on and off (LoCoMo: each question asked in another conversation)",
+        )
+        p.add_argument("--floor-sweep", action="store_true", help="also run the grid of relevance floor settings")
         p.add_argument("--json", metavar="OUT", help="also write the results as JSON")
         p.add_argument("--batch", type=int, default=256, help="records per put_many call (default 256)")
         p.add_argument(
@@ -992,6 +1350,8 @@ def main(argv: list[str] | None = None) -> int:
             help="keep the store in DIR (outside the repo) and re-use it when it matches; default: a temp dir",
         )
     args = ap.parse_args(argv)
+    if args.dataset == "noise":
+        return noise_main(args)
 
     if args.dataset == "locomo":
         if args.neighbours < 0:
@@ -1071,7 +1431,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.dataset == "locomo" and args.facts:
             mem = facts_main(args, ds, target, embedder, report)
         else:
+            if args.dataset == "locomo" and args.ingest == "conversation":
+                target = conversation_store(args, target, embedder)
             mem = run_modes(args, ds, target, embedder, modes, report)
+            if args.abstention or args.floor_sweep:
+                relevance_main(args, mem, ds, store_dir, report)
         mem.close()
     finally:
         if pg is not None:

@@ -4,6 +4,7 @@ Usage::
 
     python bench/search.py [--n 10000 --n 100000] [--n 1000000] [--queries 400] [--json OUT]
                            [--backend sqlite|postgres|both]
+    python bench/search.py --common [--n 100000] [--queries 200] [--backend sqlite|postgres|both]
 
 For each N, in one process: ``put_many`` N synthetic items (Zipf-distributed
 words over a fixed vocabulary, 10-30 words each, spread over ``--namespaces``
@@ -622,6 +623,95 @@ def compare(runs: list[dict[str, Any]]) -> str:
     return "\n\n".join(out)
 
 
+# -- common words (issue #14) ---------------------------------------------------------
+
+
+def common_words(n: int, url: str, backend: str, count: int) -> dict[str, Any]:
+    """Lexical search and recall for words present in every row: ``"value 123 text"`` over N items.
+
+    Every item's text is ``"value <i> text <zipf words>"``, one namespace per
+    100 items; timed, warm, with the floor on (the default): ``search`` with
+    ``channels=("lexical",)`` over the whole store, ``recall`` (lexical, no
+    embedder) over the whole store and in one namespace, for the query
+    ``"value <i> text"`` with a different ``i`` each call (so the one rare
+    word differs) and for ``"value text"`` (only words in every row).
+    """
+    corpus = Corpus(20240607, 10)
+    rng = random.Random(7)
+    with memlane.open(url, embedder=None) as mem:
+        for start in range(0, n, 5000):
+            stop = min(n, start + 5000)
+            mem.put_many(
+                [
+                    {"namespace": f"team/{i // 100}", "key": f"notes.{i}", "value": f"value {i} text {words}"}
+                    for i, words in zip(
+                        range(start, stop),
+                        (" ".join(corpus._zipf(rng, rng.randint(5, 15))) for _ in range(start, stop)),
+                        strict=True,
+                    )
+                ]
+            )
+        if backend == "postgres":
+            import psycopg
+
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE items")
+        picks = [rng.randrange(n) for _ in range(count)]
+        subjects = {
+            "search lexical 'value <i> text'": lambda i: mem.search(f"value {i} text", channels=["lexical"]),
+            "search lexical 'value text'": lambda i: mem.search("value text", channels=["lexical"]),
+            "recall 'value <i> text'": lambda i: mem.recall(f"value {i} text", mode="lexical"),
+            "recall 'value <i> text', one namespace": lambda i: mem.recall(
+                f"value {i} text", mode="lexical", namespace_prefix=f"team/{i // 100}"
+            ),
+        }
+        out: dict[str, Any] = {"backend": backend, "n": n, "queries": count}
+        for label, call in subjects.items():
+            for i in picks[:5]:
+                call(i)  # warm
+            samples = []
+            for i in picks:
+                t0 = time.perf_counter_ns()
+                env = call(i)
+                samples.append(time.perf_counter_ns() - t0)
+            lat = summarize(samples)
+            out[label] = {"p50_ms": round(lat.p50_us / 1000, 2), "p99_ms": round(lat.p99_us / 1000, 2)}
+            top = env.hits[0].key if env.hits else None
+            out[label]["last_top"] = top
+    return out
+
+
+def common_main(args: argparse.Namespace) -> int:
+    """``--common``: the common-word case on the chosen backends, one table."""
+    rows = []
+    results = []
+    for backend in ("sqlite", "postgres") if args.backend == "both" else (args.backend,):
+        for n in args.n or [100_000]:
+            if backend == "sqlite":
+                with tempfile.TemporaryDirectory(prefix=f"memlane-common-{n}-") as tmp:
+                    res = common_words(n, str(Path(tmp) / "common.db"), backend, args.queries)
+            else:
+                import psycopg
+
+                with postgres_server() as admin_url:
+                    dbname = f"memlane_common_{os.getpid()}_{n}"
+                    with psycopg.connect(admin_url, autocommit=True) as admin:
+                        admin.execute(f'CREATE DATABASE "{dbname}"')
+                    try:
+                        res = common_words(n, pg_url_for(admin_url, dbname), backend, args.queries)
+                    finally:
+                        with psycopg.connect(admin_url, autocommit=True) as admin:
+                            admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+            results.append(res)
+            for label, v in res.items():
+                if isinstance(v, dict):
+                    rows.append([f"{backend} {n:,}: {label}", f"{v['p50_ms']:.2f}", f"{v['p99_ms']:.2f}"])
+            print(format_table(["subject", "p50 ms", "p99 ms"], rows[-4:]), flush=True)
+    if args.json:
+        write_json(args.json, {"benchmark": "search --common", "machine": machine_info(), "runs": results})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, action="append", help="items (repeatable); default 10000 and 100000")
@@ -641,7 +731,14 @@ def main(argv: list[str] | None = None) -> int:
         help="sqlite (default), postgres ($MEMLANE_TEST_PG_URL or a throwaway pgserver) or both",
     )
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    ap.add_argument(
+        "--common",
+        action="store_true",
+        help="only the common-word case: 'value <i> text' over N items whose every text has 'value' and 'text'",
+    )
     args = ap.parse_args(argv)
+    if args.common:
+        return common_main(args)
     args.query_kind = args.query_kind or list(QUERY_KINDS)
     sizes = args.n or [10_000, 100_000]
 

@@ -178,7 +178,9 @@ def _reference_lexical(url: str, terms: list[str], within: list[tuple[str, ...]]
                 weights[w] = math.log(1 + (max(total, n) - n + 0.5) / (n + 0.5))
         if not weights:
             return []
-        score = " + ".join(["%s * ts_rank(tsv, to_tsquery('simple', quote_literal(%s)), 1)"] * len(weights))
+        # address words (label C) weigh 0.25 against the text's 1 (store.postgres.ADDRESS_WEIGHT)
+        rank = "ts_rank('{1, 0.25, 1, 1}', tsv, to_tsquery('simple', quote_literal(%s)), 1)"
+        score = " + ".join([f"%s * {rank}"] * len(weights))
         rows = conn.execute(
             f"SELECT id, {score} AS s FROM items WHERE tsv @@ to_tsquery('simple', %s){scope} "
             "ORDER BY s DESC, ref LIMIT %s",
@@ -224,7 +226,8 @@ def test_lexical_ranking_is_one_statement_with_per_scope_idf(pg_url, clock):
         assert "rare5" in hit.value
         # words that are no lexemes, quotes, backslashes and tsquery syntax are data, never errors
         assert store.lexical(["_", "!"], [()], 10) == []
-        assert store.lexical(["o'brien", "a\\b", "x|y", "(z", "&", "'"], [()], 10) == []
+        # ("a" and "b" would now match the address words of team/a and team/b)
+        assert store.lexical(["o'brien", "q\\w", "x|y", "(z", "&", "'"], [()], 10) == []
 
 
 def test_lexical_setting_does_not_leak_into_the_pool(pg_url):

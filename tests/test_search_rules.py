@@ -363,7 +363,7 @@ def test_replaced_since_indexing_is_dropped_until_reindexed(tmp_path):
         mem.put("a", "other", "volcano lava notes")
         with _open(tmp_path, clock, embedder=None) as plain:
             plain.put("a", "k", "volcano gardening tips")
-        env = mem.search("volcano eruption report", channels=["vector"])
+        env = mem.search("volcano eruption report", channels=["vector"], floor=False)
         assert [h.key for h in env.hits] == ["other"] and env.dropped_by_hydration == 1
         # found by both channels, still dropped: one stale channel is enough
         env = mem.search("volcano", channels=["lexical", "vector"])

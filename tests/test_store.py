@@ -309,13 +309,17 @@ class Checker:
         mem, now = self.mem, self.clock.now
         live = self.model.live(now)
         for word in WORDS:
-            env = mem.search(word, namespace_prefix=self.root, channels=["lexical"], limit=50, candidate_k=100)
+            env = mem.search(
+                word, namespace_prefix=self.root, channels=["lexical"], limit=50, candidate_k=100, floor=False
+            )
             stored = {a for a, r in self.model.rows.items() if word in _words(r.item.text)}
             assert {(h.namespace, h.key) for h in env.hits} == stored & set(live)
             assert all(h.item == live[(h.namespace, h.key)] for h in env.hits)
             assert (env.counts["lexical"], env.dropped_by_hydration) == (len(stored), len(stored - set(live)))
         indexed(mem)
-        env = mem.search(WORDS[0], namespace_prefix=self.root, channels=["vector"], limit=50, candidate_k=100)
+        env = mem.search(
+            WORDS[0], namespace_prefix=self.root, channels=["vector"], limit=50, candidate_k=100, floor=False
+        )
         embedded = {a for a, r in self.model.rows.items() if r.vector_version is not None}
         current = {a for a in embedded if a in live and self.model.rows[a].vector_version == live[a].version}
         assert {(h.namespace, h.key) for h in env.hits} == current
@@ -492,7 +496,7 @@ def test_stats_count_rows_history_schema_and_size(mem, clock, backend, store_url
 
     empty = mem.stats()
     assert (empty.active_items, empty.expired_items, empty.namespaces, empty.history_versions) == (0, 0, 0, 0)
-    assert empty.schema_version == 8  # migrations applied (m001_initial ... m008_pending)
+    assert empty.schema_version == 9  # migrations applied (m001_initial ... m009_lexical_address)
     assert empty.location == (redact(store_url) if backend == "postgres" else store_url)
     assert isinstance(empty.size_bytes, int) and empty.size_bytes > 0
     mem.put("s/a", "k", 1)

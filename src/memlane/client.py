@@ -315,6 +315,8 @@ class Client:
         embedding: Sequence[float] | None = None,
         rrf_k: int = 10,
         weights: Mapping[str, float] | None = None,
+        floor: bool = True,
+        min_score: float | None = None,
     ) -> Envelope:
         """Ranked search; see :meth:`Memory.search`."""
         return Envelope.from_dict(self._send("search", {k: v for k, v in locals().items() if v is not None}))
@@ -329,6 +331,8 @@ class Client:
         mode: str = "hybrid",
         embedding: Sequence[float] | None = None,
         chooser: Chooser | None = None,
+        floor: bool = True,
+        min_score: float | None = None,
     ) -> Envelope:
         """The agent's entry point; see :meth:`Memory.recall`.
 
@@ -345,6 +349,10 @@ class Client:
             body["key"] = key
         if embedding is not None:
             body["embedding"] = embedding
+        if not floor:  # sent only when not the default, so older servers keep working
+            body["floor"] = False
+        if min_score is not None:
+            body["min_score"] = min_score
         return Envelope.from_dict(self._send("recall", body))
 
     def recall_keyed(

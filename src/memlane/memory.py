@@ -37,7 +37,7 @@ from .indexer import LEASE_S, POLL_S, Indexer
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from .query.model import QueryPlan, QueryResult, SavedQuery
 from .retention import CleanupReport, RetentionRule
-from .search import rank
+from .search import rank, relevance
 from .search.embedders import DEFAULT_EMBEDDER, Embedder, default_available, get_embedder, resolve_embedder
 from .store.base import EVERYTHING, PutRow, Store
 
@@ -118,6 +118,14 @@ def _weights(raw: Any) -> dict[str, float]:
             raise ValidationError("weights", f"weight for {ch!r} must be a finite number >= 0")
         out[ch] = float(w)
     return out
+
+
+def _min_score(raw: Any) -> float | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw != raw or abs(raw) == float("inf"):
+        raise ValidationError("min_score", "must be a finite number (or null for no minimum)")
+    return float(raw)
 
 
 def _embedding(raw: Any, embedder: Embedder | None) -> builtins.list[float]:
@@ -653,6 +661,8 @@ class Memory:
         embedding: Sequence[float] | None = None,
         rrf_k: int = DEFAULT_RRF_K,
         weights: Mapping[str, float] | None = None,
+        floor: bool = True,
+        min_score: float | None = None,
     ) -> Envelope:
         """Search by topic: nominate per channel, fuse with RRF, confirm against live rows.
 
@@ -667,9 +677,14 @@ class Memory:
             embedding: a query vector to use instead of embedding ``query``.
             rrf_k: the RRF constant ``k`` in ``1/(k + rank)`` (default 10).
             weights: per-channel RRF weights (default lexical 1.0, vector 0.5).
+            floor: drop hits whose only support is stop words, one common word
+                or a vector similarity at the embedder's noise level (counted in
+                ``below_floor``; see :mod:`memlane.search.relevance`).
+            min_score: also drop hits whose fused score is below this.
 
         Returns:
             An :class:`Envelope`. Scores order hits; they are not calibrated.
+            Each hit says which query words it contains and its vector similarity.
         """
         started = time.perf_counter()
         query = v.query(query)
@@ -680,13 +695,14 @@ class Memory:
         wanted = _channels(channels)
         weights = _weights(weights)
         query_vector = None if embedding is None else _embedding(embedding, self._embedder)
+        min_score = _min_score(min_score)
         within = self._within(prefix)
         now = self._now()
         notes: builtins.list[str] = []
         nominations: dict[str, Sequence[Any]] = {}
         timings: dict[str, float] = {}
+        words = rank.terms(query)
         if "lexical" in wanted:
-            words = rank.terms(query)
             if not words:
                 notes.append("the query has no searchable words")
             nominations["lexical"] = self._store.lexical(words, within, k)
@@ -708,7 +724,20 @@ class Memory:
         fused = rank.fuse(nominations, rrf_k=rrf_k, weights=weights)
         timings["fuse_ms"] = _ms(t)
         t = time.perf_counter()
-        hits, dropped, truncated = rank.confirm(fused, lambda ids: self._store.hydrate(ids, within, now), limit)
+        accept = relevance.floor(
+            lambda terms, most: self._store.document_counts(terms, within, most),
+            query,
+            words,
+            None if self._embedder is None else self._embedder.name,
+            enabled=bool(floor),
+            min_score=min_score,
+            notes=notes,
+        )
+        hits, dropped, truncated, below = rank.confirm_relevant(
+            fused, lambda ids: self._store.hydrate(ids, within, now), limit, terms=words, accept=accept
+        )
+        if below and not hits:
+            notes.append(f"nothing relevant: {below} candidates were below the relevance floor")
         timings["confirm_ms"] = _ms(t)
         # what the vector channel could not see yet: items in scope written but not embedded
         pending = self._store.count_pending(within) if "vector" in nominations else None
@@ -724,6 +753,8 @@ class Memory:
                 "rrf_k": rrf_k,
                 "weights": {ch: weights.get(ch, 1.0) for ch in wanted},
                 "embedding": "given" if embedding is not None else None,
+                "floor": bool(floor),
+                "min_score": min_score,
             }
             | self._searched(prefix, within),
             hits=hits,
@@ -733,6 +764,7 @@ class Memory:
             timings=timings,
             notes=notes,
             pending_vectors=pending,
+            below_floor=below,
         )
 
     def _embed_query(self, query: str) -> builtins.list[float]:
@@ -757,6 +789,8 @@ class Memory:
         mode: str = "hybrid",
         embedding: Sequence[float] | None = None,
         chooser: Chooser | None = None,
+        floor: bool = True,
+        min_score: float | None = None,
     ) -> Envelope:
         """The agent's one entry point to its memory.
 
@@ -766,6 +800,7 @@ class Memory:
         the chooser-assisted ``single`` / ``tiered`` (a caller-supplied
         :class:`~memlane.search.choose.Chooser` picks addresses from the
         summarize map; without one they fall back to lexical and say so).
+        ``floor`` and ``min_score`` are :meth:`search`'s relevance floor.
         """
         started = time.perf_counter()
         if mode not in MODES:
@@ -795,12 +830,25 @@ class Memory:
                 from .search.choose import choose
 
                 return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
-            env = self.search(query, namespace_prefix=namespace_prefix, limit=limit, channels=("lexical",))
+            env = self.search(
+                query,
+                namespace_prefix=namespace_prefix,
+                limit=limit,
+                channels=("lexical",),
+                floor=floor,
+                min_score=min_score,
+            )
             env.notes.append(f"mode {mode!r} needs a chooser; fell back to lexical")
         else:
             channels = ("lexical", "vector") if mode == "hybrid" else (mode,)
             env = self.search(
-                query, namespace_prefix=namespace_prefix, limit=limit, channels=channels, embedding=embedding
+                query,
+                namespace_prefix=namespace_prefix,
+                limit=limit,
+                channels=channels,
+                embedding=embedding,
+                floor=floor,
+                min_score=min_score,
             )
         env.operation = "recall"
         env.params["mode"] = mode

@@ -217,12 +217,20 @@ class Hit:
     relevance. ``ranks`` and ``channel_scores`` give each channel's 1-based rank
     and raw score (for ``lexical``: BM25, lower is better as SQLite reports it,
     negated so that higher is better).
+
+    Why it is there: ``matched`` lists the query words found in the item's
+    text, key or namespace (the lexical evidence; empty when only the vector
+    channel found it) and ``similarity`` is the cosine similarity between the
+    query and the item's vector (``None`` when the vector channel did not
+    nominate the item).
     """
 
     item: Item
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
     channel_scores: dict[str, float] = field(default_factory=dict)
+    matched: list[str] = field(default_factory=list)
+    similarity: float | None = None
 
     @property
     def namespace(self) -> Namespace:
@@ -245,15 +253,28 @@ class Hit:
         return self.item.text
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: the item's fields plus score, ranks and channel scores."""
+        """JSON-ready form: the item's fields plus score, ranks, channel scores and why it matched."""
         out = self.item.to_dict()
-        out.update(score=self.score, ranks=self.ranks, channel_scores=self.channel_scores)
+        out.update(
+            score=self.score,
+            ranks=self.ranks,
+            channel_scores=self.channel_scores,
+            matched=self.matched,
+            similarity=self.similarity,
+        )
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Hit:
         """Rebuild from ``to_dict()`` output."""
-        return cls(Item.from_dict(d), d["score"], d.get("ranks") or {}, d.get("channel_scores") or {})
+        return cls(
+            Item.from_dict(d),
+            d["score"],
+            d.get("ranks") or {},
+            d.get("channel_scores") or {},
+            d.get("matched") or [],
+            d.get("similarity"),
+        )
 
 
 @dataclass(slots=True)
@@ -273,6 +294,9 @@ class Envelope:
         pending_vectors: items in scope written but not embedded yet, so not seen
             by the vector channel (found lexically meanwhile); ``None`` when the
             vector channel did not run (and then absent on the wire).
+        below_floor: confirmed candidates dropped by the relevance floor (or
+            ``min_score``): no query word beyond stop words or one common word
+            matched, and the vector similarity was below the embedder's noise level.
     """
 
     operation: str
@@ -284,6 +308,7 @@ class Envelope:
     timings: dict[str, float]
     notes: list[str] = field(default_factory=list)
     pending_vectors: int | None = None
+    below_floor: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -297,6 +322,7 @@ class Envelope:
             "timings": self.timings,
             "notes": self.notes,
             "pending_vectors": self.pending_vectors,
+            "below_floor": self.below_floor,
         }
 
     @classmethod
@@ -312,4 +338,5 @@ class Envelope:
             timings=d.get("timings") or {},
             notes=d.get("notes") or [],
             pending_vectors=d.get("pending_vectors"),
+            below_floor=d.get("below_floor", 0),
         )

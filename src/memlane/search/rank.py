@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Hit, Item
+from . import relevance
 from .stopwords import ENGLISH
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -92,17 +93,37 @@ def confirm(
     hydrate: Callable[[Sequence[Any]], Mapping[Any, Item]],
     limit: int,
 ) -> tuple[list[Hit], int, bool]:
-    """Re-read candidates best first until ``limit`` + 1 are confirmed.
+    """Re-read candidates best first until ``limit`` + 1 are confirmed (no floor).
+
+    Returns:
+        ``(hits, dropped, truncated)``; see :func:`confirm_relevant`.
+    """
+    hits, dropped, truncated, _ = confirm_relevant(candidates, hydrate, limit)
+    return hits, dropped, truncated
+
+
+def confirm_relevant(
+    candidates: Sequence[Candidate],
+    hydrate: Callable[[Sequence[Any]], Mapping[Any, Item]],
+    limit: int,
+    *,
+    terms: Sequence[str] = (),
+    accept: Callable[[Hit], bool] | None = None,
+) -> tuple[list[Hit], int, bool, int]:
+    """Re-read candidates best first until ``limit`` + 1 are confirmed and accepted.
 
     ``hydrate`` maps candidate ids to live items the caller may see (one read,
     liveness and scope applied in it); a candidate whose item is missing there,
-    or whose version differs from what a channel scored, is dropped.
+    or whose version differs from what a channel scored, is dropped. Each
+    confirmed hit is explained (the ``terms`` it contains, its vector
+    similarity) and then offered to ``accept`` (the relevance floor); a
+    refused one is counted, not returned.
 
     Returns:
-        ``(hits, dropped, truncated)``.
+        ``(hits, dropped, truncated, refused)``.
     """
     hits: list[Hit] = []
-    dropped = 0
+    dropped = refused = 0
     want = limit + 1
     pos = 0
     while pos < len(candidates) and len(hits) < want:
@@ -114,6 +135,17 @@ def confirm(
             if item is None or any(v != item.version for v in cand.versions.values()):
                 dropped += 1
                 continue
-            hits.append(Hit(item, round(cand.score, 10), cand.ranks, cand.channel_scores))
+            hit = Hit(
+                item,
+                round(cand.score, 10),
+                cand.ranks,
+                cand.channel_scores,
+                relevance.matched(terms, item),
+                cand.channel_scores.get("vector"),
+            )
+            if accept is not None and not accept(hit):
+                refused += 1
+                continue
+            hits.append(hit)
     truncated = len(hits) > limit
-    return hits[:limit], dropped, truncated
+    return hits[:limit], dropped, truncated, refused

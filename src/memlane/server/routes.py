@@ -134,6 +134,8 @@ class HitOut(ItemOut):
     score: float
     ranks: dict[str, int]
     channel_scores: dict[str, float]
+    matched: list[str] = []
+    similarity: float | None = None
 
 
 class EnvelopeOut(BaseModel):
@@ -146,6 +148,7 @@ class EnvelopeOut(BaseModel):
     timings: dict[str, float]
     notes: list[str]
     pending_vectors: int | None = None
+    below_floor: int = 0
 
 
 class ItemsOut(BaseModel):

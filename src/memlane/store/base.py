@@ -184,6 +184,13 @@ class Store(ABC):
         """
 
     @abstractmethod
+    def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
+        """Rows inside ``within`` and, per term, rows whose text or address contains it (each count stops at ``limit``).
+
+        For the relevance floor's "common word" test; expiry is not applied.
+        """
+
+    @abstractmethod
     def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
         """Re-read candidates by item id from live rows inside ``within``, in one statement."""
 

@@ -185,7 +185,25 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id) EXECUTE FUNCTION memlane_items_new_item()""",
         ],
     ),
+    (
+        "m009_lexical_address",
+        [
+            # keys and namespaces become searchable words, labelled C (the text stays unlabelled, D) so
+            # ranking weighs them at ADDRESS_WEIGHT; the punctuation of addresses becomes spaces first,
+            # or the parser would keep "preferences.ui.theme" as one host-name token
+            "DROP INDEX items_tsv",
+            "ALTER TABLE items DROP COLUMN tsv",
+            f"""ALTER TABLE items ADD COLUMN tsv tsvector GENERATED ALWAYS AS (
+                to_tsvector('memlane', left(text, {LEXICAL_CHARS}))
+                || setweight(to_tsvector('memlane',
+                    regexp_replace(namespace || ' ' || key, '[^[:alnum:]]+', ' ', 'g')), 'C')
+            ) STORED""",
+            "CREATE INDEX items_tsv ON items USING gin (tsv)",
+        ],
+    ),
 ]
+# ts_rank weight of address words (label C) against the text's (label D) 1.0: they rank below text matches
+ADDRESS_WEIGHT = 0.25
 
 _UPSERT = f"""
 INSERT INTO items (id, namespace, key, value, value_type, text, metadata, author,
@@ -232,43 +250,67 @@ _MARK_ARRAYS = _MARK.replace("VALUES (%s, %s)", "SELECT * FROM unnest(%s::bigint
 
 # Lexical ranking in one statement (PostgresStore.lexical):
 # * ``words``: the query's distinct lexemes, each with its one-word tsquery;
-# * ``hits``: the rows of the scope matching any lexeme, found through the GIN index (the OR query is a
-#   plan-time constant, so the planner estimates it from the column's statistics), one row per
-#   (ref, lexeme it contains, ts_rank for that lexeme); the tsvector is detoasted once per row
-#   (``setweight(.., 'D')`` is the identity on memlane's unlabelled vectors, and its result is reused);
-# * ``idf``: each lexeme's document frequency counted over ``hits`` (which hold every row of the scope
-#   that contains it), as BM25's IDF;
+# * ``capped``: per lexeme, the rows of the scope containing it, found through the GIN index, at most
+#   ``%(cap)s`` of them (LEXICAL_CAP): the work done for a word is bounded however many rows contain it,
+#   so a query of words present in every row costs what a query of rarer words costs;
+# * ``idf``: each lexeme's document frequency in the scope (its capped count; a lexeme that reaches the cap
+#   is given ``greatest(cap, rows x its frequency in the column statistics)``), as BM25's IDF;
+# * ``hits``: the candidate rows (the union of ``capped``), one row per (ref, lexeme it contains, ts_rank
+#   for that lexeme); the tsvector is detoasted once per row (``setweight(.., 'D', '{}')`` relabels
+#   nothing, and its result is reused); text words (label D) weigh 1, address words (label C) ADDRESS_WEIGHT;
 # * the score: the IDF-weighted sum of ``ts_rank(.., 1)`` (rank divided by log2(1 + document length)).
+# Below the cap the ranking is exact; above it, rows that contain only capped (common) words are
+# candidates only as far as the cap reaches, while every row containing a rarer word is one.
 # Sequential scans are off for the statement (_LEXICAL_SETTINGS): the planner does not count detoasting
 # a tsvector in a filter, so once a lexeme is common it would scan and detoast every row instead of using
 # the index. The statement is prepared once per connection but always planned for its parameters.
 _LEXICAL_SETTINGS = (
     "SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)"
 )
+LEXICAL_CAP = 2000
 _LEXICAL = """
 WITH words AS MATERIALIZED (
     SELECT v.lexeme AS w, to_tsquery('simple', quote_literal(v.lexeme)) AS q
     FROM unnest(to_tsvector('memlane', %(text)s)) AS v
 ),
-hits AS MATERIALIZED (
-    SELECT i.ref, x.w, x.r
-    FROM items i
-    CROSS JOIN LATERAL (SELECT setweight(i.tsv, 'D') AS t OFFSET 0) AS d
-    CROSS JOIN LATERAL (SELECT w.w, ts_rank(d.t, w.q, 1) AS r FROM words w WHERE d.t @@ w.q OFFSET 0) AS x
-    WHERE i.tsv @@ to_tsquery('simple', nullif(replace(strip(to_tsvector('memlane', %(text)s))::text,
-        ''' ''', ''' | '''), '')){scope}
+capped AS MATERIALIZED (
+    SELECT w.w, c.ref
+    FROM words w
+    CROSS JOIN LATERAL (SELECT i.ref FROM items i WHERE i.tsv @@ w.q{scope} LIMIT %(cap)s) AS c
 ),
 total AS MATERIALIZED ({total}),
+frequent AS MATERIALIZED (
+    SELECT e.w, max(e.f) AS f
+    FROM pg_stats s
+    CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(w, f)
+    WHERE s.tablename = 'items' AND s.attname = 'tsv' AND s.schemaname = current_schema()
+      AND e.w IN (SELECT w FROM words)
+    GROUP BY e.w
+),
+df AS MATERIALIZED (
+    SELECT c.w, CASE WHEN count(*) >= %(cap)s
+        THEN greatest(count(*)::float8, total.n * coalesce(max(frequent.f), 0)) ELSE count(*)::float8 END AS n,
+        total.n AS total
+    FROM capped c CROSS JOIN total LEFT JOIN frequent ON frequent.w = c.w GROUP BY c.w, total.n
+),
 idf AS MATERIALIZED (
-    SELECT h.w, ln(1 + (greatest(total.n, count(*)) - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) AS idf
-    FROM hits h CROSS JOIN total GROUP BY h.w, total.n
+    SELECT df.w, ln(1 + (greatest(df.total, df.n) - df.n + 0.5::float8) / (df.n + 0.5::float8)) AS idf FROM df
+),
+hits AS MATERIALIZED (
+    SELECT i.ref, x.w, x.r
+    FROM (SELECT DISTINCT ref FROM capped) AS c
+    JOIN items i ON i.ref = c.ref
+    CROSS JOIN LATERAL (SELECT setweight(i.tsv, 'D', '{{}}') AS t OFFSET 0) AS d
+    CROSS JOIN LATERAL (
+        SELECT w.w, ts_rank('{{1, ADDRESS_WEIGHT, 1, 1}}', d.t, w.q, 1) AS r FROM words w WHERE d.t @@ w.q OFFSET 0
+    ) AS x
 ),
 ranked AS (
     SELECT h.ref, sum(idf.idf * h.r) AS score FROM hits h JOIN idf USING (w)
     GROUP BY h.ref ORDER BY score DESC, h.ref LIMIT %(k)s
 )
 SELECT i.id, r.score, i.version FROM ranked r JOIN items i ON i.ref = r.ref ORDER BY r.score DESC, r.ref
-"""
+""".replace("ADDRESS_WEIGHT", str(ADDRESS_WEIGHT))
 _LEXICAL_IN_PREFIX = _LEXICAL.format(
     scope="\n      AND (i.namespace = %(ns)s OR (i.namespace >= %(ns_lo)s AND i.namespace < %(ns_hi)s))",
     total="SELECT count(*) AS n FROM items "
@@ -761,7 +803,7 @@ class PostgresStore(Store):
         """
         if not terms:
             return []
-        params: dict[str, Any] = {"text": " ".join(terms), "k": k}
+        params: dict[str, Any] = {"text": " ".join(terms), "k": k, "cap": max(LEXICAL_CAP, k)}
         if not within:
             return []
         if any(not prefix for prefix in within):
@@ -781,6 +823,25 @@ class PostgresStore(Store):
             pipeline.sync()
             rows = cur.fetchall()
         return [(item_id, float(score), version) for item_id, score, version in rows]
+
+    def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
+        """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
+        inside, inside_params = c.within_filter(within, p="%s", column="namespace")
+        counts: dict[str, int] = {}
+        with self._read() as conn:
+            total = conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM items {'WHERE ' + inside if inside else ''} LIMIT %s) s",
+                (*inside_params, limit),
+            ).fetchone()[0]
+            for term in terms:
+                # the term's lexemes AND-ed, as the lexical channel matches them (a word, never syntax)
+                counts[term] = conn.execute(
+                    "SELECT count(*) FROM (SELECT 1 FROM items WHERE tsv @@ to_tsquery('simple', "
+                    "nullif(replace(strip(to_tsvector('memlane', %s))::text, ''' ''', ''' & '''), ''))"
+                    f"{' AND ' + inside if inside else ''} LIMIT %s) s",
+                    (term, *inside_params, limit),
+                ).fetchone()[0]
+        return int(total), counts
 
     def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
         """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""

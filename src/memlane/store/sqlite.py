@@ -6,7 +6,9 @@ Design:
   index every exact verb uses. Upsert is one ``INSERT .. ON CONFLICT DO
   UPDATE``; an ``AFTER UPDATE`` trigger copies the old row into
   ``item_history``, so no write path can forget history.
-* ``items_fts`` is an external-content FTS5 index over ``items.text``, kept in
+* ``items_fts`` is an external-content FTS5 index over ``items.text`` and the
+  item's address words (``address``: namespace and key, split by the
+  tokenizer at ``/``, ``.``, ``-``...; ranked at ``ADDRESS_WEIGHT``), kept in
   step by triggers inside the same transaction: the lexical channel can
   never see a row the table does not have.
 * Every write is one ``BEGIN IMMEDIATE`` transaction (the writer lock is taken
@@ -169,7 +171,39 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
             "DELETE FROM item_vectors WHERE item_rowid NOT IN (SELECT rowid FROM items)",
         ],
     ),
+    (
+        "m009_lexical_address",
+        [
+            # keys and namespaces become searchable words: a second, lower-weighted FTS column
+            # (the view gives FTS5 the column values for 'rebuild' and integrity checks)
+            "DROP TRIGGER items_fts_delete",
+            "DROP TRIGGER items_fts_update",
+            "DROP TABLE items_fts",
+            "CREATE VIEW items_lexical (ref, text, address) AS SELECT rowid, text, namespace || ' ' || key FROM items",
+            """CREATE VIRTUAL TABLE items_fts USING fts5(
+                text, address, content='items_lexical', content_rowid='ref',
+                tokenize='porter unicode61 remove_diacritics 2'
+            )""",
+            """CREATE TRIGGER items_fts_delete AFTER DELETE ON items BEGIN
+                INSERT INTO items_fts (items_fts, rowid, text, address)
+                VALUES ('delete', old.rowid, old.text, old.namespace || ' ' || old.key);
+            END""",
+            """CREATE TRIGGER items_fts_update AFTER UPDATE OF text, namespace, key ON items
+            WHEN old.text IS NOT new.text OR old.namespace IS NOT new.namespace OR old.key IS NOT new.key BEGIN
+                INSERT INTO items_fts (items_fts, rowid, text, address)
+                VALUES ('delete', old.rowid, old.text, old.namespace || ' ' || old.key);
+                INSERT INTO items_fts (rowid, text, address)
+                VALUES (new.rowid, new.text, new.namespace || ' ' || new.key);
+            END""",
+            "INSERT INTO items_fts (items_fts) VALUES ('rebuild')",
+        ],
+    ),
 ]
+# BM25 weight of the address column against the text's 1.0: an address match ranks below text matches
+ADDRESS_WEIGHT = 0.25
+# a word in at least LEXICAL_CAP rows and in COMMON_SHARE of them is left out of a query (SqliteStore.lexical)
+LEXICAL_CAP = 2000
+COMMON_SHARE = 0.9
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
 SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ?
@@ -262,7 +296,8 @@ def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
     maximum, so the range is exactly the rows just inserted.
     """
     conn.execute(
-        "INSERT INTO items_fts (rowid, text) SELECT rowid, text FROM items WHERE rowid > ?",
+        "INSERT INTO items_fts (rowid, text, address) SELECT rowid, text, namespace || ' ' || key FROM items "
+        "WHERE rowid > ?",
         (after_rowid,),
     )
 
@@ -732,33 +767,102 @@ class SqliteStore(Store):
     # -- ranked reads -----------------------------------------------------
 
     def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
-        """BM25 over ``items.text`` inside ``within``; terms are quoted and OR-ed."""
+        """BM25 over ``items.text`` and the address words inside ``within``; terms are quoted and OR-ed.
+
+        Common words cost what rare ones cost: a term found in ``LEXICAL_CAP``
+        rows or more and in ``COMMON_SHARE`` of the rows is left out of the
+        query when rarer terms exist (its IDF is near zero; rows holding a
+        rarer term are all still candidates). When
+        every term is that common, BM25 cannot tell the rows apart (and FTS5
+        would read every posting to compute its IDF): the newest ``k`` rows
+        holding any of them are nominated, all with score 0.
+        """
         if not terms:
             return []
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         inside, inside_params = c.within_filter(within, column="items.namespace")
-        if inside:
-            sql = (
-                "SELECT items.id, bm25(items_fts), items.version FROM items_fts "
-                f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
-                "ORDER BY bm25(items_fts) LIMIT ?"
-            )
-            params: tuple[Any, ...] = (match, *inside_params, k)
-        else:
-            # rank the index alone, then read id and version of the top k (one statement, one snapshot)
-            sql = (
-                "SELECT items.id, f.score, items.version FROM (SELECT rowid, bm25(items_fts) AS score "
-                "FROM items_fts WHERE items_fts MATCH ? ORDER BY score LIMIT ?) AS f "
-                "JOIN items ON items.rowid = f.rowid ORDER BY f.score"
-            )
-            params = (match, k)
+        bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
         with self._lock:
             self._check_open()
             try:
+                terms, common = self._bounded(terms, max(LEXICAL_CAP, k))
+                if not terms:
+                    return []
+                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+                if common:
+                    rank = "0.0"
+                    order = "items_fts.rowid DESC"
+                else:
+                    rank = order = bm25
+                if inside:
+                    sql = (
+                        f"SELECT items.id, {rank}, items.version FROM items_fts "
+                        f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
+                        f"ORDER BY {order} LIMIT ?"
+                    )
+                    params: tuple[Any, ...] = (match, *inside_params, k)
+                else:
+                    # rank the index alone, then read id and version of the top k (one statement, one snapshot)
+                    sql = (
+                        f"SELECT items.id, f.score, items.version FROM (SELECT rowid, {rank} AS score "
+                        f"FROM items_fts WHERE items_fts MATCH ? ORDER BY {order} LIMIT ?) AS f "
+                        "JOIN items ON items.rowid = f.rowid ORDER BY f.score, f.rowid DESC"
+                    )
+                    params = (match, k)
                 rows = self._conn.execute(sql, params).fetchall()
             except sqlite3.OperationalError as e:
                 raise StoreError(f"full-text search failed: {e}") from e
         return [(item_id, -score, version) for item_id, score, version in rows]
+
+    def _bounded(self, terms: Sequence[str], cap: int) -> tuple[builtins.list[str], bool]:
+        """The terms worth ranking, and whether all of them are common (see ``lexical``).
+
+        A term is common when its first ``cap`` matches come from rows among
+        which it is nearly everywhere (``COMMON_SHARE``): rowids are dense, so
+        ``cap / highest rowid seen`` estimates its share without reading more
+        than ``cap`` postings. Its BM25 IDF is then below 0.11.
+        """
+        present: builtins.list[str] = []
+        common: set[str] = set()
+        for t in terms:
+            n, last = self._conn.execute(
+                "SELECT count(*), max(rowid) FROM (SELECT rowid FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
+                ('"' + t.replace('"', '""') + '"', cap),
+            ).fetchone()
+            if n:
+                present.append(t)
+                if n >= cap and n >= COMMON_SHARE * last:
+                    common.add(t)
+        rare = [t for t in present if t not in common]
+        if rare or not present:
+            return rare, False
+        return present, True
+
+    def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
+        """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
+        inside, inside_params = c.within_filter(within, column="items.namespace")
+        where = f"WHERE {inside}" if inside else ""
+        counts: dict[str, int] = {}
+        with self._lock:
+            self._check_open()
+            total = self._conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM items {where} LIMIT ?)", (*inside_params, limit)
+            ).fetchone()[0]
+            for term in terms:
+                match = '"' + term.replace('"', '""') + '"'
+                if inside:
+                    sql = (
+                        "SELECT count(*) FROM (SELECT 1 FROM items_fts JOIN items ON items.rowid = items_fts.rowid "
+                        f"WHERE items_fts MATCH ? AND {inside} LIMIT ?)"
+                    )
+                    params: tuple[Any, ...] = (match, *inside_params, limit)
+                else:
+                    sql = "SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT ?)"
+                    params = (match, limit)
+                try:
+                    counts[term] = self._conn.execute(sql, params).fetchone()[0]
+                except sqlite3.OperationalError as e:
+                    raise StoreError(f"full-text search failed: {e}") from e
+        return total, counts
 
     def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
         """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""
@@ -976,7 +1080,9 @@ class SqliteStore(Store):
                     except sqlite3.IntegrityError as e:
                         raise ConflictError(c.id_taken(row[0], ns, key)) from e
                     # indexed one by one: a deleted row's rowid may be reused, so a range would miss it
-                    conn.execute("INSERT INTO items_fts (rowid, text) VALUES (?, ?)", (ref, row[5]))
+                    conn.execute(
+                        "INSERT INTO items_fts (rowid, text, address) VALUES (?, ?, ?)", (ref, row[5], f"{ns} {key}")
+                    )
                 else:
                     exists = conn.execute(
                         "SELECT 1 FROM item_history "
