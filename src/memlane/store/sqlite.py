@@ -797,14 +797,15 @@ class SqliteStore(Store):
                     sql = (
                         f"SELECT items.id, {rank}, items.version FROM items_fts "
                         f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
-                        f"ORDER BY {order} LIMIT ?"
+                        # ties newest first, as the unscoped statement breaks them: a scope never reorders
+                        f"ORDER BY {order}, items_fts.rowid DESC LIMIT ?"
                     )
                     params: tuple[Any, ...] = (match, *inside_params, k)
                 else:
                     # rank the index alone, then read id and version of the top k (one statement, one snapshot)
                     sql = (
                         f"SELECT items.id, f.score, items.version FROM (SELECT rowid, {rank} AS score "
-                        f"FROM items_fts WHERE items_fts MATCH ? ORDER BY {order} LIMIT ?) AS f "
+                        f"FROM items_fts WHERE items_fts MATCH ? ORDER BY {order}, rowid DESC LIMIT ?) AS f "
                         "JOIN items ON items.rowid = f.rowid ORDER BY f.score, f.rowid DESC"
                     )
                     params = (match, k)
