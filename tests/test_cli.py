@@ -419,10 +419,11 @@ def test_search_shows_per_channel_rank_and_score_and_a_footer(db: Path) -> None:
     ok(db, "set", "user/1", "a", "red apples and green apples")
     ok(db, "set", "user/1", "b", "red cars")
     ok(db, "set", "user/1", "c", "blue sky")
-    envelope = as_json(db, "search", "red apples")
+    # --no-floor: "c" shares no word with the query and is kept only to show a vector-only row
+    envelope = as_json(db, "search", "red apples", "--no-floor")
     top = envelope["hits"][0]
     assert top["key"] == "a" and top["ranks"] == {"lexical": 1, "vector": 1}
-    out = ok(db, "search", "red apples").stdout
+    out = ok(db, "search", "red apples", "--no-floor").stdout
     row = next(line for line in out.splitlines() if line.strip().startswith("1 "))
     lexical_raw = top["channel_scores"]["lexical"]
     vector_raw = top["channel_scores"]["vector"]
@@ -819,7 +820,7 @@ def test_console_script_default_embedder_finds_related_text(db: Path, monkeypatc
     envelope = json.loads(hybrid.stdout)
     assert envelope["counts"] == {"lexical": 0, "vector": 2}  # no shared word: the vectors find it
     assert envelope["hits"][0]["key"] == "cat"
-    vector = memlane("search", "kitten", "--channels", "vector", "--db", str(db))
+    vector = memlane("search", "kitten", "--channels", "vector", "--no-floor", "--db", str(db))
     assert vector.returncode == 0, vector.stderr
     rows = vector.stdout.splitlines()
     assert next(line for line in rows if line.strip().startswith("#")).split() == [

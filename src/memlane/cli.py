@@ -163,8 +163,8 @@ READ_COMMANDS = frozenset(
 )  # fmt: skip
 WRITE_COMMANDS = frozenset(
     {
-        "set", "note", "delete", "clear", "cleanup", "reindex", "index", "import", "migrate", "serve", "mcp",
-        "grant", "revoke",
+        "set", "note", "ingest", "delete", "clear", "cleanup", "reindex", "index", "import", "migrate", "serve",
+        "mcp", "grant", "revoke",
         "entity add", "entity alias", "entity merge", "fact assert", "fact retract", "fact end", "doc add",
         "claim add", "claim add-many", "claim supersede",
         "agent create", "agent token", "agent delete", "room create", "room add", "room remove",
@@ -992,6 +992,15 @@ def _split_channels(raw: str | None) -> list[str] | None:
     return [ch.strip() for ch in raw.split(",") if ch.strip()]
 
 
+Floor = Annotated[
+    bool,
+    typer.Option(
+        "--floor/--no-floor",
+        help="Drop hits with no real support (only a stop word, one common word, or noise-level similarity).",
+    ),
+]
+
+
 @_command("search")
 def search(
     query: QueryArg,
@@ -1013,6 +1022,7 @@ def search(
     rrf_k: Annotated[
         int | None, typer.Option("--rrf-k", help="The RRF constant k in 1/(k + rank) (default: 10).")
     ] = None,
+    floor: Floor = True,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
@@ -1029,6 +1039,7 @@ def search(
         memlane search "editor theme" --prefix user/123 --limit 5
         memlane search "kitten" --channels vector
         memlane search "editor theme" --channels lexical --json
+        memlane search "kitten" --no-floor
     """
     options: dict[str, Any] = {}
     chosen = _split_channels(channels)
@@ -1039,7 +1050,7 @@ def search(
     if rrf_k is not None:
         options["rrf_k"] = rrf_k
     with _open(db, embedder) as mem:
-        envelope = mem.search(query, namespace_prefix=prefix, limit=limit, **options)
+        envelope = mem.search(query, namespace_prefix=prefix, limit=limit, floor=floor, **options)
     if as_json:
         _print_json(envelope.to_dict())
     else:
@@ -1069,6 +1080,7 @@ def recall(
             "($MEMLANE_CHAT_BASE_URL or $OPENAI_BASE_URL; key $MEMLANE_CHAT_API_KEY or $OPENAI_API_KEY).",
         ),
     ] = None,
+    floor: Floor = True,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
@@ -1096,7 +1108,9 @@ def recall(
             )
         chooser = memlane.OpenAIChooser(chooser_model)
     with _open(db, embedder) as mem:
-        envelope = mem.recall(query, key=key, namespace_prefix=prefix, limit=limit, mode=mode, chooser=chooser)
+        envelope = mem.recall(
+            query, key=key, namespace_prefix=prefix, limit=limit, mode=mode, chooser=chooser, floor=floor
+        )
     if as_json:
         _print_json(envelope.to_dict())
     else:
