@@ -51,7 +51,9 @@ LEFT_OUT: dict[str, set[str]] = {
     # expert knobs an agent does not need, kept out of its context (each schema costs tokens)
     # (and the Python objects, as on http)
     "mcp": {"chooser", "extractor", "embedding", "candidate_k", "rrf_k", "weights", "chunk_chars", "if_absent"}
-    | {"predicate"},
+    | {"predicate"}
+    # an agent acts on each hit's matched words and similarity; fused scores are not comparable across searches
+    | {"min_score"},
 }
 # the everything-prefix is written '' or [] alike
 EVERYTHING = ("", [], ())

@@ -91,6 +91,9 @@ KeyPrefixIn = Annotated[
     str, Field(description="Only keys under this taxonomy path (whole segments), e.g. 'preferences.ui'.")
 ]
 LimitIn = Annotated[int, Field(description="At most this many results.")]
+FloorIn = Annotated[
+    bool, Field(description="Drop hits with no real support (true); false returns the best matches however weak.")
+]
 
 
 class Address(BaseModel):
@@ -543,11 +546,12 @@ class MemoryTools(_Tools):
             list[Literal["lexical", "vector"]] | None,
             Field(description="Channels to use: 'lexical' (BM25) and/or 'vector'; both by default."),
         ] = ["lexical", "vector"],  # noqa: B006 - pydantic copies defaults; the schema shows this one
+        floor: FloorIn = True,
     ) -> ToolResult:
         extra: dict[str, Any] = {} if channels is None else {"channels": channels}
 
         def op(m: Backend) -> dict[str, Any]:
-            return m.search(query, namespace_prefix=_ns(namespace_prefix), limit=limit, **extra).to_dict()
+            return m.search(query, namespace_prefix=_ns(namespace_prefix), limit=limit, floor=floor, **extra).to_dict()
 
         return self._run(ctx, op)
 
@@ -565,11 +569,13 @@ class MemoryTools(_Tools):
             Literal["hybrid", "lexical", "vector"],
             Field(description="Search mode without key: hybrid (default), lexical or vector."),
         ] = "hybrid",
+        floor: FloorIn = True,
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
             if key is None and not query.strip():
                 raise ValidationError("query", "give a query to search for, or a key for the keyed recall")
-            return m.recall(query, key=key, namespace_prefix=_ns(namespace_prefix), limit=limit, mode=mode).to_dict()
+            ns = _ns(namespace_prefix)
+            return m.recall(query, key=key, namespace_prefix=ns, limit=limit, mode=mode, floor=floor).to_dict()
 
         return self._run(ctx, op)
 
