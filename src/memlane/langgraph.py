@@ -376,7 +376,8 @@ class _Adapter:
             return [_search_item(i, None) for i in found]
         wanted = op.offset + op.limit
         fetch = min(1000, max(50, FILTER_OVERFETCH * wanted)) if conditions or deep else min(1000, wanted)
-        env = self.memory.search(op.query, namespace_prefix=prefix, limit=fetch, channels=self._channels)
+        # no relevance floor: a LangGraph store answers the top matches, however weak, ranked by score
+        env = self.memory.search(op.query, namespace_prefix=prefix, limit=fetch, channels=self._channels, floor=False)
         hits = [
             h
             for h in env.hits
