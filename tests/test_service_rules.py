@@ -753,7 +753,7 @@ def test_every_write_route_hands_each_body_field_to_the_core(world: World, app: 
 
 ITEM = {"id", "namespace", "key", "value", "value_type", "text", "metadata", "author", "created_at", "updated_at"}
 ITEM_ALL = ITEM | {"expires_at", "version"}
-ENVELOPE = {"operation", "params", "hits", "counts", "dropped_by_hydration", "truncated", "timings", "notes"}
+ENVELOPE = {"operation", "params", "hits", "counts", "dropped_by_hydration", "truncated", "timings", "notes", "below_floor"}
 CONTEXT = {"operation", "params", "status", "sections", "counts", "dropped", "truncated", "timings", "notes"}
 RESULT = {"columns", "rows", "row_count", "truncated", "truncated_by", "limits", "elapsed_ms", "views", "notes"}
 PLAN = {"valid", "sql", "runs", "views", "functions", "parameters", "plan", "reason", "message", "part"}
@@ -786,7 +786,7 @@ def test_each_answer_has_every_documented_key_and_openapi_documents_it(world: Wo
         # pending_vectors: only when the vector channel ran
         assert set(env) - {"pending_vectors"} == ENVELOPE and env["hits"]
         assert ("pending_vectors" in env) == (route == "search")
-        hit = {"version", "score", "ranks", "channel_scores"}
+        hit = {"version", "score", "ranks", "channel_scores", "matched", "similarity"}
         assert all(ITEM - {"author"} | hit <= set(h) <= ITEM_ALL | hit for h in env["hits"])
     assert set(ok("recall", {"key": "notes.standup"})) == ENVELOPE
     for route, body in (

@@ -390,7 +390,8 @@ def test_old_access_items_are_converted_in_place(url):
                 )
                 if s.dialect == "sqlite":  # as put would: an external-content FTS row per item
                     s.run(
-                        "INSERT INTO items_fts (rowid, text) SELECT rowid, text FROM items WHERE id = ?",
+                        "INSERT INTO items_fts (rowid, text, address) "
+                        "SELECT rowid, text, namespace || ' ' || key FROM items WHERE id = ?",
                         (f"legacy{i}",),
                     )
     with memlane.open(url, embedder=None) as mem:  # migrates

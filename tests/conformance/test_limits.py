@@ -377,10 +377,11 @@ def _visible(mem):
         "sql_namespaces": mem.query("SELECT namespace, items FROM namespaces WHERE namespace LIKE 'exp/%'").rows,
     }
     for channels in (["lexical"], ["vector"], ["lexical", "vector"]):
-        env = mem.search("ephemeral zebra", namespace_prefix="exp", channels=channels)
+        # the floor is not the subject here: every live item must come back, whatever its support
+        env = mem.search("ephemeral zebra", namespace_prefix="exp", channels=channels, floor=False)
         out["search " + "+".join(channels)] = sorted((h.namespace, h.key) for h in env.hits)
     for mode in ("hybrid", "lexical", "vector"):
-        env = mem.recall("ephemeral zebra", namespace_prefix="exp", mode=mode)
+        env = mem.recall("ephemeral zebra", namespace_prefix="exp", mode=mode, floor=False)
         out["recall " + mode] = sorted((h.namespace, h.key) for h in env.hits)
     return out
 
