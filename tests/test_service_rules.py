@@ -753,7 +753,9 @@ def test_every_write_route_hands_each_body_field_to_the_core(world: World, app: 
 
 ITEM = {"id", "namespace", "key", "value", "value_type", "text", "metadata", "author", "created_at", "updated_at"}
 ITEM_ALL = ITEM | {"expires_at", "version"}
-ENVELOPE = {"operation", "params", "hits", "counts", "dropped_by_hydration", "truncated", "timings", "notes", "below_floor"}
+ENVELOPE = {"operation", "params", "hits", "counts", "dropped_by_hydration", "truncated", "timings", "notes"} | {
+    "below_floor"
+}
 CONTEXT = {"operation", "params", "status", "sections", "counts", "dropped", "truncated", "timings", "notes"}
 RESULT = {"columns", "rows", "row_count", "truncated", "truncated_by", "limits", "elapsed_ms", "views", "notes"}
 PLAN = {"valid", "sql", "runs", "views", "functions", "parameters", "plan", "reason", "message", "part"}
