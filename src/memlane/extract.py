@@ -23,12 +23,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from . import chat
 from .conversation import Turn, turn_key
 from .errors import ExtractorError, ValidationError
 from .facts.model import Claim, Document, Fact
@@ -323,24 +322,7 @@ class OpenAIExtractor:
             "response_format": {"type": "json_object"},
             "messages": [{"role": "system", "content": self.prompt}, {"role": "user", "content": lines}],
         }
-        headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        req = urllib.request.Request(
-            f"{self.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                payload = json.loads(resp.read())
-            content = payload["choices"][0]["message"]["content"]
-        except urllib.error.HTTPError as e:
-            raise ExtractorError(
-                f"chat endpoint {self.base_url} answered HTTP {e.code}; check the model name and API key"
-            ) from None
-        except (urllib.error.URLError, TimeoutError, OSError) as e:
-            raise ExtractorError(f"cannot reach chat endpoint {self.base_url}: {e}") from None
-        except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise ExtractorError(f"chat endpoint {self.base_url} sent an unexpected response ({e!r})") from None
+        content = chat.complete(self.base_url, self._api_key, body, self.timeout, ExtractorError)
         return Extraction.from_dict(_json_object(content))
 
 

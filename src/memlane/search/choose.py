@@ -19,11 +19,10 @@ import json
 import os
 import re
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .. import chat
 from ..errors import ChooserError, ValidationError
 from ..model import Envelope, Hit, namespace_text
 
@@ -188,24 +187,7 @@ class OpenAIChooser:
                 {"role": "user", "content": f"Question: {query}\n\nOptions:\n{lines}"},
             ],
         }
-        headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        req = urllib.request.Request(
-            f"{self.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                payload = json.loads(resp.read())
-            content = payload["choices"][0]["message"]["content"]
-        except urllib.error.HTTPError as e:
-            raise ChooserError(
-                f"chat endpoint {self.base_url} answered HTTP {e.code}; check the model name and API key"
-            ) from None
-        except (urllib.error.URLError, TimeoutError, OSError) as e:
-            raise ChooserError(f"cannot reach chat endpoint {self.base_url}: {e}") from None
-        except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise ChooserError(f"chat endpoint {self.base_url} sent an unexpected response ({e!r})") from None
+        content = chat.complete(self.base_url, self._api_key, body, self.timeout, ChooserError)
         return _parse_choices(content)[:limit]
 
 
