@@ -254,10 +254,25 @@ class WorkGate:
             )
             await send({"type": "http.response.body", "body": body})
             return
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                slot.__exit__(None, None, None)
+
+        async def send_then_release(message: Any) -> None:
+            # free the share before the last byte leaves: a caller who has read its answer may send the next
+            # request at once, and must not find its own finished request still counted
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                release()
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_then_release)
         finally:
-            slot.__exit__(None, None, None)
+            release()
 
 
 @cache
