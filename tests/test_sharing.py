@@ -521,6 +521,53 @@ def test_one_agent_cannot_take_every_worker(tmp_path):
             server.stop()
 
 
+def test_an_agent_sending_one_request_at_a_time_is_never_refused(tmp_path):
+    """A caller that has read its answer may ask again at once: its finished request no longer counts."""
+    from live import LiveServer
+    from memlane.server import create_app
+    from memlane.server.app import WorkGate
+
+    with memlane.open(str(tmp_path / "serial.db"), embedder=None) as mem:
+        app = create_app(mem, max_agent_work=1, max_work=1)
+        alice = app.state.access.create_agent("alice")[1]
+        mem.put("agent/alice", "k", "orchid")
+        server = LiveServer(app)
+        try:
+            with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {alice}"}) as http:
+                statuses = [http.post("/v1/search", json={"query": "orchid"}).status_code for _ in range(60)]
+                statuses += [http.post("/v1/query", json={"sql": "SELECT 1"}).status_code for _ in range(20)]
+            assert set(statuses) == {200}
+            assert app.state.access.gate._running.get(WorkGate.key_of(alice), 0) == 0
+        finally:
+            server.stop()
+
+
+def test_the_work_slot_is_free_when_the_answer_is_complete():
+    """Deterministic form of the race above: when the last byte is sent, the caller's share is already free."""
+    import asyncio
+
+    from memlane.access import Gate
+    from memlane.server.app import WorkGate
+
+    gate = Gate(1, 1)
+    counted_at_send: list[tuple[bool, int]] = []
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{", "more_body": True})
+        await send({"type": "http.response.body", "body": b"}"})
+        await asyncio.sleep(0)  # work after the answer (background tasks, logging) must not hold the slot
+
+    async def send(message):
+        if message["type"] == "http.response.body":
+            counted_at_send.append((message.get("more_body", False), sum(gate._running.values())))
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/search", "headers": [(b"authorization", b"Bearer t")]}
+    asyncio.run(WorkGate(app, gate)(scope, None, send))
+    assert counted_at_send == [(True, 1), (False, 0)]
+    assert sum(gate._running.values()) == 0
+
+
 def test_the_cli_lists_rooms_revokes_logs_and_deletes_agents(tmp_path):
     import json
 
