@@ -98,14 +98,25 @@ MODULES: dict[str, Module] = {
         note="the write, expiry, read and hydrate paths",
     ),
     "search": Module(
-        files=("src/memlane/search/rank.py", "src/memlane/search/vectors.py"),
+        files=("src/memlane/search/rank.py", "src/memlane/search/vectors.py", "src/memlane/search/relevance.py"),
         tests=(
             "tests/test_rank.py",
+            "tests/test_relevance.py",
             "tests/conformance/test_search.py",
             "tests/conformance/test_recall.py",
             "tests/test_search_rules.py",
         ),
-        note="ranking, fusion and confirm",
+        note="ranking, fusion, confirm and the relevance floor",
+    ),
+    "where": Module(
+        files=("src/memlane/where.py",),
+        tests=("tests/test_langgraph_rules.py", "tests/test_langgraph.py"),
+        note="value filters compiled into SQL (select, the LangGraph adapter's search filter)",
+    ),
+    "conversation": Module(
+        files=("src/memlane/conversation.py",),
+        tests=("tests/test_conversation.py",),
+        note="turn keys, windows, appends and the index text of a turn",
     ),
     "facts": Module(
         files=("src/memlane/facts/layer.py", "src/memlane/facts/model.py", "src/memlane/facts/text.py"),
