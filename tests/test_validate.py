@@ -22,6 +22,8 @@ from collections import OrderedDict, namedtuple
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memlane
 from memlane import ValidationError
@@ -805,3 +807,38 @@ def test_values_round_trip_exactly_and_limits_are_inclusive_through_the_api(memo
     assert [i.key for i in memory.list(key_prefix="prefs.").items] == ["prefs.ui"]
     assert len(memory.fetch("x.y", limit=1000)) == 1
     assert memory.search("q" * 4096).hits == []
+
+
+class _Text(str):
+    """A plain-behaving str subclass: it takes validation's general path, never the fast one."""
+
+
+def _outcome(check: Any, raw: Any) -> Any:
+    try:
+        return ("ok", check(raw))
+    except ValidationError as e:
+        return ("refused", e.field, str(e))
+
+
+_KEYISH = st.text(
+    alphabet=st.sampled_from("ab.Z9 -_/~\x00\x1f\x7f\x80\x9f\u00e9\u4e16\ud800\U0001f600"), max_size=12
+) | (st.integers(250, 520).map(lambda n: "k" * n))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_KEYISH)
+def test_a_keys_fast_path_answers_exactly_as_the_general_one(raw):
+    assert _outcome(v.key, raw) == _outcome(v.key, _Text(raw))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_KEYISH, max_size=10), st.booleans())
+def test_a_namespaces_fast_path_answers_exactly_as_the_general_one(segments, allow_empty):
+    plain = tuple(segments)
+
+    def check(raw: Any) -> Any:
+        return v.namespace(raw, allow_empty=allow_empty)
+
+    general = _outcome(check, tuple(_Text(s) for s in plain))
+    assert _outcome(check, plain) == general
+    assert _outcome(check, "/".join(plain)) == _outcome(check, _Text("/".join(plain)))

@@ -44,6 +44,7 @@ ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 # control characters, and lone UTF-16 surrogates (not encodable as UTF-8, so no
 # database can store them)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_PLAIN = frozenset({str})
 
 
 def utf8_within(text: str, field: str, limit: int, chars: int, *, what: str = "") -> None:
@@ -105,6 +106,10 @@ def namespace(raw: Any, field: str = "namespace", *, allow_empty: bool = False) 
         field: the argument name reported in errors.
         allow_empty: accept ``()`` / ``""`` (a prefix meaning "everything").
     """
+    kind = type(raw)
+    if kind is str or (kind is tuple and _PLAIN >= set(map(type, raw))):
+        # the common case, exactly plain text or plain segments: straight to the cache (a point read's budget)
+        return _cached_namespace(raw, field, allow_empty)
     if isinstance(raw, list):
         raw = tuple(raw)
     # a subclass of str (perhaps unhashable, perhaps with its own split or equality) is read as its plain
@@ -123,6 +128,12 @@ def namespace(raw: Any, field: str = "namespace", *, allow_empty: bool = False) 
 
 def key(raw: Any, field: str = "key") -> str:
     """Check a key: 1..256 characters and 512 bytes, no control characters, no empty path segment."""
+    if type(raw) is str and 0 < len(raw) <= MAX_KEY_CHARS and raw.isascii() and raw.isprintable():
+        # printable ASCII has no control character or surrogate, and one byte a character keeps it within the
+        # byte limit: only the dots are left to check (the same answer as below, for a point read's budget)
+        if raw[0] == "." or raw[-1] == "." or ".." in raw:
+            raise ValidationError(field, f"{raw!r} has an empty taxonomy segment (leading, trailing or doubled '.')")
+        return raw
     if not isinstance(raw, str):
         raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
     raw = str.__str__(raw)
