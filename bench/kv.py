@@ -46,7 +46,15 @@ import memlane
 from memlane.search import rank
 from memlane.store.sqlite import MIGRATIONS
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# langgraph is a namespace package, so bench/langgraph.py on the path would shadow it: bind the package (when the
+# bench extra is installed) before the sibling helpers' folder goes on the path
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+try:
+    import langgraph.store.base  # noqa: F401
+except ImportError:
+    pass
+sys.path.insert(0, _HERE)
 from _util import (  # noqa: E402
     Goal,
     Stopwatch,
