@@ -266,3 +266,52 @@ def test_a_question_about_a_name_the_scope_never_mentions_finds_nothing(mem: Any
     # three or more of the question's other words are support enough even so
     assert [h.key for h in mem.search("Did Melanie go to the support group yesterday?").hits] == ["t1"]
     assert relevance.names("When did Melanie go to the LGBTQ group in May?") == ["melanie", "lgbtq"]
+
+
+def _hit(matched: list[str], *, similarity: float | None = None, lexical: bool = True) -> Any:
+    from memlane.model import Hit, Item
+
+    item = Item("id", ("n",), "k", "v", "string", "v", {}, None, None, None, None, 1)  # type: ignore[arg-type]
+    return Hit(item, 0.5, {"lexical": 1} if lexical else {}, {}, matched, similarity)
+
+
+def _counts(rows: int, docs: dict[str, int]) -> Any:
+    """A scope of ``rows`` items in which each word occurs in ``docs[word]`` of them (absent words: nowhere)."""
+
+    def counts(words: Any, limit: int) -> tuple[int, dict[str, int]]:
+        return min(rows, limit), {w: min(docs[w], limit) for w in words if w in docs}
+
+    return counts
+
+
+def test_a_lexical_hit_whose_words_the_light_stemmer_missed_is_trusted() -> None:
+    assert relevance.clears(_hit([]), ["inhibition"], 0.15, lambda w: True)
+    assert not relevance.clears(_hit([], lexical=False), ["inhibition"], 0.15, lambda w: True)
+
+
+def test_a_word_is_common_from_exactly_its_share_of_the_scope() -> None:
+    # 100 items: common from ceil(0.05 * 100) = 5 of them; "rare" is in 4, "usual" in 5, "gone" in none
+    accept = relevance.floor(_counts(100, {"rare": 4, "usual": 5}), "rare", ["rare", "x"], "minilm")
+    assert accept is not None
+    assert accept(_hit(["rare"]))
+    accept = relevance.floor(_counts(100, {"rare": 4, "usual": 5}), "usual", ["usual", "x"], "minilm")
+    assert accept is not None and not accept(_hit(["usual"]))
+    accept = relevance.floor(_counts(100, {}), "gone", ["gone", "x"], "minilm")
+    assert accept is not None and accept(_hit(["gone"]))  # a word the counts never saw is rare, not an error
+
+
+def test_the_floor_uses_the_embedders_own_noise_level() -> None:
+    # minilm's noise is 0.15: a similarity of 0.2 is support for it, not for an unknown embedder (0.30)
+    hit = _hit([], similarity=0.2, lexical=False)
+    for name, kept in (("minilm", True), ("minilm:int8", True), ("someone-else", False), (None, False)):
+        accept = relevance.floor(_counts(10, {}), "x", ["x"], name)
+        assert accept is not None and accept(hit) is kept, name
+    assert relevance.noise_level("fake:64") == relevance.NOISE["fake"]
+
+
+def test_names_are_found_from_the_second_word_and_listed_in_the_note() -> None:
+    assert relevance.names("Is Caroline happy?") == ["caroline"]
+    assert relevance.names("Caroline is happy") == []  # the first word is capitalised anyway
+    notes: list[str] = []
+    relevance.floor(_counts(10, {}), "Did Caroline meet Melanie?", ["caroline", "meet", "melanie"], None, notes=notes)
+    assert notes == ["no item in scope mentions caroline, melanie; only close paraphrases are kept"]

@@ -729,3 +729,16 @@ def test_reader_cache_reloads_after_a_delete_within_one_write_batch(tmp_path):
         writer.delete("a", "x")
         env = reader.search("glacier", channels=["vector"])
         assert [h.key for h in env.hits] == ["y"] and env.counts["vector"] == 1
+
+
+def test_the_scope_cache_keeps_256_scopes_and_starts_over_past_them():
+    """The cache of worked-out scopes is bounded: exactly 256 distinct scopes stay, the next one starts over."""
+    cache = VectorCache(2)
+    _apply(cache, [(1, 1, "n", to_blob([1, 0]))])
+    for i in range(256):
+        cache.namespace_ids([("s", str(i))])
+    assert len(cache._allowed) == 256  # at the limit: nothing dropped
+    cache.namespace_ids([("s", "256")])
+    assert len(cache._allowed) == 257  # the check runs before the insert: the 257th is kept beside them
+    cache.namespace_ids([("s", "257")])
+    assert len(cache._allowed) == 1  # past the limit: started over with the new scope alone
