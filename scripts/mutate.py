@@ -111,6 +111,8 @@ MODULES: dict[str, Module] = {
     "where": Module(
         files=("src/memlane/where.py",),
         tests=("tests/test_langgraph_rules.py", "tests/test_langgraph.py"),
+        select="not client",  # half of the module is PostgreSQL's jsonb rendering
+        postgres=True,
         note="value filters compiled into SQL (select, the LangGraph adapter's search filter)",
     ),
     "conversation": Module(

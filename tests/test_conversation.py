@@ -201,3 +201,66 @@ def test_a_taken_turn_address_is_never_overwritten(mem: Any) -> None:
     assert mem.get("chat/1", "s1.t00003").value == "not a turn, but the address is taken"
     assert mem.get("chat/1", "s1.t00004") is None
     assert mem.get("chat/1", "s1.t00002").version == 1  # no window was re-indexed either
+
+
+# -- limits at the limit, refusals named, and what an append keeps (mutation-testing gaps) --------------------
+
+
+def _checked(messages: Any) -> Any:
+    from memlane import conversation
+
+    return conversation.messages(messages, None)
+
+
+def test_the_message_count_and_turn_length_are_accepted_at_their_limits_and_refused_past(monkeypatch) -> None:
+    from memlane import conversation
+
+    monkeypatch.setattr(conversation, "MAX_MESSAGES", 3)
+    assert len(_checked([{"speaker": "a", "text": "x"}] * 3)) == 3
+    with pytest.raises(ValidationError, match="at most 3 per call"):
+        _checked([{"speaker": "a", "text": "x"}] * 4)
+    at_limit = "y" * conversation.MAX_TURN_CHARS
+    assert _checked([{"speaker": "a", "text": at_limit}])[0].text == at_limit
+    with pytest.raises(ValidationError, match="at most 100,000") as e:
+        _checked([{"speaker": "a", "text": at_limit + "y"}])
+    assert e.value.field == "messages[0].text"
+
+
+def test_the_widest_window_is_accepted(plain: Any) -> None:
+    items = plain.add_conversation("chat/widest", CHAT, window=10)
+    assert all(other["text"] in items[0].text for other in CHAT)  # every other turn is within 10
+
+
+@pytest.mark.parametrize(
+    ("message", "field", "says"),
+    [
+        ({"speaker": "a", "text": "x", "id": 1.5}, "messages[0].id", "non-empty string or an integer"),
+        ({"speaker": "a", "text": "x", "id": ""}, "messages[0].id", "non-empty string or an integer"),
+        ({"speaker": "a", "text": "x", "id": "m\x01"}, "messages[0].id", "control character"),
+        ({"role": "us\x02er", "text": "x"}, "messages[0].role", "control character"),
+        ({"text": "x"}, "messages[0]", "neither 'speaker' nor 'role'"),
+        ({"speaker": "a", "text": "half \ud800 a pair"}, "messages[0].text", "surrogate"),
+    ],
+)
+def test_each_refusal_names_the_field_and_the_fix(message: dict[str, Any], field: str, says: str) -> None:
+    with pytest.raises(ValidationError, match=says) as e:
+        _checked([message])
+    assert e.value.field == field
+
+
+@pytest.mark.parametrize("raw", ["one message", {"speaker": "a", "text": "x"}, 42])
+def test_messages_that_are_not_a_list_are_refused_by_their_type(raw: Any) -> None:
+    with pytest.raises(ValidationError, match=f"not {type(raw).__name__}$") as e:
+        _checked(raw)
+    assert e.value.field == "messages"
+
+
+def test_appending_keeps_the_role_and_message_id_of_the_turns_it_reindexes(plain: Any) -> None:
+    first = [{"role": "user", "speaker": "Ann", "text": "I moved to Porto.", "id": "m-1"}]
+    plain.add_conversation("chat/keep", first, session="s", window=1)
+    plain.add_conversation("chat/keep", [{"role": "assistant", "text": "Welcome to Porto!", "id": 7}], session="s")
+    earlier, later = plain.list("chat/keep").items
+    assert "Welcome to Porto" in earlier.text  # re-indexed with its new neighbour
+    assert earlier.value["role"] == "user" and earlier.value["message_id"] == "m-1"
+    assert earlier.metadata == {"message_id": "m-1"}
+    assert later.value["role"] == "assistant" and later.metadata == {"message_id": 7}
