@@ -315,3 +315,42 @@ def test_names_are_found_from_the_second_word_and_listed_in_the_note() -> None:
     notes: list[str] = []
     relevance.floor(_counts(10, {}), "Did Caroline meet Melanie?", ["caroline", "meet", "melanie"], None, notes=notes)
     assert notes == ["no item in scope mentions caroline, melanie; only close paraphrases are kept"]
+
+
+def test_sqlite_reads_only_the_newest_k_when_every_word_is_common(
+    backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its cost must not grow with the rows holding the words: 10x the matching rows, about the same work."""
+    if backend != "sqlite":
+        pytest.skip("the SQLite lexical statement's cost")
+    from memlane.store import sqlite
+
+    monkeypatch.setattr(sqlite, "LEXICAL_CAP", 5)
+    with memlane.open(store_url, embedder=None) as mem:
+        store: Any = mem.store
+        steps = [0]
+
+        def count() -> int:
+            steps[0] += 1
+            return 0
+
+        def work(within: Any) -> int:
+            store._conn.set_progress_handler(count, 1)  # one call per virtual machine instruction
+            try:
+                steps[0] = 0
+                assert len(store.lexical(["value", "text"], within, 4)) == 4
+                return steps[0]
+            finally:
+                store._conn.set_progress_handler(None, 1)
+
+        def fill(start: int, stop: int) -> None:
+            mem.put_many(
+                [{"namespace": f"n{i % 3}", "key": f"k{i}", "value": f"value {i} text"} for i in range(start, stop)]
+            )
+
+        fill(0, 150)
+        small = {name: work(within) for name, within in (("everything", [()]), ("one namespace", [("n1",)]))}
+        fill(150, 1500)
+        large = {name: work(within) for name, within in (("everything", [()]), ("one namespace", [("n1",)]))}
+        for name in small:
+            assert large[name] < 2 * small[name], (name, small[name], large[name])

@@ -789,23 +789,24 @@ class SqliteStore(Store):
                     return []
                 match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
                 if common:
-                    rank = "0.0"
-                    order = "items_fts.rowid DESC"
+                    # newest first and nothing else: FTS5 then walks its rowids backwards and stops at k (a second,
+                    # repeated ORDER BY term made SQLite sort every match: 0.9 s at 1M rows)
+                    rank, order = "0.0", "items_fts.rowid DESC"
                 else:
-                    rank = order = bm25
+                    rank, order = bm25, f"{bm25}, items_fts.rowid DESC"
                 if inside:
                     sql = (
                         f"SELECT items.id, {rank}, items.version FROM items_fts "
                         f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
                         # ties newest first, as the unscoped statement breaks them: a scope never reorders
-                        f"ORDER BY {order}, items_fts.rowid DESC LIMIT ?"
+                        f"ORDER BY {order} LIMIT ?"
                     )
                     params: tuple[Any, ...] = (match, *inside_params, k)
                 else:
                     # rank the index alone, then read id and version of the top k (one statement, one snapshot)
                     sql = (
                         f"SELECT items.id, f.score, items.version FROM (SELECT rowid, {rank} AS score "
-                        f"FROM items_fts WHERE items_fts MATCH ? ORDER BY {order}, rowid DESC LIMIT ?) AS f "
+                        f"FROM items_fts WHERE items_fts MATCH ? ORDER BY {order} LIMIT ?) AS f "
                         "JOIN items ON items.rowid = f.rowid ORDER BY f.score, f.rowid DESC"
                     )
                     params = (match, k)
