@@ -242,3 +242,30 @@ def test_lexical_setting_does_not_leak_into_the_pool(pg_url):
                 assert conn.info.transaction_status == 0  # idle: the implicit transaction ended
     finally:
         store.close()
+
+
+def test_lexical_skips_the_index_scan_of_a_word_in_nearly_every_row(pg_url, monkeypatch):
+    """A GIN scan reads every posting of its word before LIMIT applies; a word in >= 90 % of the rows is not
+    scanned while the query has a rarer one, and the ranking of the rows holding the rarer word stays."""
+    monkeypatch.setattr(pg, "LEXICAL_CAP", 5)
+    with memlane.open(pg_url, embedder=None) as mem:
+        mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"value {i} text"} for i in range(60)])
+        mem.put("n", "other", "something else entirely")
+        store: Any = mem.store
+        with store._conn() as conn:
+            conn.execute("ANALYZE items")
+
+        def index_scans(terms: list[str]) -> int:
+            """How many times the statement ran the per-word scan of the items (the ``capped`` lateral)."""
+            params = {"text": " ".join(terms), "k": 3, "cap": 5, "common": pg.COMMON_SHARE}
+            with store._conn() as conn:
+                (plan,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + pg._LEXICAL_ALL, params).fetchone()
+            (capped,) = [n for n in plan[0]["Plan"]["Plans"] if n.get("Subplan Name") == "CTE capped"]
+            (scan,) = [n for n in capped["Plans"] if n["Parent Relationship"] == "Inner"]
+            return int(scan["Actual Loops"])
+
+        assert index_scans(["value", "17", "text"]) == 1  # only the rare word's postings are read
+        assert index_scans(["value", "text"]) == 2  # nothing rarer: both are scanned (bounded by the cap)
+        top = store.lexical(["value", "17", "text"], [("n",)], 3)
+        assert [r for r, _, _ in top] == [mem.get("n", "k17").id]
+        assert len(store.lexical(["value", "text"], [()], 3)) == 3

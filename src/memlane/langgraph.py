@@ -377,7 +377,16 @@ class _Adapter:
         wanted = op.offset + op.limit
         fetch = min(1000, max(50, FILTER_OVERFETCH * wanted)) if conditions or deep else min(1000, wanted)
         # no relevance floor: a LangGraph store answers the top matches, however weak, ranked by score
-        env = self.memory.search(op.query, namespace_prefix=prefix, limit=fetch, channels=self._channels, floor=False)
+        # one channel has nothing to fuse: it need nominate no more than it returns (as LangGraph asks its index)
+        single = len(self._channels) == 1
+        env = self.memory.search(
+            op.query,
+            namespace_prefix=prefix,
+            limit=fetch,
+            channels=self._channels,
+            floor=False,
+            candidate_k=fetch if single else None,
+        )
         hits = [
             h
             for h in env.hits

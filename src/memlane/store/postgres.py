@@ -250,9 +250,12 @@ _MARK_ARRAYS = _MARK.replace("VALUES (%s, %s)", "SELECT * FROM unnest(%s::bigint
 
 # Lexical ranking in one statement (PostgresStore.lexical):
 # * ``words``: the query's distinct lexemes, each with its one-word tsquery;
+# * ``skipped``: lexemes the column statistics put in COMMON_SHARE of the rows, in a scope of at least the
+#   cap, while the query has a rarer lexeme: their IDF is below 0.11 and every row holding a rarer word is
+#   still a candidate, so their index scan (a GIN scan builds its whole bitmap before any LIMIT applies,
+#   which grows with the table) is not run, as SQLite leaves such words out of its query;
 # * ``capped``: per lexeme, the rows of the scope containing it, found through the GIN index, at most
-#   ``%(cap)s`` of them (LEXICAL_CAP): the work done for a word is bounded however many rows contain it,
-#   so a query of words present in every row costs what a query of rarer words costs;
+#   ``%(cap)s`` of them (LEXICAL_CAP): the ranking work for a word is bounded however many rows contain it;
 # * ``idf``: each lexeme's document frequency in the scope (its capped count; a lexeme that reaches the cap
 #   is given ``greatest(cap, rows x its frequency in the column statistics)``), as BM25's IDF;
 # * ``hits``: the candidate rows (the union of ``capped``), one row per (ref, lexeme it contains, ts_rank
@@ -268,15 +271,12 @@ _LEXICAL_SETTINGS = (
     "SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)"
 )
 LEXICAL_CAP = 2000
+# a lexeme in this share of the rows (column statistics) is skipped while the query has a rarer one (``skipped``)
+COMMON_SHARE = 0.9
 _LEXICAL = """
 WITH words AS MATERIALIZED (
     SELECT v.lexeme AS w, to_tsquery('simple', quote_literal(v.lexeme)) AS q
     FROM unnest(to_tsvector('memlane', %(text)s)) AS v
-),
-capped AS MATERIALIZED (
-    SELECT w.w, c.ref
-    FROM words w
-    CROSS JOIN LATERAL (SELECT i.ref FROM items i WHERE i.tsv @@ w.q{scope} LIMIT %(cap)s) AS c
 ),
 total AS MATERIALIZED ({total}),
 frequent AS MATERIALIZED (
@@ -286,6 +286,17 @@ frequent AS MATERIALIZED (
     WHERE s.tablename = 'items' AND s.attname = 'tsv' AND s.schemaname = current_schema()
       AND e.w IN (SELECT w FROM words)
     GROUP BY e.w
+),
+skipped AS MATERIALIZED (
+    SELECT f.w FROM frequent f CROSS JOIN total
+    WHERE f.f >= %(common)s AND total.n >= %(cap)s
+      AND EXISTS (SELECT 1 FROM words x WHERE x.w NOT IN (SELECT y.w FROM frequent y WHERE y.f >= %(common)s))
+),
+capped AS MATERIALIZED (
+    SELECT w.w, c.ref
+    FROM words w
+    CROSS JOIN LATERAL (SELECT i.ref FROM items i WHERE i.tsv @@ w.q{scope} LIMIT %(cap)s) AS c
+    WHERE w.w NOT IN (SELECT w FROM skipped)
 ),
 df AS MATERIALIZED (
     SELECT c.w, CASE WHEN count(*) >= %(cap)s
@@ -803,7 +814,7 @@ class PostgresStore(Store):
         """
         if not terms:
             return []
-        params: dict[str, Any] = {"text": " ".join(terms), "k": k, "cap": max(LEXICAL_CAP, k)}
+        params: dict[str, Any] = {"text": " ".join(terms), "k": k, "cap": max(LEXICAL_CAP, k), "common": COMMON_SHARE}
         if not within:
             return []
         if any(not prefix for prefix in within):
