@@ -251,7 +251,7 @@ def test_lexical_skips_the_index_scan_of_a_word_in_nearly_every_row(pg_url, monk
     with memlane.open(pg_url, embedder=None) as mem:
         mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"value {i} text"} for i in range(60)])
         mem.put("n", "other", "something else entirely")
-        store: Any = mem.store
+        store = mem.store
         with store._conn() as conn:
             conn.execute("ANALYZE items")
 
