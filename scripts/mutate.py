@@ -76,8 +76,11 @@ MODULES: dict[str, Module] = {
             "tests/conformance/test_search.py",
             "tests/test_rules_property.py",
             "tests/test_store.py",
+            "tests/test_sqlite.py",
+            "tests/conformance/test_indexing.py",
+            "tests/test_langgraph_rules.py",
         ),
-        note="the write, expiry, read and hydrate paths",
+        note="the write, expiry, read and hydrate paths; read-only opening, the indexer's claims, select",
     ),
     "store-postgres": Module(
         files=("src/memlane/store/postgres.py",),
