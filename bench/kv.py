@@ -1388,8 +1388,20 @@ def _lg_measure(
     return res
 
 
+def _import_langgraph() -> None:
+    """Import the langgraph package, not bench/langgraph.py (this directory is on sys.path, first)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    try:
+        import langgraph.store.base  # noqa: F401
+    finally:
+        sys.path[:] = saved
+
+
 def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     """memlane, LangGraph's SqliteStore and raw sqlite3 on the same records, in one run."""
+    _import_langgraph()
     from langgraph.store.base import PutOp
     from langgraph.store.sqlite import SqliteStore as LangGraphSqliteStore
 
@@ -1455,6 +1467,8 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
 def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> dict[str, Any]:
     """memlane, LangGraph's PostgresStore and raw psycopg (executemany and COPY) on one server, in one run."""
     import psycopg
+
+    _import_langgraph()
     from langgraph.store.base import PutOp
     from langgraph.store.postgres import PostgresStore as LangGraphPostgresStore
 

@@ -60,6 +60,13 @@ _HISTORY_INSERT = (
     "created_at, updated_at, expires_at, version, change, changed_at, changed_by) "
 )
 
+# a stored text that is the value's own (c.stored_text), for rows written before m010; a string holding
+# NUL (JSON \\u0000, which jsonb refuses) never is: its text has spaces for the NULs
+_ELIDABLE = (
+    "CASE WHEN value_type <> 'string' THEN text = value WHEN position('\\u0000' in value) > 0 THEN false "
+    "ELSE text = (value::jsonb #>> '{}') END"
+)
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     (
         "m001_initial",
@@ -199,6 +206,29 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                     regexp_replace(namespace || ' ' || key, '[^[:alnum:]]+', ' ', 'g')), 'C')
             ) STORED""",
             "CREATE INDEX items_tsv ON items USING gin (tsv)",
+        ],
+    ),
+    (
+        "m010_text_once",
+        [
+            # the text is stored only when it is not the value's own text (see _common.stored_text): NULL
+            # marks a text rebuilt from the value, by every read and by the tsvector
+            "ALTER TABLE items ALTER COLUMN text DROP NOT NULL",
+            "ALTER TABLE item_history ALTER COLUMN text DROP NOT NULL",
+            "DROP INDEX items_tsv",
+            "ALTER TABLE items DROP COLUMN tsv",
+            # rows written before: no history for this rewrite
+            "ALTER TABLE items DISABLE TRIGGER items_history_update",
+            f"UPDATE items SET text = NULL WHERE {_ELIDABLE}",
+            "ALTER TABLE items ENABLE TRIGGER items_history_update",
+            f"UPDATE item_history SET text = NULL WHERE {_ELIDABLE}",
+            f"""ALTER TABLE items ADD COLUMN tsv tsvector GENERATED ALWAYS AS (
+                to_tsvector('memlane', left({c.text_sql("postgres")}, {LEXICAL_CHARS}))
+                || setweight(to_tsvector('memlane',
+                    regexp_replace(namespace || ' ' || key, '[^[:alnum:]]+', ' ', 'g')), 'C')
+            ) STORED""",
+            "CREATE INDEX items_tsv ON items USING gin (tsv)",
+            *query_space.postgres_item_views(),
         ],
     ),
 ]
@@ -525,7 +555,7 @@ class PostgresStore(Store):
         """
         at = c.ts(now)
         out: builtins.list[Item] = []
-        loads = c.loads_json
+        loads, stored = c.loads_json, c.stored_text
         params = [
             (
                 r.id,
@@ -533,7 +563,7 @@ class PostgresStore(Store):
                 r.key,
                 r.value,
                 r.value_type,
-                r.text,
+                stored(r.value, r.value_type, r.text),
                 r.metadata,
                 r.author,
                 at,
@@ -936,8 +966,9 @@ class PostgresStore(Store):
         """Items whose vector is missing or stale."""
         with self._conn() as conn:
             return conn.execute(
-                "SELECT i.ref, i.version, i.text FROM items i LEFT JOIN item_vectors v ON v.item_ref = i.ref "
-                "WHERE i.ref > %s AND i.text <> '' AND (v.item_ref IS NULL OR v.version <> i.version) "
+                f"SELECT i.ref, i.version, {c.text_sql('postgres', 'i.')} FROM items i "
+                "LEFT JOIN item_vectors v ON v.item_ref = i.ref "
+                f"WHERE i.ref > %s AND {c.has_text_sql('i.')} AND (v.item_ref IS NULL OR v.version <> i.version) "
                 "ORDER BY i.ref LIMIT %s",
                 (after, limit),
             ).fetchall()
@@ -947,7 +978,7 @@ class PostgresStore(Store):
         with self._conn() as conn:
             current, total = conn.execute(
                 "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.ref = v.item_ref "
-                "AND i.version = v.version), (SELECT count(*) FROM items WHERE text <> '')"
+                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.has_text_sql()})"
             ).fetchone()
         return current, total - current
 
@@ -969,7 +1000,7 @@ class PostgresStore(Store):
             return max(
                 conn.execute(
                     "INSERT INTO item_pending (item_ref, version) SELECT i.ref, i.version FROM items i "
-                    "LEFT JOIN item_vectors v ON v.item_ref = i.ref WHERE i.text <> '' "
+                    f"LEFT JOIN item_vectors v ON v.item_ref = i.ref WHERE {c.has_text_sql('i.')} "
                     "AND (v.item_ref IS NULL OR v.version <> i.version) ON CONFLICT (item_ref) DO NOTHING"
                 ).rowcount,
                 0,
@@ -1001,7 +1032,8 @@ class PostgresStore(Store):
                 return []
             marks = dict(refs)
             rows = conn.execute(
-                "SELECT ref, version, text FROM items WHERE ref = ANY(%s) ORDER BY ref", (builtins.list(marks),)
+                f"SELECT ref, version, {c.text_sql('postgres')} FROM items WHERE ref = ANY(%s) ORDER BY ref",
+                (builtins.list(marks),),
             ).fetchall()
         return [(int(r), int(v), t, int(marks[r])) for r, v, t in rows]
 
