@@ -14,6 +14,8 @@ Design (the SQLite backend's, translated):
   ``ts_rank`` with length normalisation, weighted per query term by an
   inverse document frequency computed from the matching rows, a BM25-like
   score; docs/backends.md compares its quality with SQLite's BM25.
+* ``items.text`` is NULL where the text is the value's own (stored once, see
+  ``_common.stored_text``); the ``tsvector`` reads it rebuilt (``_common.text_sql``).
 * Vectors live in ``item_vectors`` as ``pgvector`` values, searched with an
   HNSW index (cosine) once the embedder's dimension is known. Without the
   extension everything else works and the vector channel raises

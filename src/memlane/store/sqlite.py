@@ -11,6 +11,8 @@ Design:
   tokenizer at ``/``, ``.``, ``-``...; ranked at ``ADDRESS_WEIGHT``), kept in
   step by triggers inside the same transaction: the lexical channel can
   never see a row the table does not have.
+* ``items.text`` is NULL where the text is the value's own (stored once, see
+  ``_common.stored_text``); the index reads it rebuilt (``_common.text_sql``).
 * Every write is one ``BEGIN IMMEDIATE`` transaction (the writer lock is taken
   up front, so concurrent writers queue on the busy timeout instead of failing
   on a lock upgrade). ``synchronous=NORMAL`` under WAL: a committed write
