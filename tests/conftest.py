@@ -142,6 +142,32 @@ def store_url(request: pytest.FixtureRequest, backend: str, tmp_path) -> Iterato
 
 
 @pytest.fixture
+def old_store_url(request: pytest.FixtureRequest, backend: str, tmp_path, monkeypatch) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """A database as memlane left it before ``m010_text_once``, and the writers of then.
+
+    While the test runs, memlane opens stores with the migrations up to
+    ``m009_lexical_address`` only and stores every item's text (as it did then);
+    the test calls ``monkeypatch.undo()`` to get today's memlane, which migrates it.
+    """
+    from memlane.store import _common, postgres, sqlite
+
+    for module in (sqlite, postgres):
+        migrations = [m for m in module.MIGRATIONS if m[0] < "m010"]
+        monkeypatch.setattr(module, "MIGRATIONS", migrations)
+    monkeypatch.setattr(_common, "stored_text", lambda value_json, value_type, text: text)
+    if backend in ("sqlite", "client"):
+        yield str(tmp_path / "old.db")
+        return
+    server: PostgresServer = request.getfixturevalue("postgres")
+    server._count += 1
+    name = f"memlane_old_{os.getpid()}_{server._count}"
+    server.execute(f'CREATE DATABASE "{name}"')
+    url = server._url_for(name)
+    yield url
+    server.drop(url)
+
+
+@pytest.fixture
 def mem(request: pytest.FixtureRequest, backend: str, store_url: str, clock: FakeClock) -> Iterator[Any]:
     """A fresh memory on each backend, driven by the fake clock.
 

@@ -141,7 +141,10 @@ _OLD_INDEX = {
 }
 
 
-def test_an_existing_database_gains_address_words_by_migration(backend: str, store_url: str) -> None:
+def test_an_existing_database_gains_address_words_by_migration(
+    backend: str, old_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store_url = old_store_url  # made before m010_text_once, which the second open applies after m009
     with memlane.open(store_url, embedder=None) as before:
         before.put("users/u1", "preferences.ui.theme", "dark mode")
         with before.store.session(write=True) as s:
@@ -150,6 +153,7 @@ def test_an_existing_database_gains_address_words_by_migration(backend: str, sto
     with memlane.open(store_url, embedder=None, migrate=False) as old:
         assert old.search("theme", channels=["lexical"]).hits == []
         assert "m009_lexical_address" not in [m["name"] for m in old.migration_status() if m["applied_at"]]
+    monkeypatch.undo()
     with memlane.open(store_url, embedder=None) as after:
         assert "m009_lexical_address" in [m["name"] for m in after.migration_status() if m["applied_at"]]
         assert [h.key for h in after.search("theme", channels=["lexical"]).hits] == ["preferences.ui.theme"]

@@ -133,7 +133,14 @@ _CLAIM_COLUMNS = (
 
 def _cols(columns: Sequence[Column], alias: str, renames: dict[str, str] | None = None) -> str:
     renames = renames or {}
-    return ", ".join(f"{alias}.{renames.get(c.name, c.name)} AS {c.name}" for c in columns)
+    return ", ".join(
+        renames[c.name].format(a=alias) if c.name in renames else f"{alias}.{c.name} AS {c.name}" for c in columns
+    )
+
+
+# an item's text is not stored where it is the value's own (memlane.store._common.stored_text): {text:i}
+# becomes the dialect's SQL that rebuilds it (view_sql)
+_FULL_TEXT = {"text": "{{text:{a}}} AS text"}
 
 
 _FACT_SELECT = (
@@ -149,7 +156,7 @@ VIEWS: tuple[View, ...] = (
         "items",
         "Live items: one row per address, expired items left out.",
         _ITEM_COLUMNS,
-        f"SELECT {_cols(_ITEM_COLUMNS, 'i')} FROM {{T}}items i "
+        f"SELECT {_cols(_ITEM_COLUMNS, 'i', _FULL_TEXT)} FROM {{T}}items i "
         "WHERE (i.expires_at IS NULL OR i.expires_at > {now}) AND {visible:i.namespace}",
         match=("text", "memlane_match_items"),
     ),
@@ -164,7 +171,7 @@ VIEWS: tuple[View, ...] = (
             _c("changed_by", "text", "who ended it (null when unknown)"),
         ),
         "SELECT h.item_id AS item_id, "
-        + _cols(_ITEM_COLUMNS[1:], "h")
+        + _cols(_ITEM_COLUMNS[1:], "h", _FULL_TEXT)
         + ", h.change AS change, h.changed_at AS changed_at, h.changed_by AS changed_by "
         "FROM {T}item_history h WHERE {visible:h.namespace}",
     ),
@@ -397,6 +404,7 @@ _PG_SIGNED = (
 
 
 _VISIBLE = re.compile(r"\{visible:([a-z_.]+)\}")
+_TEXT = re.compile(r"\{text:([a-z_]+)\}")
 
 
 def view_sql(body: str, dialect: str, inner: str = "") -> str:
@@ -405,7 +413,10 @@ def view_sql(body: str, dialect: str, inner: str = "") -> str:
         table, view, now, visible = "main.", f"temp.{inner}", _SQLITE_NOW, _sqlite_visible
     else:
         table, view, now, visible = "", f"{SCHEMA}.", _PG_NOW, _pg_visible
+    from ..store._common import text_sql
+
     out = _VISIBLE.sub(lambda m: visible(m.group(1)), body)
+    out = _TEXT.sub(lambda m: text_sql(dialect, m.group(1) + "."), out)
     return out.replace("{T}", table).replace("{V}", view).replace("{now}", now)
 
 
@@ -499,6 +510,15 @@ def postgres_migration() -> list[str]:
         END $$"""
     )
     return out
+
+
+def postgres_item_views() -> list[str]:
+    """The item views again (migration ``m010_text_once``: their text is rebuilt where it is not stored)."""
+    return [
+        f"CREATE OR REPLACE VIEW {SCHEMA}.{v.name} AS {view_sql(v.body, 'postgres')}"
+        for v in VIEWS
+        if v.name in ("items", "item_history")
+    ]
 
 
 # -- functions -------------------------------------------------------------------------------

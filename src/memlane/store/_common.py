@@ -36,6 +36,44 @@ def loads_json(text: str) -> Any:
     return scan_json(text, 0)[0]
 
 
+# -- the text column: stored only when it is not the value's own text ------------------------------
+#
+# An item's search text is, unless its writer gave another, its value: the string itself for a string
+# value, the canonical JSON otherwise (Memory._row). Such a text is not stored a second time: the
+# ``text`` column holds NULL and every read rebuilds the text from the value, in Python (row_to_item)
+# and in SQL (text_sql: the full-text index, the query space's views, the indexer's reads). A string
+# is rebuilt by decoding its JSON, which SQLite's json_extract and PostgreSQL's jsonb do exactly as
+# Python does for every string memlane stores (canonical JSON, valid Unicode: tests/test_store.py).
+
+
+def stored_text(value_json: str, value_type: str, text: str) -> str | None:
+    """What the ``text`` column holds for an item: ``None`` when ``text`` is the value's own text."""
+    if value_type != "string":
+        return None if text == value_json else text
+    if "\\" not in value_json:  # no escape: the JSON string's characters are the string's
+        return None if len(value_json) == len(text) + 2 and value_json.startswith(text, 1) else text
+    return None if loads_json(value_json) == text else text
+
+
+def full_text(value: Any, value_type: str, value_json: str, stored: str | None) -> str:
+    """The item's text from the ``text`` column (``stored``) and its value (decoded and as JSON)."""
+    if stored is not None:
+        return stored
+    return value if value_type == "string" else value_json
+
+
+def text_sql(dialect: str, alias: str = "") -> str:
+    """SQL for an item row's full text (``alias``: ``"i."``, ``"old."``...), the same as :func:`full_text`."""
+    a = alias
+    decoded = f"json_extract({a}value, '$')" if dialect == "sqlite" else f"({a}value::jsonb #>> '{{}}')"
+    return f"coalesce({a}text, CASE WHEN {a}value_type = 'string' THEN {decoded} ELSE {a}value END)"
+
+
+def has_text_sql(alias: str = "") -> str:
+    """SQL true when an item row's full text is not empty (without decoding the value)."""
+    return f"coalesce({alias}text <> '', {alias}value <> '\"\"')"
+
+
 def ts(value: datetime) -> str:
     """Fixed-width ISO 8601 UTC text, so string order is time order."""
     return value.isoformat(timespec="microseconds")
@@ -201,13 +239,17 @@ def parse_metadata(text: str) -> dict[str, Any]:
 def row_to_item(r: Any) -> Item:
     """Map a row selected with ``ITEM_COLUMNS`` to an :class:`Item`."""
     expires = r[10]
+    value = loads_json(r[3])
+    text = r[5]
+    if text is None:
+        text = value if r[4] == "string" else r[3]
     return Item(
         r[0],
         ns_tuple(r[1]),
         r[2],
-        loads_json(r[3]),
+        value,
         r[4],
-        r[5],
+        text,
         parse_metadata(r[6]),
         r[7],
         _fromiso(r[8]),
@@ -219,13 +261,14 @@ def row_to_item(r: Any) -> Item:
 
 def row_to_version(r: Any) -> Version:
     """Map a row selected with ``HISTORY_COLUMNS`` to a :class:`Version`."""
+    value = loads_json(r[3])
     return Version(
         item_id=r[0],
         namespace=ns_tuple(r[1]),
         key=r[2],
-        value=loads_json(r[3]),
+        value=value,
         value_type=r[4],
-        text=r[5],
+        text=full_text(value, r[4], r[3], r[5]),
         metadata=parse_metadata(r[6]),
         author=r[7],
         created_at=_fromiso(r[8]),
@@ -239,15 +282,16 @@ def row_to_version(r: Any) -> Version:
 
 
 def item_record(r: Any) -> dict[str, Any]:
-    """An exported item row: stored text kept verbatim for an exact round trip."""
+    """An exported item row: its text kept verbatim (rebuilt when not stored) for an exact round trip."""
+    value = loads_json(r[3])
     return {
         "record": "item",
         "id": r[0],
         "namespace": ns_tuple(r[1]),
         "key": r[2],
-        "value": loads_json(r[3]),
+        "value": value,
         "value_type": r[4],
-        "text": r[5],
+        "text": full_text(value, r[4], r[3], r[5]),
         "metadata": parse_metadata(r[6]),
         "author": r[7],
         "created_at": r[8],
@@ -287,6 +331,8 @@ def import_rows(
 ) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """Validate exported records into ``("item", ITEM_COLUMNS row)`` / ``("version", HISTORY_COLUMNS row)``.
 
+    The rows hold the text as stored (``None`` where it is the value's own text, see :func:`stored_text`).
+
     Raises:
         ValidationError: naming the record number; callers run this inside
             their transaction so a bad record imports nothing.
@@ -314,7 +360,7 @@ def import_rows(
                 v.key(rec["key"]),
                 value_json,
                 value_type,
-                v.text(rec["text"]),
+                stored_text(value_json, value_type, v.text(rec["text"])),
                 v.metadata(rec.get("metadata")),
                 author,
                 _time(rec, "created_at"),

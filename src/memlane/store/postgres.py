@@ -14,6 +14,8 @@ Design (the SQLite backend's, translated):
   ``ts_rank`` with length normalisation, weighted per query term by an
   inverse document frequency computed from the matching rows, a BM25-like
   score; docs/backends.md compares its quality with SQLite's BM25.
+* ``items.text`` is NULL where the text is the value's own (stored once, see
+  ``_common.stored_text``); the ``tsvector`` reads it rebuilt (``_common.text_sql``).
 * Vectors live in ``item_vectors`` as ``pgvector`` values, searched with an
   HNSW index (cosine) once the embedder's dimension is known. Without the
   extension everything else works and the vector channel raises
@@ -58,6 +60,13 @@ _CHUNK = 1000
 _HISTORY_INSERT = (
     "INSERT INTO item_history (item_id, namespace, key, value, value_type, text, metadata, author, "
     "created_at, updated_at, expires_at, version, change, changed_at, changed_by) "
+)
+
+# a stored text that is the value's own (c.stored_text), for rows written before m010; a string holding
+# NUL (JSON \\u0000, which jsonb refuses) never is: its text has spaces for the NULs
+_ELIDABLE = (
+    "CASE WHEN value_type <> 'string' THEN text = value WHEN position('\\u0000' in value) > 0 THEN false "
+    "ELSE text = (value::jsonb #>> '{}') END"
 )
 
 MIGRATIONS: list[tuple[str, list[str]]] = [
@@ -199,6 +208,29 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                     regexp_replace(namespace || ' ' || key, '[^[:alnum:]]+', ' ', 'g')), 'C')
             ) STORED""",
             "CREATE INDEX items_tsv ON items USING gin (tsv)",
+        ],
+    ),
+    (
+        "m010_text_once",
+        [
+            # the text is stored only when it is not the value's own text (see _common.stored_text): NULL
+            # marks a text rebuilt from the value, by every read and by the tsvector
+            "ALTER TABLE items ALTER COLUMN text DROP NOT NULL",
+            "ALTER TABLE item_history ALTER COLUMN text DROP NOT NULL",
+            "DROP INDEX items_tsv",
+            "ALTER TABLE items DROP COLUMN tsv",
+            # rows written before: no history for this rewrite
+            "ALTER TABLE items DISABLE TRIGGER items_history_update",
+            f"UPDATE items SET text = NULL WHERE {_ELIDABLE}",
+            "ALTER TABLE items ENABLE TRIGGER items_history_update",
+            f"UPDATE item_history SET text = NULL WHERE {_ELIDABLE}",
+            f"""ALTER TABLE items ADD COLUMN tsv tsvector GENERATED ALWAYS AS (
+                to_tsvector('memlane', left({c.text_sql("postgres")}, {LEXICAL_CHARS}))
+                || setweight(to_tsvector('memlane',
+                    regexp_replace(namespace || ' ' || key, '[^[:alnum:]]+', ' ', 'g')), 'C')
+            ) STORED""",
+            "CREATE INDEX items_tsv ON items USING gin (tsv)",
+            *query_space.postgres_item_views(),
         ],
     ),
 ]
@@ -536,7 +568,7 @@ class PostgresStore(Store):
         """
         at = c.ts(now)
         out: builtins.list[Item] = []
-        loads = c.loads_json
+        loads, stored = c.loads_json, c.stored_text
         params = [
             (
                 r.id,
@@ -544,7 +576,7 @@ class PostgresStore(Store):
                 r.key,
                 r.value,
                 r.value_type,
-                r.text,
+                stored(r.value, r.value_type, r.text),
                 r.metadata,
                 r.author,
                 at,
@@ -947,8 +979,9 @@ class PostgresStore(Store):
         """Items whose vector is missing or stale."""
         with self._conn() as conn:
             return conn.execute(
-                "SELECT i.ref, i.version, i.text FROM items i LEFT JOIN item_vectors v ON v.item_ref = i.ref "
-                "WHERE i.ref > %s AND i.text <> '' AND (v.item_ref IS NULL OR v.version <> i.version) "
+                f"SELECT i.ref, i.version, {c.text_sql('postgres', 'i.')} FROM items i "
+                "LEFT JOIN item_vectors v ON v.item_ref = i.ref "
+                f"WHERE i.ref > %s AND {c.has_text_sql('i.')} AND (v.item_ref IS NULL OR v.version <> i.version) "
                 "ORDER BY i.ref LIMIT %s",
                 (after, limit),
             ).fetchall()
@@ -958,7 +991,7 @@ class PostgresStore(Store):
         with self._conn() as conn:
             current, total = conn.execute(
                 "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.ref = v.item_ref "
-                "AND i.version = v.version), (SELECT count(*) FROM items WHERE text <> '')"
+                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.has_text_sql()})"
             ).fetchone()
         return current, total - current
 
@@ -980,7 +1013,7 @@ class PostgresStore(Store):
             return max(
                 conn.execute(
                     "INSERT INTO item_pending (item_ref, version) SELECT i.ref, i.version FROM items i "
-                    "LEFT JOIN item_vectors v ON v.item_ref = i.ref WHERE i.text <> '' "
+                    f"LEFT JOIN item_vectors v ON v.item_ref = i.ref WHERE {c.has_text_sql('i.')} "
                     "AND (v.item_ref IS NULL OR v.version <> i.version) ON CONFLICT (item_ref) DO NOTHING"
                 ).rowcount,
                 0,
@@ -1012,7 +1045,8 @@ class PostgresStore(Store):
                 return []
             marks = dict(refs)
             rows = conn.execute(
-                "SELECT ref, version, text FROM items WHERE ref = ANY(%s) ORDER BY ref", (builtins.list(marks),)
+                f"SELECT ref, version, {c.text_sql('postgres')} FROM items WHERE ref = ANY(%s) ORDER BY ref",
+                (builtins.list(marks),),
             ).fetchall()
         return [(int(r), int(v), t, int(marks[r])) for r, v, t in rows]
 

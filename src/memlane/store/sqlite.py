@@ -11,6 +11,8 @@ Design:
   tokenizer at ``/``, ``.``, ``-``...; ranked at ``ADDRESS_WEIGHT``), kept in
   step by triggers inside the same transaction: the lexical channel can
   never see a row the table does not have.
+* ``items.text`` is NULL where the text is the value's own (stored once, see
+  ``_common.stored_text``); the index reads it rebuilt (``_common.text_sql``).
 * Every write is one ``BEGIN IMMEDIATE`` transaction (the writer lock is taken
   up front, so concurrent writers queue on the busy timeout instead of failing
   on a lock upgrade). ``synchronous=NORMAL`` under WAL: a committed write
@@ -49,6 +51,103 @@ _CHUNK = 400  # addresses per statement; 2 variables each stays far below SQLite
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 _IN_NS = "(namespace = ? OR (namespace >= ? AND namespace < ?))"
 _IN_KEY = "(key = ? OR (key >= ? AND key < ?))"
+
+_TEXT = c.text_sql("sqlite")
+_OLD_TEXT = c.text_sql("sqlite", "old.")
+_NEW_TEXT = c.text_sql("sqlite", "new.")
+_ITEM_TABLE = """CREATE TABLE {name} (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    value_type TEXT NOT NULL,
+    text TEXT,
+    metadata TEXT NOT NULL DEFAULT '{{}}',
+    author TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    expires_at TEXT,
+    version INTEGER NOT NULL,
+    UNIQUE (namespace, key)
+)"""
+_HISTORY_TABLE = """CREATE TABLE item_history_m010 (
+    seq INTEGER PRIMARY KEY,
+    item_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    value_type TEXT NOT NULL,
+    text TEXT,
+    metadata TEXT NOT NULL,
+    author TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    expires_at TEXT,
+    version INTEGER NOT NULL,
+    change TEXT NOT NULL,
+    changed_at TEXT NOT NULL,
+    changed_by TEXT
+)"""
+# the text when it is not the value's own (c.stored_text), for rows written before m010
+_ELIDED = (
+    "CASE WHEN text = CASE WHEN value_type = 'string' THEN json_extract(value, '$') ELSE value END "
+    "THEN NULL ELSE text END"
+)
+_M010 = [
+    # The text is stored only when it is not the value's own text (see _common.stored_text): the column
+    # becomes nullable, which SQLite can only do by copying each table (rowids and seqs kept, so the
+    # full-text index, vectors and marks still point at the same rows), then recreating what hung on it.
+    "DROP VIEW items_lexical",
+    _ITEM_TABLE.format(name="items_m010"),
+    "INSERT INTO items_m010 (rowid, id, namespace, key, value, value_type, text, metadata, author, created_at, "
+    f"updated_at, expires_at, version) SELECT rowid, id, namespace, key, value, value_type, {_ELIDED}, metadata, "
+    "author, created_at, updated_at, expires_at, version FROM items",
+    "DROP TABLE items",
+    "ALTER TABLE items_m010 RENAME TO items",
+    "CREATE INDEX items_key ON items (key, updated_at)",
+    "CREATE INDEX items_expires ON items (expires_at) WHERE expires_at IS NOT NULL",
+    "CREATE UNIQUE INDEX items_id ON items (id)",
+    _HISTORY_TABLE,
+    "INSERT INTO item_history_m010 (seq, item_id, namespace, key, value, value_type, text, metadata, author, "
+    "created_at, updated_at, expires_at, version, change, changed_at, changed_by) SELECT seq, item_id, namespace, "
+    f"key, value, value_type, {_ELIDED}, metadata, author, created_at, updated_at, expires_at, version, change, "
+    "changed_at, changed_by FROM item_history",
+    "DROP TABLE item_history",
+    "ALTER TABLE item_history_m010 RENAME TO item_history",
+    "CREATE INDEX item_history_address ON item_history (namespace, key, seq)",
+    "CREATE INDEX item_history_item ON item_history (item_id, version)",
+    """CREATE TRIGGER items_history_update AFTER UPDATE ON items BEGIN
+        INSERT INTO item_history (item_id, namespace, key, value, value_type, text, metadata,
+            author, created_at, updated_at, expires_at, version, change, changed_at, changed_by)
+        VALUES (old.id, old.namespace, old.key, old.value, old.value_type, old.text,
+            old.metadata, old.author, old.created_at, old.updated_at, old.expires_at,
+            old.version, CASE WHEN old.id = new.id THEN 'replace' ELSE 'expire' END,
+            new.updated_at, new.author);
+    END""",
+    """CREATE TRIGGER items_vectors_delete AFTER DELETE ON items BEGIN
+        DELETE FROM item_vectors WHERE item_rowid = old.rowid;
+    END""",
+    """CREATE TRIGGER items_pending_delete AFTER DELETE ON items BEGIN
+        DELETE FROM item_pending WHERE item_rowid = old.rowid;
+    END""",
+    """CREATE TRIGGER items_vectors_new_item AFTER UPDATE OF id ON items WHEN old.id <> new.id BEGIN
+        DELETE FROM item_vectors WHERE item_rowid = old.rowid;
+    END""",
+    # the index sees the full text, rebuilt from the value where it is not stored (the same words as before)
+    f"CREATE VIEW items_lexical (ref, text, address) AS SELECT rowid, {_TEXT}, namespace || ' ' || key FROM items",
+    f"""CREATE TRIGGER items_fts_delete AFTER DELETE ON items BEGIN
+        INSERT INTO items_fts (items_fts, rowid, text, address)
+        VALUES ('delete', old.rowid, {_OLD_TEXT}, old.namespace || ' ' || old.key);
+    END""",
+    f"""CREATE TRIGGER items_fts_update AFTER UPDATE OF text, value, value_type, namespace, key ON items
+    WHEN {_OLD_TEXT} IS NOT {_NEW_TEXT} OR old.namespace IS NOT new.namespace OR old.key IS NOT new.key BEGIN
+        INSERT INTO items_fts (items_fts, rowid, text, address)
+        VALUES ('delete', old.rowid, {_OLD_TEXT}, old.namespace || ' ' || old.key);
+        INSERT INTO items_fts (rowid, text, address)
+        VALUES (new.rowid, {_NEW_TEXT}, new.namespace || ' ' || new.key);
+    END""",
+]
 
 MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
     (
@@ -198,6 +297,7 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
             "INSERT INTO items_fts (items_fts) VALUES ('rebuild')",
         ],
     ),
+    ("m010_text_once", _M010),
 ]
 # BM25 weight of the address column against the text's 1.0: an address match ranks below text matches
 ADDRESS_WEIGHT = 0.25
@@ -211,16 +311,16 @@ ON CONFLICT (item_rowid) DO UPDATE SET
     version = excluded.version, seq = excluded.seq, embedding = excluded.embedding
 """
 
-_MARK_UPDATED = """
+_MARK_UPDATED = f"""
 INSERT INTO item_pending (item_rowid, version)
-SELECT rowid, version FROM items WHERE namespace = ? AND key = ? AND text <> ''
+SELECT rowid, version FROM items WHERE namespace = ? AND key = ? AND {c.has_text_sql()}
 ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, claimed_until = NULL, claimed_by = NULL
 """
 _UNMARK = "DELETE FROM item_pending WHERE item_rowid = (SELECT rowid FROM items WHERE namespace = ? AND key = ?)"
 
 # items with text whose vector is missing or stale and that no mark waits for
 _MISSING = (
-    "FROM items i LEFT JOIN item_vectors v ON v.item_rowid = i.rowid WHERE i.text <> '' "
+    f"FROM items i LEFT JOIN item_vectors v ON v.item_rowid = i.rowid WHERE {c.has_text_sql('i.')} "
     "AND (v.item_rowid IS NULL OR v.version <> i.version) "
     "AND NOT EXISTS (SELECT 1 FROM item_pending p WHERE p.item_rowid = i.rowid)"
 )
@@ -296,7 +396,7 @@ def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
     maximum, so the range is exactly the rows just inserted.
     """
     conn.execute(
-        "INSERT INTO items_fts (rowid, text, address) SELECT rowid, text, namespace || ' ' || key FROM items "
+        f"INSERT INTO items_fts (rowid, text, address) SELECT rowid, {_TEXT}, namespace || ' ' || key FROM items "
         "WHERE rowid > ?",
         (after_rowid,),
     )
@@ -558,7 +658,8 @@ class SqliteStore(Store):
         inserts: builtins.list[tuple[Any, ...]] = []
         updates: builtins.list[tuple[Any, ...]] = []
         out: builtins.list[Item] = []
-        loads = c.loads_json
+        marked: builtins.list[tuple[str, str]] = []
+        loads, stored = c.loads_json, c.stored_text
         for r, addr in zip(rows, texts, strict=True):
             expires = c.ts_or_none(r.expires_at)
             old = existing.get(addr)
@@ -571,11 +672,13 @@ class SqliteStore(Store):
             else:
                 item_id, created_text, version = old[0], old[1], old[2] + 1
                 created_at = datetime.fromisoformat(created_text)
-            params = (r.value, r.value_type, r.text, r.metadata, r.author, at, expires)
+            params = (r.value, r.value_type, stored(r.value, r.value_type, r.text), r.metadata, r.author, at, expires)
             if old is None:
                 inserts.append((r.id, *addr, *params, at))
             else:
                 updates.append((item_id, created_text, version, *params, *addr))
+                if mark and r.text:
+                    marked.append(addr)
             out.append(
                 Item(
                     item_id,
@@ -598,8 +701,8 @@ class SqliteStore(Store):
                 "metadata = ?, author = ?, updated_at = ?, expires_at = ? WHERE namespace = ? AND key = ?",
                 updates,
             )
-            if mark:
-                conn.executemany(_MARK_UPDATED, [u[-2:] for u in updates if u[5]])
+            if marked:
+                conn.executemany(_MARK_UPDATED, marked)
         if inserts:
             first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
             conn.executemany(
@@ -611,7 +714,7 @@ class SqliteStore(Store):
             if mark:
                 conn.execute(
                     "INSERT INTO item_pending (item_rowid, version) SELECT rowid, 1 FROM items "
-                    "WHERE rowid > ? AND text <> ''",
+                    f"WHERE rowid > ? AND {c.has_text_sql()}",
                     (first,),
                 )
         return out
@@ -934,8 +1037,9 @@ class SqliteStore(Store):
         with self._lock:
             self._check_open()
             return self._conn.execute(
-                "SELECT i.rowid, i.version, i.text FROM items i LEFT JOIN item_vectors v ON v.item_rowid = i.rowid "
-                "WHERE i.rowid > ? AND i.text <> '' AND (v.item_rowid IS NULL OR v.version <> i.version) "
+                f"SELECT i.rowid, i.version, {c.text_sql('sqlite', 'i.')} FROM items i "
+                "LEFT JOIN item_vectors v ON v.item_rowid = i.rowid "
+                f"WHERE i.rowid > ? AND {c.has_text_sql('i.')} AND (v.item_rowid IS NULL OR v.version <> i.version) "
                 "ORDER BY i.rowid LIMIT ?",
                 (after, limit),
             ).fetchall()
@@ -946,7 +1050,7 @@ class SqliteStore(Store):
             self._check_open()
             current, total = self._conn.execute(
                 "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.rowid = v.item_rowid "
-                "AND i.version = v.version), (SELECT count(*) FROM items WHERE text <> '')"
+                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.has_text_sql()})"
             ).fetchone()
         return current, total - current
 
@@ -992,7 +1096,7 @@ class SqliteStore(Store):
                 return []
         with self._write() as conn:
             rows = conn.execute(
-                "SELECT p.item_rowid, i.version, i.text, p.version FROM item_pending p "
+                f"SELECT p.item_rowid, i.version, {c.text_sql('sqlite', 'i.')}, p.version FROM item_pending p "
                 f"JOIN items i ON i.rowid = p.item_rowid WHERE {free} ORDER BY p.item_rowid LIMIT ?",
                 (now, limit),
             ).fetchall()
@@ -1082,8 +1186,9 @@ class SqliteStore(Store):
                     except sqlite3.IntegrityError as e:
                         raise ConflictError(c.id_taken(row[0], ns, key)) from e
                     # indexed one by one: a deleted row's rowid may be reused, so a range would miss it
+                    text = c.full_text(c.loads_json(row[3]), row[4], row[3], row[5])
                     conn.execute(
-                        "INSERT INTO items_fts (rowid, text, address) VALUES (?, ?, ?)", (ref, row[5], f"{ns} {key}")
+                        "INSERT INTO items_fts (rowid, text, address) VALUES (?, ?, ?)", (ref, text, f"{ns} {key}")
                     )
                 else:
                     exists = conn.execute(
