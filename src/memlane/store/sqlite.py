@@ -198,6 +198,7 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
             "INSERT INTO items_fts (items_fts) VALUES ('rebuild')",
         ],
     ),
+    ("m010_chunk_context", facts_schema.SQLITE_CHUNK_CONTEXT),
 ]
 # BM25 weight of the address column against the text's 1.0: an address match ranks below text matches
 ADDRESS_WEIGHT = 0.25
