@@ -750,7 +750,11 @@ class FactsLayer:
         created_at: Any = None,
         chunk_chars: Any = t.DEFAULT_CHUNK_CHARS,
     ) -> Document:
-        """Store a source split into ordered chunks (a list of strings: one chunk each)."""
+        """Store a source split into ordered chunks (a list of strings: one chunk each).
+
+        Each chunk keeps its context (``text.context``: the title and the passages around it) in
+        ``chunks.context``, indexed as a second, lower-weighted column and embedded with the chunk.
+        """
         ns = v.namespace(namespace)
         title = _name(title, "title")
         if isinstance(text, list):
