@@ -57,14 +57,17 @@ def test_the_context_is_bounded_so_far_words_of_a_long_neighbour_do_not_reach(me
     assert lexical == {doc.chunk_ids[0]}  # its start is not
 
 
-def test_a_chunk_is_found_by_vector_on_its_context(mem: Any) -> None:
-    # with the fake embedder, texts sharing words are near: a query made only of the first passage's words
-    # lies nearer the middle chunk (embedded with that passage as context) than the last (which is not)
-    doc = mem.add_document(NS, "runbook", ["alpha bravo charlie delta echo " * 20, "one", "two"], chunk_chars=5000)
-    hits = _passages(mem, "alpha bravo charlie delta echo")
+def test_a_chunk_is_found_by_vector_on_its_title(mem: Any) -> None:
+    # with the fake embedder, texts sharing words are near: chunks whose own words say nothing of the query
+    # are nearer it than another document's chunk when their title holds its words
+    doc = mem.add_document(NS, "Zephyr cutover runbook", ["one", "two"])
+    other = mem.add_document(NS, "Quasar notes", ["three"])
+    hits = _passages(mem, "zephyr cutover runbook")
     vector = {h.id: h.ranks["vector"] for h in hits if "vector" in h.ranks}
-    first, middle, last = doc.chunk_ids
-    assert vector[first] < vector[middle] < vector.get(last, 99)
+    assert max(vector[c] for c in doc.chunk_ids) < vector.get(other.chunk_ids[0], 99)
+    assert {h.id: h.text for h in hits if h.id in doc.chunk_ids} == dict(
+        zip(doc.chunk_ids, ["one", "two"], strict=True)
+    )
 
 
 def test_context_text() -> None:
@@ -80,7 +83,10 @@ def test_context_text() -> None:
     assert before.endswith("w999") and after.startswith("w0 ") and len(before) <= 50 and len(after) <= 50
     assert before.split()[0] in long.split() and after.split()[-1] in long.split()  # whole words
     assert len(t.context("T", [long] * 3, 1)) <= 1 + 2 * t.CONTEXT_CHARS + 2
-    assert t.embedded("chunk", "Title\nbefore\nafter") == "Title\nchunk\nbefore\nafter"
+    # a vector is made from the title, the chunk and VECTOR_CONTEXT_CHARS of the neighbours nearest it
+    assert t.embedded("chunk", "Title\nbefore\nafter", budget=100) == "Title\nchunk\nbefore\nafter"
+    assert t.embedded("chunk", "Title\nsaid before\nsaid after", budget=6) == "Title\nchunk\nbefore\nsaid"
+    assert t.embedded("chunk", "Title\nbefore\nafter", budget=0) == "Title\nchunk"
     assert t.embedded("chunk", "Title\n\n") == "Title\nchunk"
     assert t.embedded("chunk", None) == "chunk"
 

@@ -753,7 +753,8 @@ class FactsLayer:
         """Store a source split into ordered chunks (a list of strings: one chunk each).
 
         Each chunk keeps its context (``text.context``: the title and the passages around it) in
-        ``chunks.context``, indexed as a second, lower-weighted column and embedded with the chunk.
+        ``chunks.context``, indexed as a second, lower-weighted column; its vector is made from the title and
+        the chunk (``text.embedded``).
         """
         ns = v.namespace(namespace)
         title = _name(title, "title")
