@@ -734,17 +734,19 @@ def test_claims_envelope_reports_what_it_did(store):
     ctx = mem.claims_and_sources_context("cutover", k=5, candidate_k=10)
     assert ctx.operation == "claims_and_sources_context"
     assert ctx.params == {"query": "cutover", "entity_ids": None, "k": 5, "candidate_k": 10}
-    assert ctx.counts == {"claims_lexical": 1, "passages_lexical": 1, "claims": 1, "passages": 1}
+    # the second passage is found on its context (the first), after the passage that holds the word
+    assert ctx.counts == {"claims_lexical": 1, "passages_lexical": 2, "claims": 1, "passages": 2}
     assert ctx.dropped == {"claims": 0, "passages": 0} and ctx.truncated == [] and ctx.notes == []
     assert set(ctx.timings) == {"claims_ms", "passages_ms", "total_ms"}
     assert all(isinstance(v, float) and v >= 0 for v in ctx.timings.values())
-    (passage,) = ctx["passages"]
+    passage, neighbour = ctx["passages"]
     assert (passage.score, passage.ranks, passage.document_title, passage.position) == (
         round(1 / 11, 10),
         {"lexical": 1},
         "d",
         0,
     )
+    assert (neighbour.text, neighbour.ranks, neighbour.position) == ("two", {"lexical": 2}, 1)
     with pytest.raises(ValidationError) as err:
         mem.claims_and_sources_context("  ")
     assert err.value.field == "query" and "is empty" in str(err.value)
@@ -1833,6 +1835,7 @@ def test_a_write_that_fails_part_way_leaves_nothing_behind(store, monkeypatch, w
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(layer.FactsLayer, "_index_text", fail)  # the last step of most writes
+    monkeypatch.setattr(layer.FactsLayer, "_index_chunks", fail)  # add_document's
     monkeypatch.setattr(layer.FactsLayer, "_insert_aliases", fail)  # add_entity's last step
     calls = {
         "add_entity": lambda: mem.add_entity(NS, "Lee", aliases=["L"]),

@@ -1041,7 +1041,11 @@ class Memory:
         created_at: datetime | str | None = None,
         chunk_chars: int = DEFAULT_CHUNK_CHARS,
     ) -> Document:
-        """Store a source as ordered chunks: paragraphs packed under ``chunk_chars``, or one per list element."""
+        """Store a source as ordered chunks: paragraphs packed under ``chunk_chars``, or one per list element.
+
+        Each chunk is indexed lexically with the title and up to 400 characters of the passages each side
+        of it, and by vector with the title, so a word of either finds it; a hit is still the chunk's own text.
+        """
         return self._facts.add_document(
             namespace, title, text, source=source, created_at=created_at, chunk_chars=chunk_chars
         )

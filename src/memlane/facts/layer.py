@@ -28,6 +28,7 @@ from ..search import rank
 from ..store._common import SqlSession, loads_json, ns_text, ns_tuple, ts, within_filter
 from . import text as t
 from .model import Candidate, Chunk, Claim, ClaimGroup, Context, Document, Entity, Fact, Path, Record
+from .schema import CONTEXT_WEIGHT
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -260,6 +261,11 @@ class FactsLayer:
         if s.dialect == "sqlite" and rows:
             s.many(f"INSERT INTO {kind}_fts (ref, namespace, text) VALUES (?, ?, ?)", rows)
 
+    def _index_chunks(self, s: SqlSession, rows: Sequence[tuple[str, str, str, str | None]]) -> None:
+        """Full-text rows ``(ref, namespace, text, context)`` of chunks; PostgreSQL indexes both columns itself."""
+        if s.dialect == "sqlite" and rows:
+            s.many("INSERT INTO chunk_fts (ref, namespace, text, context) VALUES (?, ?, ?, ?)", rows)
+
     def embed_missing(self, batch_size: int = 64) -> int:
         """Vectors for facts, claims and chunks that have none (after an import or an embedder change)."""
         if self._mem.embedder is None:
@@ -268,18 +274,19 @@ class FactsLayer:
         for kind, table in (("fact", "facts"), ("claim", "claims"), ("chunk", "chunks")):
             while True:
                 with self._store.session() as s:
+                    context = "t.context" if kind == "chunk" else "NULL"
                     rows = s.rows(
-                        f"SELECT DISTINCT t.id, t.text FROM {table} t WHERE NOT EXISTS "
+                        f"SELECT DISTINCT t.id, t.text, {context} FROM {table} t WHERE NOT EXISTS "
                         "(SELECT 1 FROM graph_vectors g WHERE g.kind = ? AND g.ref = t.id) ORDER BY t.id LIMIT ?",
                         (kind, batch_size),
                     )
                 if not rows:
                     break
-                blobs = self._embed([text for _, text in rows])
+                blobs = self._embed([t.embedded(text, around) for _, text, around in rows])
                 with self._store.session(write=True) as s:
                     s.many(
                         "INSERT INTO graph_vectors (kind, ref, vector) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                        [(kind, ref, blob) for (ref, _), blob in zip(rows, blobs or [], strict=True)],
+                        [(kind, ref, blob) for (ref, _, _), blob in zip(rows, blobs or [], strict=True)],
                     )
                 done += len(rows)
         return done
@@ -743,7 +750,12 @@ class FactsLayer:
         created_at: Any = None,
         chunk_chars: Any = t.DEFAULT_CHUNK_CHARS,
     ) -> Document:
-        """Store a source split into ordered chunks (a list of strings: one chunk each)."""
+        """Store a source split into ordered chunks (a list of strings: one chunk each).
+
+        Each chunk keeps its context (``text.context``: the title and the passages around it) in
+        ``chunks.context``, indexed as a second, lower-weighted column; its vector is made from the title and
+        the chunk (``text.embedded``).
+        """
         ns = v.namespace(namespace)
         title = _name(title, "title")
         if isinstance(text, list):
@@ -759,7 +771,8 @@ class FactsLayer:
         src = _optional_name(source, "source")
         created = _time(created_at, "created_at")
         now = self._mem._now()
-        blobs = self._embed(pieces)
+        contexts = [t.context(title, pieces, i) for i in range(len(pieces))]
+        blobs = self._embed([t.embedded(p, c) for p, c in zip(pieces, contexts, strict=True)])
         did = _new_ids("doc", now)[0]
         chunk_ids = _new_ids("chunk", now, len(pieces))
         ns_t = ns_text(ns)
@@ -778,11 +791,12 @@ class FactsLayer:
                     self._mem.author,
                 ),
             )
+            rows = builtins.list(zip(chunk_ids, pieces, contexts, strict=True))
             s.many(
-                "INSERT INTO chunks (id, document_id, namespace, position, text) VALUES (?, ?, ?, ?, ?)",
-                [(cid, did, ns_t, i, p) for i, (cid, p) in enumerate(zip(chunk_ids, pieces, strict=True))],
+                "INSERT INTO chunks (id, document_id, namespace, position, text, context) VALUES (?, ?, ?, ?, ?, ?)",
+                [(cid, did, ns_t, i, p, c) for i, (cid, p, c) in enumerate(rows)],
             )
-            self._index_text(s, "chunk", [(cid, ns_t, p) for cid, p in zip(chunk_ids, pieces, strict=True)])
+            self._index_chunks(s, [(cid, ns_t, p, c) for cid, p, c in rows])
             self._insert_vectors(s, "chunk", chunk_ids, blobs)
         return Document(did, ns, title, src, created, now, len(pieces), chunk_ids)
 
@@ -1109,16 +1123,19 @@ class FactsLayer:
             if s.dialect == "sqlite":
                 match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
                 narrowed = f"AND EXISTS (SELECT 1 FROM {table} WHERE id = {fts}.ref AND {extra}) " if extra else ""
+                # a chunk's context is its second column, weighed below its own words
+                bm25 = f"bm25({fts}, 1.0, {CONTEXT_WEIGHT})" if kind == "chunk" else f"bm25({fts})"
                 rows = s.rows(
-                    f"SELECT ref, bm25({fts}) FROM {fts} WHERE {fts} MATCH ? AND {scope} {narrowed}"
-                    f"ORDER BY bm25({fts}) LIMIT ?",
+                    f"SELECT ref, {bm25} FROM {fts} WHERE {fts} MATCH ? AND {scope} {narrowed}ORDER BY {bm25} LIMIT ?",
                     [match, *params, *extra_params, k],
                 )
                 nominations["lexical"] = [(r[0], -r[1]) for r in rows]
             else:
                 tsquery = " | ".join("'" + w.replace("'", "''") + "'" for w in words)
+                # a chunk's context words are labelled C, weighed below its own (unlabelled, D)
+                weights = f"'{{1, {CONTEXT_WEIGHT}, 1, 1}}', " if kind == "chunk" else ""
                 rows = s.rows(
-                    f"SELECT id, max(ts_rank(tsv, q)) FROM {table}, to_tsquery('memlane', ?) q "
+                    f"SELECT id, max(ts_rank({weights}tsv, q)) FROM {table}, to_tsquery('memlane', ?) q "
                     f"WHERE tsv @@ q AND {scope} AND {extra or '1=1'} GROUP BY id ORDER BY 2 DESC, id LIMIT ?",
                     [tsquery, *params, *extra_params, k],
                 )

@@ -136,3 +136,27 @@ POSTGRES: list[str] = [
         )
     ),
 ]
+
+# Migration ``m011_chunk_context``: a chunk is found with its context (its document's title and the passages
+# around it, memlane.facts.text.context), kept in ``chunks.context`` and indexed as a second, lower-weighted
+# full-text column, so a passage matched on its own words ranks above a neighbour matched on them as context.
+# Chunks stored before it have no context (NULL) and stay indexed on their own text.
+CONTEXT_WEIGHT = 0.5  # BM25 / ts_rank weight of context words against the chunk's own 1.0
+
+SQLITE_CHUNK_CONTEXT: list[str] = [
+    "ALTER TABLE chunks ADD COLUMN context TEXT",
+    "DROP TABLE chunk_fts",
+    "CREATE VIRTUAL TABLE chunk_fts USING fts5(text, context, ref UNINDEXED, namespace UNINDEXED, "
+    "tokenize = 'porter unicode61')",
+    "INSERT INTO chunk_fts (ref, namespace, text, context) SELECT id, namespace, text, context FROM chunks",
+]
+
+POSTGRES_CHUNK_CONTEXT: list[str] = [
+    "ALTER TABLE chunks ADD COLUMN context TEXT",
+    "DROP INDEX chunks_tsv",
+    "ALTER TABLE chunks DROP COLUMN tsv",
+    # the chunk's words unlabelled (D), its context's labelled C: ranking weighs C at CONTEXT_WEIGHT
+    "ALTER TABLE chunks ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('memlane'::regconfig, text) "
+    "|| setweight(to_tsvector('memlane'::regconfig, coalesce(context, '')), 'C')) STORED",
+    "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)",
+]

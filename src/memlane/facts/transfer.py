@@ -37,7 +37,8 @@ TABLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], 
         ("created_at", "recorded_at"),
         (),
     ),
-    "chunk": ("chunks", ("id", "document_id", "namespace", "position", "text"), ("id",), (), ()),
+    # context: the title and neighbouring passages the chunk is indexed with (absent before m011_chunk_context)
+    "chunk": ("chunks", ("id", "document_id", "namespace", "position", "text", "context"), ("id",), (), ()),
     "fact": (
         "facts",
         (
@@ -91,6 +92,7 @@ _SEARCHED = {"fact", "claim", "chunk"}  # kinds with a full-text table on SQLite
 _OPTIONAL = {
     "entity": {"merged_into", "author"},
     "document": {"source", "created_at", "author"},
+    "chunk": {"context"},
     "fact": {"object_entity", "object_value", "valid_from", "valid_to", "retracted_at", "author"},
     "evidence": {"author"},
     "claim": {"speaker", "asserted_at", "chunk_id", "superseded_by", "superseded_at", "author"},
@@ -149,6 +151,7 @@ def _row(kind: str, rec: dict[str, Any]) -> tuple[Any, ...]:
     longest = {
         ("fact", "text"): MAX_FACT_TEXT_CHARS,
         ("chunk", "text"): MAX_CHUNK_CHARS,
+        ("chunk", "context"): MAX_CHUNK_CHARS,
         ("claim", "text"): MAX_NAME_CHARS,
     }
 
@@ -276,7 +279,10 @@ def import_rows(s: SqlSession, by_kind: Parsed) -> int:
             insert = [None if c in late else values[c] for c in columns]
             s.run(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", insert)
             written += 1
-            if kind in _SEARCHED and not (kind == "fact" and values["version"] > 1) and s.dialect == "sqlite":
+            if kind == "chunk" and s.dialect == "sqlite":
+                s.run("INSERT INTO chunk_fts (ref, namespace, text, context) VALUES (?, ?, ?, ?)",
+                      (values["id"], values["namespace"], values["text"], values["context"]))  # fmt: skip
+            elif kind in _SEARCHED and not (kind == "fact" and values["version"] > 1) and s.dialect == "sqlite":
                 s.run(f"INSERT INTO {kind}_fts (ref, namespace, text) VALUES (?, ?, ?)",
                       (values["id"], values["namespace"], values["text"]))  # fmt: skip
     for kind, columns_late in _LATE.items():

@@ -233,6 +233,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             *query_space.postgres_item_views(),
         ],
     ),
+    ("m011_chunk_context", facts_schema.POSTGRES_CHUNK_CONTEXT),
 ]
 # ts_rank weight of address words (label C) against the text's (label D) 1.0: they rank below text matches
 ADDRESS_WEIGHT = 0.25

@@ -298,6 +298,7 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
         ],
     ),
     ("m010_text_once", _M010),
+    ("m011_chunk_context", facts_schema.SQLITE_CHUNK_CONTEXT),
 ]
 # BM25 weight of the address column against the text's 1.0: an address match ranks below text matches
 ADDRESS_WEIGHT = 0.25
