@@ -1220,3 +1220,29 @@ def test_export_follows_every_page(world: World) -> None:
         assert [(r["namespace"], r["key"]) for r in exported] == [(list(i.namespace), i.key) for i in listed]
     finally:
         world.mem.clear(f"{NS}/export")
+
+
+def test_the_clients_add_conversation_carries_messages_window_and_runs_its_extractor(world: World) -> None:
+    from memlane.extract import Extraction
+
+    seen: list[list[int]] = []
+
+    class Recording:
+        def extract(self, turns: Any) -> Extraction:
+            seen.append([t.turn for t in turns])
+            return Extraction.from_dict({"entities": [{"name": "Porto", "kind": "place"}], "facts": [], "claims": []})
+
+    messages = [{"speaker": s, "text": f"turn {n} about Porto"} for n, s in enumerate(["Ann", "Bo", "Ann", "Bo"])]
+    ns = f"{NS}/conv"
+    items = world.client.add_conversation(ns, messages, session="s1", window=1, extractor=Recording())
+    assert [i.key for i in items] == [f"s1.t0000{n}" for n in range(1, 5)]
+    stored = world.mem.list(ns).items
+    assert "turn 1 about" in stored[0].text and "turn 2 about" not in stored[0].text  # window 1, not the default 2
+    assert seen == [[1, 2, 3, 4]]  # the extractor ran here, on the turns written
+    assert world.mem.resolve_entity("Porto", namespace_prefix=ns).status == "resolved"  # filed through the client
+
+
+def test_the_clients_select_defaults_to_newest_first(world: World) -> None:
+    got = world.client.select(f"{NS}/bulk", limit=3)
+    assert [i.key for i in got] == [i.key for i in world.view().select(f"{NS}/bulk", limit=3)]
+    assert len(got) == 3

@@ -52,16 +52,6 @@ def params(method: str) -> tuple[Param, ...]:
     )
 
 
-def required(method: str) -> list[str]:
-    """The names ``Memory.<method>`` cannot do without."""
-    return [p.name for p in params(method) if p.required]
-
-
-def defaults(method: str) -> dict[str, Any]:
-    """The optional parameters of ``Memory.<method>`` with their defaults, as JSON carries them."""
-    return {p.name: wire_default(p.default) for p in params(method) if not p.required}
-
-
 # parameters no wire can carry: a Python object
 UNSENDABLE = frozenset({"chooser", "extractor"})
 
