@@ -1690,3 +1690,13 @@ def test_names_that_sort_first_are_listed_on_the_first_page(acc: Access) -> None
     assert [a.name for a in acc.agents()] == sorted(names) == [a.name for a in acc.agent_page(limit=10).entries]
     assert [r["name"] for r in acc.rooms()] == sorted(names) == [r["name"] for r in acc.room_page(limit=10).entries]
     assert acc.agent_page(limit=1).entries[0].name == "-dash" and acc.room_page(limit=1).next_cursor == "-dash"
+
+
+def test_an_agents_select_passes_every_condition_and_page_argument(acc: Access, mem: Any) -> None:
+    agent = acc.create_agent("sel")[0]
+    ns = ("agent", "sel")
+    mem.put_many([{"namespace": ns, "key": f"k{i}", "value": {"n": i}} for i in range(5)])
+    view = acc.view(agent)
+    assert [i.key for i in view.select(ns, where={"n": {"$gte": 3}}, order="address")] == ["k3", "k4"]
+    assert [i.key for i in view.select(ns, order="address", limit=2, offset=1)] == ["k1", "k2"]
+    assert [i.key for i in view.select(ns, where={"n": 0})] == ["k0"]
