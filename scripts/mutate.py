@@ -80,6 +80,8 @@ MODULES: dict[str, Module] = {
             "tests/conformance/test_indexing.py",
             "tests/test_langgraph_rules.py",
         ),
+        # the tests that start other Python processes import the installed memlane, not the mutant
+        select=SQLITE_ONLY + " and not processes and not sigkill",
         note="the write, expiry, read and hydrate paths; read-only opening, the indexer's claims, select",
     ),
     "store-postgres": Module(
