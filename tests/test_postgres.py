@@ -269,3 +269,11 @@ def test_lexical_skips_the_index_scan_of_a_word_in_nearly_every_row(pg_url, monk
         top = store.lexical(["value", "17", "text"], [("n",)], 3)
         assert [r for r, _, _ in top] == [mem.get("n", "k17").id]
         assert len(store.lexical(["value", "text"], [()], 3)) == 3
+
+
+def test_an_empty_batch_of_vectors_changes_nothing(pg_url):
+    with memlane.open(pg_url, embedder=None) as mem:
+        store = mem.store
+        assert store.put_vectors([]) == 0
+        mem.put("n", "k", "text")
+        assert store.put_vectors([]) == 0 and mem.get("n", "k") is not None
