@@ -5,12 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 import memlane
 from memlane import BackendUnavailableError, StoreError
+from memlane.store import _common as c
 from memlane.store import postgres as pg
 from memlane.store import sqlite as lite
 
@@ -277,3 +279,47 @@ def test_an_empty_batch_of_vectors_changes_nothing(pg_url):
         assert store.put_vectors([]) == 0
         mem.put("n", "k", "text")
         assert store.put_vectors([]) == 0 and mem.get("n", "k") is not None
+
+
+def test_lexical_reads_a_small_scope_row_by_row_for_a_word_common_in_the_table(pg_url):
+    """A scope smaller than the cap, a word with more postings in the table than the scope has rows: the scope's
+    rows are tested one by one (never the whole posting list), and the ranking is the reference's."""
+    with memlane.open(pg_url, embedder=None) as mem:
+        mem.put_many(
+            [
+                {"namespace": f"n{i % 3}", "key": f"k{i}", "value": f"value {i} text {'odd' * (i % 2)}"}
+                for i in range(90)
+            ]
+        )
+        store = mem.store
+        with store._conn() as conn:
+            conn.execute("ANALYZE items")
+
+        def scans(terms: list[str], within: tuple[str, ...]) -> dict[str, int]:
+            """How often each way of finding a word's rows ran: the GIN index, or the scope's rows one by one."""
+            params = {"text": " ".join(terms), "k": 5, "cap": pg.LEXICAL_CAP, "common": pg.COMMON_SHARE}
+            params.update(zip(("ns", "ns_lo", "ns_hi"), c.ns_range(within), strict=True))
+            with store._conn() as conn:
+                (plan,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + pg._LEXICAL_IN_PREFIX, params).fetchone()
+            found = {"gin": 0, "row by row": 0}
+
+            def walk(node: Any) -> None:
+                loops = int(node.get("Actual Loops", 0))
+                if node.get("Index Name") == "items_tsv":
+                    found["gin"] += loops
+                if "''::tsvector" in str(node.get("Filter", "")) and node.get("Actual Rows", 0):
+                    found["row by row"] += loops
+                for child in node.get("Plans", []):
+                    walk(child)
+
+            walk(plan[0]["Plan"])
+            return found
+
+        # 30 rows in scope, 3,000 postings for each word: both words are read row by row, never by their postings
+        assert scans(["value", "text"], ("n1",)) == {"gin": 0, "row by row": 2}
+        for terms in (["value", "text"], ["value", "17", "text"], ["odd", "text"]):
+            for within in ([("n1",)], [("n2",)]):
+                got = store.lexical(terms, within, 15)
+                want = _reference_lexical(pg_url, terms, within, 15)
+                assert [r for r, _, _ in got] == [r for r, _ in want], (terms, within)
+                assert [s for _, s, _ in got] == pytest.approx([s for _, s in want], rel=1e-6), (terms, within)

@@ -287,8 +287,12 @@ _MARK_ARRAYS = _MARK.replace("VALUES (%s, %s)", "SELECT * FROM unnest(%s::bigint
 #   cap, while the query has a rarer lexeme: their IDF is below 0.11 and every row holding a rarer word is
 #   still a candidate, so their index scan (a GIN scan builds its whole bitmap before any LIMIT applies,
 #   which grows with the table) is not run, as SQLite leaves such words out of its query;
-# * ``capped``: per lexeme, the rows of the scope containing it, found through the GIN index, at most
-#   ``%(cap)s`` of them (LEXICAL_CAP): the ranking work for a word is bounded however many rows contain it;
+# * ``capped``: per lexeme, the rows of the scope containing it, at most ``%(cap)s`` of them (LEXICAL_CAP):
+#   the ranking work for a word is bounded however many rows contain it. They are found through the GIN
+#   index, except (``plan.by_scope``) in a scope of fewer rows than the cap where the statistics say the
+#   word has more postings in the table than the scope has rows: then the scope's rows are read through the
+#   namespace index and each is tested (``tsv || ''`` keeps the planner off the GIN index), so a common word
+#   costs the scope's size, not the table's;
 # * ``idf``: each lexeme's document frequency in the scope (its capped count; a lexeme that reaches the cap
 #   is given ``greatest(cap, rows x its frequency in the column statistics)``), as BM25's IDF;
 # * ``hits``: the candidate rows (the union of ``capped``), one row per (ref, lexeme it contains, ts_rank
@@ -325,11 +329,22 @@ skipped AS MATERIALIZED (
     WHERE f.f >= %(common)s AND total.n >= %(cap)s
       AND EXISTS (SELECT 1 FROM words x WHERE x.w NOT IN (SELECT y.w FROM frequent y WHERE y.f >= %(common)s))
 ),
-capped AS MATERIALIZED (
-    SELECT w.w, c.ref
-    FROM words w
-    CROSS JOIN LATERAL (SELECT i.ref FROM items i WHERE i.tsv @@ w.q{scope} LIMIT %(cap)s) AS c
+table_rows AS MATERIALIZED (
+    SELECT greatest(reltuples, 0)::float8 AS n FROM pg_class WHERE oid = 'items'::regclass
+),
+plan AS MATERIALIZED (
+    SELECT w.w, w.q, total.n < %(cap)s AND coalesce(fr.f, 0) * table_rows.n > total.n AS by_scope
+    FROM words w CROSS JOIN total CROSS JOIN table_rows LEFT JOIN frequent fr ON fr.w = w.w
     WHERE w.w NOT IN (SELECT w FROM skipped)
+),
+capped AS MATERIALIZED (
+    SELECT p.w, c.ref
+    FROM plan p
+    CROSS JOIN LATERAL (
+        (SELECT i.ref FROM items i WHERE NOT p.by_scope AND i.tsv @@ p.q{scope} LIMIT %(cap)s)
+        UNION ALL
+        (SELECT i.ref FROM items i WHERE p.by_scope AND (i.tsv || ''::tsvector) @@ p.q{scope} LIMIT %(cap)s)
+    ) AS c
 ),
 df AS MATERIALIZED (
     SELECT c.w, CASE WHEN count(*) >= %(cap)s
