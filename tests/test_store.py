@@ -1338,3 +1338,30 @@ def test_an_import_error_names_the_record_by_its_number_in_the_input(store_url):
         with pytest.raises(memlane.ValidationError, match="record 3") as refused:
             mem.import_records([good, good | {"id": "c" * 32, "key": "second"}, bad])
         assert refused.value.record == 3 and mem.get("a", "other") is None
+
+
+def test_put_vectors_counts_only_the_vectors_written_at_the_items_version(tmp_path):
+    """SQLite: the count is of this call's rows, whatever the connection changed before it."""
+    import sqlite3 as _sqlite3
+
+    from memlane.search.vectors import to_blob
+    from memlane.store import _common
+    from memlane.store.sqlite import SqliteStore
+
+    with memlane.open(str(tmp_path / "v.db"), embedder=None) as mem:
+        mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"text {i}"} for i in range(3)])
+        store = mem.store
+        assert isinstance(store, SqliteStore)
+        rows = store._conn.execute("SELECT rowid, version FROM items ORDER BY rowid").fetchall()
+        blob = to_blob([1.0, 0.0])
+        assert store.put_vectors([(r, v, blob) for r, v in rows]) == 3
+        assert store.put_vectors([(rows[0][0], rows[0][1] + 1, blob)]) == 0  # the item is not at that version
+        assert store.put_vectors([(rows[1][0], rows[1][1], blob)]) == 1  # rewritten: counted again
+
+    conn = _sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (x)")
+    session = _common.SqlSession(conn, "sqlite")
+    session.many("INSERT INTO t VALUES (?)", [(1,), (2,), (3,)])
+    assert session.changed("UPDATE t SET x = x + 1 WHERE x >= ?", (2,)) == 2
+    assert session.changed("DELETE FROM t WHERE x > 100") == 0
+    assert _common.ns_text(("a", "b", "c")) == "a/b/c"
