@@ -358,3 +358,16 @@ def test_sqlite_reads_only_the_newest_k_when_every_word_is_common(
         large = {name: work(within) for name, within in (("everything", [()]), ("one namespace", [("n1",)]))}
         for name in small:
             assert large[name] < 2 * small[name], (name, small[name], large[name])
+
+
+def test_a_words_frequency_is_counted_in_the_searched_scope(mem: Any) -> None:
+    """'orchid' fills another namespace but is rare in this one: here it is support, and a hit it alone supports
+    stays; over everything it is common and the same hit goes."""
+    mem.put_many([{"namespace": "other", "key": f"o{i}", "value": f"orchid filler {i}"} for i in range(60)])
+    mem.put_many([{"namespace": "mine", "key": f"m{i}", "value": f"note {i}"} for i in range(40)])
+    mem.put("mine", "garden", "orchid garden")
+    scoped = mem.search("orchid zebra", namespace_prefix="mine", channels=["lexical"])
+    assert [h.key for h in scoped.hits] == ["garden"]
+    everywhere = mem.search("orchid zebra", channels=["lexical"])
+    assert "garden" not in [h.key for h in everywhere.hits] and everywhere.below_floor > 0
+    assert [h.key for h in mem.search("garden zebra", channels=["lexical"]).hits] == ["garden"]  # rare everywhere

@@ -153,3 +153,14 @@ def test_summarize_cuts_paths_at_depth(mem):
         "user/123": {"projects.memlane.status.current": 1}
     }
     assert mem.summarize("nothing") == {}
+
+
+def test_select_orders_newest_first_by_default_and_by_address_when_asked(mem, clock):
+    """Newest first is not address order here: the first address was written first."""
+    for key in ("a", "b", "c"):
+        mem.put("sel", key, {"kind": "note"})
+        clock.advance(1)
+    assert [i.key for i in mem.select("sel", where={"kind": "note"})] == ["c", "b", "a"]
+    assert [i.key for i in mem.select("sel", where={"kind": "note"}, order="address")] == ["a", "b", "c"]
+    mem.put("sel", "a", {"kind": "note", "v": 2})  # now the newest
+    assert [i.key for i in mem.select("sel")] == ["a", "c", "b"]
