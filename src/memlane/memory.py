@@ -1386,4 +1386,11 @@ def open(  # noqa: A001
     except BaseException:
         store.close()
         raise
-    return Memory(store, clock=clock, author=author, embedder=chosen, indexing=indexing)
+    mem = Memory(store, clock=clock, author=author, embedder=chosen, indexing=indexing)
+    if not read_only:
+        try:
+            mem._facts.backfill_context()  # once, for documents stored before m011_chunk_context
+        except BaseException:
+            mem.close()
+            raise
+    return mem

@@ -138,6 +138,7 @@ _OLD_SCHEMA = {
         "INSERT INTO chunk_fts (ref, namespace, text) SELECT id, namespace, text FROM chunks",
         "ALTER TABLE chunks DROP COLUMN context",
         "DELETE FROM _memlane_migrations WHERE name = 'm011_chunk_context'",
+        "DELETE FROM meta WHERE name = 'chunk_context'",
     ],
     "postgres": [
         "DROP INDEX chunks_tsv",
@@ -147,6 +148,7 @@ _OLD_SCHEMA = {
         "STORED",
         "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)",
         "DELETE FROM _memlane_migrations WHERE name = 'm011_chunk_context'",
+        "DELETE FROM meta WHERE name = 'chunk_context'",
     ],
 }
 
@@ -159,11 +161,14 @@ def test_a_store_made_before_the_migration_opens_and_searches(backend: str, stor
                 s.conn.execute(statement)
     with memlane.open(store_url, embedder="fake") as after:
         assert "m011_chunk_context" in [m["name"] for m in after.migration_status() if m["applied_at"]]
-        # the old chunks have no context: found on their own words, as before, and embedded alone
-        assert [(h.id, h.text) for h in _passages(after, "standby") if "lexical" in h.ranks] == [
-            (old.chunk_ids[0], PASSAGES[0])
-        ]
-        assert _passages(after, "zephyr") == []
+        # the first open after the migration gave the old chunks their context, once: found by the title now
+        assert [(h.id, h.text) for h in _passages(after, "standby") if "lexical" in h.ranks][0] == (
+            old.chunk_ids[0],
+            PASSAGES[0],
+        )
+        assert {h.id for h in _passages(after, "zephyr") if "lexical" in h.ranks} == set(old.chunk_ids)
+        assert after.store.get_meta("chunk_context") == "complete"
+        assert after._facts.backfill_context() == 0  # recorded as done
         assert after.reindex() == 3
         assert {h.id for h in _passages(after, "standby") if "vector" in h.ranks} >= {old.chunk_ids[0]}
         # a document added after the migration is found with its context
@@ -171,4 +176,4 @@ def test_a_store_made_before_the_migration_opens_and_searches(backend: str, stor
         assert {h.id for h in _passages(after, "quasar") if "lexical" in h.ranks} == set(new.chunk_ids)
         assert {h.id for h in _passages(after, "pager") if "lexical" in h.ranks} == set(new.chunk_ids)
         exported = [r for r in after.export_records() if r["record"] == "chunk"]
-        assert [r["context"] is None for r in exported] == [True] * 3 + [False] * 2
+        assert [r["context"] is None for r in exported] == [False] * 5

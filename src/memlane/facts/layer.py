@@ -28,7 +28,7 @@ from ..search import rank
 from ..store._common import SqlSession, loads_json, ns_text, ns_tuple, ts, within_filter
 from . import text as t
 from .model import Candidate, Chunk, Claim, ClaimGroup, Context, Document, Entity, Fact, Path, Record
-from .schema import CONTEXT_WEIGHT
+from .schema import CONTEXT_MARK, CONTEXT_WEIGHT
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -265,6 +265,35 @@ class FactsLayer:
         """Full-text rows ``(ref, namespace, text, context)`` of chunks; PostgreSQL indexes both columns itself."""
         if s.dialect == "sqlite" and rows:
             s.many("INSERT INTO chunk_fts (ref, namespace, text, context) VALUES (?, ?, ?, ?)", rows)
+
+    def backfill_context(self) -> int:
+        """Contexts for the chunks stored before ``m011_chunk_context``, once per store; returns how many.
+
+        The migration is SQL and cannot cut passages at words as ``text.context`` does, so this runs at the
+        first open after it (``memlane.open``) and records in ``meta`` that it is done. A store created with
+        the migration is recorded as done by it. Their vectors stay those of the chunk text alone.
+        """
+        if self._store.get_meta(CONTEXT_MARK) is not None:
+            return 0
+        done = 0
+        with self._store.session(write=True) as s:
+            documents = s.rows(
+                "SELECT d.id, d.title FROM documents d WHERE EXISTS "
+                "(SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.context IS NULL) ORDER BY d.id"
+            )
+            for did, title in documents:
+                chunks = s.rows(
+                    "SELECT id, namespace, text FROM chunks WHERE document_id = ? ORDER BY position", (did,)
+                )
+                pieces = [text for _, _, text in chunks]
+                rows = [(cid, ns, text, t.context(title, pieces, i)) for i, (cid, ns, text) in enumerate(chunks)]
+                s.many("UPDATE chunks SET context = ? WHERE id = ?", [(ctx, cid) for cid, _, _, ctx in rows])
+                if s.dialect == "sqlite":
+                    s.many("DELETE FROM chunk_fts WHERE ref = ?", [(cid,) for cid, _, _, _ in rows])
+                    self._index_chunks(s, rows)
+                done += len(rows)
+        self._store.set_meta(CONTEXT_MARK, "complete")
+        return done
 
     def embed_missing(self, batch_size: int = 64) -> int:
         """Vectors for facts, claims and chunks that have none (after an import or an embedder change)."""

@@ -142,6 +142,12 @@ POSTGRES: list[str] = [
 # full-text column, so a passage matched on its own words ranks above a neighbour matched on them as context.
 # Chunks stored before it have no context (NULL) and stay indexed on their own text.
 CONTEXT_WEIGHT = 0.5  # BM25 / ts_rank weight of context words against the chunk's own 1.0
+# the meta row saying every chunk has its context (FactsLayer.backfill_context); a new store starts with it
+CONTEXT_MARK = "chunk_context"
+_MARK_IF_EMPTY = (
+    f"INSERT INTO meta (name, value) SELECT '{CONTEXT_MARK}', 'complete' WHERE NOT EXISTS (SELECT 1 FROM chunks) "
+    "ON CONFLICT (name) DO NOTHING"
+)
 
 SQLITE_CHUNK_CONTEXT: list[str] = [
     "ALTER TABLE chunks ADD COLUMN context TEXT",
@@ -149,6 +155,7 @@ SQLITE_CHUNK_CONTEXT: list[str] = [
     "CREATE VIRTUAL TABLE chunk_fts USING fts5(text, context, ref UNINDEXED, namespace UNINDEXED, "
     "tokenize = 'porter unicode61')",
     "INSERT INTO chunk_fts (ref, namespace, text, context) SELECT id, namespace, text, context FROM chunks",
+    _MARK_IF_EMPTY,
 ]
 
 POSTGRES_CHUNK_CONTEXT: list[str] = [
@@ -159,4 +166,5 @@ POSTGRES_CHUNK_CONTEXT: list[str] = [
     "ALTER TABLE chunks ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('memlane'::regconfig, text) "
     "|| setweight(to_tsvector('memlane'::regconfig, coalesce(context, '')), 'C')) STORED",
     "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)",
+    _MARK_IF_EMPTY,
 ]
