@@ -141,6 +141,7 @@ MODULES: dict[str, Module] = {
             "tests/test_facts_lexical.py",
             "tests/test_rules_property.py",
             "tests/test_facts_rules.py",
+            "tests/conformance/test_document_context.py",
         ),
     ),
     "query": Module(
