@@ -842,3 +842,9 @@ def test_a_namespaces_fast_path_answers_exactly_as_the_general_one(segments, all
     general = _outcome(check, tuple(_Text(s) for s in plain))
     assert _outcome(check, plain) == general
     assert _outcome(check, "/".join(plain)) == _outcome(check, _Text("/".join(plain)))
+
+
+@pytest.mark.parametrize("raw", [".é", "é.", "a..é", _Text(".a"), ".\u4e16"])
+def test_a_non_ascii_key_with_an_empty_segment_is_refused_like_an_ascii_one(raw):
+    with pytest.raises(ValidationError, match="empty taxonomy segment"):
+        v.key(raw)
