@@ -2081,3 +2081,16 @@ def test_claims_fuse_lexical_ahead_of_vector_as_the_facts_weights_say(tmp_path: 
     assert said.counts["claims_lexical"] == 2 and said.counts["claims_vector"] == 3
     assert [claim.text for group in said["claims"] for claim in group.claims][:2] == [a, c]
     mem.close()
+
+
+def test_a_chunks_context_takes_a_neighbour_that_fits_exactly_the_room_left() -> None:
+    """Budget 4: "ab" and its separator leave 1 character, which "c" fills; nothing past the budget."""
+    assert ftext.context("T", ["x", "ab", "c"], 0, budget=4) == "T\n\nab c"
+    assert ftext.context("T", ["ab", "c", "x"], 2, budget=4) == "T\nab c\n"
+
+
+def test_dropping_the_facts_vectors_twice_is_harmless(tmp_path) -> None:
+    with memlane.open(str(tmp_path / "drop.db"), embedder=None) as mem:
+        mem._facts.drop_vectors()
+        mem._facts.drop_vectors()
+        assert mem.stats().vectors == 0
