@@ -264,3 +264,30 @@ def test_appending_keeps_the_role_and_message_id_of_the_turns_it_reindexes(plain
     assert earlier.value["role"] == "user" and earlier.value["message_id"] == "m-1"
     assert earlier.metadata == {"message_id": "m-1"}
     assert later.value["role"] == "assistant" and later.metadata == {"message_id": 7}
+
+
+def test_a_speaker_name_is_accepted_at_its_length_limit_and_refused_past_it() -> None:
+    from memlane import conversation
+
+    at_limit = "s" * conversation.MAX_NAME_CHARS
+    assert _checked([{"speaker": at_limit, "text": "x"}])[0].speaker == at_limit
+    with pytest.raises(ValidationError, match="at most 200") as e:
+        _checked([{"speaker": at_limit + "s", "text": "x"}])
+    assert e.value.field == "messages[0].speaker"
+
+
+def test_a_session_cannot_grow_past_the_turns_its_keys_can_number(plain: Any, monkeypatch) -> None:
+    from memlane import conversation
+
+    monkeypatch.setattr(conversation, "MAX_TURNS", 3)
+    plain.add_conversation("chat/full", [{"speaker": "a", "text": f"t{n}"} for n in range(3)], session="s")
+    with pytest.raises(ValidationError, match="would reach 4 turns; at most 3") as e:
+        plain.add_conversation("chat/full", [{"speaker": "a", "text": "one more"}], session="s")
+    assert e.value.field == "messages"
+
+
+def test_appending_to_a_session_longer_than_one_page_continues_its_numbering(plain: Any) -> None:
+    """The session's end is found past the first page of 1,000 turns."""
+    plain.add_conversation("chat/long", [{"speaker": "a", "text": f"turn {n}"} for n in range(1005)], session="s")
+    (item,) = plain.add_conversation("chat/long", [{"speaker": "b", "text": "the last word"}], session="s")
+    assert item.key == "s.t01006" and "turn 1004" in item.text

@@ -204,3 +204,27 @@ def test_every_table_operation_is_a_route_a_client_method_and_an_operations_entr
         assert set(listed[op.route]["params"].get("properties", {})) == wire, op.name
         required = {p.name for p in op.params() if p.required}
         assert set(listed[op.route]["params"].get("required", [])) == required, op.name
+
+
+def test_addresses_and_records_from_a_body_are_normalised_and_unknown_fields_dropped() -> None:
+    args = operations._addresses({"addresses": [["a", "k"], ("b", "k")]})
+    assert args["addresses"] == [("a", "k"), ("b", "k")]
+    assert operations._addresses({"addresses": "not a list"}) == {"addresses": "not a list"}  # refused later
+    records = operations._known_fields({"records": [{"namespace": "a", "key": "k", "value": 1, "extra": 2}, "x"]})
+    assert records["records"] == [{"namespace": "a", "key": "k", "value": 1}, "x"]
+    assert operations._known_fields({"records": "x"}) == {"records": "x"}
+
+
+def test_the_clients_json_carries_numpy_values_and_names_a_field_no_utf8_can_carry() -> None:
+    import numpy as np
+
+    from memlane import client as client_module
+    from memlane.errors import ValidationError
+
+    assert client_module._json({"v": np.float32(0.5), "a": np.array([1, 2])}) == {"v": 0.5, "a": [1, 2]}
+    with pytest.raises(ValidationError) as e:
+        client_module._encode({"query": "fine", "filter": [{"k": "bad \ud800"}]})
+    assert e.value.field == "filter"
+    with pytest.raises(ValidationError) as e:
+        client_module._encode({"metadata": {"bad \ud800": 1}})
+    assert e.value.field == "metadata"

@@ -1246,3 +1246,11 @@ def test_the_clients_select_defaults_to_newest_first(world: World) -> None:
     got = world.client.select(f"{NS}/bulk", limit=3)
     assert [i.key for i in got] == [i.key for i in world.view().select(f"{NS}/bulk", limit=3)]
     assert len(got) == 3
+
+
+def test_the_clients_recall_carries_min_score(world: World) -> None:
+    everything = world.client.recall("bulk orchid", floor=False)
+    assert everything.hits
+    top = max(h.score for h in everything.hits)
+    kept = world.client.recall("bulk orchid", floor=False, min_score=top)
+    assert kept.hits and all(h.score >= top for h in kept.hits) and len(kept.hits) < len(everything.hits)
