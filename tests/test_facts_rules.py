@@ -1835,7 +1835,7 @@ def test_a_write_that_fails_part_way_leaves_nothing_behind(store, monkeypatch, w
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(layer.FactsLayer, "_index_text", fail)  # the last step of most writes
-    monkeypatch.setattr(layer.FactsLayer, "_index_chunks", fail)  # add_document's
+    monkeypatch.setattr(layer, "index_chunks", fail)  # add_document's
     monkeypatch.setattr(layer.FactsLayer, "_insert_aliases", fail)  # add_entity's last step
     calls = {
         "add_entity": lambda: mem.add_entity(NS, "Lee", aliases=["L"]),

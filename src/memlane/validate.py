@@ -131,9 +131,7 @@ def key(raw: Any, field: str = "key") -> str:
     if type(raw) is str and 0 < len(raw) <= MAX_KEY_CHARS and raw.isascii() and raw.isprintable():
         # printable ASCII has no control character or surrogate, and one byte a character keeps it within the
         # byte limit: only the dots are left to check (the same answer as below, for a point read's budget)
-        if raw[0] == "." or raw[-1] == "." or ".." in raw:
-            raise ValidationError(field, f"{raw!r} has an empty taxonomy segment (leading, trailing or doubled '.')")
-        return raw
+        return _whole_segments(raw, field)
     if not isinstance(raw, str):
         raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
     raw = str.__str__(raw)
@@ -144,6 +142,11 @@ def key(raw: Any, field: str = "key") -> str:
     if _CONTROL.search(raw):
         raise ValidationError(field, "contains a control character or a lone surrogate")
     utf8_within(raw, field, MAX_KEY_BYTES, MAX_KEY_CHARS)
+    return _whole_segments(raw, field)
+
+
+def _whole_segments(raw: str, field: str) -> str:
+    """``raw`` when no dotted segment of it is empty."""
     if raw[0] == "." or raw[-1] == "." or ".." in raw:
         raise ValidationError(field, f"{raw!r} has an empty taxonomy segment (leading, trailing or doubled '.')")
     return raw

@@ -28,7 +28,7 @@ from ..search import rank
 from ..store._common import SqlSession, loads_json, ns_text, ns_tuple, ts, within_filter
 from . import text as t
 from .model import Candidate, Chunk, Claim, ClaimGroup, Context, Document, Entity, Fact, Path, Record
-from .schema import CONTEXT_MARK, CONTEXT_WEIGHT
+from .schema import CONTEXT_MARK, CONTEXT_WEIGHT, index_chunks
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -261,11 +261,6 @@ class FactsLayer:
         if s.dialect == "sqlite" and rows:
             s.many(f"INSERT INTO {kind}_fts (ref, namespace, text) VALUES (?, ?, ?)", rows)
 
-    def _index_chunks(self, s: SqlSession, rows: Sequence[tuple[str, str, str, str | None]]) -> None:
-        """Full-text rows ``(ref, namespace, text, context)`` of chunks; PostgreSQL indexes both columns itself."""
-        if s.dialect == "sqlite" and rows:
-            s.many("INSERT INTO chunk_fts (ref, namespace, text, context) VALUES (?, ?, ?, ?)", rows)
-
     def backfill_context(self) -> int:
         """Contexts for the chunks stored before ``m011_chunk_context``, once per store; returns how many.
 
@@ -290,7 +285,7 @@ class FactsLayer:
                 s.many("UPDATE chunks SET context = ? WHERE id = ?", [(ctx, cid) for cid, _, _, ctx in rows])
                 if s.dialect == "sqlite":
                     s.many("DELETE FROM chunk_fts WHERE ref = ?", [(cid,) for cid, _, _, _ in rows])
-                    self._index_chunks(s, rows)
+                    index_chunks(s, rows)
                 done += len(rows)
         self._store.set_meta(CONTEXT_MARK, "complete")
         return done
@@ -825,7 +820,7 @@ class FactsLayer:
                 "INSERT INTO chunks (id, document_id, namespace, position, text, context) VALUES (?, ?, ?, ?, ?, ?)",
                 [(cid, did, ns_t, i, p, c) for i, (cid, p, c) in enumerate(rows)],
             )
-            self._index_chunks(s, [(cid, ns_t, p, c) for cid, p, c in rows])
+            index_chunks(s, [(cid, ns_t, p, c) for cid, p, c in rows])
             self._insert_vectors(s, "chunk", chunk_ids, blobs)
         return Document(did, ns, title, src, created, now, len(pieces), chunk_ids)
 

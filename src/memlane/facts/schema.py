@@ -9,6 +9,12 @@ memory moves between backends without renumbering.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..store._common import SqlSession
+
 _TABLES = [
     """CREATE TABLE entities (
         id TEXT PRIMARY KEY,
@@ -148,6 +154,13 @@ _MARK_IF_EMPTY = (
     f"INSERT INTO meta (name, value) SELECT '{CONTEXT_MARK}', 'complete' WHERE NOT EXISTS (SELECT 1 FROM chunks) "
     "ON CONFLICT (name) DO NOTHING"
 )
+
+
+def index_chunks(s: SqlSession, rows: Sequence[tuple[str, str, str, str | None]]) -> None:
+    """Full-text rows ``(ref, namespace, text, context)`` of chunks; PostgreSQL indexes both columns itself."""
+    if s.dialect == "sqlite" and rows:
+        s.many("INSERT INTO chunk_fts (ref, namespace, text, context) VALUES (?, ?, ?, ?)", rows)
+
 
 SQLITE_CHUNK_CONTEXT: list[str] = [
     "ALTER TABLE chunks ADD COLUMN context TEXT",

@@ -123,7 +123,7 @@ def embedded(text: str, context: str | None, budget: int = VECTOR_CONTEXT_CHARS)
     neighbours each side (their ends nearest the chunk).
 
     The chunk comes before the neighbours so that an embedder that truncates long input (MiniLM reads 256
-    word pieces) keeps it; a chunk without context (stored before migration m010) is embedded alone.
+    word pieces) keeps it; a chunk without context (stored before migration m011_chunk_context) is embedded alone.
     """
     if not context:
         return text

@@ -17,6 +17,7 @@ from .. import validate as v
 from ..errors import ValidationError
 from ..store._common import SqlSession, loads_json, ns_text, ns_tuple
 from ..store.base import Store
+from .schema import index_chunks
 
 # record kind: (table, columns, primary key columns, time columns, stamps applied to an existing row)
 TABLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
@@ -280,8 +281,7 @@ def import_rows(s: SqlSession, by_kind: Parsed) -> int:
             s.run(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", insert)
             written += 1
             if kind == "chunk" and s.dialect == "sqlite":
-                s.run("INSERT INTO chunk_fts (ref, namespace, text, context) VALUES (?, ?, ?, ?)",
-                      (values["id"], values["namespace"], values["text"], values["context"]))  # fmt: skip
+                index_chunks(s, [(values["id"], values["namespace"], values["text"], values["context"])])
             elif kind in _SEARCHED and not (kind == "fact" and values["version"] > 1) and s.dialect == "sqlite":
                 s.run(f"INSERT INTO {kind}_fts (ref, namespace, text) VALUES (?, ?, ?)",
                       (values["id"], values["namespace"], values["text"]))  # fmt: skip

@@ -240,16 +240,13 @@ def row_to_item(r: Any) -> Item:
     """Map a row selected with ``ITEM_COLUMNS`` to an :class:`Item`."""
     expires = r[10]
     value = loads_json(r[3])
-    text = r[5]
-    if text is None:
-        text = value if r[4] == "string" else r[3]
     return Item(
         r[0],
         ns_tuple(r[1]),
         r[2],
         value,
         r[4],
-        text,
+        full_text(value, r[4], r[3], r[5]),
         parse_metadata(r[6]),
         r[7],
         _fromiso(r[8]),
