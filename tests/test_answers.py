@@ -35,7 +35,7 @@ import socket
 import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import ExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -257,22 +257,21 @@ WRONG_TOKEN = "ml_" + "x" * 43
 
 
 def _with_share_taken(call: Callable[[Served], Any]) -> Callable[[Served], Any]:
-    """Run ``call`` while every slot of alice's share of expensive work is held (as by her other requests)."""
+    """Run ``call`` while alice holds her fair share of expensive work and another agent waits for a place."""
 
     def run(svc: Served) -> Any:
+        from gating import over_share
         from memlane.server.app import WorkGate
 
-        gate, share = svc.app.state.access.gate, WorkGate.key_of(svc.tokens["alice"])
-        with ExitStack() as held:
-            for _ in range(gate.per_agent):
-                held.enter_context(gate.enter(share))
+        with over_share(svc.app.state.access.gate, WorkGate.key_of(svc.tokens["alice"])):
             return call(svc)
 
     return run
 
 
-def _retry_after_one_second(svc: Served, resp: httpx.Response) -> None:
-    assert resp.headers["retry-after"] == "1"
+def _retry_after_as_said(svc: Served, resp: httpx.Response) -> None:
+    assert resp.headers["retry-after"] == str(resp.json()["error"]["retry_after"])
+    assert int(resp.headers["retry-after"]) >= 1
 
 
 ANSWERS: list[Answer] = [
@@ -672,10 +671,10 @@ ANSWERS.append(
         429,
         "busy",
         _with_share_taken(lambda s: s.call("POST", "/v1/search", {"query": "taken"})),
-        "at most 4",
+        "its fair share is 4",
         client=lambda c, s: _with_share_taken(lambda _: c.search("taken"))(s),
         exc=errors.BusyError,
-        check=_retry_after_one_second,
+        check=_retry_after_as_said,
     )
 )
 
@@ -743,10 +742,9 @@ def test_an_unexpected_exception_is_a_500_that_leaks_nothing_and_the_client_rais
 ) -> None:
     """A bug (an exception that is no MemlaneError) in the served memory's ``history``, injected.
 
-    The body is the framework's plain ``Internal Server Error``, not the one
-    error shape (app.py maps only MemlaneError); what must hold either way:
-    status 500, no traceback or exception text in the body, and the Client
-    raises a MemlaneError, not StoreError (the store did not fail).
+    What must hold: status 500 in the one error shape, no traceback or
+    exception text in the body, and the Client raises a MemlaneError, not
+    StoreError (the store did not fail).
     """
     inject(world, monkeypatch, RuntimeError("secret internals " + INJECTED))
     # uvicorn would format and log the traceback in the server thread while this one runs (and, on

@@ -28,17 +28,17 @@ from __future__ import annotations
 import builtins
 import hashlib
 import secrets
-import threading
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import validate as v
-from .errors import BusyError, ConflictError, ForbiddenError, NotFoundError, ValidationError
+from .errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
 from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
+from .gate import Gate
 from .model import Envelope, Item, Namespace, Page, Version, namespace_text
 from .query.model import QueryPlan, QueryResult, SavedQuery
 from .store._common import SqlSession, ns_tuple, ts
@@ -167,47 +167,6 @@ class Listing:
 
 def _page(limit: Any) -> int:
     return v.limit(limit, maximum=MAX_PAGE)
-
-
-class Gate:
-    """Limits on concurrent expensive work (ranked reads, the query space): per agent and in all.
-
-    A caller over its share is refused at once with :class:`~memlane.errors.BusyError`
-    (HTTP 429 with ``Retry-After``) instead of queueing, so one agent can never
-    occupy every worker, and point reads always find one free.
-    """
-
-    def __init__(self, per_agent: int = 4, total: int = 16) -> None:
-        if per_agent < 1 or total < per_agent:
-            raise ValueError("per_agent must be at least 1 and total at least per_agent")
-        self.per_agent = per_agent
-        self.total = total
-        self._running: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def enter(self, agent: str) -> Iterator[None]:
-        """Hold one slot of ``agent``'s share for the duration of the block."""
-        with self._lock:
-            mine = self._running.get(agent, 0)
-            if mine >= self.per_agent:
-                raise BusyError(
-                    f"this agent already runs {mine} searches or queries at once (at most {self.per_agent}); "
-                    "wait for one to finish, then retry",
-                    retry_after=1,
-                )
-            if sum(self._running.values()) >= self.total:
-                raise BusyError(f"the service already runs {self.total} searches or queries at once; retry shortly")
-            self._running[agent] = mine + 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                left = self._running[agent] - 1
-                if left:
-                    self._running[agent] = left
-                else:
-                    del self._running[agent]
 
 
 class Access:

@@ -361,16 +361,18 @@ def _open_db(db: str | None, *, reads: bool | None = None, **options: Any) -> me
     return memlane.open(db, **options)
 
 
-def _open(db: str | None, embedder: str | None, *, hint: bool = True) -> memlane.Memory:
+def _open(db: str | None, embedder: str | None, *, hint: bool = True, **options: Any) -> memlane.Memory:
     """Open the memory; ``embedder`` is the --embedder value, ``None`` when it was not given.
 
     Not given leaves the choice to :func:`memlane.open` ($MEMLANE_EMBEDDER, the
     store's recorded embedder, the default); ``none`` opens without vectors.
+    ``options`` go to :func:`memlane.open` as they are (``None`` values left out).
     """
+    options = {k: v for k, v in options.items() if v is not None}
     try:
         if embedder is None:
-            return _open_db(db)
-        return _open_db(db, embedder=None if embedder == NO_EMBEDDER else embedder)
+            return _open_db(db, **options)
+        return _open_db(db, embedder=None if embedder == NO_EMBEDDER else embedder, **options)
     except memlane.EmbedderError as e:
         if not hint:
             raise
@@ -1917,22 +1919,51 @@ def serve(
     embedder: EmbedderName = None,
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8420,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Worker processes answering requests (one Python process uses one core). "
+            "Default: one per CPU this process may use.",
+        ),
+    ] = None,
+    pool_size: Annotated[
+        int | None,
+        typer.Option(
+            "--pool-size",
+            min=1,
+            help="PostgreSQL connections per process. Default: 10 in one process, fewer per worker "
+            "so that 16 workers stay under PostgreSQL's default max_connections (100).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the memory over HTTP (/v1 JSON API, OpenAPI at /docs, MCP at /mcp, inspector at /).
 
     On first start an admin agent is created and its token printed once;
     later starts never show it again (rotate it with `memlane agent token admin`).
+    With several workers (the default on a machine with several CPUs), this
+    process supervises them (restarting one that dies) and runs the store's
+    write-behind indexer.
 
     Example:
         memlane serve --db memlane.db --port 8420
+        memlane serve --db postgresql://memlane@db/memlane --host 0.0.0.0 --workers 8
     """
     import uvicorn
 
     from .server import create_app
+    from .server.workers import cpu_count
+    from .server.workers import pool_size as worker_pool
+    from .server.workers import run as run_workers
 
     listener = _listen(host, port)  # first: a taken port fails before anything is created or printed
+    count = workers or cpu_count()
+    url = _db_url(db)
+    pool = pool_size or (worker_pool(count) if count > 1 and _sqlite_file(url) is None else None)
+    started = False
     try:
-        with _open(db, embedder) as mem:
+        with _open(db, embedder, pool_size=pool) as mem:
             access = _access(mem)
             err = _console(stderr=True)
             if not access.has_admin():
@@ -1942,14 +1973,20 @@ def serve(
                     pass
                 else:
                     err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
-            # the app is built before "serving" is said, and the socket already listens: a request sent
-            # the moment the line appears is queued, not refused
-            server = uvicorn.Server(uvicorn.Config(create_app(mem), host=host, port=port, log_level="warning"))
-            err.print(f"memlane serving {mem.store.location} at http://{host}:{port}", highlight=False)
-            server.run(sockets=[listener])
+            where = f"{mem.store.location} at http://{host}:{port}"
+            if count > 1:
+                err.print(f"memlane serving {where} with {count} workers", highlight=False)
+                started = run_workers(mem, url, listener, workers=count, pool=pool, options={})
+            else:
+                # the app is built before "serving" is said, and the socket already listens: a request sent
+                # the moment the line appears is queued, not refused
+                server = uvicorn.Server(uvicorn.Config(create_app(mem), host=host, port=port, log_level="warning"))
+                err.print(f"memlane serving {where}", highlight=False)
+                server.run(sockets=[listener])
+                started = server.started
     finally:
         listener.close()
-    if not server.started:
+    if not started:
         raise typer.Exit(EXIT_FAILURE)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import builtins
 import json
+import random
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -92,23 +94,65 @@ def _check_json(value: Any, metadata: Any, ttl: Any) -> None:
     validate.ttl(ttl)
 
 
+_SAFE = frozenset(op.name for op in OPERATIONS if op.safe)
+RETRIES = 3
+MAX_RETRY_WAIT = 30.0
+
+
 class Client:
     """A memlane service seen through one agent's token.
 
     Args:
-        url: the service's base URL, e.g. ``http://127.0.0.1:8420``.
+        url: the service's base URL, e.g. ``http://127.0.0.1:8420``; or several
+            (a list), for several ``memlane serve`` processes over one
+            PostgreSQL database with no proxy in front: the client talks to
+            one and moves to the next when a connection fails.
         token: the agent's token (``memlane agent create NAME`` prints it).
         timeout: seconds per request.
+        retries: how many times a request is sent again (0: never) after an
+            answer that it did not run (429 busy, waiting the ``Retry-After``
+            seconds it gives) or a lost connection: a request that never
+            reached a service is always sent again, one that may have run only
+            when it merely reads (a write may have been applied).
+        backoff: seconds before the first retry after a lost connection,
+            doubled at each next one; every wait is at most 30 seconds.
     """
 
-    def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str | Sequence[str],
+        token: str,
+        *,
+        timeout: float = 30.0,
+        retries: int = RETRIES,
+        backoff: float = 0.25,
+    ) -> None:
         try:
             import httpx
         except ImportError as e:  # pragma: no cover - the client extra
             raise errors.BackendUnavailableError("memlane.Client needs httpx: pip install 'memlane[client]'") from e
-        self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
+        urls = [url] if isinstance(url, str) else builtins.list(url)
+        if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
+            raise errors.ValidationError(
+                "url", "must be a service URL such as http://127.0.0.1:8420, or a list of them"
+            )
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise errors.ValidationError("retries", f"must be a whole number >= 0, not {retries!r}")
+        if isinstance(backoff, bool) or not isinstance(backoff, int | float) or not 0 <= backoff <= MAX_RETRY_WAIT:
+            raise errors.ValidationError("backoff", f"must be a number of seconds in [0, 30], not {backoff!r}")
+        self.urls = [u.strip().rstrip("/") for u in urls]
+        self._current = 0
+        self.retries = retries
+        self.backoff = float(backoff)
+        self._http = httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
         self._httpx = httpx
+        # failures before a request left this process: it cannot have run, so it may always be sent again
+        self._unsent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+    @property
+    def url(self) -> str:
+        """The service this client talks to now."""
+        return self.urls[self._current]
 
     def __repr__(self) -> str:  # never the token
         return f"<Client {self.url}>"
@@ -125,27 +169,52 @@ class Client:
 
     # -- transport --------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *, safe: bool | None = None) -> Any:
+        """Send one request, retrying what did not run; ``safe``: it only reads (a GET always does)."""
         content = None if body is None else _encode(body)
         headers = None if body is None else {"Content-Type": "application/json"}
-        try:
-            resp = self._http.request(method, f"/v1/{path}", content=content, headers=headers)
-        except self._httpx.HTTPError as e:
-            raise errors.StoreError(f"cannot reach the memlane service at {self.url}: {e}") from None
-        if resp.status_code == 200:
-            return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else resp.text
-        try:
-            err = resp.json()["error"]
-        except (ValueError, KeyError, TypeError):
-            err = {"message": resp.text[:200]}
-        if isinstance(err, dict) and "retry_after" not in err and resp.headers.get("retry-after", "").isdigit():
-            err = {**err, "retry_after": int(resp.headers["retry-after"])}
-        raise wire.decode(err, resp.status_code, suffix=f" (HTTP {resp.status_code} from {self.url})")
+        repeatable = method == "GET" if safe is None else safe
+        attempt = 0
+        while True:
+            url = self.url
+            try:
+                resp = self._http.request(method, f"{url}/v1/{path}", content=content, headers=headers)
+            except self._httpx.HTTPError as e:
+                never_sent = isinstance(
+                    e, self._httpx.ConnectError | self._httpx.ConnectTimeout | self._httpx.PoolTimeout
+                )
+                if len(self.urls) > 1:
+                    self._current = (self._current + 1) % len(self.urls)  # the next service, for this try and later
+                if attempt < self.retries and (never_sent or repeatable):
+                    time.sleep(min(self.backoff * 2**attempt, MAX_RETRY_WAIT) * (0.5 + random.random() / 2))
+                    attempt += 1
+                    continue
+                if never_sent or repeatable:
+                    raise errors.StoreError(f"cannot reach the memlane service at {url}: {e}") from None
+                raise errors.StoreError(
+                    f"cannot reach the memlane service at {url}: {e}; the request was sent, so a write may or "
+                    "may not have been applied: read it back before sending it again"
+                ) from None
+            if resp.status_code == 200:
+                return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else resp.text
+            try:
+                err = resp.json()["error"]
+            except (ValueError, KeyError, TypeError):
+                err = {"message": resp.text[:200]}
+            if isinstance(err, dict) and "retry_after" not in err and resp.headers.get("retry-after", "").isdigit():
+                err = {**err, "retry_after": int(resp.headers["retry-after"])}
+            failure = wire.decode(err, resp.status_code, suffix=f" (HTTP {resp.status_code} from {url})")
+            if isinstance(failure, errors.BusyError) and attempt < self.retries:
+                # refused before it ran: always safe to send again, after the wait the service asked for
+                time.sleep(min(float(failure.retry_after), MAX_RETRY_WAIT))
+                attempt += 1
+                continue
+            raise failure
 
     def _send(self, operation: str, args: dict[str, Any]) -> Any:
         """POST one operation of the table with a method's arguments (its ``locals()``) as the body."""
         body = {k: _json(v) for k, v in args.items() if k != "self" and k not in UNSENDABLE}
-        return self._call("POST", _PATHS[operation], body)
+        return self._call("POST", _PATHS[operation], body, safe=operation in _SAFE)
 
     # -- writes -----------------------------------------------------------
 

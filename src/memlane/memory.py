@@ -58,7 +58,7 @@ DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded emb
 # with these it beats lexical on LoCoMo and SciFact alike.
 DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
 DEFAULT_RRF_K = 10
-INDEXING = ("background", "sync")
+INDEXING = ("background", "sync", "external")
 RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl"})
 
 
@@ -161,7 +161,8 @@ class Memory:
         author: recorded on every write made through this object.
         embedder: makes the vectors of the vector channel; ``None``: lexical only.
         indexing: ``"background"`` (writes mark items; an indexer thread embeds
-            them in batches) or ``"sync"`` (every write embeds before it returns).
+            them in batches), ``"sync"`` (every write embeds before it returns)
+            or ``"external"`` (writes mark items; another process embeds them).
     """
 
     def __init__(
@@ -423,7 +424,8 @@ class Memory:
             # recorded before the first mark, so other writers (lexical-only ones too) mark theirs
             self._record_embedder(self._embedder)
         items = self._store.put_many(rows, now, if_absent=if_absent, mark=True)
-        self._indexer.notify()
+        if self._indexing == "background":
+            self._indexer.notify()
         return items
 
     def _record_embedder(self, embedder: Embedder) -> None:
@@ -1278,7 +1280,8 @@ class Memory:
             self.reindex()
         elif self._embedder is not None:
             self._store.mark_missing()  # items: the indexer embeds them
-            self._indexer.notify()
+            if self._indexing == "background":
+                self._indexer.notify()
             self._facts.embed_missing(64)  # the facts layer embeds as it writes
         return count
 
@@ -1334,6 +1337,7 @@ def open(  # noqa: A001
     migrate: bool = True,
     read_only: bool = False,
     indexing: str = "background",
+    pool_size: int | None = None,
 ) -> Memory:
     """Open a memory.
 
@@ -1358,6 +1362,11 @@ def open(  # noqa: A001
             item, and an indexer thread embeds marked items in batches, so writes
             never wait for the model (:meth:`Memory.wait_indexed` waits for
             vectors). ``"sync"``: every write embeds before it returns.
+            ``"external"``: writes mark their items and no thread starts here:
+            another process embeds them (the supervisor of ``memlane serve
+            --workers N``, or ``memlane index --watch``).
+        pool_size: PostgreSQL only: connections this memory keeps open at most
+            (default 10).
     """
     indexing = _indexing(indexing)  # before anything is opened
     if url is not None and not isinstance(url, str | os.PathLike):
@@ -1370,7 +1379,9 @@ def open(  # noqa: A001
             raise BackendUnavailableError("read_only= opens SQLite files; on PostgreSQL use a read-only role")
         from .store.postgres import PostgresStore
 
-        store = PostgresStore(url, migrate=migrate)
+        if pool_size is not None and (isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1):
+            raise ValidationError("pool_size", f"must be a whole number of connections >= 1, not {pool_size!r}")
+        store = PostgresStore(url, migrate=migrate, **({} if pool_size is None else {"max_size": pool_size}))
     elif "://" in url and not url.startswith("sqlite:"):
         raise BackendUnavailableError(
             f"unknown database URL scheme {url.split('://')[0]!r}; use a path, sqlite:///path or postgresql://..."

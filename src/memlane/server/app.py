@@ -17,36 +17,34 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import errors, validate, wire
-from ..access import Access, Agent, AgentView, Gate
+from ..access import Access, Agent, AgentView
+from ..gate import DEFAULT_CAPACITY, DEFAULT_MAX_WAIT, DEFAULT_PER_AGENT, Gate
 from ..memory import Memory
+from .dispatch import Dispatch, compact, encode, error_answer
 from .routes import Body, register
 
 API_VERSION = "v1"
 MAX_BODY_BYTES = 4 * validate.MAX_VALUE_CHARS + 6 * validate.MAX_TEXT_CHARS + 4 * validate.MAX_METADATA_CHARS + 2**20
-_OPTIONAL = {"author", "expires_at", "changed_by", "next_cursor", "embedding", "pending_vectors"}
 
 
-def _compact(obj: Any) -> Any:
-    """Drop unset optional fields (``None``) from response dicts, recursively."""
-    if isinstance(obj, dict):
-        return {k: _compact(v) for k, v in obj.items() if not (v is None and k in _OPTIONAL)}
-    if isinstance(obj, list):
-        return [_compact(v) for v in obj]
-    return obj
+def _unkeyed(args: dict[str, Any]) -> dict[str, Any]:
+    # an older server's recall, which ignores ``key``
+    args.pop("key", None)
+    return args
 
 
 class ErrorDetail(BaseModel):
@@ -212,11 +210,12 @@ EXPENSIVE = frozenset(
 
 
 class WorkGate:
-    """Count each caller's expensive requests on the event loop and refuse those over its share with 429.
+    """Pass each caller's expensive requests through the fair :class:`~memlane.gate.Gate`, on the event loop.
 
-    A refused request never takes a worker thread, reads the store or
-    authenticates, so an agent retrying at once cannot crowd the worker pool
-    that other agents' point reads need. The caller is told apart by its
+    A request waits for its turn without holding a worker thread, and one
+    refused (429 with ``Retry-After``) never takes a worker thread, reads the
+    store or authenticates, so an agent retrying at once cannot crowd the worker
+    pool that other agents' point reads need. The caller is told apart by its
     token's hash (one token per agent); a bad token is counted too and then
     refused with 401 as usual.
     """
@@ -237,30 +236,21 @@ class WorkGate:
         header = dict(scope.get("headers") or []).get(b"authorization", b"")
         caller = hashlib.sha256(header).hexdigest()
         try:
-            slot = self.gate.enter(caller)
-            slot.__enter__()
+            await self.gate.acquire(caller)
         except errors.BusyError as e:
-            body = json.dumps(error_body("busy", str(e))).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 429,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"retry-after", str(e.retry_after).encode()),
-                    ],
-                }
-            )
+            status, body, headers = error_answer(e)
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
+        started = time.monotonic()
         released = False
 
         def release() -> None:
             nonlocal released
             if not released:
                 released = True
-                slot.__exit__(None, None, None)
+                self.gate.release(caller, time.monotonic() - started)
 
         async def send_then_release(message: Any) -> None:
             # free the share before the last byte leaves: a caller who has read its answer may send the next
@@ -286,8 +276,10 @@ def create_app(
     *,
     keyed_recall: bool = True,
     max_body_bytes: int = MAX_BODY_BYTES,
-    max_agent_work: int = 4,
-    max_work: int = 16,
+    max_agent_work: int = DEFAULT_PER_AGENT,
+    max_work: int = DEFAULT_CAPACITY,
+    max_wait: float = DEFAULT_MAX_WAIT,
+    index: bool = True,
 ) -> FastAPI:
     """Build the service over ``mem``.
 
@@ -296,10 +288,17 @@ def create_app(
         keyed_recall: answer ``key`` in ``/v1/recall`` (``False`` emulates an
             older server that ignores it; clients must stay correct).
         max_body_bytes: larger request bodies get 413.
-        max_agent_work: ranked reads and query-space statements one agent may
-            run at once; more get 429 with ``Retry-After``.
-        max_work: the same for all agents together (below the worker pool's 40
-            threads, so point reads always find a free one).
+        max_agent_work: an agent's fair share of ranked reads and query-space
+            statements (running and waiting) while other agents wait: more get
+            429 with ``Retry-After`` (see :class:`~memlane.gate.Gate`).
+        max_work: ranked reads and query-space statements running at once in
+            this process (below the worker pool's 40 threads, so point reads
+            always find a free one); more wait for their turn, round robin
+            between agents.
+        max_wait: seconds such a request may wait for its turn before 429.
+        index: run the write-behind indexer in this process (``False`` in the
+            workers of ``memlane serve --workers N``, whose supervisor runs
+            the one indexer of the store).
     """
     # the docs UI's scripts come from a package (fastapi-offline), not a CDN: /docs works offline
     app = FastAPIOffline(
@@ -312,25 +311,40 @@ def create_app(
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     # one gate for the whole service: HTTP requests pass it on the event loop (WorkGate), MCP tool calls in
     # the agent's view; an HTTP route's view is ungated, so no request counts twice
-    gate = Gate(max_agent_work, max_work)
+    gate = Gate(max_agent_work, max_work, max_wait=max_wait)
     access = Access(mem, gate=gate)
-    mem.start_indexing()  # the service embeds what its writes (and others') marked, in the background
+    if index:
+        mem.start_indexing()  # the service embeds what its writes (and others') marked, in the background
     app.state.memory = mem
     app.state.access = access
     operations: list[dict[str, Any]] = []
 
     # -- plumbing ---------------------------------------------------------
 
-    app.add_middleware(WorkGate, gate=gate)
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    # in front of FastAPI's own middleware stack: the body cap, the fair gate, then the table's operations
+    # (dispatch.py), so the hot path pays for none of FastAPI's layers
+    fastapi_stack = app.build_middleware_stack
+    app.build_middleware_stack = lambda: BodyLimit(  # type: ignore[method-assign]
+        WorkGate(
+            Dispatch(
+                fastapi_stack(),
+                mem=mem,
+                access=access,
+                prefix=f"/{API_VERSION}",
+                prepare={} if keyed_recall else {"recall": _unkeyed},
+            ),
+            gate=gate,
+        ),
+        limit=max_body_bytes,
+    )
 
     @app.exception_handler(errors.MemlaneError)
-    async def memlane_error(request: Request, exc: errors.MemlaneError) -> JSONResponse:
+    async def memlane_error(request: Request, exc: errors.MemlaneError) -> Response:
         headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, errors.BusyError) else None
         return JSONResponse({"error": wire.encode(exc)}, status_code=wire.kind_of(exc).status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         kinds = {404: "not_found", 405: "method_not_allowed", 400: "validation_error", 413: "payload_too_large"}
         message = exc.detail if isinstance(exc.detail, str) else "request refused"
         field = None
@@ -344,7 +358,7 @@ def create_app(
         )
 
     @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def bad_request(request: Request, exc: RequestValidationError) -> Response:
         problems = exc.errors()
         if problems and problems[0].get("type") == "json_invalid":
             return JSONResponse(error_body("validation_error", "is not valid JSON", "body"), status_code=400)
@@ -391,18 +405,12 @@ def create_app(
 
         return register
 
-    def ok(obj: Any) -> JSONResponse:
-        return JSONResponse(_compact(jsonable_encoder(obj)))
+    def ok(obj: Any) -> Response:
+        return Response(encode(compact(obj)), media_type="application/json")
 
-    def owner(_: Agent = Depends(admin)) -> Memory:  # noqa: B008
-        return mem
-
-    def unkeyed(args: dict[str, Any]) -> dict[str, Any]:
-        args.pop("key", None)
-        return args
-
-    # every POST /v1/<operation> of the table (memlane.operations)
-    register(route, view=view, owner=owner, ok=ok, prepare={} if keyed_recall else {"recall": unkeyed})
+    # every POST /v1/<operation> of the table (memlane.operations), declared for OpenAPI and /v1/operations;
+    # the Dispatch middleware answers them
+    register(route)
 
     @app.get(f"/{API_VERSION}/export", summary="Every item the caller may see, as JSON lines.")
     def export(v: AgentView = Depends(view)) -> PlainTextResponse:  # noqa: B008
@@ -419,59 +427,59 @@ def create_app(
         return PlainTextResponse("\n".join(lines) + ("\n" if lines else ""), media_type="application/x-ndjson")
 
     @app.get(f"/{API_VERSION}/me", summary="Who the token belongs to and what it may see.")
-    def me(agent: Agent = Depends(caller)) -> JSONResponse:  # noqa: B008
+    def me(agent: Agent = Depends(caller)) -> Response:  # noqa: B008
         scope = access.scope(agent)
         return ok(
             agent.to_dict() | {"read": ["/".join(p) for p in scope.read], "write": ["/".join(p) for p in scope.write]}
         )
 
     @app.post(f"/{API_VERSION}/cleanup", summary="Physically delete expired rows (admin).")
-    def cleanup(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+    def cleanup(_: Agent = Depends(admin)) -> Response:  # noqa: B008
         return ok({"deleted": mem.cleanup()})
 
     @app.get(f"/{API_VERSION}/stats", summary="Counts and size of the whole store (admin).")
-    def stats(_: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+    def stats(_: Agent = Depends(admin)) -> Response:  # noqa: B008
         return ok(mem.stats().to_dict() | {"access_records": access.count()})
 
     # -- administration ---------------------------------------------------
 
     @app.post(f"/{API_VERSION}/admin/agents", summary="Create an agent; its token is returned once.")
-    def create_agent(body: AgentBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+    def create_agent(body: AgentBody, a: Access = Depends(changer)) -> Response:  # noqa: B008
         agent, token = a.create_agent(body.name, admin=body.admin)
         return ok({"agent": agent.to_dict(), "token": token})
 
     @app.get(f"/{API_VERSION}/admin/agents", summary="Agents with their rooms and grants, a page at a time.")
-    def list_agents(limit: int = 1000, cursor: str | None = None, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+    def list_agents(limit: int = 1000, cursor: str | None = None, _: Agent = Depends(admin)) -> Response:  # noqa: B008
         page = access.agent_page(limit=limit, cursor=cursor)
         return ok({"agents": [a.to_dict() for a in page.entries], "next_cursor": page.next_cursor})
 
     @app.delete(f"/{API_VERSION}/admin/agents/{{name}}", summary="Delete an agent, its memberships and grants.")
-    def delete_agent(name: str, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+    def delete_agent(name: str, a: Access = Depends(changer)) -> Response:  # noqa: B008
         return ok({"deleted": a.delete_agent(name)})
 
     @app.post(f"/{API_VERSION}/admin/rooms", summary="Create a room.")
-    def create_room(body: RoomBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+    def create_room(body: RoomBody, a: Access = Depends(changer)) -> Response:  # noqa: B008
         return ok(a.create_room(body.name))
 
     @app.get(f"/{API_VERSION}/admin/rooms", summary="Rooms with their members, a page at a time.")
-    def list_rooms(limit: int = 1000, cursor: str | None = None, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+    def list_rooms(limit: int = 1000, cursor: str | None = None, _: Agent = Depends(admin)) -> Response:  # noqa: B008
         page = access.room_page(limit=limit, cursor=cursor)
         return ok({"rooms": page.entries, "next_cursor": page.next_cursor})
 
     @app.post(f"/{API_VERSION}/admin/rooms/{{room}}/members", summary="Add an agent to a room.")
-    def add_member(room: str, body: MemberBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+    def add_member(room: str, body: MemberBody, a: Access = Depends(changer)) -> Response:  # noqa: B008
         return ok(a.add_member(room, body.agent))
 
     @app.delete(f"/{API_VERSION}/admin/rooms/{{room}}/members/{{agent}}", summary="Remove an agent from a room.")
-    def remove_member(room: str, agent: str, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+    def remove_member(room: str, agent: str, a: Access = Depends(changer)) -> Response:  # noqa: B008
         return ok(a.remove_member(room, agent))
 
     @app.post(f"/{API_VERSION}/admin/grants", summary="Give an agent read or write on a namespace prefix.")
-    def grant(body: GrantBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+    def grant(body: GrantBody, a: Access = Depends(changer)) -> Response:  # noqa: B008
         return ok(a.grant(body.agent, body.prefix, body.mode).to_dict())
 
     @app.post(f"/{API_VERSION}/admin/revoke", summary="Remove an agent's grant on a namespace prefix.")
-    def revoke(body: RevokeBody, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+    def revoke(body: RevokeBody, a: Access = Depends(changer)) -> Response:  # noqa: B008
         return ok(a.revoke(body.agent, body.prefix).to_dict())
 
     @app.get(f"/{API_VERSION}/admin/log", summary="The access log: who changed agents, rooms and grants, and when.")
@@ -481,22 +489,22 @@ def create_app(
         after: int = 0,
         limit: int = 1000,
         _: Agent = Depends(admin),  # noqa: B008
-    ) -> JSONResponse:
+    ) -> Response:
         changes = access.history(agent=agent, room=room, after=after, limit=limit)
         return ok({"changes": [c.to_dict() for c in changes]})
 
     @app.get(f"/{API_VERSION}/query/space", summary="The memory_v1 views with their columns, functions and limits.")
-    def query_space_get(v: AgentView = Depends(view)) -> JSONResponse:  # noqa: B008
+    def query_space_get(v: AgentView = Depends(view)) -> Response:  # noqa: B008
         return ok(v.describe_query_space())
 
     # async: served on the event loop, so they answer even while every worker thread is busy
     @app.get(f"/{API_VERSION}/operations", summary="Every operation with its parameter JSON schema.")
-    async def list_operations() -> JSONResponse:
+    async def list_operations() -> Response:
         return JSONResponse({"version": API_VERSION, "operations": operations})
 
     @app.get(f"/{API_VERSION}/health", summary="Whether the service is up (no token needed).")
-    async def health() -> JSONResponse:
-        return JSONResponse({"status": "ok", "version": API_VERSION, "backend": mem.store.backend})
+    async def health() -> Response:  # declared for OpenAPI: Dispatch answers it, in front of FastAPI
+        raise RuntimeError("GET /v1/health is answered by memlane.server.dispatch, in front of FastAPI")
 
     from ..mcp import mount_mcp
     from .inspector import mount_inspector

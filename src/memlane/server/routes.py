@@ -14,7 +14,6 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from fastapi import Depends
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, create_model
 
 from .. import errors
@@ -300,29 +299,18 @@ def body_model(op: Operation) -> type[BaseModel]:
 
 
 @cache
-def _bodies() -> dict[str, type[BaseModel]]:
+def bodies() -> dict[str, type[BaseModel]]:
     # the table's request models depend on nothing but the table: made once per process, not per app
     return {op.name: body_model(op) for op in OPERATIONS}
 
 
-Prepare = Callable[[dict[str, Any]], dict[str, Any]]
+def _declared(op: Operation, body: type[BaseModel]) -> Any:
+    """The FastAPI endpoint of one operation: it declares the body for OpenAPI; :mod:`.dispatch` answers it."""
 
+    def handler(body):  # type: ignore[no-untyped-def]
+        raise RuntimeError(f"POST /v1/{op.route} is answered by memlane.server.dispatch, in front of FastAPI")
 
-def _handler(
-    op: Operation, body: type[BaseModel], target: Callable[..., Any], ok: Callable[[Any], Any], prepare: Prepare | None
-) -> Any:
-    render = RESULTS[op.result][1]
-
-    def handler(body, v=Depends(target)):  # type: ignore[no-untyped-def]  # noqa: B008 - FastAPI's dependency idiom
-        # what the wire may leave out although the core requires it, then what was sent
-        args = {**op.optional, **body.model_dump(exclude_unset=True)}
-        if op.from_wire is not None:
-            args = op.from_wire(args)
-        if prepare is not None:
-            args = prepare(args)
-        return ok(render(getattr(v, op.name)(**args), args))
-
-    # a real class, not a string: FastAPI reads it to parse the body
+    # a real class, not a string: FastAPI reads it to document the body
     handler.__annotations__ = {"body": body}
     handler.__name__ = op.name
     return handler
@@ -331,21 +319,8 @@ def _handler(
 Route = Callable[[str, type[BaseModel], type[BaseModel], str], Callable[[Callable[..., Any]], Any]]
 
 
-def register(
-    route: Route,
-    *,
-    view: Callable[..., Any],
-    owner: Callable[..., Any],
-    ok: Callable[[Any], Any],
-    prepare: dict[str, Prepare] | None = None,
-) -> None:
-    """Add every operation of the table through the app's ``route`` decorator.
-
-    ``view`` is the dependency giving the caller's view; ``owner`` gives the whole
-    memory to an admin agent (for the table's admin operations); ``prepare`` may
-    change an operation's arguments before the call (a service option).
-    """
+def register(route: Route) -> None:
+    """Declare every operation of the table through the app's ``route`` decorator (OpenAPI, /v1/operations)."""
     for op in OPERATIONS:
-        body = _bodies()[op.name]
-        handler = _handler(op, body, owner if op.admin else view, ok, (prepare or {}).get(op.name))
-        route(op.route, body, RESULTS[op.result][0], op.summary)(handler)
+        body = bodies()[op.name]
+        route(op.route, body, RESULTS[op.result][0], op.summary)(_declared(op, body))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -66,6 +66,15 @@ class Store(ABC):
     backend: str = "abstract"
     supports_lexical: bool = True
     migration_names: tuple[str, ...] = ()
+
+    def at_hand(self) -> AbstractContextManager[bool]:
+        """Hold the store if a short read can run here and now without waiting; yields whether it can.
+
+        The service answers point reads on its event loop while this yields
+        ``True`` (an embedded store whose connection is free), and hands them to
+        a worker thread otherwise. A store that reads over a network yields ``False``.
+        """
+        return nullcontext(False)
 
     @abstractmethod
     def migrate(self) -> builtins.list[str]:

@@ -507,6 +507,16 @@ class SqliteStore(Store):
         return self._conn
 
     @contextmanager
+    def at_hand(self) -> Iterator[bool]:
+        """Hold the connection if no other thread of this process is using it (a read never waits in WAL)."""
+        held = self._lock.acquire(blocking=False)
+        try:
+            yield held
+        finally:
+            if held:
+                self._lock.release()
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             self._check_open()

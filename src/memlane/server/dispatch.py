@@ -1,0 +1,224 @@
+"""The hot path of the service: every ``POST /v1/<operation>`` of the table, served as plain ASGI.
+
+FastAPI builds the service's OpenAPI, its docs page, the administration routes
+and the rest; the operations of :data:`memlane.operations.OPERATIONS` (every
+get, put, search...) are answered here instead, because a request's own work
+is often a few tens of microseconds and FastAPI's generic machinery (dependency
+solving, a worker-thread hop per dependency, ``jsonable_encoder``) cost thirty
+times that (docs/benchmarks.md, "Where a request's time goes"). The contract is
+the same, and the tests hold both to it: the same request models (pydantic,
+strict, unknown fields ignored), the same error shape and statuses, the same
+answers.
+
+Per request: the body is read (the :class:`~memlane.server.app.BodyLimit`
+middleware in front caps it), parsed and validated in one pass by the
+operation's request model, then one hop to a worker thread authenticates the
+caller, calls the method on its view and encodes the answer (orjson), so the
+event loop never waits on the store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio.to_thread
+import orjson
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticError
+
+from .. import errors, validate, wire
+from ..access import Access, AgentView
+from ..memory import Memory
+from ..operations import OPERATIONS, Operation
+from .routes import RESULTS, bodies
+
+# optional answer fields left out when unset, so a newer server answers an older client the same way
+OPTIONAL = frozenset({"author", "expires_at", "changed_by", "next_cursor", "embedding", "pending_vectors"})
+JSON_HEADERS = [(b"content-type", b"application/json")]
+NOT_JSON = f"could not be parsed as JSON (malformed, or nested more than {validate.MAX_DEPTH} levels deep)"
+
+Prepare = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def compact(obj: Any) -> Any:
+    """Drop unset optional fields (``None``) from answer objects, recursively."""
+    if isinstance(obj, dict):
+        return {k: compact(v) for k, v in obj.items() if not (v is None and k in OPTIONAL)}
+    if isinstance(obj, list):
+        return [compact(v) for v in obj]
+    return obj
+
+
+def _fallback(obj: Any) -> Any:
+    # what orjson does not know natively (a Decimal, a set, a model): FastAPI's rules, as before
+    from fastapi.encoders import jsonable_encoder
+
+    return jsonable_encoder(obj)
+
+
+def encode(obj: Any) -> bytes:
+    """An answer as compact UTF-8 JSON; integers past 64 bits, which orjson refuses, through the json module."""
+    try:
+        return orjson.dumps(obj, default=_fallback, option=orjson.OPT_SERIALIZE_NUMPY)
+    except orjson.JSONEncodeError:
+        return json.dumps(obj, default=_fallback, ensure_ascii=False, allow_nan=False).encode()
+
+
+def error_answer(exc: errors.MemlaneError) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    """Status, body and headers of the one error shape for a memlane error."""
+    headers = list(JSON_HEADERS)
+    if isinstance(exc, errors.BusyError):
+        headers.append((b"retry-after", str(exc.retry_after).encode()))
+    return wire.kind_of(exc).status, encode({"error": wire.encode(exc)}), headers
+
+
+def bearer(scope: Any) -> str | None:
+    """The token of an ``Authorization: Bearer`` header, or ``None``."""
+    for name, value in scope.get("headers") or ():
+        if name == b"authorization":
+            text = value.decode("latin-1")
+            return text[7:].strip() if text[:7].lower() == "bearer " else None
+    return None
+
+
+Answer = tuple[int, bytes, list[tuple[bytes, bytes]]]
+Parsed = tuple[BaseModel | None, errors.ValidationError | None, bool]
+"""A parsed body, or why it was refused and whether it was not JSON at all."""
+
+# bounded reads by address (recall only with a key: without one it is a search), small enough to answer
+# on the event loop when the store is free
+POINT_READS = frozenset({"get", "get_many", "fetch", "recall"})
+INLINE_BODY = 64 * 1024
+
+
+def _parse(model: type[BaseModel], raw: bytes) -> Parsed:
+    """Parse and validate a body in one pass (pydantic-core)."""
+    try:
+        return model.model_validate_json(raw or b"null"), None, False
+    except PydanticError as e:
+        return (None, *_refusal(e))
+
+
+def _refusal(exc: PydanticError) -> tuple[errors.ValidationError, bool]:
+    """The ValidationError for a refused body, and whether the body was not JSON at all."""
+    problems = exc.errors(include_url=False)
+    if problems and problems[0].get("type") == "json_invalid":
+        message = str(problems[0].get("ctx", {}).get("error", ""))
+        # JSON's grammar broken, or a number or a nesting no parser carries (as Python's json module refused them)
+        unparsable = "recursion limit" in message or "out of range" in message
+        return errors.ValidationError("body", NOT_JSON if unparsable else "is not valid JSON"), True
+    # the same words as FastAPI's refusals, whose locations start at the body
+    return wire.refusal([{**p, "loc": ("body", *p.get("loc", ()))} for p in problems]), False
+
+
+async def _send(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Dispatch:
+    """ASGI middleware answering the table's operations; everything else goes on to ``app``.
+
+    Args:
+        app: the FastAPI application behind (docs, administration, MCP, inspector).
+        mem: the memory the operations run on.
+        access: resolves tokens to agents and hands out their views.
+        prefix: the API's path prefix (``/v1``).
+        prepare: per operation, a change to its arguments before the call (a service option).
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        mem: Memory,
+        access: Access,
+        prefix: str,
+        prepare: dict[str, Prepare] | None = None,
+    ) -> None:
+        self.app = app
+        self.mem = mem
+        self.access = access
+        models = bodies()
+        self.routes: dict[str, tuple[Operation, type[BaseModel], Prepare | None]] = {
+            f"{prefix}/{op.route}": (op, models[op.name], (prepare or {}).get(op.name)) for op in OPERATIONS
+        }
+        self.health_path = f"{prefix}/health"
+        self.health = encode({"status": "ok", "version": prefix.strip("/"), "backend": mem.store.backend})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if route is None or scope["method"] != "POST":
+            if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == self.health_path:
+                # the lightest answer of the stack: load balancers poll it, bench/serve.py takes it as the floor
+                await _send(send, 200, self.health, list(JSON_HEADERS))
+                return
+            await self.app(scope, receive, send)
+            return
+        op, model, prepare = route
+        chunks = []
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        raw, token = b"".join(chunks), bearer(scope)
+        answer = None
+        if op.name in POINT_READS and len(raw) <= INLINE_BODY:
+            # a point read costs tens of microseconds, a hop to a worker thread more: answer it here when the
+            # store is free at once (never while it waits on anything), else in a thread like the rest
+            parsed = _parse(model, raw)
+            if op.name != "recall" or getattr(parsed[0], "key", None) is not None:
+                with self.mem.store.at_hand() as free:
+                    if free:
+                        answer = self._answer(op, parsed, prepare, token)
+            if answer is None:
+                answer = await anyio.to_thread.run_sync(self._answer, op, parsed, prepare, token)
+        else:
+            answer = await anyio.to_thread.run_sync(self._parse_and_answer, op, model, raw, prepare, token)
+        await _send(send, *answer)
+
+    def _parse_and_answer(
+        self, op: Operation, model: type[BaseModel], raw: bytes, prepare: Prepare | None, token: str | None
+    ) -> Answer:
+        return self._answer(op, _parse(model, raw), prepare, token)
+
+    def _answer(self, op: Operation, parsed: Parsed, prepare: Prepare | None, token: str | None) -> Answer:
+        """Authenticate, call and render one operation whose body was parsed.
+
+        The order of refusals is FastAPI's, which the API has always had: a body
+        that is not JSON (400), then the token (401), then an admin operation for
+        another agent (403), then the body's fields (400).
+        """
+        body, refused, not_json = parsed
+        try:
+            if refused is not None and not_json:
+                raise refused
+            agent = self.access.authenticate(token)
+            if agent is None:
+                raise errors.UnauthorizedError("a valid token is required: send 'Authorization: Bearer <token>'")
+            if op.admin and not agent.admin:
+                raise errors.ForbiddenError("this operation needs an admin agent")
+            if refused is not None or body is None:
+                raise refused or errors.ValidationError("body", "is missing")
+            # what the wire may leave out although the core requires it, then what was sent
+            args = {**op.optional, **body.model_dump(exclude_unset=True)}
+            if op.from_wire is not None:
+                args = op.from_wire(args)
+            if prepare is not None:
+                args = prepare(args)
+            target: Memory | AgentView = self.mem if op.admin else self.access.view(agent, gated=False)
+            answer = RESULTS[op.result][1](getattr(target, op.name)(**args), args)
+        except errors.MemlaneError as e:
+            return error_answer(e)
+        except Exception:
+            # a bug: the caller learns nothing of it (no traceback, no exception text), the log has it all
+            logging.getLogger("uvicorn.error").exception("memlane: %s failed", op.name)
+            return error_answer(errors.MemlaneError("internal error in the service; its log has the details"))
+        return 200, encode(compact(answer)), list(JSON_HEADERS)

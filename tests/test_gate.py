@@ -1,0 +1,211 @@
+"""The fair gate on expensive work: a model-based test of its rule, then real threads and a real event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from gating import over_share, waiting
+from memlane.errors import BusyError
+from memlane.gate import Gate
+
+AGENTS = ("a", "b", "c", "d")
+
+
+class GateRule(RuleBasedStateMachine):
+    """Arrivals, finishes and time-outs in any order, checked against what the gate promises.
+
+    * never more than ``capacity`` places held, and no place idle while a request waits;
+    * a request is refused only when its agent holds or awaits its fair share while another agent waits,
+      or has ``max_waiting`` waiting;
+    * an agent's first waiting request is passed by every other agent at most once (round robin).
+    """
+
+    @initialize(per_agent=st.integers(1, 3), extra=st.integers(0, 3), max_waiting=st.integers(1, 4))
+    def start(self, per_agent: int, extra: int, max_waiting: int) -> None:
+        self.gate = Gate(per_agent, per_agent + extra, max_waiting=max_waiting)
+        self.held: Counter[str] = Counter()
+        self.queued: dict[str, list] = {a: [] for a in AGENTS}
+        self.passed: dict[object, Counter[str]] = {}  # a first waiter -> grants to others since it arrived
+
+    def _granted(self) -> None:
+        for agent, queue in self.queued.items():
+            for waiter in [w for w in queue if w.granted]:
+                queue.remove(waiter)
+                self.held[agent] += 1
+                self._count_grant(agent, waiter)
+
+    def _count_grant(self, agent: str, waiter: object | None) -> None:
+        self.passed.pop(waiter, None)
+        for first, grants in self.passed.items():
+            if first.caller != agent:  # type: ignore[attr-defined]
+                grants[agent] += 1
+
+    @rule(agent=st.sampled_from(AGENTS))
+    def arrive(self, agent: str) -> None:
+        mine = self.held[agent] + len(self.queued[agent])
+        others_wait = any(q for a, q in self.queued.items() if a != agent)
+        try:
+            waiter = self.gate._arrive(agent, None)
+        except BusyError as e:
+            assert e.retry_after >= 1
+            assert (others_wait and mine >= self.gate.per_agent) or len(self.queued[agent]) >= self.gate.max_waiting
+            return
+        if waiter is None:
+            self.held[agent] += 1
+            self._count_grant(agent, None)
+        else:
+            if not self.queued[agent]:
+                self.passed[waiter] = Counter()
+            self.queued[agent].append(waiter)
+
+    @precondition(lambda self: sum(self.held.values()) > 0)
+    @rule(data=st.data())
+    def finish(self, data: st.DataObject) -> None:
+        agent = data.draw(st.sampled_from(sorted(a for a, n in self.held.items() if n)))
+        self.held[agent] -= 1
+        self.gate.release(agent)
+        self._granted()
+
+    @precondition(lambda self: any(self.queued.values()))
+    @rule(data=st.data())
+    def time_out(self, data: st.DataObject) -> None:
+        agent = data.draw(st.sampled_from(sorted(a for a, q in self.queued.items() if q)))
+        waiter = data.draw(st.sampled_from(self.queued[agent]))
+        with pytest.raises(BusyError, match="no place for this search or query within"):
+            self.gate._give_up(waiter)
+        self.queued[agent].remove(waiter)
+        self.passed.pop(waiter, None)
+        if self.queued[agent] and not any(w in self.passed for w in self.queued[agent]):
+            self.passed[self.queued[agent][0]] = Counter()  # its next request is now its first waiting one
+
+    @invariant()
+    def places_are_bounded_and_never_idle_while_requests_wait(self) -> None:
+        held = sum(self.held.values())
+        waiting_now = sum(len(q) for q in self.queued.values())
+        assert self.gate.running() == held <= self.gate.capacity
+        assert self.gate.waiting() == waiting_now
+        assert waiting_now == 0 or held == self.gate.capacity
+
+    @invariant()
+    def round_robin(self) -> None:
+        for grants in self.passed.values():
+            assert all(n <= 1 for n in grants.values()), grants
+
+
+GateRule.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+test_the_gate_keeps_its_rule = GateRule.TestCase
+
+
+def test_bad_settings_are_refused() -> None:
+    for bad in ({"per_agent": 0}, {"capacity": 0}, {"max_waiting": -1}, {"max_wait": -1}):
+        with pytest.raises(ValueError, match="at least"):
+            Gate(**bad)  # type: ignore[arg-type]
+
+
+def test_an_agent_alone_may_use_every_place() -> None:
+    gate = Gate(per_agent=1, capacity=3)
+    with gate.enter("a"), gate.enter("a"), gate.enter("a"):
+        assert gate.running("a") == 3
+
+
+def test_threads_wait_their_turn_and_a_request_over_the_share_is_refused_while_others_wait() -> None:
+    gate = Gate(per_agent=2, capacity=2, max_wait=10)
+    order: list[str] = []
+    with gate.enter("hog"), gate.enter("hog"):
+        with waiting(gate, "polite") as threads:
+            with pytest.raises(BusyError, match="its fair share is 2") as refused:
+                with gate.enter("hog"):
+                    pass
+            assert refused.value.retry_after >= 1
+            order.append("hog refused")
+    for t in threads:
+        t.join(timeout=5)
+        assert not t.is_alive()
+    assert gate.running() == 0 and gate.waiting() == 0 and order == ["hog refused"]
+
+
+def test_a_request_that_waits_too_long_is_refused_and_leaves_the_queue() -> None:
+    gate = Gate(per_agent=1, capacity=1, max_wait=0.05)
+    with gate.enter("a"):
+        started = time.monotonic()
+        with pytest.raises(BusyError, match="within 0.05 s") as refused:
+            with gate.enter("b"):
+                pass
+        assert time.monotonic() - started >= 0.05
+        assert refused.value.retry_after >= 1
+        assert gate.waiting() == 0
+    with gate.enter("b"):  # the place is free again
+        assert gate.running() == 1
+
+
+def test_a_failure_inside_the_block_gives_its_place_back() -> None:
+    gate = Gate(per_agent=1, capacity=1)
+    with pytest.raises(RuntimeError):
+        with gate.enter("a"):
+            raise RuntimeError("boom")
+    assert gate.running() == 0
+
+
+def test_retry_after_follows_how_long_places_are_held() -> None:
+    gate = Gate(per_agent=1, capacity=1, max_wait=0.01)
+    for _ in range(40):
+        gate._take("a")
+        gate.release("a", held_s=4.0)
+    with gate.enter("a"):
+        with pytest.raises(BusyError) as refused:
+            with gate.enter("b"):
+                pass
+    assert refused.value.retry_after >= 4
+
+
+def test_event_loop_waiters_are_served_in_turn_and_cancellation_frees_the_place() -> None:
+    async def scenario() -> list[str]:
+        gate = Gate(per_agent=3, capacity=1, max_wait=5)
+        served: list[str] = []
+        await gate.acquire("hog")
+
+        async def one(caller: str) -> None:
+            await gate.acquire(caller)
+            served.append(caller)
+            await asyncio.sleep(0)
+            gate.release(caller)
+
+        tasks = [asyncio.create_task(one("hog")) for _ in range(3)]
+        await asyncio.sleep(0.01)
+        tasks.append(asyncio.create_task(one("victim")))
+        gone = asyncio.create_task(one("leaver"))
+        await asyncio.sleep(0.01)
+        gone.cancel()  # the caller went away while waiting: it takes no place
+        await asyncio.sleep(0.01)
+        gate.release("hog")
+        await asyncio.gather(*tasks)
+        assert gate.running() == 0 and gate.waiting() == 0
+        return served
+
+    served = asyncio.run(scenario())
+    # the hog queued three first, the victim one: round robin serves the victim second, not fourth
+    assert served == ["hog", "victim", "hog", "hog"]
+
+
+def test_async_and_thread_callers_share_one_gate() -> None:
+    gate = Gate(per_agent=1, capacity=1, max_wait=5)
+    done = threading.Event()
+
+    async def scenario() -> None:
+        with over_share(gate, "x"):
+            with pytest.raises(BusyError, match="fair share"):
+                await gate.acquire("x")
+        await gate.acquire("x")
+        gate.release("x")
+        done.set()
+
+    asyncio.run(scenario())
+    assert done.is_set() and gate.running() == 0
