@@ -1,40 +1,51 @@
-"""Load and abuse test of ``memlane serve``: many concurrent agents over loopback HTTP.
+"""Load and abuse test of ``memlane serve``: many concurrent agents over loopback HTTP, 1 to N workers.
 
-Starts a real ``memlane serve`` subprocess (loopback only) on a temporary SQLite
-file and/or a fresh PostgreSQL database, creates one agent per client (each a
-member of one shared room), seeds some items, then runs ``--clients``
-concurrent clients for ``--seconds``. Each client keeps one HTTP/1.1
-connection and loops over a weighted mix of operations:
+For each backend (a temporary SQLite file, a fresh PostgreSQL database), the
+store is seeded once: one agent per client (all members of one shared room),
+items in each agent's namespace and in the room. Then, for each worker count
+(``--workers 1,2,auto``), a real ``memlane serve --workers W --embedder fake``
+is started on loopback and measured in four phases:
 
-* ``get``    (40 %) an exact lookup of a seeded address in its own namespace or the room;
-* ``put``    (30 %) an upsert of a new key in its own namespace (acknowledged keys are remembered);
-* ``search`` (20 %) hybrid search (lexical + vector, RRF) over everything the agent may read;
-* ``recall`` (10 %) keyed recall: every visible item under a seeded key, newest first.
+1. **floor**: ``GET /v1/health`` one at a time: the HTTP stack alone (uvicorn,
+   the service's front layers), no token, no store;
+2. **one at a time**: each operation of the mix sent one request at a time,
+   with the CPU time of every server process (supervisor and workers) per
+   request, beside the same call in-process (``authenticate`` + the agent's
+   view + the call, measured once per backend);
+3. **load**: for each ``--clients`` count, that many concurrent clients (one
+   agent and one keep-alive connection each, spread over ``--generators``
+   load-generator processes) loop for ``--seconds`` over a weighted mix:
 
-The server runs with the deterministic ``fake`` embedder (64-dimensional
-hashed vectors, microseconds per text), so figures measure the service, the
-access checks and the store, not a neural model.
+   * ``get``    (40 %) an exact lookup of a seeded address in its own namespace or the room;
+   * ``put``    (30 %) an upsert of a new key in its own namespace (acknowledged keys are remembered);
+   * ``search`` (20 %) hybrid search (lexical + vector, RRF) over everything the agent may read;
+   * ``recall`` (10 %) keyed recall: every visible item under a seeded key, newest first.
 
-After the load phase, an abuse phase sends refused requests (no token, wrong
-token, a namespace outside the agent's scope, malformed JSON, a body over the
-size limit) and checks each gets its 4xx and the server keeps answering. Then
-the server is stopped and the store is opened directly: every acknowledged put
-must be there with its value (nothing lost).
+   Reported: requests/s, p50/p99 per operation (client-side wall time), 429s
+   (refused) and other errors, server CPU per request, load-generator CPU;
+4. **abuse**: refused requests (no token, wrong token, another agent's
+   namespace, malformed JSON, a bad namespace, a body over the size limit),
+   each must get its 4xx in the error shape, and the service must still answer.
 
-Reported per backend: requests/s, p50/p99 per operation (client-side wall
-time, loopback), errors (must be 0), server RSS (start, peak, end), lost puts
-(must be 0). The load generator shares the machine with the server; on a
-small machine it takes a good part of the CPU, which the report shows.
+Then the server is stopped and the store opened directly: every acknowledged
+put of every load phase must be there with its value (nothing lost).
+
+The ``fake`` embedder (64-dimensional hashed vectors, microseconds per text)
+keeps the figures about the service, the access checks and the store, not a
+neural model. The load generator shares the machine with the server: on a
+small machine it takes a good part of the CPU, which the report shows; the
+portable figures are the CPU times per request.
 
 Example::
 
-    python bench/serve.py --backend both --clients 32 --seconds 20 --json /tmp/serve.json
+    python bench/serve.py --backend both --workers 1,2,auto --clients 16,64 --seconds 20 --json /tmp/serve.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import random
 import shutil
@@ -161,64 +172,80 @@ def seed(url: str, clients: int, per_agent: int, in_room: int, rng: random.Rando
 # -- the server process ----------------------------------------------------------------
 
 
-class Server:
-    """``memlane serve`` on loopback; stderr goes to a file (it holds the admin token: never printed)."""
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
-    def __init__(self, url: str, workdir: Path) -> None:
+
+class Server:
+    """``memlane serve --workers W`` on loopback; stderr goes to a file (it holds the admin token: never printed)."""
+
+    def __init__(self, url: str, workdir: Path, workers: int) -> None:
         self.port = free_port()
+        self.workers = workers
         self.base = f"http://127.0.0.1:{self.port}"
         self._log = (workdir / f"serve-{self.port}.log").open("w")
+        command = [str(MEMLANE), "serve", "--db", url, "--host", "127.0.0.1", "--port", str(self.port)]
         self.proc = subprocess.Popen(
-            [str(MEMLANE), "serve", "--db", url, "--host", "127.0.0.1", "--port", str(self.port), "--embedder", "fake"],
-            stdout=subprocess.DEVNULL,
-            stderr=self._log,
+            [*command, "--embedder", "fake", "--workers", str(workers)], stdout=subprocess.DEVNULL, stderr=self._log
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"memlane serve exited with {self.proc.returncode}; see {self._log.name}")
-            try:
-                if httpx.get(f"{self.base}/v1/operations", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
+            # every worker up: the supervisor plus W processes answering (one process when W is 1)
+            if self._answers() and (workers == 1 or len(self._processes()) >= workers + 1):
+                time.sleep(0.5 if workers > 1 else 0)  # the last worker finishes its start-up
+                return
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError("memlane serve did not answer within 60 s")
+        raise RuntimeError("memlane serve did not answer within 120 s")
 
-    def rss(self) -> int | None:
-        """Resident set size of the server process, in bytes."""
+    def _answers(self) -> bool:
         try:
-            import psutil
+            return httpx.get(f"{self.base}/v1/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
 
-            return int(psutil.Process(self.proc.pid).memory_info().rss)
-        except ImportError:
-            pass
-        except Exception:  # the process is gone
-            return None
+    def _processes(self) -> list[Any]:
+        import psutil
+
         try:
-            with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return None
+            root = psutil.Process(self.proc.pid)
+            # uvicorn's workers, not the multiprocessing helper (resource tracker)
+            children = [c for c in root.children(recursive=True) if "resource_tracker" not in " ".join(c.cmdline())]
+            return [root, *children]
+        except psutil.Error:
+            return []
 
-    def cpu_seconds(self) -> float | None:
-        try:
-            import psutil
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the supervisor and every worker."""
+        total = 0.0
+        for p in self._processes():
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except Exception:  # a process gone meanwhile: informational only
+                pass
+        return total
 
-            t = psutil.Process(self.proc.pid).cpu_times()
-            return float(t.user + t.system)
-        except Exception:  # psutil missing or process gone: informational only
-            return None
+    def rss(self) -> int:
+        """Resident set size of all server processes together, in bytes."""
+        total = 0
+        for p in self._processes():
+            try:
+                total += p.memory_info().rss
+            except Exception:  # gone meanwhile
+                pass
+        return total
 
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=30)
@@ -229,7 +256,7 @@ class Server:
 class RssSampler(threading.Thread):
     """Samples the server's RSS every ``interval`` seconds; keeps the peak."""
 
-    def __init__(self, server: Server, interval: float = 0.25) -> None:
+    def __init__(self, server: Server, interval: float = 0.5) -> None:
         super().__init__(daemon=True)
         self.server = server
         self.interval = interval
@@ -238,7 +265,7 @@ class RssSampler(threading.Thread):
 
     def run(self) -> None:
         while not self._halt.is_set():
-            self.peak = max(self.peak, self.server.rss() or 0)
+            self.peak = max(self.peak, self.server.rss())
             self._halt.wait(self.interval)
 
     def stop(self) -> int:
@@ -256,6 +283,7 @@ class Tally:
 
     latencies: dict[str, list[int]] = field(default_factory=lambda: {op: [] for op in MIX})
     errors: dict[str, int] = field(default_factory=dict)
+    refused: int = 0
     acked: dict[str, Any] = field(default_factory=dict)  # key -> value of every acknowledged put
 
     def error(self, what: str) -> None:
@@ -263,7 +291,7 @@ class Tally:
 
 
 async def client_loop(
-    n: int, base: str, seeded: Seeded, deadline: float, max_requests: int, rng: random.Random
+    n: int, base: str, seeded: Seeded, deadline: float, max_requests: int, rng: random.Random, tag: str
 ) -> Tally:
     tally = Tally()
     ops, weights = list(MIX), list(MIX.values())
@@ -277,7 +305,7 @@ async def client_loop(
             op = rng.choices(ops, weights)[0]
             if op == "put":
                 seq += 1
-            body = request_body(op, n, seq, seeded, rng)
+            body = request_body(op, n, seq, seeded, rng, tag)
             t0 = time.perf_counter_ns()
             try:
                 resp = await http.post(f"/v1/{op}", json=body)
@@ -285,6 +313,9 @@ async def client_loop(
                 tally.error(f"{op}: {type(e).__name__}")
                 continue
             elapsed = time.perf_counter_ns() - t0
+            if resp.status_code == 429:
+                tally.refused += 1
+                continue
             if resp.status_code != 200:
                 tally.error(f"{op}: HTTP {resp.status_code}")
                 continue
@@ -301,7 +332,80 @@ async def client_loop(
     return tally
 
 
-def request_body(op: str, n: int, seq: int, seeded: Seeded, rng: random.Random) -> dict[str, Any]:
+def generator(
+    clients: list[int],
+    base: str,
+    seeded: Seeded,
+    start_at: float,
+    seconds: float,
+    max_requests: int,
+    seed_: int,
+    tag: str,
+) -> tuple[list[tuple[int, Tally]], float]:
+    """One load-generator process: its clients, from ``start_at`` (wall clock) for ``seconds``; its CPU time."""
+    delay = start_at - time.time()
+    if delay > 0:
+        time.sleep(delay)
+    deadline = time.monotonic() + seconds
+
+    async def all_clients() -> list[Tally]:
+        loops = [
+            client_loop(n, base, seeded, deadline, max_requests, random.Random(seed_ * 1000 + n), tag) for n in clients
+        ]
+        return list(await asyncio.gather(*loops))
+
+    c0 = time.process_time()
+    tallies = asyncio.run(all_clients())
+    return list(zip(clients, tallies, strict=True)), time.process_time() - c0
+
+
+def run_load(
+    base: str, seeded: Seeded, clients: int, generators: int, seconds: float, max_requests: int, seed_: int, tag: str
+) -> tuple[list[Tally], float, float]:
+    """``clients`` clients over ``generators`` processes; their tallies (by client), wall seconds, generator CPU."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    shares = [list(range(clients))[g::generators] for g in range(generators)]
+    shares = [s for s in shares if s]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(len(shares), mp_context=context) as pool:
+        start_at = time.time() + 2.0  # every generator started and imported before the clock runs
+        futures = [
+            pool.submit(generator, share, base, seeded, start_at, seconds, max_requests, seed_, tag) for share in shares
+        ]
+        results = [f.result() for f in futures]
+    by_client = dict(pair for tallies, _ in results for pair in tallies)
+    return [by_client[n] for n in range(clients)], seconds, sum(cpu for _, cpu in results)
+
+
+def run_sequential(server: Server, seeded: Seeded, count: int, rng: random.Random) -> dict[str, dict[str, float]]:
+    """One client, one request at a time: the floor, then each operation; server CPU per request (all processes)."""
+    out: dict[str, dict[str, float]] = {}
+    headers = {"Authorization": f"Bearer {seeded.tokens[0]}"}
+    with httpx.Client(base_url=server.base, headers=headers, timeout=60) as http:
+        http.get("/v1/me")  # connect
+        for op in ("floor", *MIX):
+            bodies = [request_body(op, 0, 1_000_000 + i, seeded, rng, "seq") for i in range(count)] if op in MIX else []
+            samples = []
+            cpu0 = server.cpu_seconds()
+            for i in range(count):
+                t0 = time.perf_counter_ns()
+                resp = http.get("/v1/health") if op == "floor" else http.post(f"/v1/{op}", json=bodies[i])
+                samples.append(time.perf_counter_ns() - t0)
+                if resp.status_code != 200:
+                    raise RuntimeError(f"sequential {op}: HTTP {resp.status_code} {resp.text[:200]}")
+            cpu1 = server.cpu_seconds()
+            samples.sort()
+            out[op] = {
+                "requests": count,
+                "p50_ms": percentile(samples, 50) / 1e6,
+                "p99_ms": percentile(samples, 99) / 1e6,
+                "server_cpu_ms_per_request": (cpu1 - cpu0) * 1000 / count,
+            }
+    return out
+
+
+def request_body(op: str, n: int, seq: int, seeded: Seeded, rng: random.Random, tag: str = "") -> dict[str, Any]:
     """One request of the mix for client ``n`` (``seq`` numbers its puts)."""
     ns = ["agent", f"bench{n}"]
     if op == "get":
@@ -312,7 +416,7 @@ def request_body(op: str, n: int, seq: int, seeded: Seeded, rng: random.Random) 
         note = sentence(rng, 6)
         return {
             "namespace": ns,
-            "key": f"load.c{n}.s{seq}",
+            "key": f"load.{tag}.c{n}.s{seq}",
             "value": {"client": n, "seq": seq, "note": note},
             "text": note,
         }
@@ -328,7 +432,7 @@ def run_core(url: str, seeded: Seeded, count: int, rng: random.Random) -> dict[s
         access = Access(mem)
         token = seeded.tokens[0]
         for op in MIX:
-            bodies = [request_body(op, 0, 2_000_000 + i, seeded, rng) for i in range(count)]
+            bodies = [request_body(op, 0, 2_000_000 + i, seeded, rng, "core") for i in range(count)]
             c0 = time.process_time()
             for b in bodies:
                 agent = access.authenticate(token)
@@ -344,45 +448,6 @@ def run_core(url: str, seeded: Seeded, count: int, rng: random.Random) -> dict[s
                     view.recall(b["query"], key=b["key"], limit=b["limit"])
             out[op] = (time.process_time() - c0) * 1000 / count
     return out
-
-
-def run_sequential(server: Server, seeded: Seeded, count: int, rng: random.Random) -> dict[str, dict[str, float]]:
-    """One client, one request at a time: the latency floor and the server CPU per request of each operation."""
-    out: dict[str, dict[str, float]] = {}
-    headers = {"Authorization": f"Bearer {seeded.tokens[0]}"}
-    with httpx.Client(base_url=server.base, headers=headers, timeout=60) as http:
-        http.get("/v1/me")  # connect
-        for op in MIX:
-            bodies = [request_body(op, 0, 1_000_000 + i, seeded, rng) for i in range(count)]
-            samples = []
-            cpu0 = server.cpu_seconds()
-            for body in bodies:
-                t0 = time.perf_counter_ns()
-                resp = http.post(f"/v1/{op}", json=body)
-                samples.append(time.perf_counter_ns() - t0)
-                if resp.status_code != 200:
-                    raise RuntimeError(f"sequential {op}: HTTP {resp.status_code} {resp.text[:200]}")
-            cpu1 = server.cpu_seconds()
-            samples.sort()
-            out[op] = {
-                "requests": count,
-                "p50_ms": percentile(samples, 50) / 1e6,
-                "p99_ms": percentile(samples, 99) / 1e6,
-                "server_cpu_ms_per_request": (cpu1 - cpu0) * 1000 / count
-                if cpu0 is not None and cpu1
-                else float("nan"),
-            }
-    return out
-
-
-async def run_load(
-    base: str, seeded: Seeded, clients: int, seconds: float, max_requests: int, seed_: int
-) -> list[Tally]:
-    deadline = time.monotonic() + seconds
-    tasks = [
-        client_loop(n, base, seeded, deadline, max_requests, random.Random(seed_ * 1000 + n)) for n in range(clients)
-    ]
-    return list(await asyncio.gather(*tasks))
 
 
 # -- abuse -----------------------------------------------------------------------
@@ -429,11 +494,14 @@ async def run_abuse(base: str, seeded: Seeded, rounds: int) -> dict[str, Any]:
 # -- checks and report -------------------------------------------------------------
 
 
-def check_nothing_lost(url: str, clients: int, tallies: list[Tally]) -> dict[str, int]:
-    """Open the store directly (server stopped) and compare with every acknowledged put."""
+def check_nothing_lost(url: str, tallies: list[tuple[int, Tally]]) -> dict[str, int]:
+    """Open the store directly (server stopped) and compare with every acknowledged put of each client's agent."""
     acked = missing = wrong = 0
+    by_agent: dict[int, Tally] = {}
+    for n, tally in tallies:
+        by_agent.setdefault(n, Tally()).acked.update(tally.acked)
     with memlane.open(url, embedder=None) as mem:
-        for n, tally in enumerate(tallies):
+        for n, tally in by_agent.items():
             stored: dict[str, Any] = {}
             cursor = None
             while True:
@@ -464,6 +532,83 @@ def summarize_ops(tallies: list[Tally], wall: float) -> dict[str, dict[str, floa
     return out
 
 
+def load_phase(
+    server: Server, seeded: Seeded, clients: int, args: argparse.Namespace, tag: str
+) -> tuple[dict[str, Any], list[Tally]]:
+    generators = args.generators or max(1, min(clients, cpu_count() // 4))
+    cpu_start = server.cpu_seconds()
+    sampler = RssSampler(server)
+    sampler.start()
+    tallies, wall, generator_cpu = run_load(
+        server.base, seeded, clients, generators, args.seconds, args.max_requests, args.seed, tag
+    )
+    server_cpu = server.cpu_seconds() - cpu_start
+    peak = sampler.stop()
+    ops = summarize_ops(tallies, wall)
+    total = sum(o["requests"] for o in ops.values())
+    errors: dict[str, int] = {}
+    for t in tallies:
+        for k, v in t.errors.items():
+            errors[k] = errors.get(k, 0) + v
+    return {
+        "clients": clients,
+        "generators": generators,
+        "seconds": round(wall, 2),
+        "requests": total,
+        "rps": total / wall,
+        "operations": ops,
+        "refused": sum(t.refused for t in tallies),
+        "errors": errors,
+        "error_count": sum(errors.values()),
+        "server_cpu_seconds": round(server_cpu, 2),
+        "server_cpu_ms_per_request": server_cpu * 1000 / total if total else None,
+        "generator_cpu_seconds": round(generator_cpu, 2),
+        "server_rss_peak_bytes": peak,
+    }, tallies
+
+
+def bench_workers(
+    url: str,
+    backend: str,
+    workers: int,
+    seeded: Seeded,
+    args: argparse.Namespace,
+    workdir: Path,
+    core: dict[str, float],
+) -> dict[str, Any]:
+    progress(f"{backend}: starting memlane serve --workers {workers}")
+    server = Server(url, workdir, workers)
+    all_tallies: list[tuple[int, Tally]] = []
+    try:
+        rss_start = server.rss()
+        sequential: dict[str, Any] = {}
+        if args.sequential:
+            progress(f"{backend}, {workers} workers: {args.sequential} requests per operation, one at a time")
+            sequential = run_sequential(server, seeded, args.sequential, random.Random(args.seed + 1))
+            for op, ms in core.items():
+                sequential[op]["core_cpu_ms_per_request"] = ms
+        loads = []
+        for clients in args.clients:
+            progress(f"{backend}, {workers} workers: {clients} clients for {args.seconds:g} s")
+            result, tallies = load_phase(server, seeded, clients, args, f"w{workers}c{clients}")
+            loads.append(result)
+            all_tallies += list(enumerate(tallies))
+        progress(f"{backend}, {workers} workers: abuse phase")
+        abuse = asyncio.run(run_abuse(server.base, seeded, args.abuse_rounds))
+        rss_end = server.rss()
+    finally:
+        code = server.stop()
+    progress(f"{backend}, {workers} workers: server stopped ({code}); checking every acknowledged put")
+    return {
+        "workers": workers,
+        "sequential": sequential,
+        "loads": loads,
+        "abuse": abuse,
+        "server_rss_bytes": {"start": rss_start, "end": rss_end},
+        "durability": check_nothing_lost(url, all_tallies),
+    }
+
+
 def bench_backend(backend: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     pg: Postgres | None = None
     if backend == "sqlite":
@@ -473,139 +618,114 @@ def bench_backend(backend: str, args: argparse.Namespace, workdir: Path) -> dict
         url = pg.create()
     try:
         rng = random.Random(args.seed)
-        progress(f"{backend}: seeding {args.clients} agents")
-        seeded = seed(url, args.clients, args.per_agent, args.room_items, rng)
+        agents = max(args.clients)
+        progress(f"{backend}: seeding {agents} agents")
+        seeded = seed(url, agents, args.per_agent, args.room_items, rng)
         core = run_core(url, seeded, args.sequential, random.Random(args.seed + 2)) if args.sequential else {}
-        server = Server(url, workdir)
-        try:
-            rss_start = server.rss()
-            sequential: dict[str, Any] = {}
-            if args.sequential:
-                progress(f"{backend}: {args.sequential} sequential requests per operation")
-                sequential = run_sequential(server, seeded, args.sequential, random.Random(args.seed + 1))
-                for op, ms in core.items():
-                    sequential[op]["core_cpu_ms_per_request"] = ms
-            cpu_start = server.cpu_seconds()
-            sampler = RssSampler(server)
-            sampler.start()
-            progress(f"{backend}: {args.clients} clients for {args.seconds:g} s against {server.base}")
-            c0, t0 = time.process_time(), time.perf_counter()
-            tallies = asyncio.run(
-                run_load(server.base, seeded, args.clients, args.seconds, args.max_requests, args.seed)
-            )
-            wall = time.perf_counter() - t0
-            client_cpu = time.process_time() - c0
-            cpu_end = server.cpu_seconds()
-            progress(f"{backend}: abuse phase")
-            abuse = asyncio.run(run_abuse(server.base, seeded, args.abuse_rounds))
-            rss_peak = max(sampler.stop(), server.rss() or 0)
-            rss_end = server.rss()
-        finally:
-            code = server.stop()
-        progress(f"{backend}: server stopped ({code}); checking every acknowledged put")
-        lost = check_nothing_lost(url, args.clients, tallies)
+        runs = [bench_workers(url, backend, w, seeded, args, workdir, core) for w in args.workers]
     finally:
         if pg is not None:
             pg.close()
-    ops = summarize_ops(tallies, wall)
-    total = sum(o["requests"] for o in ops.values())
-    errors: dict[str, int] = {}
-    for t in tallies:
-        for k, v in t.errors.items():
-            errors[k] = errors.get(k, 0) + v
-    return {
-        "backend": backend,
-        "clients": args.clients,
-        "seconds": round(wall, 2),
-        "requests": total,
-        "rps": total / wall,
-        "operations": ops,
-        "errors": errors,
-        "error_count": sum(errors.values()),
-        "server_rss_bytes": {"start": rss_start, "peak": rss_peak, "end": rss_end},
-        "server_cpu_seconds": None if cpu_start is None or cpu_end is None else round(cpu_end - cpu_start, 2),
-        "sequential": sequential,
-        "client_cpu_seconds": round(client_cpu, 2),
-        "abuse": abuse,
-        "durability": lost,
-    }
+    return {"backend": backend, "runs": runs}
 
 
 def report(result: dict[str, Any]) -> str:
-    rows = [
-        [op, o["requests"], fmt_num(o["rps"]), fmt_num(o["p50_ms"], 2), fmt_num(o["p99_ms"], 2)]
-        for op, o in result["operations"].items()
-    ]
-    rows.append(["all", result["requests"], fmt_num(result["rps"]), "", ""])
-    rss = result["server_rss_bytes"]
-    seq = result["sequential"]
-    seq_table = format_table(
-        ["operation", "requests", "p50 ms", "p99 ms", "server CPU ms/req", "in-process CPU ms/req"],
-        [
-            [
-                op,
-                o["requests"],
-                fmt_num(o["p50_ms"], 2),
-                fmt_num(o["p99_ms"], 2),
-                fmt_num(o["server_cpu_ms_per_request"], 2),
-                fmt_num(o.get("core_cpu_ms_per_request"), 2),
-            ]
-            for op, o in seq.items()
-        ],
-        title="one client, one request at a time:",
-    )
-    per_request = (
-        result["server_cpu_seconds"] * 1000 / result["requests"]
-        if result["server_cpu_seconds"] and result["requests"]
-        else None
-    )
-    lines = [
-        *([seq_table] if seq else []),
-        format_table(
-            ["operation", "requests", "req/s", "p50 ms", "p99 ms"],
-            rows,
-            title=f"{result['backend']}: {result['clients']} clients, {result['seconds']:g} s, embedder fake",
-        ),
-        f"errors: {result['error_count']} {result['errors'] or ''}".rstrip(),
-        f"server RSS: start {fmt_bytes(rss['start'])}, peak {fmt_bytes(rss['peak'])}, end {fmt_bytes(rss['end'])}",
-        f"CPU seconds during the load: server {result['server_cpu_seconds']} "
-        f"({fmt_num(per_request, 2)} ms per request), load generator {result['client_cpu_seconds']}",
-        "abuse: "
-        + ", ".join(f"{k} {v['as_expected']}/{v['sent']}" for k, v in result["abuse"]["cases"].items())
-        + f"; healthy after: {result['abuse']['healthy_after']}",
-        "durability: {acknowledged_puts} acknowledged puts, {missing} missing, {wrong_value} with a wrong value".format(
-            **result["durability"]
-        ),
-    ]
+    backend = result["backend"]
+    lines = []
+    seq_rows = []
+    for run in result["runs"]:
+        for op, o in run["sequential"].items():
+            seq_rows.append([
+                run["workers"], op, fmt_num(o["p50_ms"], 2), fmt_num(o["p99_ms"], 2),
+                fmt_num(o["server_cpu_ms_per_request"], 3), fmt_num(o.get("core_cpu_ms_per_request"), 3),
+            ])  # fmt: skip
+    if seq_rows:
+        lines.append(format_table(
+            ["workers", "operation", "p50 ms", "p99 ms", "server CPU ms/req", "in-process CPU ms/req"],
+            seq_rows,
+            title=f"{backend}: one request at a time (floor: GET /v1/health)",
+        ))  # fmt: skip
+    rows = []
+    for run in result["runs"]:
+        for load in run["loads"]:
+            ops = load["operations"]
+            rows.append([
+                run["workers"], load["clients"], load["generators"], fmt_num(load["rps"]),
+                *(f"{fmt_num(ops[op]['p50_ms'], 1)} / {fmt_num(ops[op]['p99_ms'], 1)}" for op in MIX),
+                load["refused"], load["error_count"], fmt_num(load["server_cpu_ms_per_request"], 3),
+                load["generator_cpu_seconds"],
+            ])  # fmt: skip
+    lines.append(format_table(
+        ["workers", "clients", "gens", "req/s", *(f"{op} p50/p99 ms" for op in MIX), "429", "errors",
+         "server CPU ms/req", "gen CPU s"],
+        rows,
+        title=f"{backend}: load, {MIX}, embedder fake",
+    ))  # fmt: skip
+    for run in result["runs"]:
+        d = run["durability"]
+        abuse = ", ".join(f"{k} {v['as_expected']}/{v['sent']}" for k, v in run["abuse"]["cases"].items())
+        lines.append(
+            f"{run['workers']} workers: server RSS {fmt_bytes(run['server_rss_bytes']['start'])} -> "
+            f"{fmt_bytes(run['server_rss_bytes']['end'])}; abuse: {abuse}; healthy after: "
+            f"{run['abuse']['healthy_after']}; durability: {d['acknowledged_puts']} acknowledged puts, "
+            f"{d['missing']} missing, {d['wrong_value']} with a wrong value"
+        )
     return "\n".join(lines)
 
 
 def passed(result: dict[str, Any]) -> bool:
-    abuse_ok = all(v["as_expected"] == v["sent"] for v in result["abuse"]["cases"].values())
-    d = result["durability"]
-    return (
-        result["error_count"] == 0
-        and abuse_ok
-        and result["abuse"]["healthy_after"]
-        and not d["missing"] + d["wrong_value"]
-    )
+    for run in result["runs"]:
+        abuse_ok = all(v["as_expected"] == v["sent"] for v in run["abuse"]["cases"].values())
+        d = run["durability"]
+        if not abuse_ok or not run["abuse"]["healthy_after"] or d["missing"] + d["wrong_value"]:
+            return False
+        if any(load["error_count"] for load in run["loads"]):
+            return False
+    return True
+
+
+def _counts(text: str, what: str) -> list[int]:
+    try:
+        values = [cpu_count() if v.strip() == "auto" else int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what}: a comma-separated list of whole numbers, not {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{what}: every count must be at least 1")
+    return list(dict.fromkeys(values))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="sqlite")
-    ap.add_argument("--clients", type=int, default=32, help="concurrent clients (one agent and connection each)")
-    ap.add_argument("--seconds", type=float, default=20.0, help="length of the load phase")
+    ap.add_argument(
+        "--workers",
+        type=lambda t: _counts(t, "--workers"),
+        default=[1, 2],
+        help="worker counts to measure side by side, e.g. 1,2,auto (auto: one per usable CPU)",
+    )
+    ap.add_argument(
+        "--clients",
+        type=lambda t: _counts(t, "--clients"),
+        default=[16, 64],
+        help="concurrent clients (one agent and connection each), e.g. 16,64",
+    )
+    ap.add_argument(
+        "--generators",
+        type=int,
+        default=0,
+        help="load-generator processes (default: one per 4 usable CPUs, at most one per client)",
+    )
+    ap.add_argument("--seconds", type=float, default=20.0, help="length of each load phase")
     ap.add_argument("--max-requests", type=int, default=1_000_000, help="per client; the load also stops at --seconds")
     ap.add_argument("--per-agent", type=int, default=50, help="items seeded in each agent's namespace")
     ap.add_argument("--room-items", type=int, default=500, help="items seeded in the shared room")
     ap.add_argument("--sequential", type=int, default=200, help="requests per operation, one at a time, first")
-    ap.add_argument("--abuse-rounds", type=int, default=200, help="rounds of refused requests after the load")
+    ap.add_argument("--abuse-rounds", type=int, default=50, help="rounds of refused requests after the load")
     ap.add_argument("--seed", type=int, default=20240607)
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
-    args = ap.parse_args(argv)
-    if args.clients < 1 or args.seconds <= 0 or args.seconds > 3600:
-        ap.error("--clients must be >= 1 and --seconds in (0, 3600]")
+    args = ap.parse_args(argv)  # fmt: skip
+    if args.seconds <= 0 or args.seconds > 3600 or args.generators < 0:
+        ap.error("--seconds must be in (0, 3600] and --generators >= 0")
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     results = []
     with tempfile.TemporaryDirectory(prefix="memlane-serve-bench-") as tmp:

@@ -113,7 +113,7 @@ class Served:
         return self.http.request(method, path, json=body, headers=headers)
 
     def client(self, token: str | None = None) -> memlane.Client:
-        c = memlane.Client(self.url, token or self.tokens["alice"])
+        c = memlane.Client(self.url, token or self.tokens["alice"], retries=0)  # each answer as it comes
         self._clients.append(c)
         return c
 

@@ -131,7 +131,7 @@ class Client:
             import httpx
         except ImportError as e:  # pragma: no cover - the client extra
             raise errors.BackendUnavailableError("memlane.Client needs httpx: pip install 'memlane[client]'") from e
-        urls = [url] if isinstance(url, str) else builtins.list(url)
+        urls = [url] if isinstance(url, str) else builtins.list(url) if isinstance(url, Sequence) else []
         if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
             raise errors.ValidationError(
                 "url", "must be a service URL such as http://127.0.0.1:8420, or a list of them"

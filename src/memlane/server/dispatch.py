@@ -19,12 +19,14 @@ event loop never waits on the store.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import anyio.to_thread
 import orjson
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
@@ -92,6 +94,8 @@ Parsed = tuple[BaseModel | None, errors.ValidationError | None, bool]
 # on the event loop when the store is free
 POINT_READS = frozenset({"get", "get_many", "fetch", "recall"})
 INLINE_BODY = 64 * 1024
+# worker threads per process: requests mostly wait (the store's lock, PostgreSQL), so as many as Starlette's
+THREADS = 40
 
 
 def _parse(model: type[BaseModel], raw: bytes) -> Parsed:
@@ -112,6 +116,13 @@ def _refusal(exc: PydanticError) -> tuple[errors.ValidationError, bool]:
         return errors.ValidationError("body", NOT_JSON if unparsable else "is not valid JSON"), True
     # the same words as FastAPI's refusals, whose locations start at the body
     return wire.refusal([{**p, "loc": ("body", *p.get("loc", ()))} for p in problems]), False
+
+
+@functools.cache
+def _threads() -> ThreadPoolExecutor:
+    """The process's threads for the table's operations (one pool, whatever the number of apps): a hop to one
+    costs a thread wake-up and the interpreter's lock, and none of anyio's bookkeeping."""
+    return ThreadPoolExecutor(THREADS, thread_name_prefix="memlane-request")
 
 
 async def _send(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
@@ -179,10 +190,13 @@ class Dispatch:
                     if free:
                         answer = self._answer(op, parsed, prepare, token)
             if answer is None:
-                answer = await anyio.to_thread.run_sync(self._answer, op, parsed, prepare, token)
+                answer = await self._in_thread(self._answer, op, parsed, prepare, token)
         else:
-            answer = await anyio.to_thread.run_sync(self._parse_and_answer, op, model, raw, prepare, token)
+            answer = await self._in_thread(self._parse_and_answer, op, model, raw, prepare, token)
         await _send(send, *answer)
+
+    async def _in_thread(self, fn: Callable[..., Answer], *args: Any) -> Answer:
+        return await asyncio.get_running_loop().run_in_executor(_threads(), fn, *args)
 
     def _parse_and_answer(
         self, op: Operation, model: type[BaseModel], raw: bytes, prepare: Prepare | None, token: str | None
