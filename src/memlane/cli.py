@@ -1953,7 +1953,7 @@ def serve(
     import uvicorn
 
     from .server import create_app
-    from .server.workers import cpu_count
+    from .server.workers import UVICORN, cpu_count
     from .server.workers import pool_size as worker_pool
     from .server.workers import run as run_workers
 
@@ -1980,7 +1980,7 @@ def serve(
             else:
                 # the app is built before "serving" is said, and the socket already listens: a request sent
                 # the moment the line appears is queued, not refused
-                server = uvicorn.Server(uvicorn.Config(create_app(mem), host=host, port=port, log_level="warning"))
+                server = uvicorn.Server(uvicorn.Config(create_app(mem), host=host, port=port, **UVICORN))
                 err.print(f"memlane serving {where}", highlight=False)
                 server.run(sockets=[listener])
                 started = server.started

@@ -34,7 +34,7 @@ from .. import errors, validate, wire
 from ..access import Access, Agent, AgentView
 from ..gate import DEFAULT_CAPACITY, DEFAULT_MAX_WAIT, DEFAULT_PER_AGENT, Gate
 from ..memory import Memory
-from .dispatch import Dispatch, compact, encode, error_answer
+from .dispatch import Dispatch, Prepare, compact, encode, error_answer
 from .routes import Body, register
 
 API_VERSION = "v1"
@@ -271,6 +271,28 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema()
 
 
+class Service:
+    """The service as one ASGI application: memlane's own layers in front of the FastAPI application.
+
+    Requests pass the body cap (:class:`BodyLimit`), the fair gate on expensive
+    work (:class:`WorkGate`) and :class:`~memlane.server.dispatch.Dispatch`,
+    which answers the table's operations itself; everything else (OpenAPI and
+    its docs page, administration, export, MCP, the inspector) goes on to the
+    FastAPI application, :attr:`api`, whose attributes (``state``,
+    ``openapi()``...) the service shows as its own.
+    """
+
+    def __init__(self, api: FastAPI, front: Any) -> None:
+        self.api = api
+        self._front = front
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self._front(scope, receive, send)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+
 def create_app(
     mem: Memory,
     *,
@@ -280,7 +302,7 @@ def create_app(
     max_work: int = DEFAULT_CAPACITY,
     max_wait: float = DEFAULT_MAX_WAIT,
     index: bool = True,
-) -> FastAPI:
+) -> Service:
     """Build the service over ``mem``.
 
     Args:
@@ -320,23 +342,6 @@ def create_app(
     operations: list[dict[str, Any]] = []
 
     # -- plumbing ---------------------------------------------------------
-
-    # in front of FastAPI's own middleware stack: the body cap, the fair gate, then the table's operations
-    # (dispatch.py), so the hot path pays for none of FastAPI's layers
-    fastapi_stack = app.build_middleware_stack
-    app.build_middleware_stack = lambda: BodyLimit(  # type: ignore[method-assign]
-        WorkGate(
-            Dispatch(
-                fastapi_stack(),
-                mem=mem,
-                access=access,
-                prefix=f"/{API_VERSION}",
-                prepare={} if keyed_recall else {"recall": _unkeyed},
-            ),
-            gate=gate,
-        ),
-        limit=max_body_bytes,
-    )
 
     @app.exception_handler(errors.MemlaneError)
     async def memlane_error(request: Request, exc: errors.MemlaneError) -> Response:
@@ -511,4 +516,7 @@ def create_app(
 
     mount_mcp(app, mem, access, max_body_bytes=max_body_bytes)
     mount_inspector(app)
-    return app
+    # the table's operations never pass FastAPI's layers (routing, dependencies, its middleware): dispatch.py
+    prepare: dict[str, Prepare] = {} if keyed_recall else {"recall": _unkeyed}
+    dispatch = Dispatch(app, mem=mem, access=access, prefix=f"/{API_VERSION}", prepare=prepare)
+    return Service(app, BodyLimit(WorkGate(dispatch, gate=gate), limit=max_body_bytes))

@@ -34,6 +34,9 @@ from ..memory import Memory
 # the supervisor's pool, 16 workers stay under the server's default max_connections (100)
 PG_CONNECTIONS = 64
 MAX_POOL = 10
+# uvicorn as the service runs it: no access log (a line per request costs more than a point read) and no
+# X-Forwarded-* rewriting (nothing in memlane reads the client's address)
+UVICORN: dict[str, Any] = {"log_level": "warning", "access_log": False, "proxy_headers": False}
 
 
 def cpu_count() -> int:
@@ -86,7 +89,7 @@ def run(
 
     embedder = mem.embedder.name if mem.embedder is not None else None
     app = functools.partial(worker_app, url, embedder, pool, options)
-    config = uvicorn.Config(app, factory=True, workers=workers, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, factory=True, workers=workers, lifespan="on", **UVICORN)
     mem.start_indexing()
     supervisor = Multiprocess(config, sockets=[listener])
     supervisor.run()
