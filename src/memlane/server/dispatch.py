@@ -47,9 +47,10 @@ Prepare = Callable[[dict[str, Any]], dict[str, Any]]
 
 def compact(obj: Any) -> Any:
     """Drop unset optional fields (``None``) from answer objects, recursively."""
-    if isinstance(obj, dict):
-        return {k: compact(v) for k, v in obj.items() if not (v is None and k in OPTIONAL)}
-    if isinstance(obj, list):
+    kind = type(obj)  # exact types: the answers are plain dicts and lists, and this runs on every value
+    if kind is dict:
+        return {k: compact(v) for k, v in obj.items() if v is not None or k not in OPTIONAL}
+    if kind is list:
         return [compact(v) for v in obj]
     return obj
 
