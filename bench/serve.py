@@ -231,6 +231,17 @@ class Server:
                 pass
         return total
 
+    def cpu_by_process(self) -> dict[int, float]:
+        """User + system CPU seconds of each server process (supervisor first)."""
+        out: dict[int, float] = {}
+        for p in self._processes():
+            try:
+                t = p.cpu_times()
+                out[p.pid] = t.user + t.system
+            except Exception:  # gone meanwhile
+                pass
+        return out
+
     def rss(self) -> int:
         """Resident set size of all server processes together, in bytes."""
         total = 0
@@ -537,12 +548,15 @@ def load_phase(
 ) -> tuple[dict[str, Any], list[Tally]]:
     generators = args.generators or max(1, min(clients, cpu_count() // 4))
     cpu_start = server.cpu_seconds()
+    per_process_start = server.cpu_by_process()
     sampler = RssSampler(server)
     sampler.start()
     tallies, wall, generator_cpu = run_load(
         server.base, seeded, clients, generators, args.seconds, args.max_requests, args.seed, tag
     )
     server_cpu = server.cpu_seconds() - cpu_start
+    # how busy each process was: the supervisor (first), then each worker
+    per_process = [round(cpu - per_process_start.get(pid, 0.0), 2) for pid, cpu in server.cpu_by_process().items()]
     peak = sampler.stop()
     ops = summarize_ops(tallies, wall)
     total = sum(o["requests"] for o in ops.values())
@@ -561,6 +575,7 @@ def load_phase(
         "errors": errors,
         "error_count": sum(errors.values()),
         "server_cpu_seconds": round(server_cpu, 2),
+        "server_cpu_seconds_by_process": per_process,
         "server_cpu_ms_per_request": server_cpu * 1000 / total if total else None,
         "generator_cpu_seconds": round(generator_cpu, 2),
         "server_rss_peak_bytes": peak,
@@ -653,11 +668,11 @@ def report(result: dict[str, Any]) -> str:
                 run["workers"], load["clients"], load["generators"], fmt_num(load["rps"]),
                 *(f"{fmt_num(ops[op]['p50_ms'], 1)} / {fmt_num(ops[op]['p99_ms'], 1)}" for op in MIX),
                 load["refused"], load["error_count"], fmt_num(load["server_cpu_ms_per_request"], 3),
-                load["generator_cpu_seconds"],
+                " ".join(str(c) for c in load["server_cpu_seconds_by_process"]), load["generator_cpu_seconds"],
             ])  # fmt: skip
     lines.append(format_table(
         ["workers", "clients", "gens", "req/s", *(f"{op} p50/p99 ms" for op in MIX), "429", "errors",
-         "server CPU ms/req", "gen CPU s"],
+         "server CPU ms/req", "CPU s by process", "gen CPU s"],
         rows,
         title=f"{backend}: load, {MIX}, embedder fake",
     ))  # fmt: skip
@@ -719,7 +734,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-requests", type=int, default=1_000_000, help="per client; the load also stops at --seconds")
     ap.add_argument("--per-agent", type=int, default=50, help="items seeded in each agent's namespace")
     ap.add_argument("--room-items", type=int, default=500, help="items seeded in the shared room")
-    ap.add_argument("--sequential", type=int, default=200, help="requests per operation, one at a time, first")
+    ap.add_argument(
+        "--sequential",
+        type=int,
+        default=1000,
+        help="requests per operation, one at a time, first (CPU time ticks are 10 ms: 1000 or more)",
+    )
     ap.add_argument("--abuse-rounds", type=int, default=50, help="rounds of refused requests after the load")
     ap.add_argument("--seed", type=int, default=20240607)
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")

@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -1595,10 +1597,37 @@ def test_reads_over_several_prefixes_are_one_read_of_the_scope(world: Access, me
 BOB_OR_HIDDEN = {"agent/bob", "room/ops", "project/x"}
 
 
+def test_an_agent_loaded_just_before_a_change_is_never_served_after_it(acc: Access, mem: Any) -> None:
+    """A request loads alice while another process changes her rooms and another request moves the cache on.
+
+    The agent it loaded is the one from before the change; it must not be served to the next request.
+    """
+    _, alice = acc.create_agent("alice")
+    _, bob = acc.create_agent("bob")
+    acc.create_room("eng")
+    acc.add_member("eng", "alice")
+    other = Access(mem)  # another process sharing the database
+    session = acc._session
+    interleaved: list[bool] = []
+
+    @contextmanager
+    def read_then_interleave(*, write: bool = False) -> Iterator[Any]:
+        with session(write=write) as s:
+            yield s  # alice is read here, before the change: still in eng
+        if not interleaved:  # after the read, before the request caches what it read
+            interleaved.append(True)
+            other.remove_member("eng", "alice")  # the change commits
+            assert acc.authenticate(bob) == Agent("bob")  # another request sees the new head first
+
+    acc._session = read_then_interleave  # type: ignore[method-assign]
+    assert acc.authenticate(alice) == Agent("alice", rooms=("eng",))  # what that request resolved
+    assert acc.authenticate(alice) == Agent("alice")  # the next request: without the room
+
+
 def test_the_token_cache_starts_over_rather_than_grow_past_ten_thousand(acc: Access) -> None:
     alice, token = acc.create_agent("alice")
     assert acc.authenticate("ml_unknown") is None  # reads the log's head once
-    acc._by_token.update({f"digest{i}": None for i in range(9_999)})  # as if 10,000 callers had come
+    acc._by_token.update({f"digest{i}": (acc._version, None) for i in range(9_999)})  # as if 10,000 callers had come
     assert acc.authenticate(token) == alice
     assert len(acc._by_token) == 1  # started over, then cached the one just resolved
     assert acc.authenticate(token) == alice and acc.authenticate("ml_unknown") is None

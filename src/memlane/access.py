@@ -182,7 +182,7 @@ class Access:
         self.actor = actor
         self.gate = gate
         self._version = -1
-        self._by_token: dict[str, Agent | None] = {}
+        self._by_token: dict[str, tuple[int, Agent | None]] = {}  # token hash -> (log head, agent)
 
     # -- plumbing ---------------------------------------------------------
 
@@ -309,16 +309,20 @@ class Access:
         if not token or len(token) > 200:
             return None
         digest = _hash(token)
+        version = self.mem.store.access_head()
+        if version != self._version:
+            self._by_token, self._version = {}, version
+        cached = self._by_token.get(digest)
+        # an entry serves only the head it was loaded under: one loaded just before a change, and stored
+        # after another thread moved the cache on, is never served after that change
+        if cached is not None and cached[0] == version:
+            return cached[1]
         with self._session() as s:
-            version = s.rows("SELECT coalesce(max(seq), 0) FROM access_log")[0][0]
-            if version != self._version:
-                self._by_token, self._version = {}, version
-            if digest in self._by_token:
-                return self._by_token[digest]
-            found = self._load(s, "token_hash", digest)
-        if len(self._by_token) >= 10_000:  # many callers: start over rather than grow without bound
-            self._by_token.clear()
-        self._by_token[digest] = found
+            found = self._load(s, "token_hash", digest)  # read after the head: as new as it, or newer
+        cache = self._by_token
+        if len(cache) >= 10_000:  # many callers: start over rather than grow without bound
+            cache.clear()
+        cache[digest] = (version, found)
         return found
 
     def history(

@@ -33,6 +33,8 @@ from ..where import Condition
 from . import retention_tables
 from ._common import EVERYTHING, SqlSession
 
+ACCESS_HEAD = "SELECT coalesce(max(seq), 0) FROM access_log"
+
 Within = Sequence[Namespace]
 """Namespace prefixes a read may see; ``()`` among them means everything, ``[]`` nothing."""
 Nomination = tuple[str, float, int]
@@ -75,6 +77,15 @@ class Store(ABC):
         a worker thread otherwise. A store that reads over a network yields ``False``.
         """
         return nullcontext(False)
+
+    def access_head(self) -> int:
+        """The sequence number of the access log's last change (0: none), in one short read.
+
+        The service reads it on every request, to know whether any agent, room
+        or grant changed since it resolved its cached agents.
+        """
+        with self.session() as s:
+            return int(s.rows(ACCESS_HEAD)[0][0])
 
     @abstractmethod
     def migrate(self) -> builtins.list[str]:

@@ -40,7 +40,7 @@ from ..model import Item, Namespace, Stats, Version
 from ..query import space as query_space
 from . import _common as c
 from . import access_tables, retention_tables
-from .base import Nomination, PutRow, Store, Within
+from .base import ACCESS_HEAD, Nomination, PutRow, Store, Within
 
 if TYPE_CHECKING:
     from ..search.vectors import VectorCache
@@ -505,6 +505,12 @@ class SqliteStore(Store):
     def connection(self) -> sqlite3.Connection:
         """The underlying connection, for benchmarks and diagnostics only."""
         return self._conn
+
+    def access_head(self) -> int:
+        """The access log's head: one indexed read, outside any transaction."""
+        with self._lock:
+            self._check_open()
+            return int(self._conn.execute(ACCESS_HEAD).fetchone()[0])
 
     @contextmanager
     def at_hand(self) -> Iterator[bool]:
