@@ -1975,13 +1975,13 @@ def serve(
                     err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
             where = f"{mem.store.location} at http://{host}:{port}"
             if count > 1:
-                err.print(f"memlane serving {where} with {count} workers", highlight=False)
+                err.print(f"memlane serving {where} (workers: {count})", highlight=False)
                 started = run_workers(mem, url, listener, workers=count, pool=pool, options={})
             else:
                 # the app is built before "serving" is said, and the socket already listens: a request sent
                 # the moment the line appears is queued, not refused
                 server = uvicorn.Server(uvicorn.Config(create_app(mem), host=host, port=port, **UVICORN))
-                err.print(f"memlane serving {where}", highlight=False)
+                err.print(f"memlane serving {where} (workers: 1)", highlight=False)
                 server.run(sockets=[listener])
                 started = server.started
     finally:
