@@ -41,8 +41,8 @@ def over_share(gate: Gate, share: str) -> Iterator[None]:
     with ExitStack() as held:
         for _ in range(gate.per_agent):
             held.enter_context(gate.enter(share))
-        for _ in range(gate.capacity - gate.per_agent):
-            held.enter_context(gate.enter("someone-else"))
+        for n in range(gate.capacity - gate.per_agent):
+            held.enter_context(gate.enter(f"someone-else-{n}"))
         threads = held.enter_context(waiting(gate, "another-agent"))
         yield
     for t in threads:

@@ -1527,8 +1527,6 @@ def test_a_view_with_a_gate_refuses_expensive_reads_only(world: Access, mem: Any
     gated = Access(mem, gate=gate)
     alice, bob = gated.view(gated.agent("alice")), gated.view(gated.agent("bob"))
     assert alice.search(WORD).hits and alice.query("SELECT 1").rows == [[1]]  # a free gate lets them through
-    with gate.enter("alice"):
-        assert alice.search(WORD).hits  # alone on the gate: over its share, but nobody waits for the place
     with over_share(gate, "alice"):
         expensive = [
             lambda: alice.search(WORD),

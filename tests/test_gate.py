@@ -22,18 +22,23 @@ AGENTS = ("a", "b", "c", "d")
 class GateRule(RuleBasedStateMachine):
     """Arrivals, finishes and time-outs in any order, checked against what the gate promises.
 
-    * never more than ``capacity`` places held, and no place idle while a request waits;
-    * a request is refused only when its agent holds or awaits its fair share while another agent waits,
-      or has ``max_waiting`` waiting;
-    * an agent's first waiting request is passed by every other agent at most once (round robin).
+    * never more than ``capacity`` places held, nor more than ``per_agent`` by one agent, and no place idle
+      while a request that could take it waits;
+    * a request starts at once exactly when both limits leave room; it is refused only when its agent holds
+      or awaits its fair share while another agent waits, or has ``max_waiting`` waiting;
+    * once an agent's first waiting request could start, every other agent is served at most once before it
+      (round robin).
     """
 
-    @initialize(per_agent=st.integers(1, 3), extra=st.integers(0, 3), max_waiting=st.integers(1, 4))
-    def start(self, per_agent: int, extra: int, max_waiting: int) -> None:
-        self.gate = Gate(per_agent, per_agent + extra, max_waiting=max_waiting)
+    @initialize(per_agent=st.integers(1, 3), capacity=st.integers(1, 6), max_waiting=st.integers(1, 4))
+    def start(self, per_agent: int, capacity: int, max_waiting: int) -> None:
+        self.gate = Gate(per_agent, capacity, max_waiting=max_waiting)
         self.held: Counter[str] = Counter()
         self.queued: dict[str, list] = {a: [] for a in AGENTS}
-        self.passed: dict[object, Counter[str]] = {}  # a first waiter -> grants to others since it arrived
+        self.passed: dict[object, Counter[str]] = {}  # a first waiter that could start -> grants to others since
+
+    def _eligible(self, agent: str) -> bool:
+        return self.held[agent] < self.gate.per_agent
 
     def _granted(self) -> None:
         for agent, queue in self.queued.items():
@@ -48,23 +53,29 @@ class GateRule(RuleBasedStateMachine):
             if first.caller != agent:  # type: ignore[attr-defined]
                 grants[agent] += 1
 
+    def _track(self) -> None:
+        for agent, queue in self.queued.items():
+            if queue and self._eligible(agent) and queue[0] not in self.passed:
+                self.passed[queue[0]] = Counter()
+
     @rule(agent=st.sampled_from(AGENTS))
     def arrive(self, agent: str) -> None:
         mine = self.held[agent] + len(self.queued[agent])
         others_wait = any(q for a, q in self.queued.items() if a != agent)
+        room = sum(self.held.values()) < self.gate.capacity and self._eligible(agent)
         try:
             waiter = self.gate._arrive(agent, None)
         except BusyError as e:
-            assert e.retry_after >= 1
+            assert e.retry_after >= 1 and not room
             assert (others_wait and mine >= self.gate.per_agent) or len(self.queued[agent]) >= self.gate.max_waiting
             return
+        assert (waiter is None) == room
         if waiter is None:
             self.held[agent] += 1
             self._count_grant(agent, None)
         else:
-            if not self.queued[agent]:
-                self.passed[waiter] = Counter()
             self.queued[agent].append(waiter)
+        self._track()
 
     @precondition(lambda self: sum(self.held.values()) > 0)
     @rule(data=st.data())
@@ -73,6 +84,7 @@ class GateRule(RuleBasedStateMachine):
         self.held[agent] -= 1
         self.gate.release(agent)
         self._granted()
+        self._track()
 
     @precondition(lambda self: any(self.queued.values()))
     @rule(data=st.data())
@@ -83,16 +95,16 @@ class GateRule(RuleBasedStateMachine):
             self.gate._give_up(waiter)
         self.queued[agent].remove(waiter)
         self.passed.pop(waiter, None)
-        if self.queued[agent] and not any(w in self.passed for w in self.queued[agent]):
-            self.passed[self.queued[agent][0]] = Counter()  # its next request is now its first waiting one
+        self._track()
 
     @invariant()
-    def places_are_bounded_and_never_idle_while_requests_wait(self) -> None:
+    def places_are_bounded_and_never_idle_while_a_request_that_could_take_one_waits(self) -> None:
         held = sum(self.held.values())
-        waiting_now = sum(len(q) for q in self.queued.values())
         assert self.gate.running() == held <= self.gate.capacity
-        assert self.gate.waiting() == waiting_now
-        assert waiting_now == 0 or held == self.gate.capacity
+        assert all(n <= self.gate.per_agent for n in self.held.values())
+        assert self.gate.waiting() == sum(len(q) for q in self.queued.values())
+        if held < self.gate.capacity:
+            assert not any(q and self._eligible(a) for a, q in self.queued.items())
 
     @invariant()
     def round_robin(self) -> None:
@@ -110,10 +122,28 @@ def test_bad_settings_are_refused() -> None:
             Gate(**bad)  # type: ignore[arg-type]
 
 
-def test_an_agent_alone_may_use_every_place() -> None:
-    gate = Gate(per_agent=1, capacity=3)
-    with gate.enter("a"), gate.enter("a"), gate.enter("a"):
-        assert gate.running("a") == 3
+def test_an_agent_alone_waits_past_its_share_but_is_not_refused() -> None:
+    gate = Gate(per_agent=2, capacity=3, max_wait=10)
+    done, leave = threading.Event(), threading.Event()
+
+    def third_request() -> None:
+        with gate.enter("a"):
+            done.set()
+            leave.wait(5)
+
+    with gate.enter("a"), gate.enter("a"):
+        third = threading.Thread(target=third_request)
+        third.start()
+        deadline = time.monotonic() + 5
+        while gate.waiting() < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert gate.running("a") == 2 and not done.is_set()  # a place is free, but not for a third of a's
+        with gate.enter("b"):  # another agent's request starts at once
+            assert gate.running() == 3
+    assert done.wait(5) and gate.running("a") == 1  # its turn came when one of a's finished
+    leave.set()
+    third.join(timeout=5)
 
 
 def test_threads_wait_their_turn_and_a_request_over_the_share_is_refused_while_others_wait() -> None:

@@ -1,12 +1,13 @@
 """Fair sharing of expensive work (ranked reads, the query space) between the agents of one service process.
 
-A :class:`Gate` runs at most ``capacity`` expensive requests at once. Below
-that, a request starts at once, whoever sends it: an agent alone on the service
-may use all of it. Above it, requests wait, one queue per agent, and a freed
-place goes to the agents in turn (round robin), so one agent's hundred waiting
-searches delay another agent's one search by at most one turn. A request is
-refused (:class:`~memlane.errors.BusyError`, HTTP 429 with ``Retry-After``)
-only when
+A :class:`Gate` runs at most ``capacity`` expensive requests at once, and at
+most ``per_agent`` of one agent's: a statement of the query space can hold a
+core for seconds, and one agent's many must not take every place another
+agent's one search needs. A request within both starts at once. Beyond them it
+waits, one queue per agent, holding no thread, and a freed place goes to the
+agents in turn (round robin), so one agent's hundred waiting searches delay
+another agent's one search by at most one turn. A request is refused
+(:class:`~memlane.errors.BusyError`, HTTP 429 with ``Retry-After``) only when
 
 * its agent already has ``per_agent`` requests running or waiting while other
   agents wait: it is over its fair share, and waiting would only lengthen
@@ -124,8 +125,11 @@ class Gate:
             self._total -= 1
             if held_s is not None:
                 self._held_s += (held_s - self._held_s) / 8
-            while self._total < self.capacity and self._turns:
-                woken.append(self._grant_next())
+            while self._total < self.capacity:
+                waiter = self._grant_next()
+                if waiter is None:
+                    break
+                woken.append(waiter)
         for waiter in woken:
             waiter.wake()
 
@@ -158,7 +162,9 @@ class Gate:
     def _arrive(self, caller: str, loop: asyncio.AbstractEventLoop | None) -> _Waiter | None:
         """Take a place now (``None``), or queue a waiter; :class:`BusyError` when over the share."""
         with self._lock:
-            if self._total < self.capacity and not self._waiting:
+            # a waiter that could start has always started (every release hands places on), so nobody whom this
+            # request would overtake is waiting when both limits leave room
+            if self._total < self.capacity and self._running.get(caller, 0) < self.per_agent:
                 self._take(caller)
                 return None
             mine = self._queues.get(caller)
@@ -189,19 +195,24 @@ class Gate:
         self._running[caller] = self._running.get(caller, 0) + 1
         self._total += 1
 
-    def _grant_next(self) -> _Waiter:
-        """Give a place to the first waiter of the agent whose turn it is; that agent goes to the back."""
-        caller = self._turns.popleft()
-        queue = self._queues[caller]
-        waiter = queue.popleft()
-        if queue:
-            self._turns.append(caller)
-        else:
-            del self._queues[caller]
-        self._waiting -= 1
-        self._take(caller)
-        waiter.granted = True
-        return waiter
+    def _grant_next(self) -> _Waiter | None:
+        """Give a place to the first waiter of the next agent in turn below its share; it goes to the back."""
+        for _ in range(len(self._turns)):
+            caller = self._turns.popleft()
+            if self._running.get(caller, 0) >= self.per_agent:
+                self._turns.append(caller)  # at its share: its turn passes to the next agent
+                continue
+            queue = self._queues[caller]
+            waiter = queue.popleft()
+            if queue:
+                self._turns.append(caller)
+            else:
+                del self._queues[caller]
+            self._waiting -= 1
+            self._take(caller)
+            waiter.granted = True
+            return waiter
+        return None
 
     def _give_up(self, waiter: _Waiter, *, refuse: bool = True) -> bool:
         """Take a waiter out of its queue after a time-out (refused) or cancellation; ``True`` if it had a place."""
