@@ -59,7 +59,13 @@ _PATHS = {op.name: op.route for op in OPERATIONS}
 
 def _encode(body: dict[str, Any]) -> bytes:
     """A request body as UTF-8 JSON (as httpx would write it); text no UTF-8 can carry is refused by field."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # NaN or Infinity somewhere in the body
+        field = next((name for name, value in body.items() if _non_finite(value)), "body")
+        raise errors.ValidationError(
+            field, "holds NaN or Infinity, which JSON cannot carry; nothing was sent"
+        ) from None
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -67,6 +73,16 @@ def _encode(body: dict[str, Any]) -> bytes:
         raise errors.ValidationError(
             field, "contains a lone UTF-16 surrogate, which is not valid Unicode text; nothing was sent"
         ) from None
+
+
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, builtins.list):
+        return any(_non_finite(v) for v in value)
+    return False
 
 
 def _unencodable(value: Any) -> bool:
