@@ -137,6 +137,8 @@ def test_a_missing_extra_is_one_line_naming_the_pip_install(
     assert f"the module '{missing}' is not installed" in line
     assert line.rstrip().endswith(f"pip install 'memlane[{extra}]'")
     assert "serving" not in done.stderr
+    if command[0] == "set":  # the embedder is refused when chosen, before anything is written
+        assert not db.exists()
 
 
 def test_every_module_the_cli_maps_names_a_real_extra() -> None:
