@@ -1020,7 +1020,15 @@ def _footer(envelope: memlane.Envelope) -> str:
     return " · ".join(parts)
 
 
-def _show_envelope(envelope: memlane.Envelope) -> None:
+def _missing_vectors(mem: memlane.Memory, envelope: memlane.Envelope) -> int:
+    """Items the vector channel could not see (written before the store had an embedder, or not yet indexed),
+    counted only when it may explain a short answer."""
+    if "vector" not in envelope.counts or len(envelope.hits) >= envelope.params.get("limit", 0):
+        return 0
+    return max(envelope.pending_vectors or 0, mem.stats().vectors_missing)
+
+
+def _show_envelope(envelope: memlane.Envelope, missing_vectors: int = 0) -> None:
     """The rendering `search` and `recall` share: hits, then a footer line and notes."""
     console = _console()
     keyed = envelope.params.get("mode") == "keyed"
@@ -1055,12 +1063,12 @@ def _show_envelope(envelope: memlane.Envelope) -> None:
     console.print(Text(_footer(envelope)))
     for note_text in envelope.notes:
         console.print(Text(f"Note: {_cli_words(note_text)}"))
-    pending = getattr(envelope, "pending_vectors", None)
-    if pending:
+    if missing_vectors:
         console.print(
             Text(
-                f"Note: {pending:,} item{'s' * (pending != 1)} in scope {'have' if pending != 1 else 'has'} no "
-                "vector yet, so the vector channel could not find them; `memlane index` embeds them"
+                f"Note: {missing_vectors:,} item{'s' * (missing_vectors != 1)} "
+                f"{'have' if missing_vectors != 1 else 'has'} no vector yet, so the vector channel could not find "
+                "them; `memlane index` embeds them"
             )
         )
     if envelope.truncated:
@@ -1132,10 +1140,11 @@ def search(
         options["rrf_k"] = rrf_k
     with _open(db, embedder) as mem:
         envelope = mem.search(query, namespace_prefix=prefix, limit=limit, floor=floor, **options)
+        missing = 0 if as_json else _missing_vectors(mem, envelope)
     if as_json:
         _print_json(envelope.to_dict())
     else:
-        _show_envelope(envelope)
+        _show_envelope(envelope, missing)
 
 
 CHOOSER_MODES = ("single", "tiered")
@@ -1192,10 +1201,11 @@ def recall(
         envelope = mem.recall(
             query, key=key, namespace_prefix=prefix, limit=limit, mode=mode, chooser=chooser, floor=floor
         )
+        missing = 0 if as_json else _missing_vectors(mem, envelope)
     if as_json:
         _print_json(envelope.to_dict())
     else:
-        _show_envelope(envelope)
+        _show_envelope(envelope, missing)
 
 
 def _progress_visible() -> bool:
