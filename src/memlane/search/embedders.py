@@ -551,7 +551,7 @@ def unavailable(embedder: Embedder) -> str | None:
     for module in modules:
         if importlib.util.find_spec(module) is None:
             return f"the module {module!r} is not installed"
-    if onnx and embedder._model_path is None and minilm_onnx._package_file(minilm_onnx.MODEL) is None:
+    if onnx and getattr(embedder, "_model_path", None) is None and minilm_onnx._package_file(minilm_onnx.MODEL) is None:
         return f"the package {minilm_onnx.MODEL.distribution!r}, which ships the model, is not installed"
     return None
 
