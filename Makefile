@@ -10,7 +10,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8420
 DB ?= memlane.db
 
-.PHONY: setup browser run test lint format bench clean mutate coverage shuffle fuzz
+.PHONY: setup browser run test lint format bench clean mutate coverage shuffle fuzz install-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ lint: setup
 
 test: setup browser lint
 	$(PY) -m pytest
+
+# each extra really installed from the package index into a fresh venv, then its docs' examples run there
+# (`make test` builds those venvs from .venv's packages instead: no network, seconds); several minutes
+install-check: setup
+	MEMLANE_FRESH_VENVS=pip $(PY) -m pytest -q tests/test_docs.py -k "fresh or each_extra"
 
 # mutation testing, one module or all (not part of `make test`): make mutate [MODULE=validate]
 mutate: setup

@@ -311,7 +311,7 @@ def test_a_read_of_a_missing_database_says_so_and_creates_nothing(tmp_path: Path
     typo = tmp_path / "memry.db"
     line = one_line_error(run(*command.split(), *args, "--db", str(typo)), 1)
     assert line.startswith(f"Error: no database at {str(typo)!r}: the file does not exist")
-    assert f"memlane set NAMESPACE KEY VALUE --db {typo}" in line
+    assert f"memlane put NAMESPACE KEY VALUE --db {typo}" in line
     assert list(tmp_path.iterdir()) == []
 
 

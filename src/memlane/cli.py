@@ -402,7 +402,7 @@ def _open_db(db: str | None, *, reads: bool | None = None, **options: Any) -> me
                 _fail(
                     f"no database at {path!r}: the file does not exist (check --db and $MEMLANE_DB); this "
                     "command only reads, so nothing was created. A write creates the file, e.g. "
-                    f"memlane set NAMESPACE KEY VALUE --db {shlex.quote(path)}"
+                    f"memlane put NAMESPACE KEY VALUE --db {shlex.quote(path)}"
                 )
         elif read_only_reason(path) is not None:
             options["read_only"] = True  # reads work; a write says the file is read-only
