@@ -759,7 +759,7 @@ def test_every_command_has_help_with_an_example() -> None:
     runner = CliRunner()
     names = [str(c.name) for c in cli.app.registered_commands]
     assert set(names) == {
-        "set", "note", "get", "fetch", "list", "delete", "clear", "cleanup", "stats",
+        "put", "set", "note", "get", "fetch", "list", "delete", "clear", "cleanup", "stats",
         "namespaces", "summarize", "history", "search", "recall", "reindex", "index", "export", "import", "migrate",
         "ingest", "serve", "grant", "revoke",
         "mcp", "context", "lookup",
