@@ -203,7 +203,7 @@ def test_a_namespace_written_the_way_other_tools_do_gets_a_hint(tmp_path: Path) 
     assert missing.returncode == 1 and "did you mean user/42?" in missing.stderr
     slash = run_cli(tmp_path, "put", "/user/42", "theme", "dark")
     assert slash.returncode == 2
-    assert "a namespace has no leading or trailing '/', e.g. 'user/42'" in slash.stderr
+    assert "a namespace has no leading or trailing '/'; write 'user/42', not '/user/42'" in slash.stderr
     assert run_cli(tmp_path, "put", "user/42", "theme", "dark").stderr == ""  # no hint for the usual form
     assert cli.namespace_hint("room/eng") is None and cli.namespace_hint("notes") is None
 
@@ -211,7 +211,7 @@ def test_a_namespace_written_the_way_other_tools_do_gets_a_hint(tmp_path: Path) 
 def test_a_leading_slash_is_refused_with_the_hint_everywhere(tmp_path: Path) -> None:
     with memlane.open(tmp_path / "m.db", embedder=None) as mem:
         for bad in ("/user/42", "user/42/"):
-            with pytest.raises(ValidationError, match="e.g. 'user/42'"):
+            with pytest.raises(ValidationError, match="write 'user/42', not"):
                 mem.put(bad, "k", 1)
         with pytest.raises(ValidationError, match="no leading or trailing '/'"):
             mem.list("/user")

@@ -95,7 +95,8 @@ def _cached_namespace(raw: str | tuple[Any, ...], field: str, allow_empty: bool)
         if raw.strip("/") and raw.strip("/") != raw and "//" not in raw:  # a path's habit: "/user/42", "user/42/"
             raise ValidationError(
                 field,
-                f"{raw!r} has an empty segment: a namespace has no leading or trailing '/', e.g. {raw.strip('/')!r}",
+                f"has an empty segment: a namespace has no leading or trailing '/'; write {raw.strip('/')!r}, "
+                f"not {raw!r}",
             )
         parts: tuple[Any, ...] = tuple(raw.split("/")) if raw else ()
     else:
