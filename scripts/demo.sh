@@ -36,7 +36,7 @@ step "Write typed values at addresses" \
 memlane put demo/user/42 preferences.ui.font-size 14 >/dev/null
 memlane put demo/user/42 preferences.editor '{"name": "helix", "tabs": 4}' >/dev/null
 memlane put demo/user/42 version 3.12 --string >/dev/null
-memlane put demo/room/eng session-digest "Billing ships Friday." >/dev/null
+memlane put demo/room/eng session-digest "Ships Friday." >/dev/null
 memlane put demo/room/eng chat.1 "the digest bot posted the session digest again" >/dev/null
 memlane put demo/room/eng chat.2 "session notes: digest the session digest" >/dev/null
 step "Exact lookup: the agent knows the address" \
