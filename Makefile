@@ -3,8 +3,14 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# `make run` installs only what running needs (the CLI, the default embedder, the service) in its own venv
+RUN_VENV ?= .venv-run
+RUN_STAMP := $(RUN_VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8420
+DB ?= memlane.db
 
-.PHONY: setup browser run test lint format bench clean mutate coverage shuffle fuzz
+.PHONY: setup browser run test lint format bench clean mutate coverage shuffle fuzz install-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,9 +25,16 @@ browser:
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
-run: setup
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/demo.sh
-	$(VENV)/bin/memlane serve --db memlane.db --host 127.0.0.1 --port 8420
+$(RUN_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(RUN_VENV)
+	$(RUN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(RUN_VENV)/bin/python -m pip install --quiet -e '.[vectors,server]'
+	touch $(RUN_STAMP)
+
+# a guided CLI demo on $(DB), then the service on http://$(HOST):$(PORT) (make run PORT=9000)
+run: $(RUN_STAMP)
+	PATH="$(CURDIR)/$(RUN_VENV)/bin:$$PATH" MEMLANE_DB="$(DB)" bash scripts/demo.sh
+	$(RUN_VENV)/bin/memlane serve --db "$(DB)" --host $(HOST) --port $(PORT)
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench scripts
@@ -30,6 +43,11 @@ lint: setup
 
 test: setup browser lint
 	$(PY) -m pytest
+
+# each extra really installed from the package index into a fresh venv, then its docs' examples run there
+# (`make test` builds those venvs from .venv's packages instead: no network, seconds); several minutes
+install-check: setup
+	MEMLANE_FRESH_VENVS=pip $(PY) -m pytest -q tests/test_docs.py -k "fresh or each_extra"
 
 # mutation testing, one module or all (not part of `make test`): make mutate [MODULE=validate]
 mutate: setup
@@ -59,4 +77,4 @@ bench: setup
 	$(PY) bench/kv.py --n 100000
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(RUN_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

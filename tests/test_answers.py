@@ -926,7 +926,7 @@ async def http_session(svc: Served) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {svc.tokens['alice']}"}
     async with (
         httpx2.AsyncClient(headers=headers) as http,
-        streamable_http_client(svc.url + "/mcp", http_client=http) as (read, write),
+        streamable_http_client(svc.url + "/mcp?tools=all", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -974,7 +974,9 @@ def test_stdio_tool_errors_name_conflict_not_found_and_refused_queries(tmp_path:
     entity = mem.add_entity("user/1", "Kim").id
     mem.close()
     params = StdioServerParameters(
-        command=str(MEMLANE), args=["mcp", "--db", str(tmp_path / "memory.db"), "--embedder", "fake"], cwd=str(tmp_path)
+        command=str(MEMLANE),
+        args=["mcp", "--db", str(tmp_path / "memory.db"), "--embedder", "fake", "--tools", "all"],
+        cwd=str(tmp_path),
     )
 
     async def main() -> None:

@@ -20,6 +20,7 @@ from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from memlane import cli
+from memlane.memory import no_embedder_note
 from memlane.search.embedders import default_available
 
 # The console script installed beside the interpreter running the tests.
@@ -461,10 +462,11 @@ def test_embedder_none_is_lexical_only(db: Path) -> None:
     assert "none (lexical only)" in ok(db, "stats", "--embedder", "none").stdout
     envelope = as_json(db, "search", "dark", "--embedder", "none")
     assert envelope["counts"] == {"lexical": 1}
-    assert envelope["notes"] == ["vector channel skipped: no embedder and no embedding given"]
+    assert envelope["notes"] == [no_embedder_note()]
+    assert "embedder=None" in envelope["notes"][0]  # the default is installed here: the choice left it out
     out = ok(db, "search", "dark", "--channels", "vector", "--embedder", "none").stdout
     assert out.startswith("No results.")
-    assert "Note: vector channel skipped: no embedder and no embedding given" in out
+    assert "Note: vector channel skipped: this memory was opened without an embedder (--embedder none or" in out
     # The store recorded no embedder, so the default ($MEMLANE_EMBEDDER=fake here) still opens it.
     after = as_json(db, "stats")
     assert (after["embedder"], after["vectors"], after["vectors_missing"]) == ("fake", 0, 1)
@@ -757,7 +759,7 @@ def test_every_command_has_help_with_an_example() -> None:
     runner = CliRunner()
     names = [str(c.name) for c in cli.app.registered_commands]
     assert set(names) == {
-        "set", "note", "get", "fetch", "list", "delete", "clear", "cleanup", "stats",
+        "put", "set", "note", "get", "fetch", "list", "delete", "clear", "cleanup", "stats",
         "namespaces", "summarize", "history", "search", "recall", "reindex", "index", "export", "import", "migrate",
         "ingest", "serve", "grant", "revoke",
         "mcp", "context", "lookup",

@@ -137,6 +137,8 @@ def test_a_missing_extra_is_one_line_naming_the_pip_install(
     assert f"the module '{missing}' is not installed" in line
     assert line.rstrip().endswith(f"pip install 'memlane[{extra}]'")
     assert "serving" not in done.stderr
+    if command[0] == "set":  # the embedder is refused when chosen, before anything is written
+        assert not db.exists()
 
 
 def test_every_module_the_cli_maps_names_a_real_extra() -> None:
@@ -309,7 +311,7 @@ def test_a_read_of_a_missing_database_says_so_and_creates_nothing(tmp_path: Path
     typo = tmp_path / "memry.db"
     line = one_line_error(run(*command.split(), *args, "--db", str(typo)), 1)
     assert line.startswith(f"Error: no database at {str(typo)!r}: the file does not exist")
-    assert f"memlane set NAMESPACE KEY VALUE --db {typo}" in line
+    assert f"memlane put NAMESPACE KEY VALUE --db {typo}" in line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -491,7 +493,9 @@ def test_the_demo_echoes_commands_that_paste_back_and_keeps_keys_whole(tmp_path:
     )
     assert done.returncode == 0, done.stderr
     ran = [json.loads(line) for line in log.read_text().splitlines()]
-    shown = [shlex.split(line[2:]) for line in done.stdout.splitlines() if line.startswith("$ ")]
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80  # an 80-column log
+    lines = done.stdout.replace(" \\\n  ", " ").splitlines()  # a long command is folded with a backslash
+    shown = [shlex.split(line[2:]) for line in lines if line.startswith("$ ")]
     assert len(shown) > 10
     assert any(len(argv) > 3 and " " in argv[2] for argv in shown)  # a quoted argument survived
     for argv in shown:
@@ -500,7 +504,7 @@ def test_the_demo_echoes_commands_that_paste_back_and_keeps_keys_whole(tmp_path:
         else:
             assert argv[:2] == ["bash", "-c"] and shlex.split(argv[2])[0] == "memlane"
     listing = done.stdout[done.stdout.index("$ memlane list") :]
-    for key in ("preferences.ui.font-size", "preferences.editor", "preferences.ui.theme"):
+    for key in ("preferences.ui.font-size", "preferences.ui.theme"):
         assert re.search(rf"\s{re.escape(key)}\s", listing), key
 
 

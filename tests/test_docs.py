@@ -21,10 +21,7 @@ benchmark). A new example therefore runs by default. Each block is one test, nam
 
 from __future__ import annotations
 
-import ast
-import asyncio
 import contextlib
-import io
 import json
 import os
 import re
@@ -37,7 +34,6 @@ import sys
 import tempfile
 import threading
 import time
-import tokenize
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +42,7 @@ from typing import Any
 import pytest
 
 import memlane
+from docrun import run_example
 from live import LiveServer
 from memlane.access import Access
 from memlane.server import create_app
@@ -178,108 +175,6 @@ def test_expected_output_matches_loosely_but_not_anything() -> None:
 # -- Python blocks -----------------------------------------------------------------------------------------------
 
 
-def promised(comment: str) -> tuple[bool, Any]:
-    """The value a ``# comment`` promises: the longest leading Python literal ending where the prose starts
-    (two spaces, ``; ``, ``: ``, `` (``), or nothing if it has none or shows ``...`` for the rest."""
-    text = comment.lstrip("#").strip()
-    cuts = [len(text)] + sorted((m.start() for m in re.finditer(r"  |; |: | \(", text)), reverse=True)
-    for cut in cuts:
-        try:
-            value = ast.literal_eval(text[:cut])
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        return ("..." not in text[:cut] and "Ellipsis" not in repr(value), value)
-    return (False, None)
-
-
-def agrees(actual: Any, expected: Any) -> bool:
-    """``actual`` is what ``expected`` promises; a float in a promise is a measurement (a time, a score): any
-    number agrees with it; lists and tuples agree element by element."""
-    if isinstance(expected, float):
-        return isinstance(actual, int | float) and not isinstance(actual, bool)
-    if isinstance(expected, list | tuple):
-        return (
-            isinstance(actual, list | tuple)
-            and len(actual) == len(expected)
-            and all(agrees(a, e) for a, e in zip(actual, expected, strict=True))
-        )
-    if isinstance(expected, dict):
-        return (
-            isinstance(actual, dict)
-            and actual.keys() == expected.keys()
-            and all(agrees(actual[k], v) for k, v in expected.items())
-        )
-    if isinstance(expected, bool):
-        return actual is expected
-    return bool(actual == expected)
-
-
-class _Promises(ast.NodeTransformer):
-    """Wraps each expression statement whose line ends in a literal comment in ``__promise__(expr, literal)``."""
-
-    def __init__(self, comments: dict[int, str]) -> None:
-        self.comments = comments
-        self.promises: list[Any] = []  # the values promised, by index (a dict is no ast.Constant)
-
-    def visit_Expr(self, node: ast.Expr) -> ast.AST:
-        checked, value = promised(self.comments.get(node.end_lineno or node.lineno, ""))
-        if not checked:
-            return node
-        self.promises.append(value)
-        call = ast.Call(
-            ast.Name("__promise__", ast.Load()),
-            [node.value, ast.Constant(len(self.promises) - 1), ast.Constant(node.lineno)],
-            [],
-        )
-        return ast.copy_location(ast.Expr(ast.copy_location(call, node)), node)
-
-
-def compile_example(code: str, filename: str) -> tuple[Any, list[Any]]:
-    """The block as code, each literal promise wrapped in a check, top-level ``await`` allowed; the promises."""
-    comments = {
-        tok.start[0]: tok.string
-        for tok in tokenize.generate_tokens(io.StringIO(code).readline)
-        if tok.type == tokenize.COMMENT
-    }
-    promises = _Promises(comments)
-    tree = ast.fix_missing_locations(promises.visit(ast.parse(code, filename)))
-    return compile(tree, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), promises.promises
-
-
-def printed_promise(code: str) -> list[str]:
-    """The comment lines that end a block which prints: what it prints, one line each."""
-    if "print(" not in code:
-        return []
-    tail = []
-    for line in reversed(code.rstrip().splitlines()):
-        if not line.startswith("# "):
-            break
-        tail.insert(0, line[2:])
-    return tail
-
-
-def run_example(code: str, filename: str, namespace: dict[str, Any]) -> None:
-    """Runs one Python block in ``namespace`` and checks what its comments promise."""
-
-    compiled, promises = compile_example(code, filename)
-
-    def promise(actual: Any, index: int, line: int) -> Any:
-        expected = promises[index]
-        assert agrees(actual, expected), f"{filename}, line {line}: the comment promises {expected!r}, got {actual!r}"
-        return actual
-
-    namespace["__promise__"] = promise
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        if compiled.co_flags & 0x80:  # CO_COROUTINE: the block awaits at top level
-            asyncio.run(eval(compiled, namespace))  # noqa: S307 - the doc's own example
-        else:
-            exec(compiled, namespace)  # noqa: S102 - the doc's own example
-    expected = printed_promise(code)
-    got = [line.strip() for line in out.getvalue().splitlines()]
-    assert got[: len(expected)] == expected or not expected, f"{filename}: prints {got}, the comments say {expected}"
-
-
 def test_a_broken_promise_or_print_fails_and_kept_ones_pass() -> None:
     run_example("x = {'a': [1, 2]}\nx  # {'a': [1, 2]}\nx['a'][0]  # 1 (the first)\nprint('hi')\n# hi\n", "t", {})
     run_example("t = 1.5\nt, None  # 9.9, None  (a time)\nlen([])  # [Thing(...)]: not a literal\n", "t", {})
@@ -337,14 +232,7 @@ def run_python_doc(doc: str, workdir: Path) -> PythonDocRun:
         namespace["mem"] = stack.enter_context(memlane.open("assumed.db"))
         url = DOC_URL
         if DOC_URL in code:
-            service = stack.enter_context(memlane.open(workdir / "service.db", embedder="fake"))
-            agent = re.search(r"agent/(\w+)", code)
-            assert agent is not None, f"{doc}: which agent's token do its Client examples use?"
-            _, namespace["token"] = Access(service).create_agent(agent.group(1))
-            SERVICE_STATE.get(doc, lambda service: None)(service)
-            server = LiveServer(create_app(service))
-            stack.callback(server.stop)
-            url = server.url
+            url, namespace["token"] = doc_service(doc, code, workdir, stack)
         for block in blocks:
             try:
                 run_example(block.code.replace(DOC_URL, url), str(block), namespace)
@@ -358,6 +246,19 @@ def run_python_doc(doc: str, workdir: Path) -> PythonDocRun:
             if isinstance(value, memlane.Memory):
                 value.close()
     return run
+
+
+def doc_service(doc: str, code: str, workdir: Path, stack: contextlib.ExitStack) -> tuple[str, str]:
+    """The live loopback service that stands in for http://127.0.0.1:8420 in a doc's examples, holding what
+    they assume; its URL and the token of the agent they use."""
+    service = stack.enter_context(memlane.open(workdir / "service.db", embedder="fake"))
+    agent = re.search(r"agent/(\w+)", code)
+    assert agent is not None, f"{doc}: which agent's token do its Client examples use?"
+    _, token = Access(service).create_agent(agent.group(1))
+    SERVICE_STATE.get(doc, lambda service: None)(service)
+    server = LiveServer(create_app(service))
+    stack.callback(server.stop)
+    return server.url, token
 
 
 @contextlib.contextmanager
@@ -506,7 +407,7 @@ GIVEN: dict[str, Callable[[Path], dict[str, str | None]]] = {
     "memlane list --db memry.db": lambda d: _items(d, ("user/123", "preferences.ui.theme", "dark")),
     "memlane serve": _without_uvicorn,
     "memlane search kitten --embedder fake": lambda d: _items(d, ("user/123", "notes.pets", "cat"), embedder="minilm"),
-    'memlane set user/123 preferences.ui.theme dark --metadata \'{"source": "chat"}\'': lambda d: _items(
+    'memlane put user/123 preferences.ui.theme dark --metadata \'{"source": "chat"}\'': lambda d: _items(
         d, ("user/123", "profile.name", "Ada"), ("user/123", "preferences.editor", "helix")
     ),
     "memlane get user/123 preferences.ui.theme": _browse_store,
@@ -534,7 +435,7 @@ def _put_through_curl_is_stored(workdir: Path, outputs: list[str]) -> None:
 # What a block leaves behind beyond the output it shows, by its doc and first command: (its directory, each
 # command's output).
 THEN: dict[tuple[str, str], Callable[[Path, list[str]], None]] = {
-    ("README.md", "memlane set user/42 preferences.ui.theme dark"): _get_shows_the_value_set,
+    ("README.md", "memlane put user/42 preferences.ui.theme dark"): _get_shows_the_value_set,
     ("docs/http.md", "memlane serve --db memlane.db --port 8420"): _put_through_curl_is_stored,
 }
 
@@ -686,18 +587,23 @@ def _stop(server: subprocess.Popen[str]) -> None:
             server.wait()
 
 
-def run_shell_block(block: Block, workdir: Path, forked: Path | None) -> list[str]:
+def run_shell_block(
+    block: Block, workdir: Path, forked: Path | None, bin_dir: Path = MEMLANE.parent, embedder: str | None = "fake"
+) -> list[str]:
     """Runs a shell block as the module docstring says; returns what each command printed. ``forked`` is the
-    directory of the forked ``memlane`` (see :func:`forked_memlane`); ``None`` runs the installed script."""
+    directory of the forked ``memlane`` (see :func:`forked_memlane`); ``None`` runs the installed script in
+    ``bin_dir`` (a fresh venv's, below). ``embedder``: ``$MEMLANE_EMBEDDER`` (``None``: unset, as a new user)."""
     commands = shell_commands(block)
     assert commands, f"{block}: no commands (a console block's commands start with '$ '); run it or mark it not run"
     env = {
         **os.environ,
-        "PATH": os.pathsep.join([str(MEMLANE.parent), os.environ.get("PATH", "")]),
+        "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]),
         "MEMLANE_DB": "memlane.db",
         "MEMLANE_EMBEDDER": "fake",
         "COLUMNS": "200",  # a reader's terminal, not a pipe's 80 columns
     }
+    if embedder is None:
+        del env["MEMLANE_EMBEDDER"]
     given = GIVEN.get(commands[0].text, lambda d: {})(workdir)
     for name, value in given.items():
         if value is None:
@@ -736,6 +642,175 @@ def test_a_shell_example_that_fails_differently_than_shown_fails(tmp_path: Path,
     with pytest.raises(AssertionError, match="should fail"):
         (tmp_path / "again").mkdir()
         run_shell_block(succeeds, tmp_path / "again", forked_memlane)
+
+
+# -- a fresh virtual environment per extra ------------------------------------------------------------------------
+#
+# Each install a user may choose (plain ``pip install memlane``, or an extra) gets a fresh virtual environment with
+# exactly what it installs (tests/venvs.py; built once per session, in seconds, from this environment's packages),
+# and runs the examples of its docs verbatim there: the Python blocks through tests/docrun.py, the shell blocks
+# with that environment's ``memlane`` script. A module a doc needs that its extra does not bring fails here.
+
+
+@dataclass(frozen=True)
+class Install:
+    """What one install's docs are.
+
+    ``python``: ``(doc, which, embedder)``: ``which`` Python blocks run, ``"local"`` (those without a service),
+    ``"service"`` (those talking to http://127.0.0.1:8420) or ``"each"`` (every block on its own, as a reader
+    copies one section), with ``$MEMLANE_EMBEDDER`` set to ``embedder`` (``None``: unset, as a new user).
+    ``shell``: ``(doc, word)``: the doc's shell blocks that contain ``word`` (``""``: all), with ``embedder``.
+    """
+
+    python: tuple[tuple[str, str, str | None], ...] = ()
+    shell: tuple[tuple[str, str], ...] = ()
+    embedder: str | None = None
+
+
+INSTALLS = {
+    # the library and the CLI alone: SQLite and full text; no embedder is installed, and none is set
+    "": Install(python=(("README.md", "local", None), ("docs/facts.md", "local", None)), shell=(("README.md", ""),)),
+    # the default embedder: the README as written (minilm from the installed package), the API reference
+    "vectors": Install(
+        python=(("README.md", "local", None), ("docs/python-api.md", "local", "fake")),
+        shell=(("docs/cli.md", "kitten"), ("docs/cli.md", "reindex --embedder minilm")),
+        embedder="fake",
+    ),
+    "server": Install(
+        python=(("docs/mcp.md", "service", None),),
+        shell=(("docs/http.md", ""), ("docs/mcp.md", ""), ("docs/inspector.md", "")),
+    ),
+    "client": Install(python=(("docs/python-api.md", "service", None),)),
+    "langgraph": Install(python=(("docs/langgraph.md", "each", None),)),
+}
+
+
+@pytest.fixture(scope="session")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The ``bin`` directory of a fresh venv as after ``pip install 'memlane[EXTRA]'``, built once per session."""
+    import venvs
+
+    built: dict[str, Path] = {}
+
+    make = venvs.build_with_pip if os.environ.get("MEMLANE_FRESH_VENVS") == "pip" else venvs.build
+
+    def get(extra: str) -> Path:
+        if extra not in built:
+            built[extra] = make(extra, tmp_path_factory.mktemp(f"venv-{extra or 'plain'}") / "venv")
+        return built[extra]
+
+    return get
+
+
+def _python_blocks(doc: str, which: str) -> list[Block]:
+    blocks = [b for b in PYTHON if b.doc == doc]
+    if which == "each":
+        return blocks
+    return [b for b in blocks if (DOC_URL in b.code) == (which == "service")]
+
+
+def run_in_venv(bin_dir: Path, doc: str, which: str, embedder: str | None, workdir: Path) -> dict[str, str | None]:
+    """Runs a doc's Python blocks with the venv's interpreter, in ``workdir``; each block's failure by name."""
+    blocks = _python_blocks(doc, which)
+    assert blocks, f"{doc}: no {which} Python blocks to run"
+    spec: dict[str, Any] = {
+        "blocks": [{"name": str(b), "code": b.code} for b in blocks],
+        "independent": which == "each",
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "PYTHON"))}
+    if embedder is not None:
+        env["MEMLANE_EMBEDDER"] = embedder
+    with contextlib.ExitStack() as stack:
+        if which == "service":
+            spec["url"], spec["token"] = doc_service(doc, "".join(b.code for b in blocks), workdir, stack)
+            spec["doc_url"] = DOC_URL
+        (workdir / "spec.json").write_text(json.dumps(spec))
+        done = subprocess.run(
+            [str(bin_dir / "python"), str(Path(__file__).with_name("docrun.py")), "spec.json"],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0 and done.stdout.strip(), f"{doc} in a fresh venv:\n{done.stdout}\n{done.stderr}"
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+FRESH_PYTHON = [(extra, *entry) for extra, install in INSTALLS.items() for entry in install.python]
+FRESH_SHELL = [
+    (extra, block)
+    for extra, install in INSTALLS.items()
+    for doc, word in install.shell
+    for block in SHELL
+    if block.doc == doc and word in block.code
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "doc", "which", "embedder"), FRESH_PYTHON, ids=[f"{e or 'plain'}:{d}:{w}" for e, d, w, _ in FRESH_PYTHON]
+)
+def test_a_fresh_install_runs_its_docs_python_examples(
+    extra: str, doc: str, which: str, embedder: str | None, fresh_venv: Callable[[str], Path], tmp_path: Path
+) -> None:
+    ran = run_in_venv(fresh_venv(extra), doc, which, embedder, tmp_path)
+    failed = {name: why for name, why in ran.items() if why}
+    assert not failed, f"pip install 'memlane[{extra}]', then {doc}:\n" + "\n".join(
+        f"{name}:\n{why}" for name, why in failed.items()
+    )
+
+
+@pytest.mark.parametrize(("extra", "block"), FRESH_SHELL, ids=[f"{e or 'plain'}:{b}" for e, b in FRESH_SHELL])
+def test_a_fresh_install_runs_its_docs_shell_examples(
+    extra: str, block: Block, fresh_venv: Callable[[str], Path], tmp_path: Path
+) -> None:
+    run_shell_block(block, tmp_path, None, fresh_venv(extra), INSTALLS[extra].embedder)
+
+
+def test_a_fresh_postgres_install_runs_the_backends_examples(
+    postgres: Any, fresh_venv: Callable[[str], Path], tmp_path: Path
+) -> None:
+    # the examples name a server at db.internal; this one is the test session's
+    url = postgres.create()
+    blocks = [b for b in EXAMPLES if b.doc == "docs/backends.md" and "postgresql://" in b.code]
+    assert [b.language for b in blocks] == ["python", "bash"]
+    shown = re.compile(r"postgresql://[^\s\"']+")
+    python = "import memlane\n" + shown.sub(url, blocks[0].code) + "mem.put('user/1', 'k', 'v')\nmem.close()\n"
+    commands = [shown.sub(url, line) for line in blocks[1].code.splitlines() if line and not line.startswith("pip ")]
+    bin_dir = fresh_venv("postgres")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "PYTHON"))}
+    for argv in ([str(bin_dir / "python"), "-c", python], *(["bash", "-c", c] for c in commands)):
+        done = subprocess.run(
+            argv, cwd=tmp_path, env={**env, "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}"}, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (argv, done.stdout, done.stderr)
+    assert "active_items" in done.stdout and "1" in done.stdout
+
+
+def test_the_readme_links_every_doc_page_and_names_every_extra() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f"](docs/{page.name})" in readme, f"README.md does not link docs/{page.name}"
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in set(extras) - {"dev", "bench"}:
+        assert f"| `{extra}` |" in readme, f"README.md's Install table lacks the {extra!r} extra"
+    assert "pip install memlane" in readme
+
+
+def test_each_extra_is_what_its_docs_need_and_nothing_more_is_assumed(fresh_venv: Callable[[str], Path]) -> None:
+    """The fresh venvs are really partial: a plain install has neither numpy nor the service's packages."""
+    import venvs
+
+    plain = fresh_venv("")
+    probe = (
+        "import importlib.util as u; print([m for m in ('numpy', 'fastapi', 'httpx', 'langgraph') if u.find_spec(m)])"
+    )
+    done = subprocess.run([str(plain / "python"), "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    assert "numpy" in venvs.closure(["langgraph"], venvs._installed())  # its semantic search's vector channel
 
 
 # -- the command line, forked --------------------------------------------------------------------------------------

@@ -47,6 +47,6 @@ def test_http_operations_match_the_golden_file(mem: Any) -> None:
 
 
 def test_mcp_tools_match_the_golden_file(mem: Any) -> None:
-    server = build_server(lambda ctx: mem)
+    server = build_server(lambda ctx: mem, "all")
     tools = anyio.run(server.list_tools)
     _check("mcp_tools.json", [tool.model_dump(mode="json", exclude_none=True) for tool in tools])

@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("langgraph.store.base")
 
+from langchain_core.embeddings import Embeddings  # noqa: E402
 from langgraph.store.base import (  # noqa: E402
     GetOp,
     InvalidNamespaceError,
@@ -24,6 +25,7 @@ from langgraph.store.base import (  # noqa: E402
     SearchOp,
 )
 
+import memlane  # noqa: E402
 from memlane.errors import ValidationError  # noqa: E402
 from memlane.langgraph import AsyncMemlaneStore, MemlaneSearchItem, MemlaneStore  # noqa: E402
 
@@ -158,11 +160,64 @@ def test_filters_compare_by_type_on_nested_fields(store: MemlaneStore) -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [{"score": {"$regex": "x"}}, {"score": {"$gt": [1]}}, {"score": {"$gt": True}}, {"a..b": 1}, {"x": float("nan")}],
+    [{"score": {"$regex": "x"}}, {"score": {"$gt": [1]}}, {"score": {"$gt": True}}, {"a..b": 1}, {"m": {}}],
 )
 def test_a_bad_filter_is_refused_naming_it(store: MemlaneStore, bad: dict[str, Any]) -> None:
     with pytest.raises(ValidationError, match="filter|where"):
         store.search(("f",), filter=bad)
+
+
+# LangGraph's own SqliteStore tests (test_numeric_filter_safety, test_sql_injection_*): a filter compares with any
+# value a Python filter holds, and a malicious key is refused as an "Invalid filter key" ValueError.
+
+
+def test_filters_with_infinity_nan_and_huge_numbers_compare_as_python_does(store: MemlaneStore, clock: Any) -> None:
+    for key, price in (("a", 10), ("b", 20.5), ("c", -3)):
+        store.put(("p",), key, {"price": price, "name": key})
+        clock.advance(1)
+    store.put(("p",), "words", {"price": "cheap", "name": "words"})
+
+    def found(filter: dict[str, Any], query: str | None = None) -> list[str]:
+        return sorted(keys(store.search(("p",), filter=filter, query=query, limit=50)))
+
+    inf, nan = float("inf"), float("nan")
+    assert found({"price": {"$lt": inf}}) == ["a", "b", "c"]  # every finite number, never a string
+    assert found({"price": {"$gt": -inf}}) == ["a", "b", "c"]
+    assert found({"price": {"$lte": -inf}}) == found({"price": {"$gte": inf}}) == []
+    assert found({"price": nan}) == found({"price": {"$eq": inf}}) == found({"price": {"$lt": nan}}) == []
+    assert found({"price": {"$ne": nan}}) == ["a", "b", "c", "words"]
+    assert found({"price": {"$lt": 10**400}}) == ["a", "b", "c"]  # beyond a double: SQL cannot carry it
+    assert found({"price": {"$gt": 0, "$lt": inf}}) == ["a", "b"]  # with a condition SQL decides
+    assert found({"price": {"$lt": inf}, "name": {"$ne": "a"}}, query="a b c") in ([], ["b", "c"])
+    assert keys(store.search(("p",), filter={"price": {"$lt": inf}}, limit=1, offset=2)) == ["a"]  # newest first
+
+
+def test_filter_values_with_nul_or_quotes_match_nothing_but_themselves(store: MemlaneStore) -> None:
+    store.put(("docs",), "public", {"access": "public"})
+    store.put(("docs",), "quoted", {"access": "O'Brien's"})
+    for value in ("public' OR '1'='1", "public'; --", "public\x00' OR '1'='1", "''''", "public\x00"):
+        assert store.search(("docs",), filter={"access": value}) == [], value
+    assert keys(store.search(("docs",), filter={"access": "O'Brien's"})) == ["quoted"]
+    assert sorted(keys(store.search(("docs",), filter={"access": {"$ne": "public\x00"}}))) == ["public", "quoted"]
+    assert store.search(("docs",), filter={"access": {"$gt": "public\x00"}}) == []  # "public" sorts first
+
+
+@pytest.mark.parametrize(
+    "key", ["access') = 'public' OR '1'='1' OR json_extract(value, '$.", "a..b", 'say "hi"', "tab\tkey", ""]
+)
+def test_a_filter_key_memlane_refuses_is_an_invalid_filter_key_value_error(store: MemlaneStore, key: str) -> None:
+    with pytest.raises(ValueError, match="Invalid filter key") as refused:
+        store.search(("docs",), filter={key: "dummy"})
+    assert isinstance(refused.value, ValidationError) and refused.value.field == "filter"
+    with pytest.raises(ValueError, match="Invalid filter key"):
+        store.search(("docs",), filter={"meta": {key: 1}}, query="x")
+
+
+def test_memlanes_own_select_still_refuses_what_its_sql_cannot_carry(mem: Any) -> None:
+    # the adapter evaluates these itself; memlane's own where keeps refusing them, naming the field
+    for where in ({"price": {"$lt": float("inf")}}, {"access": "a\x00b"}, {"price": float("nan")}):
+        with pytest.raises(ValidationError, match="where"):
+            mem.select((), where=where)
 
 
 def test_filter_values_are_data_not_sql(store: MemlaneStore) -> None:
@@ -262,6 +317,63 @@ def test_semantic_search_scores_by_similarity_from_the_indexed_fields(mem: Any) 
     assert keys(page) == keys(results)[1:2]
 
 
+class CountingEmbeddings(Embeddings):
+    """A LangChain ``Embeddings``: 26 letter counts."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[t.count(chr(c)) + 0.001 for c in range(97, 123)] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+def test_text_fields_each_make_a_text_and_an_item_scores_by_its_best_field(mem: Any) -> None:
+    # LangGraph's test_embed_with_path: its SqliteStore names the fields text_fields, and scores the best field
+    if isinstance(mem, memlane.Client):
+        pytest.skip("a Client embeds on the service: no per-field vectors here")
+    embeddings = CountingEmbeddings()
+    store = MemlaneStore(mem, index={"dims": 26, "embed": embeddings, "text_fields": ["k0", "k1", "k3"]})
+    assert store.index_config is not None and store.index_config["text_fields"] == ["k0", "k1", "k3"]
+    store.put(("t",), "doc1", {"k1": "xxx", "k2": "yyy", "k3": "zzz"})
+    store.put(("t",), "doc2", {"k0": "uuu", "k1": "vvv", "k2": "www", "k3": "xxx"})
+    store.put(("t",), "own", {"k1": "qqq", "k2": "xxx", "k3": "ppp"}, index=["k2", "k3"])  # a put's own fields
+    results = store.search(("t",), query="xxx")
+    assert sorted(keys(results)) == ["doc1", "doc2", "own"]
+    assert all(r.score == pytest.approx(1.0, abs=1e-3) for r in results)  # each has a field that is exactly "xxx"
+    assert keys(store.search(("t",), query="uuu"))[0] == "doc2"
+    assert keys(store.search(("t",), query="zzz"))[0] == "doc1"
+    assert all(r.score < 0.9 for r in store.search(("t",), query="www"))  # k2 is not indexed
+    single = MemlaneStore(mem, index={"dims": 26, "embed": embeddings, "fields": ["k1"]})
+    assert single.search(("t",), query="vvv", limit=1)[0].key == "doc2"
+
+
+def test_the_store_has_langgraphs_embeddings_attribute(mem: Any) -> None:
+    assert MemlaneStore(mem).embeddings is None  # no index config, as LangGraph's stores
+    embeddings = CountingEmbeddings()
+    assert MemlaneStore(mem, index={"dims": 26, "embed": embeddings}).embeddings is embeddings
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [[1.0, float(len(t))] for t in texts]
+
+    wrapped = MemlaneStore(mem, index={"dims": 2, "embed": embed}).embeddings
+    assert wrapped is not None and wrapped.embed_documents(["ab"]) == [[1.0, 2.0]]
+    named = MemlaneStore(mem, index={"dims": FAKE_DIMS, "embed": "fake"}).embeddings
+    assert len(named.embed_query("cats")) == FAKE_DIMS
+    assert asyncio.run(named.aembed_documents(["a", "b"])) == named.embed_documents(["a", "b"])
+
+
+@pytest.mark.embedded
+def test_on_sqlite_the_store_shows_its_connection_and_schema_statements(mem: Any, backend: str) -> None:
+    store = MemlaneStore(mem)
+    if backend != "sqlite":
+        with pytest.raises(AttributeError, match="conn"):
+            store.conn  # noqa: B018
+        return
+    tables = {row[0] for row in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"items", "item_vectors"} <= tables
+    assert MemlaneStore.MIGRATIONS and all(sql.split() for sql in MemlaneStore.MIGRATIONS)
+
+
 def test_without_an_index_a_query_searches_the_words(store: MemlaneStore) -> None:
     store.put(("w",), "a", {"note": "the deploy failed on tuesday"})
     store.put(("w",), "b", {"note": "lunch was good"})
@@ -287,7 +399,7 @@ def test_ttl_expires_items_and_a_read_refreshes_them(mem: Any, clock: Any) -> No
 
 
 def test_search_refreshes_what_it_returns(mem: Any, clock: Any) -> None:
-    store = MemlaneStore(mem, ttl={"default_ttl": 1})
+    store = MemlaneStore(mem, ttl={"default_ttl": 1, "refresh_on_read": True})
     store.put(("t",), "a", {"v": 1})
     store.put(("t",), "b", {"v": 2})
     clock.advance(40)
@@ -295,6 +407,23 @@ def test_search_refreshes_what_it_returns(mem: Any, clock: Any) -> None:
     clock.advance(40)
     assert keys(store.search(("t",), refresh_ttl=False)) == ["a"]
     assert store.search(("t",), filter={"v": 1}, refresh_ttl=False)[0].key == "a"
+
+
+def test_an_items_own_ttl_overrides_the_default_and_reads_refresh_only_when_the_config_says(
+    mem: Any, clock: Any
+) -> None:
+    # LangGraph's test_ttl_override_default: as its SqliteStore, a read restarts a TTL only with refresh_on_read
+    store = MemlaneStore(mem, ttl={"default_ttl": 5 / 60})
+    store.put(("t",), "short", {"v": 1}, ttl=1 / 60)
+    store.put(("t",), "default", {"v": 2})
+    store.put(("t",), "forever", {"v": 3}, ttl=None)
+    clock.advance(2)
+    assert store.get(("t",), "short") is None
+    assert store.get(("t",), "default") is not None  # read, but not refreshed
+    assert sorted(keys(store.search(("t",)))) == ["default", "forever"]
+    clock.advance(4)
+    assert store.get(("t",), "default") is None
+    assert keys(store.search(("t",))) == ["forever"]
 
 
 def test_sweep_deletes_expired_rows(mem: Any, clock: Any) -> None:

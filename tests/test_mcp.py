@@ -32,7 +32,7 @@ from memlane.server import create_app
 TOOLS = {
     "memory_get",
     "memory_get_many",
-    "memory_set",
+    "memory_put",
     "memory_add_conversation",
     "memory_delete",
     "memory_list",
@@ -103,7 +103,7 @@ async def fail(session: ClientSession, tool: str, **arguments: Any) -> tuple[str
 async def stdio_session(tmp_path: Path) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=str(MEMLANE),
-        args=["mcp", "--db", str(tmp_path / "memory.db"), "--embedder", "fake"],
+        args=["mcp", "--db", str(tmp_path / "memory.db"), "--embedder", "fake", "--tools", "all"],
         cwd=str(tmp_path),
     )
     with open(tmp_path / "server.log", "w") as errlog:
@@ -112,7 +112,7 @@ async def stdio_session(tmp_path: Path) -> AsyncIterator[ClientSession]:
             yield session
 
 
-def test_stdio_lists_the_nine_tools_with_guidance(tmp_path: Path) -> None:
+def test_stdio_lists_every_tool_with_guidance(tmp_path: Path) -> None:
     async def main() -> None:
         async with stdio_session(tmp_path) as session:
             info = session.initialize_result
@@ -144,21 +144,21 @@ def test_stdio_every_tool_round_trips(tmp_path: Path) -> None:
             cases = [(3.12, "number"), ("3.12", "string"), ("true", "string"), ('{"a": 1}', "string"),
                      ({"a": [1, None]}, "object"), ([1, "x"], "list"), (True, "boolean"), (None, "null")]  # fmt: skip
             for n, (value, value_type) in enumerate(cases):
-                item = (await call(s, "memory_set", namespace="types", key=f"v.k{n}", value=value))["item"]
+                item = (await call(s, "memory_put", namespace="types", key=f"v.k{n}", value=value))["item"]
                 assert (item["value"], item["value_type"]) == (value, value_type)
                 got = await call(s, "memory_get", namespace=["types"], key=f"v.k{n}")
                 assert got["found"] is True
                 assert (got["item"]["value"], got["item"]["value_type"]) == (value, value_type)
                 assert got["item"]["author"] is None  # single owner
 
-            await call(s, "memory_set", namespace="user/123", key="preferences.ui.theme", value="dark")
-            await call(s, "memory_set", namespace="user/123", key="preferences.ui.font", value="Fira Code 13")
-            await call(s, "memory_set", namespace="user/123", key="preferences.editor.tabs", value=4)
+            await call(s, "memory_put", namespace="user/123", key="preferences.ui.theme", value="dark")
+            await call(s, "memory_put", namespace="user/123", key="preferences.ui.font", value="Fira Code 13")
+            await call(s, "memory_put", namespace="user/123", key="preferences.editor.tabs", value=4)
             await call(
                 s, "memory_set", namespace="user/123", value="The user is planning a trip to Lisbon in May",
                 metadata={"source": "chat"},
             )  # fmt: skip
-            await call(s, "memory_set", namespace="user/456", key="preferences.ui.theme", value="light")
+            await call(s, "memory_put", namespace="user/456", key="preferences.ui.theme", value="light")
 
             missing = await call(s, "memory_get", namespace="user/123", key="preferences.ui.color")
             assert missing["found"] is False and missing["item"] is None
@@ -194,7 +194,7 @@ def test_stdio_every_tool_round_trips(tmp_path: Path) -> None:
             assert "Lisbon" in searched["hits"][0]["value"]
 
             # history after a replace
-            replaced = await call(s, "memory_set", namespace="user/123", key="preferences.ui.theme", value="solarized")
+            replaced = await call(s, "memory_put", namespace="user/123", key="preferences.ui.theme", value="solarized")
             assert replaced["item"]["version"] == 2
             versions = (await call(s, "memory_history", namespace="user/123", key="preferences.ui.theme"))["versions"]
             assert [(v["value"], v["change"], v["version"]) for v in versions] == [("dark", "replace", 1)]
@@ -233,11 +233,11 @@ def test_stdio_every_tool_round_trips(tmp_path: Path) -> None:
 def test_stdio_errors_are_tool_errors_naming_the_field(tmp_path: Path) -> None:
     async def main() -> None:
         async with stdio_session(tmp_path) as s:
-            text, error = await fail(s, "memory_set", namespace="a//b", key="k", value=1)
+            text, error = await fail(s, "memory_put", namespace="a//b", key="k", value=1)
             assert error == {"type": "validation_error", "field": "namespace", "message": "has an empty segment"}
             assert text == "Invalid input: namespace: has an empty segment"
 
-            text, error = await fail(s, "memory_set", namespace="a/b", key="k", value=1, ttl=-1)
+            text, error = await fail(s, "memory_put", namespace="a/b", key="k", value=1, ttl=-1)
             assert error["type"] == "validation_error" and error["field"] == "ttl"
             assert text.startswith("Invalid input: ttl: ")
 
@@ -251,7 +251,7 @@ def test_stdio_errors_are_tool_errors_naming_the_field(tmp_path: Path) -> None:
             assert error["field"] == "cursor"
 
             # arguments of the wrong JSON type are refused by the schema, naming the field
-            result = await s.call_tool("memory_set", {"namespace": "a", "key": "k", "value": 1, "ttl": "soon"})
+            result = await s.call_tool("memory_put", {"namespace": "a", "key": "k", "value": 1, "ttl": "soon"})
             assert result.is_error
             assert isinstance(result.content[0], TextContent) and "ttl" in result.content[0].text
             # nothing was written by any of the refused calls
@@ -306,7 +306,7 @@ async def http_session(service: Service, agent: str | None, token: str | None = 
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     async with (
         httpx2.AsyncClient(headers=headers) as http,
-        streamable_http_client(service.url + "/mcp", http_client=http) as (read, write),
+        streamable_http_client(service.url + "/mcp?tools=all", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -317,11 +317,11 @@ def test_http_agent_works_in_its_own_namespace_and_rooms_as_author(service: Serv
     async def main() -> None:
         async with http_session(service, "alice") as s:
             assert {t.name for t in (await s.list_tools()).tools} == TOOLS
-            item = (await call(s, "memory_set", namespace="agent/alice", key="prefs.theme", value=3.12))["item"]
+            item = (await call(s, "memory_put", namespace="agent/alice", key="prefs.theme", value=3.12))["item"]
             assert (item["value"], item["value_type"], item["author"]) == (3.12, "number", "alice")
             got = await call(s, "memory_get", namespace=["agent", "alice"], key="prefs.theme")
             assert got["item"]["value"] == 3.12
-            await call(s, "memory_set", namespace="room/eng", key="release.date", value="the release is on March 8")
+            await call(s, "memory_put", namespace="room/eng", key="release.date", value="the release is on March 8")
             versions = (await call(s, "memory_history", namespace="room/eng", key="release.date"))["versions"]
             assert versions[0]["changed_by"] == "alice"
             assert (await call(s, "memory_delete", namespace="agent/alice", key="prefs.theme"))["deleted"] is True
@@ -341,7 +341,7 @@ def test_http_other_namespaces_are_forbidden(service: Service) -> None:
             text, error = await fail(s, "memory_get", namespace="agent/bob", key="plans.launch")
             assert error["type"] == "forbidden"
             assert text == "Forbidden: namespace 'agent/bob' is outside what this agent may read"
-            _, error = await fail(s, "memory_set", namespace="agent/bob", key="plans.launch", value="overwritten")
+            _, error = await fail(s, "memory_put", namespace="agent/bob", key="plans.launch", value="overwritten")
             assert error["type"] == "forbidden" and "outside" in error["message"]
             refused: list[tuple[str, dict[str, Any]]] = [
                 ("memory_delete", {"namespace": "agent/bob", "key": "plans.launch"}),

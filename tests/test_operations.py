@@ -34,12 +34,12 @@ HTTP_METHOD = {
     "query/saved": "saved_queries",
     "query/delete": "delete_saved_query",
 }
-MCP_METHOD = {"memory_set": "put", "memory_query_space": "describe_query_space"}
+MCP_METHOD = {"memory_put": "put", "memory_query_space": "describe_query_space"}
 
 # (interface, operation, parameter): why it differs from the core
 DELIBERATE: dict[tuple[str, str, str], str] = {
     ("http", "put", "key"): "optional on the wire: leaving it out files a new note under a fresh id (key=None)",
-    ("mcp", "memory_set", "key"): "the same: a note without key gets a fresh id",
+    ("mcp", "memory_put", "key"): "the same: a note without key gets a fresh id",
     ("http", "recall", "query"): "may be left out for the keyed recall (key given); the core takes '' then",
     ("mcp", "memory_recall", "query"): "the same",
     ("mcp", "memory_query", "sql"): "memory_query runs either sql or a saved query by name (saved)",
@@ -99,7 +99,7 @@ def http_operations(mem: Any) -> list[dict[str, Any]]:
 
 
 def mcp_tools(mem: Any) -> list[Any]:
-    return list(anyio.run(build_server(lambda ctx: mem).list_tools))
+    return list(anyio.run(build_server(lambda ctx: mem, "all").list_tools))
 
 
 def test_every_http_operation_states_the_cores_parameters(mem: Any) -> None:

@@ -212,6 +212,8 @@ ENDPOINTS: list[tuple[str, str, Any, str]] = [
     ("POST", "/v1/cleanup", None, "admin"),
     ("GET", "/v1/admin/agents", None, "admin"),
     ("POST", "/v1/admin/agents", {"name": "mallory", "admin": True}, "admin"),
+    ("GET", "/v1/admin/agents/alice", None, "admin"),
+    ("POST", "/v1/admin/agents/alice/token", {}, "admin"),
     ("GET", "/v1/admin/rooms", None, "admin"),
     ("POST", "/v1/admin/rooms", {"name": "mallory-room"}, "admin"),
     ("POST", "/v1/admin/rooms/ops/members", {"agent": "alice"}, "admin"),
@@ -254,6 +256,8 @@ def test_every_endpoint_refuses_a_missing_or_wrong_token_and_changes_nothing(wor
 
 def _openapi_path(path: str) -> str:
     parts = path.split("/")
+    if parts[3:4] == ["agents"] and len(parts) > 4:
+        parts[4] = "{name}"
     if "members" in parts:
         parts[4] = "{room}"
         if len(parts) > 6:

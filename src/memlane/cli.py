@@ -79,10 +79,49 @@ class _Command(typer.core.TyperCommand):
 
 
 class _Group(typer.core.TyperGroup):
-    """The root and every command group: flags shown without a value, as for commands."""
+    """The root and every command group: flags shown without a value, as for commands; a mistyped command
+    gets the nearest ones suggested."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_flags(super().get_params(ctx))
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        self.suggest_commands = False  # Typer's own suggestions would name hidden aliases; these name commands
+        try:
+            return super().resolve_command(ctx, args)
+        except Exception as e:  # click's UsageError (Typer vendors its own click)
+            typed = args[0] if args else ""
+            if type(e).__name__ != "UsageError" or typed.startswith("-") or not hasattr(e, "message"):
+                raise
+            # every name, an alias standing for the command it runs
+            shown = {
+                name: ALIASES.get(name, name) if getattr(self.commands.get(name), "hidden", False) else name
+                for name in self.list_commands(ctx)
+            }
+            near = list(dict.fromkeys(shown[n] for n in nearest_commands(typed, shown)))
+            if near:
+                e.message = f"{e.message.rstrip('.')}. Did you mean {' or '.join(repr(n) for n in near)}?"
+            raise
+
+
+# Words people type for a command that has another name here (the verbs of other tools, Python's names).
+SYNONYMS = {
+    "add": "put", "write": "put", "store": "put", "save": "put", "insert": "put", "upsert": "put",
+    "read": "get", "show": "get", "cat": "get", "ls": "list", "rm": "delete", "del": "delete", "remove": "delete",
+    "find": "search", "query": "search", "ask": "recall", "tree": "summarize", "info": "stats",
+    "add-conversation": "ingest", "add_conversation": "ingest", "log": "history", "versions": "history",
+    "backup": "export", "restore": "import", "embed": "index", "server": "serve", "get-many": "get",
+}  # fmt: skip
+
+
+def nearest_commands(typed: str, known: Iterable[str]) -> list[str]:
+    """The commands a mistyped name most likely meant: a synonym's command, then the closest spellings."""
+    import difflib
+
+    known = [name for name in known if name]
+    found = [SYNONYMS[typed.lower()]] if SYNONYMS.get(typed.lower()) in known else []
+    found += difflib.get_close_matches(typed.lower(), known, n=2, cutoff=0.6)
+    return list(dict.fromkeys(found))[:2]
 
 
 app = typer.Typer(
@@ -163,7 +202,7 @@ READ_COMMANDS = frozenset(
 )  # fmt: skip
 WRITE_COMMANDS = frozenset(
     {
-        "set", "note", "ingest", "delete", "clear", "cleanup", "reindex", "index", "import", "migrate", "serve",
+        "put", "set", "note", "ingest", "delete", "clear", "cleanup", "reindex", "index", "import", "migrate", "serve",
         "mcp", "grant", "revoke",
         "entity add", "entity alias", "entity merge", "fact assert", "fact retract", "fact end", "doc add",
         "claim add", "claim add-many", "claim supersede",
@@ -239,6 +278,7 @@ CLI_WORDS: list[tuple[str, str | Callable[[re.Match[str]], str]]] = [
     (r"describe_query_space\(\)", "`memlane query describe`"),
     (r"saved_queries\(\)", "`memlane query saved`"),
     (r"\(Python: embedder=None; CLI: (--embedder none)\)", r"(\1)"),
+    (r"\(embedder=None or \$MEMLANE_EMBEDDER=none\)", "(--embedder none or $MEMLANE_EMBEDDER=none)"),
     (r" \(Python: [^()]*(\([^()]*\))?[^()]*\)", ""),  # (Python: Memory.migrate()), (Python: Memory.reindex('x'))
     (
         r"open the store without choosing an embedder to use the recorded one",
@@ -282,8 +322,15 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _command(name: str, group: typer.Typer | None = None) -> Callable[[F], F]:
-    """Register a command named ``name`` whose expected errors end in one line on stderr."""
+# An older name of a command, still accepted (hidden from --help), and the command's name.
+ALIASES: dict[str, str] = {}
+
+
+def _command(name: str, group: typer.Typer | None = None, *, aliases: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """Register a command named ``name`` whose expected errors end in one line on stderr.
+
+    ``aliases`` are older names that still work, hidden from ``--help``.
+    """
     if group is not None and isinstance(group.info.cls, typer.models.DefaultPlaceholder):
         group.info.cls = _Group  # the group's own --help shows its flags plainly too
 
@@ -307,6 +354,9 @@ def _command(name: str, group: typer.Typer | None = None) -> Callable[[F], F]:
                 _fail(missing)
 
         (group or app).command(name=name, cls=_Command)(run)
+        for alias in aliases:
+            (group or app).command(name=alias, cls=_Command, hidden=True)(run)
+            ALIASES[alias] = name
         return fn
 
     return register
@@ -352,7 +402,7 @@ def _open_db(db: str | None, *, reads: bool | None = None, **options: Any) -> me
                 _fail(
                     f"no database at {path!r}: the file does not exist (check --db and $MEMLANE_DB); this "
                     "command only reads, so nothing was created. A write creates the file, e.g. "
-                    f"memlane set NAMESPACE KEY VALUE --db {shlex.quote(path)}"
+                    f"memlane put NAMESPACE KEY VALUE --db {shlex.quote(path)}"
                 )
         elif read_only_reason(path) is not None:
             options["read_only"] = True  # reads work; a write says the file is read-only
@@ -379,6 +429,8 @@ def _open(db: str | None, embedder: str | None, *, hint: bool = True, **options:
         # The core speaks Python (embedder=...); say where the name came from and the CLI way out.
         env = os.environ.get("MEMLANE_EMBEDDER")
         source = f"; it came from $MEMLANE_EMBEDDER={env}" if embedder is None and env else ""
+        if "--embedder none" in _cli_words(str(e)):  # the core already said how to open without vectors
+            raise type(e)(f"{e}{source}") from e
         raise type(e)(f"{e}{source}; --embedder none opens the store for lexical search only") from e
 
 
@@ -530,6 +582,7 @@ def _put(
     meta = _metadata(metadata)
     with _open(db, embedder) as mem:
         item = mem.put(namespace, key, value, text=text, metadata=meta, ttl=ttl)
+    _hint_namespace(namespace)
     if as_json:
         _print_json(item.to_dict())
     else:  # the value is not echoed: it may be a secret, and the caller already has it
@@ -537,8 +590,28 @@ def _put(
         _console().print(Text(f"Stored {address} ({item.value_type}, version {item.version})"))
 
 
-@_command("set")
-def set_item(
+def namespace_hint(namespace: str) -> str | None:
+    """A hint for a namespace typed the way other tools write one (``user:42``, ``user.42``): one segment here."""
+    found = re.fullmatch(r"([A-Za-z][\w-]*)([:.#@|\\])([^/]+)", namespace)
+    if found is None:
+        return None
+    meant = "/".join(part for part in re.split(r"[:.#@|\\]", namespace) if part)
+    return f"{namespace!r} is one namespace segment; segments are separated by '/' (did you mean {meant}?)"
+
+
+def _no_item(namespace: str, key: str) -> str:
+    hint = namespace_hint(namespace)
+    return f"no item at {namespace} key {key!r}" + (f"; {hint}" if hint else "")
+
+
+def _hint_namespace(namespace: str) -> None:
+    hint = namespace_hint(namespace)
+    if hint is not None:
+        typer.echo(f"Note: {hint}", err=True)
+
+
+@_command("put", aliases=("set",))
+def put_item(
     namespace: NamespaceArg,
     key: KeyArg,
     value: ValueArg,
@@ -554,13 +627,13 @@ def set_item(
 
     VALUE is stored as JSON when it parses as JSON (3.12, true, {"a": 1}) and as a
     string otherwise; --string forces a string. Put -- before a VALUE that starts
-    with a dash.
+    with a dash. `memlane set` is the same command (its older name).
 
     Example:
-        memlane set user/123 preferences.ui.theme dark
-        memlane set user/123 profile.python 3.12 --string
-        memlane set user/123 profile.langs '["python", "go"]' --ttl 86400
-        echo "long text" | memlane set user/123 notes.today -
+        memlane put user/123 preferences.ui.theme dark
+        memlane put user/123 profile.python 3.12 --string
+        memlane put user/123 profile.langs '["python", "go"]' --ttl 86400
+        echo "long text" | memlane put user/123 notes.today -
     """
     _put(db, embedder, namespace, key, _value(value, string), text, metadata, ttl, as_json)
 
@@ -605,7 +678,7 @@ def delete_item(
     with _open(db, embedder) as mem:
         deleted = mem.delete(namespace, key)
     if not deleted:
-        _fail(f"no item at {namespace} key {key!r}")
+        _fail(_no_item(namespace, key))
     if as_json:
         _print_json({"deleted": True, "namespace": namespace, "key": key})
     else:
@@ -685,7 +758,7 @@ def get_item(
     with _open(db, embedder) as mem:
         item = mem.get(namespace, key)
     if item is None:
-        _fail(f"no item at {namespace} key {key!r}")
+        _fail(_no_item(namespace, key))
     if value_only:
         typer.echo(json.dumps(item.value, ensure_ascii=False))
     elif as_json:
@@ -949,7 +1022,15 @@ def _footer(envelope: memlane.Envelope) -> str:
     return " · ".join(parts)
 
 
-def _show_envelope(envelope: memlane.Envelope) -> None:
+def _missing_vectors(mem: memlane.Memory, envelope: memlane.Envelope) -> int:
+    """Items the vector channel could not see (written before the store had an embedder, or not yet indexed),
+    counted only when it may explain a short answer."""
+    if "vector" not in envelope.counts or len(envelope.hits) >= envelope.params.get("limit", 0):
+        return 0
+    return max(envelope.pending_vectors or 0, mem.stats().vectors_missing)
+
+
+def _show_envelope(envelope: memlane.Envelope, missing_vectors: int = 0) -> None:
     """The rendering `search` and `recall` share: hits, then a footer line and notes."""
     console = _console()
     keyed = envelope.params.get("mode") == "keyed"
@@ -983,7 +1064,15 @@ def _show_envelope(envelope: memlane.Envelope) -> None:
     console.print(table if envelope.hits else "No results.")
     console.print(Text(_footer(envelope)))
     for note_text in envelope.notes:
-        console.print(Text(f"Note: {note_text}"))
+        console.print(Text(f"Note: {_cli_words(note_text)}"))
+    if missing_vectors:
+        console.print(
+            Text(
+                f"Note: {missing_vectors:,} item{'s' * (missing_vectors != 1)} "
+                f"{'have' if missing_vectors != 1 else 'has'} no vector yet, so the vector channel could not find "
+                "them; `memlane index` embeds them"
+            )
+        )
     if envelope.truncated:
         console.print("More results exist; raise --limit to see them.")
 
@@ -1053,10 +1142,11 @@ def search(
         options["rrf_k"] = rrf_k
     with _open(db, embedder) as mem:
         envelope = mem.search(query, namespace_prefix=prefix, limit=limit, floor=floor, **options)
+        missing = 0 if as_json else _missing_vectors(mem, envelope)
     if as_json:
         _print_json(envelope.to_dict())
     else:
-        _show_envelope(envelope)
+        _show_envelope(envelope, missing)
 
 
 CHOOSER_MODES = ("single", "tiered")
@@ -1113,10 +1203,11 @@ def recall(
         envelope = mem.recall(
             query, key=key, namespace_prefix=prefix, limit=limit, mode=mode, chooser=chooser, floor=floor
         )
+        missing = 0 if as_json else _missing_vectors(mem, envelope)
     if as_json:
         _print_json(envelope.to_dict())
     else:
-        _show_envelope(envelope)
+        _show_envelope(envelope, missing)
 
 
 def _progress_visible() -> bool:
@@ -2015,22 +2106,37 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 @_command("mcp")
-def mcp_stdio(db: Db = None, embedder: EmbedderName = None) -> None:
+def mcp_stdio(
+    db: Db = None,
+    embedder: EmbedderName = None,
+    tools: Annotated[
+        str,
+        typer.Option(
+            "--tools",
+            metavar="LIST",
+            help="Tools to offer, comma-separated: profiles (default, conversations, facts, query, all) and tool "
+            "names; -NAME takes one away.",
+        ),
+    ] = "default",
+) -> None:
     """Serve the memory to one AI agent over MCP on stdin/stdout (full access).
 
-    Point an MCP client at this command as a stdio server: its tools (memory_get,
-    memory_set, memory_search, memory_summarize, memory_recall...) read and write
-    the memory directly, as its single owner. For shared memory with per-agent
-    tokens and visibility, use `memlane serve`, which mounts MCP at /mcp.
+    Point an MCP client at this command as a stdio server. By default it offers the
+    nine item tools an agent uses every turn (memory_get, memory_put, memory_search,
+    memory_recall, memory_summarize...); --tools adds the facts layer, conversations or
+    the query space, or picks tools one by one. For shared memory with per-agent tokens
+    and visibility, use `memlane serve`, which mounts MCP at /mcp (?tools= there).
 
     Example:
         memlane mcp --db memlane.db
-        memlane mcp --db /data/agent.db --embedder none
+        memlane mcp --db memlane.db --tools default,facts
+        memlane mcp --db /data/agent.db --embedder none --tools default,-memory_delete
     """
-    from .mcp import run_stdio
+    from .mcp import run_stdio, tool_selection
 
+    offered = tool_selection(tools)  # a typo fails here, before the store is opened
     with _open(db, embedder) as mem:
-        run_stdio(mem)
+        run_stdio(mem, offered)
 
 
 @_command("create", agent_app)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors, wire
 from . import validate as v
+from .access import Agent, Change, Grant, Listing
 from .conversation import DEFAULT_WINDOW, message_list
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record, record_from_dict
 from .facts.text import DEFAULT_CHUNK_CHARS
@@ -61,7 +62,13 @@ _PATHS = {op.name: op.route for op in OPERATIONS}
 
 def _encode(body: dict[str, Any]) -> bytes:
     """A request body as UTF-8 JSON (as httpx would write it); text no UTF-8 can carry is refused by field."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # NaN or Infinity somewhere in the body
+        field = next((name for name, value in body.items() if _non_finite(value)), "body")
+        raise errors.ValidationError(
+            field, "holds NaN or Infinity, which JSON cannot carry; nothing was sent"
+        ) from None
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -69,6 +76,16 @@ def _encode(body: dict[str, Any]) -> bytes:
         raise errors.ValidationError(
             field, "contains a lone UTF-16 surrogate, which is not valid Unicode text; nothing was sent"
         ) from None
+
+
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, builtins.list):
+        return any(_non_finite(v) for v in value)
+    return False
 
 
 def _unencodable(value: Any) -> bool:
@@ -639,3 +656,108 @@ class Client:
     def delete_saved_query(self, name: str) -> bool:
         """Delete a saved query this agent wrote; ``False`` if there was none."""
         return bool(self._send("delete_saved_query", locals())["deleted"])
+
+    # -- administration (an admin agent's token) ------------------------------
+    #
+    # The same methods as :class:`memlane.access.Access`, over ``/v1/admin``; a non-admin token gets
+    # ForbiddenError, a missing agent or room NotFoundError, a bad name ValidationError, as everywhere.
+
+    def me(self) -> Agent:
+        """The agent this client's token belongs to, with its rooms and grants."""
+        return _agent(self._call("GET", "me"))
+
+    def create_agent(self, name: str, *, admin: bool = False) -> tuple[Agent, str]:
+        """Create an agent; returns it with its token, shown only this once."""
+        answer = self._call("POST", "admin/agents", {"name": name, "admin": admin})
+        return _agent(answer["agent"]), answer["token"]
+
+    def rotate_token(self, name: str) -> str:
+        """Issue a new token for an agent; the old one stops working at once."""
+        return str(self._call("POST", f"admin/agents/{_segment(name, 'agent')}/token", {})["token"])
+
+    def delete_agent(self, name: str) -> bool:
+        """Delete an agent, its memberships and grants (its items stay); ``False`` if there was none."""
+        return bool(self._call("DELETE", f"admin/agents/{_segment(name, 'agent')}")["deleted"])
+
+    def agent(self, name: str) -> Agent:
+        """An agent by name, with its rooms and grants."""
+        return _agent(self._call("GET", f"admin/agents/{_segment(name, 'agent')}"))
+
+    def agent_page(self, *, limit: int = 1000, cursor: str | None = None) -> Listing:
+        """One page of agents by name; pass ``next_cursor`` back for the next."""
+        answer = self._call("GET", "admin/agents?" + _query(limit=limit, cursor=cursor))
+        return Listing([_agent(a) for a in answer["agents"]], answer.get("next_cursor"))
+
+    def agents(self, *, limit: int = 1000, cursor: str | None = None) -> builtins.list[Agent]:
+        """Agents by name, a page at a time (see :meth:`agent_page` for the cursor)."""
+        return self.agent_page(limit=limit, cursor=cursor).entries
+
+    def create_room(self, name: str) -> dict[str, Any]:
+        """Create a room (``room/<name>``); idempotent. Returns ``{name, members}``."""
+        return self._call("POST", "admin/rooms", {"name": name})  # type: ignore[no-any-return]
+
+    def room_page(self, *, limit: int = 1000, cursor: str | None = None) -> Listing:
+        """One page of rooms by name with their members; pass ``next_cursor`` back for the next."""
+        answer = self._call("GET", "admin/rooms?" + _query(limit=limit, cursor=cursor))
+        return Listing(answer["rooms"], answer.get("next_cursor"))
+
+    def rooms(self, *, limit: int = 1000, cursor: str | None = None) -> builtins.list[dict[str, Any]]:
+        """Rooms with their members, a page at a time (see :meth:`room_page`)."""
+        return self.room_page(limit=limit, cursor=cursor).entries
+
+    def add_member(self, room: str, agent: str) -> dict[str, Any]:
+        """Add an agent to a room; returns the room with its members."""
+        return self._call("POST", f"admin/rooms/{_segment(room, 'room')}/members", {"agent": agent})  # type: ignore[no-any-return]
+
+    def remove_member(self, room: str, agent: str) -> dict[str, Any]:
+        """Remove an agent from a room (effective at its next request); returns the room with its members."""
+        return self._call("DELETE", f"admin/rooms/{_segment(room, 'room')}/members/{_segment(agent, 'agent')}")  # type: ignore[no-any-return]
+
+    def grant(self, agent: str, prefix: Namespace | str, mode: str) -> Agent:
+        """Give an agent ``read`` or ``write`` on a namespace prefix; returns the agent."""
+        return _agent(self._call("POST", "admin/grants", {"agent": agent, "prefix": _json(prefix), "mode": mode}))
+
+    def revoke(self, agent: str, prefix: Namespace | str) -> Agent:
+        """Remove an agent's grant on a prefix (effective at its next request); returns the agent."""
+        return _agent(self._call("POST", "admin/revoke", {"agent": agent, "prefix": _json(prefix)}))
+
+    def access_log(
+        self, *, agent: str | None = None, room: str | None = None, after: int = 0, limit: int = 1000
+    ) -> builtins.list[Change]:
+        """The access log, oldest first: who changed agents, rooms, members and grants, and when
+        (:meth:`memlane.access.Access.history`); ``after`` a ``seq`` to read on from."""
+        answer = self._call("GET", "admin/log?" + _query(agent=agent, room=room, after=after, limit=limit))
+        return [_change(c) for c in answer["changes"]]
+
+
+def _segment(name: Any, field: str) -> str:
+    """An agent or room name as one URL path segment, checked by the service's rule first (a name with ``/``
+    could not travel in a path), so a bad one is the same ``ValidationError`` the service gives."""
+    from urllib.parse import quote
+
+    return quote(v.namespace((name,), field)[0], safe="")
+
+
+def _query(**params: Any) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode({k: v for k, v in params.items() if v is not None})
+
+
+def _agent(d: Mapping[str, Any]) -> Agent:
+    grants = tuple(Grant(ns_tuple(g["prefix"]), g["mode"]) for g in d.get("grants", ()))
+    return Agent(d["name"], bool(d.get("admin")), grants, tuple(d.get("rooms", ())))
+
+
+def _change(d: Mapping[str, Any]) -> Change:
+    prefix = d.get("prefix")
+    return Change(
+        d["seq"],
+        datetime.fromisoformat(d["at"]),
+        d.get("actor"),
+        d["action"],
+        d.get("agent"),
+        d.get("room"),
+        None if prefix is None else ns_tuple(prefix),
+        d.get("mode"),
+    )

@@ -26,11 +26,12 @@ import concurrent.futures
 import contextlib
 import functools
 import logging
+import math
 import re
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 try:
     from langgraph.store.base import (
@@ -54,8 +55,10 @@ except ImportError as e:  # pragma: no cover - the langgraph extra
 
 from . import validate as v
 from . import where as w
+from .errors import ValidationError
 from .model import Item as MemlaneItem
 from .search.embedders import Embedder, resolve_embedder
+from .store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 
 __all__ = [
     "AsyncMemlaneStore",
@@ -70,6 +73,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 TTL_FIELD = "langgraph_ttl_minutes"  # in an item's metadata: the TTL a read refreshes
+FIELDS_FIELD = "langgraph_index"  # in an item's metadata: the paths a put's own index=[...] indexed
 PACK = "%|"  # joins the labels past the seventh inside the eighth segment; escaping never makes it
 EMPTY_KEY = "%!"  # the empty key; escaping never makes it either
 _UNSAFE = re.compile(r"[%/\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -224,6 +228,119 @@ def embedder_for(index: IndexConfig) -> Embedder | None:
     return embedder
 
 
+class MemlaneEmbeddings:
+    """A memlane embedder seen as a LangChain ``Embeddings`` (the store's ``embeddings`` for a named embedder)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    def embed_documents(self, texts: builtins.list[str]) -> builtins.list[builtins.list[float]]:
+        return [[float(x) for x in vec] for vec in self.embedder.embed_batch(list(texts))]
+
+    def embed_query(self, text: str) -> builtins.list[float]:
+        return self.embed_documents([text])[0]
+
+    async def aembed_documents(self, texts: builtins.list[str]) -> builtins.list[builtins.list[float]]:
+        return await asyncio.to_thread(self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> builtins.list[float]:
+        return await asyncio.to_thread(self.embed_query, text)
+
+
+def _embeddings(index: IndexConfig | None, memory: Any) -> Any:
+    """What LangGraph's stores call ``embeddings``: the index config's ``embed`` as a LangChain ``Embeddings``."""
+    if not index:
+        return None
+    embed = index.get("embed")
+    if embed is not None and not isinstance(embed, str):
+        from langgraph.store.base.embed import ensure_embeddings
+
+        return ensure_embeddings(embed)
+    embedder = getattr(memory, "embedder", None)  # a Client embeds on the service: none here
+    if embedder is None and isinstance(embed, str):
+        embedder = resolve_embedder(embed)
+    return None if embedder is None else MemlaneEmbeddings(embedder)
+
+
+def _index_fields(index: IndexConfig | None) -> builtins.list[str]:
+    """The JSON paths an index config embeds: ``fields`` (LangGraph's ``IndexConfig``), else ``text_fields``
+    (its ``SqliteStore``'s name for them), else the whole value."""
+    raw = (index or {}).get("fields") or (index or {}).get("text_fields") or ["$"]  # type: ignore[misc]
+    if isinstance(raw, str):
+        return [raw]
+    if not isinstance(raw, list | tuple):
+        raise ValueError(f"index config: fields must be a list of JSON paths or one path, not {raw!r}")
+    return list(raw)
+
+
+# -- filters: LangGraph's semantics on top of memlane's where -------------------------------------------
+
+
+def _filter_paths(raw: Any, at: str = "") -> Iterator[tuple[str, str, Any]]:
+    """``(dotted path, operator, operand)`` for every condition of a LangGraph filter, as memlane reads it."""
+    for name, want in raw.items():
+        path = f"{at}.{name}" if at and isinstance(name, str) else name
+        if isinstance(want, dict) and want and not any(isinstance(k, str) and k.startswith("$") for k in want):
+            yield from _filter_paths(want, path)
+        elif isinstance(want, dict) and want:
+            for op, operand in want.items():
+                yield path, op, operand
+        elif isinstance(want, dict):
+            yield path, "", want  # an empty object: memlane's where says how to match one
+        else:
+            yield path, "$eq", want
+
+
+def _sql_can_carry(operand: Any) -> bool:
+    """Whether memlane's SQL filters take this operand: JSON without NUL characters or non-finite numbers."""
+    if isinstance(operand, str):
+        return "\x00" not in operand
+    if isinstance(operand, bool) or operand is None:
+        return True
+    if isinstance(operand, int | float):
+        try:
+            return math.isfinite(operand)
+        except OverflowError:  # an integer no double can hold
+            return False
+    if isinstance(operand, list | tuple):
+        return all(_sql_can_carry(x) for x in operand)
+    if isinstance(operand, dict):
+        return all(_sql_can_carry(x) for x in operand.values())
+    return True  # not JSON: memlane's own validation names it
+
+
+def split_filter(raw: Any) -> tuple[dict[str, Any] | None, builtins.list[w.Condition]]:
+    """A LangGraph filter as ``(where for memlane's SQL, conditions checked in Python)``.
+
+    LangGraph's stores compare any value a filter holds: ``{"$lt": float("inf")}`` matches every
+    finite number, a NaN or a string with a NUL character matches nothing (``$ne``: everything).
+    memlane's ``where`` refuses such operands (its SQL cannot carry them), so the adapter checks
+    those conditions on the rows instead, with the same rule (:func:`memlane.where.holds`). A field
+    path memlane refuses raises ``ValidationError`` (a ``ValueError``) saying "Invalid filter key",
+    as LangGraph's stores do.
+    """
+    if raw is None:
+        return None, []
+    if not isinstance(raw, dict):
+        return raw, []  # memlane's validation names the problem
+    sql: dict[str, dict[str, Any]] = {}
+    python: builtins.list[w.Condition] = []
+    for path, op, operand in _filter_paths(raw):
+        try:
+            w.conditions({path: None}, "filter")  # the path alone
+        except ValidationError as e:
+            reason = str(e).split(": ", 1)[-1]
+            raise ValidationError("filter", f"Invalid filter key {path!r}: {reason}") from None
+        comparable = op in ("$eq", "$ne") or (isinstance(operand, int | float | str) and not isinstance(operand, bool))
+        if op in w.OPERATORS and comparable and not _sql_can_carry(operand):
+            python.append((tuple(path.split(".")), op, operand))
+        elif not op:
+            sql[path] = operand
+        else:
+            sql.setdefault(path, {})[op] = operand
+    return (sql or None), python
+
+
 # -- the adapter ---------------------------------------------------------------------------------------
 
 
@@ -255,7 +372,10 @@ class _Adapter:
         self.memory = memory
         self.index_config = index
         self.ttl_config = ttl
-        self._fields: builtins.list[str] = list((index or {}).get("fields") or ["$"])
+        self._fields = _index_fields(index)
+        # LangGraph's stores expose the index config's embed as a LangChain Embeddings
+        self.embeddings = _embeddings(index, memory)
+        self._field_vectors: dict[str, builtins.list[float]] = {}  # text -> unit vector, for _best_field_scores
         self._channels = tuple(channels) if channels else (("vector",) if index else ("lexical",))
         self._owns = owns_memory
         self._sweeper: threading.Thread | None = None
@@ -304,7 +424,7 @@ class _Adapter:
             found = [self.memory.get(encode_namespace(tuple(ops[0].namespace)), encode_key(ops[0].key))]
         else:
             found = self.memory.get_many([(encode_namespace(tuple(op.namespace)), encode_key(op.key)) for op in ops])
-        self._refresh([item for op, item in zip(ops, found, strict=True) if item is not None and op.refresh_ttl])
+        self._refresh([item for op, item in zip(ops, found, strict=True) if item is not None and self._refreshes(op)])
         return [None if item is None else _item(item) for item in found]
 
     def _put(self, ops: Sequence[PutOp]) -> None:
@@ -325,12 +445,21 @@ class _Adapter:
                     "key": key,
                     "value": op.value,
                     "text": self._text(op.value, op.index),
-                    "metadata": {TTL_FIELD: minutes} if minutes is not None else None,
+                    "metadata": self._metadata(minutes, op.index),
                     "ttl": None if minutes is None else minutes * 60,
                 }
             )
         if records:
             self.memory.put_many(records)
+
+    def _metadata(self, minutes: float | None, index: Any) -> dict[str, Any] | None:
+        """What an item's metadata keeps for the adapter: its TTL (a read refreshes it) and its own index paths."""
+        kept: dict[str, Any] = {}
+        if minutes is not None:
+            kept[TTL_FIELD] = minutes
+        if self.index_config is not None and isinstance(index, list | tuple):
+            kept[FIELDS_FIELD] = list(index)
+        return kept or None
 
     def _text(self, value: Any, index: Any) -> str | None:
         """What memlane indexes for a value: the configured fields' text; ``""`` (nothing) for ``index=False``."""
@@ -341,6 +470,12 @@ class _Adapter:
         fields = self._fields if index is None else list(index)
         texts = [text for field in fields for text in get_text_at_path(value, field)]
         return "\n".join(texts)
+
+    def _refreshes(self, op: GetOp | SearchOp) -> bool:
+        """Whether a read restarts the TTL of what it returns: asked for (LangGraph's ``refresh_ttl``, which
+        ``BaseStore`` defaults to True) and allowed by the TTL config's ``refresh_on_read``, as in LangGraph's
+        ``SqliteStore``."""
+        return bool(op.refresh_ttl and (self.ttl_config or {}).get("refresh_on_read", False))
 
     def _refresh(self, items: Sequence[MemlaneItem]) -> None:
         """Restart the TTL of items read with refresh: a rewrite of the same value (memlane has no touch)."""
@@ -364,18 +499,20 @@ class _Adapter:
         deep = len(op.namespace_prefix) > _LABELS_KEPT  # the packed segment: narrowed here, then exactly below
         if deep:
             prefix = prefix[:_LABELS_KEPT]
-        conditions = w.conditions(op.filter, "filter")
+        where, checked = split_filter(op.filter)  # checked: conditions memlane's SQL cannot carry
+        conditions = w.conditions(where, "filter") + checked
         if op.limit <= 0 or op.offset < 0:
             return []
         if not op.query:
-            if not deep:
-                found = self.memory.select(prefix, where=op.filter, limit=op.limit, offset=op.offset)
+            if not deep and not checked:
+                found = self.memory.select(prefix, where=where, limit=op.limit, offset=op.offset)
             else:
-                found = self._select_deep(op, prefix)
-            self._refresh([i for i in found if op.refresh_ttl])
+                found = self._select_kept(op, prefix, where, checked)
+            self._refresh([i for i in found if self._refreshes(op)])
             return [_search_item(i, None) for i in found]
         wanted = op.offset + op.limit
-        fetch = min(1000, max(50, FILTER_OVERFETCH * wanted)) if conditions or deep else min(1000, wanted)
+        overfetch = conditions or deep or self._several_texts
+        fetch = min(1000, max(50, FILTER_OVERFETCH * wanted)) if overfetch else min(1000, wanted)
         # no relevance floor: a LangGraph store answers the top matches, however weak, ranked by score
         # one channel has nothing to fuse: it need nominate no more than it returns (as LangGraph asks its index)
         single = len(self._channels) == 1
@@ -392,28 +529,63 @@ class _Adapter:
             for h in env.hits
             if (not conditions or w.matches(h.value, conditions))
             and (not deep or decode_namespace(h.namespace)[: len(op.namespace_prefix)] == op.namespace_prefix)
-        ][op.offset : wanted]
-        if op.refresh_ttl:
-            self._refresh([h.item for h in hits])
-        semantic = "vector" in self._channels
-        return [
-            _search_item(
-                h.item,
-                h.channel_scores.get("vector") if semantic else h.score,
-                h.ranks,
-                h.channel_scores,
-            )
-            for h in hits
         ]
+        semantic = "vector" in self._channels
+        scores = {h.item.id: h.channel_scores.get("vector") if semantic else h.score for h in hits}
+        if semantic and self._several_texts:
+            scores |= self._best_field_scores(op.query, hits)
+            if single:  # LangGraph ranks an item by its best field
+                hits.sort(key=lambda h: -(scores[h.item.id] or 0.0))
+        hits = hits[op.offset : wanted]
+        if self._refreshes(op):
+            self._refresh([h.item for h in hits])
+        return [_search_item(h.item, scores[h.item.id], h.ranks, h.channel_scores) for h in hits]
 
-    def _select_deep(self, op: SearchOp, prefix: tuple[str, ...]) -> builtins.list[MemlaneItem]:
-        """A prefix deeper than seven labels: page through its first seven, keep the exact matches."""
+    @property
+    def _several_texts(self) -> bool:
+        """Whether the index config may give an item more than one text (several fields, or a wildcard path)."""
+        return self.index_config is not None and (len(self._fields) > 1 or any("*" in f for f in self._fields))
+
+    def _best_field_scores(self, query: str, hits: Sequence[Any]) -> dict[str, float]:
+        """Each hit's best cosine similarity over its fields' texts embedded one by one, as LangGraph scores an
+        item with several fields (memlane stores one vector of their joined text, which nominates it).
+
+        Needs the memory's embedder here (a Client embeds on the service: its scores stay the joined text's).
+        """
+        embedder = getattr(self.memory, "embedder", None)
+        several = {h.item.id: texts for h in hits if len(texts := self._texts_of(h.item)) > 1}
+        if embedder is None or not several:
+            return {}
+        missing = list(dict.fromkeys(t for texts in several.values() for t in texts if t not in self._field_vectors))
+        for text, vector in zip(missing, embedder.embed_batch(missing) if missing else [], strict=True):
+            if len(self._field_vectors) >= 4096:
+                self._field_vectors.pop(next(iter(self._field_vectors)))
+            self._field_vectors[text] = _unit(vector)
+        (asked,) = embedder.embed_batch([query])
+        q = _unit(asked)
+        return {
+            item_id: max(sum(a * b for a, b in zip(q, self._field_vectors[t], strict=True)) for t in texts)
+            for item_id, texts in several.items()
+        }
+
+    def _texts_of(self, item: MemlaneItem) -> builtins.list[str]:
+        """The texts an item's put indexed, one per field value (the fields of its own ``index=``, if it gave one)."""
+        fields = item.metadata.get(FIELDS_FIELD) or self._fields
+        return [text for field in fields for text in get_text_at_path(item.value, field)]
+
+    def _select_kept(
+        self, op: SearchOp, prefix: tuple[str, ...], where: Any, checked: Sequence[w.Condition]
+    ) -> builtins.list[MemlaneItem]:
+        """Page through ``select`` and keep what SQL could not decide: the exact labels of a prefix deeper than
+        seven, and the conditions in ``checked``."""
         out: builtins.list[MemlaneItem] = []
         skip, offset, page = op.offset, 0, 1000
         while len(out) < op.limit:
-            batch = self.memory.select(prefix, where=op.filter, limit=page, offset=offset)
+            batch = self.memory.select(prefix, where=where, limit=page, offset=offset)
             for item in batch:
-                if decode_namespace(item.namespace)[: len(op.namespace_prefix)] == op.namespace_prefix:
+                if decode_namespace(item.namespace)[: len(op.namespace_prefix)] == tuple(
+                    op.namespace_prefix
+                ) and w.matches(item.value, list(checked)):
                     if skip:
                         skip -= 1
                     elif len(out) < op.limit:
@@ -440,6 +612,15 @@ class _Adapter:
         return sorted(kept)[op.offset : op.offset + op.limit]
 
     # -- lifetime and TTL -------------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> Any:
+        """The SQLite connection under a memory on a SQLite file, as LangGraph's ``SqliteStore.conn`` (for
+        diagnostics: write through the store). ``AttributeError`` over PostgreSQL or a Client."""
+        connection = getattr(getattr(self.memory, "store", None), "connection", None)
+        if connection is None:
+            raise AttributeError("conn: this store's memory is not a local SQLite file")
+        return connection
 
     def _setup(self) -> None:
         migrate = getattr(self.memory, "migrate", None)  # a Client: the service migrated its store
@@ -488,6 +669,11 @@ def _search_item(
     )
 
 
+def _unit(vector: Sequence[float]) -> builtins.list[float]:
+    norm = math.sqrt(math.fsum(float(x) * float(x) for x in vector))
+    return [float(x) / norm for x in vector] if norm else [0.0 for _ in vector]
+
+
 def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     path = tuple(condition.path)
     if len(namespace) < len(path):
@@ -516,6 +702,11 @@ class MemlaneStore(_Adapter, BaseStore):
     >>> store = MemlaneStore(memlane.open("memory.db"))        # doctest: +SKIP
     >>> graph = builder.compile(store=store)                   # doctest: +SKIP
     """
+
+    # LangGraph's SqliteStore lists its schema statements here; these are memlane's SQLite schema's
+    MIGRATIONS: ClassVar[builtins.list[str]] = [
+        sql for _, statements in SQLITE_MIGRATIONS for sql in statements if isinstance(sql, str)
+    ]
 
     def __init__(
         self,

