@@ -459,11 +459,11 @@ def create_app(
         return ok({"agents": [a.to_dict() for a in page.entries], "next_cursor": page.next_cursor})
 
     @app.get(f"/{API_VERSION}/admin/agents/{{name}}", summary="An agent with its rooms and grants.")
-    def get_agent(name: str, _: Agent = Depends(admin)) -> JSONResponse:  # noqa: B008
+    def get_agent(name: str, _: Agent = Depends(admin)) -> Response:  # noqa: B008
         return ok(access.agent(name).to_dict())
 
     @app.post(f"/{API_VERSION}/admin/agents/{{name}}/token", summary="A new token for an agent; the old one stops.")
-    def rotate_token(name: str, a: Access = Depends(changer)) -> JSONResponse:  # noqa: B008
+    def rotate_token(name: str, a: Access = Depends(changer)) -> Response:  # noqa: B008
         return ok({"token": a.rotate_token(name)})
 
     @app.delete(f"/{API_VERSION}/admin/agents/{{name}}", summary="Delete an agent, its memberships and grants.")
