@@ -100,7 +100,11 @@ def build(extra: str, venv: Path) -> Path:
     info = Path(metadata.distribution("memlane")._path)  # type: ignore[attr-defined]
     shutil.copytree(info, site / info.name)
     script = venv / "bin" / "memlane"
-    script.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom memlane.cli import main\nsys.exit(main())\n")
+    # as pip writes it: `memlane serve --workers N` starts processes that import the main module again
+    script.write_text(
+        f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom memlane.cli import main\n"
+        "if __name__ == '__main__':\n    sys.exit(main())\n"
+    )
     script.chmod(0o755)
     return venv / "bin"
 
