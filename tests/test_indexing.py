@@ -183,8 +183,9 @@ def test_items_written_without_an_embedder_are_picked_up_without_a_reindex(url):
         # a lexical-only writer on a store with an embedder marks what it writes, for the indexers
         with memlane.open(url, embedder=None) as plain:
             plain.put("new", "k", "new note from a lexical writer")
+        mem.catch_up = memlane.CatchUp(items=0)
         env = mem.search("new note", channels=["vector"], embedding=_vector_of("new note"))
-        assert env.pending_vectors == 1
+        assert env.pending_vectors == 1 and env.status == "not_yet_indexed"
         assert mem.wait_indexed(WAIT_S)
         assert (
             mem.search("lexical writer", channels=["vector"], embedding=_vector_of("lexical writer")).hits[0].key == "k"
@@ -291,6 +292,7 @@ def test_an_indexer_killed_in_the_middle_of_a_batch_is_resumed_by_the_next(url):
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=WAIT_S)
     with memlane.open(url, embedder="fake", indexing="sync") as mem:
+        mem.catch_up = memlane.CatchUp(items=0)
         assert mem.search("note", channels=["vector"], embedding=_vector_of("note")).pending_vectors == len(
             texts
         )  # nothing was lost

@@ -92,7 +92,15 @@ KeyPrefixIn = Annotated[
 ]
 LimitIn = Annotated[int, Field(description="At most this many results.")]
 FloorIn = Annotated[
-    bool, Field(description="Drop hits with no real support (true); false returns the best matches however weak.")
+    bool,
+    Field(description="Drop the hits the relevance decision judges not relevant (true); false returns the k nearest."),
+]
+RecallFloorIn = Annotated[
+    bool | None,
+    Field(
+        description="Drop the hits the relevance decision judges not relevant; null (the default): on, except for "
+        "a vector recall with a given embedding."
+    ),
 ]
 
 
@@ -546,7 +554,7 @@ class MemoryTools(_Tools):
             list[Literal["lexical", "vector"]] | None,
             Field(description="Channels to use: 'lexical' (BM25) and/or 'vector'; both by default."),
         ] = ["lexical", "vector"],  # noqa: B006 - pydantic copies defaults; the schema shows this one
-        floor: FloorIn = True,
+        floor: FloorIn = False,
     ) -> ToolResult:
         extra: dict[str, Any] = {} if channels is None else {"channels": channels}
 
@@ -569,7 +577,7 @@ class MemoryTools(_Tools):
             Literal["hybrid", "lexical", "vector"],
             Field(description="Search mode without key: hybrid (default), lexical or vector."),
         ] = "hybrid",
-        floor: FloorIn = True,
+        floor: RecallFloorIn = None,
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
             if key is None and not query.strip():

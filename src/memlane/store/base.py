@@ -221,8 +221,10 @@ class Store(ABC):
         """Mark every item with text whose vector is missing or stale and that is not marked; returns how many."""
 
     @abstractmethod
-    def claim_pending(self, limit: int, owner: str, lease_s: float) -> builtins.list[tuple[int, int, str, int]]:
-        """Lease up to ``limit`` unclaimed (or lease-expired) marks to ``owner``.
+    def claim_pending(
+        self, limit: int, owner: str, lease_s: float, within: Within | None = None
+    ) -> builtins.list[tuple[int, int, str, int]]:
+        """Lease up to ``limit`` unclaimed (or lease-expired) marks to ``owner``, only inside ``within`` if given.
 
         Returns ``(ref, version, text, mark_version)``: the item as it is now, and the version its mark had.
         """
