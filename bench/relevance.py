@@ -310,7 +310,9 @@ def replay(rows: list[dict[str, Any]], model: relevance.Model, mode: str) -> dic
     for (dataset, part, _), hits in by_query.items():
         gold_count = next(h["gold_count"] for h in hits if h["rank"] == 0)
         hits = sorted((h for h in hits if h["rank"]), key=lambda h: h["rank"])
-        kept = [h for h in hits if model.probability(h["features"]) >= model.threshold]
+        probability = [model.probability(h["features"]) for h in hits]
+        found = any(p >= model.threshold for p in probability)  # as Judge.settle decides an answer
+        kept = [h for h, p in zip(hits, probability, strict=True) if found and p >= model.companion]
         name = f"{dataset}:{part}"
         for label, ranked in (("on", kept), ("off", hits)):
             out[name][f"empty_{label}"].append(0.0 if ranked else 1.0)
@@ -360,24 +362,31 @@ def fit(args: argparse.Namespace) -> int:
         w *= len(train) / w.sum()
         beta = fit_logistic(x, y, w, l2=args.l2)
         best = None
-        for threshold in np.arange(0.05, 0.96, 0.01):
-            model = relevance.Model(
-                float(beta[0]), dict(zip(names, map(float, beta[1:]), strict=True)), float(threshold)
-            )
-            res = replay(
-                [r for r in rows if r["part"] in ("dev", "dev-elsewhere", "fit", "fit-elsewhere")], model, mode
-            )
-            para, para_else = res.get("paraphrase:dev", {}), res.get("paraphrase:dev-elsewhere", {})
-            loc, loc_else = res.get("locomo:fit", {}), res.get("locomo:fit-elsewhere", {})
-            # the goals, on the fitting data: paraphrases found, abstention, LoCoMo hit@10 kept
-            score = (
-                2 * para.get("top3_on", 0)
-                + para_else.get("empty_on", 0)
-                + 2 * loc.get("hit10_on", 0)
-                + loc_else.get("empty_on", 0)
-            )
-            if best is None or score > best[0]:
-                best = (score, model)
+        fitting = [r for r in rows if r["part"] in ("dev", "dev-elsewhere", "fit", "fit-elsewhere")]
+        weights = dict(zip(names, map(float, beta[1:]), strict=True))
+        for threshold in np.arange(0.30, 0.96, 0.02):
+            for companion in (0.2, 0.1, 0.05, 0.02, 0.0):  # on a tie the more selective
+                model = relevance.Model(float(beta[0]), weights, round(float(threshold), 2), companion)
+                res = replay(fitting, model, mode)
+                para, para_else = res.get("paraphrase:dev", {}), res.get("paraphrase:dev-elsewhere", {})
+                loc, loc_else = res.get("locomo:fit", {}), res.get("locomo:fit-elsewhere", {})
+                # on the fitting data only: LoCoMo hit@10 may lose at most 0.015 against no decision; within that,
+                # the most abstention (LoCoMo asked elsewhere, unrelated paraphrase questions) and paraphrases found
+                kept = loc.get("hit10_on", 0) >= loc.get("hit10_off", 0) - 0.015
+                quality = (
+                    loc_else.get("empty_on", 0)
+                    + para.get("top3_on", 0)
+                    + para_else.get("empty_on", 0)
+                    + loc.get("hit10_on", 0)
+                )
+                # when no setting keeps LoCoMo's hit@10 that close (words alone): the most hits among the settings
+                # that abstain on 3 of 4 questions asked elsewhere
+                fallback = (
+                    loc.get("hit10_on", 0) if loc_else.get("empty_on", 0) >= 0.75 else loc_else.get("empty_on", 0) - 1
+                )
+                score = (1.0 if kept else 0.0, quality if kept else fallback)
+                if best is None or score > best[0]:
+                    best = (score, model)
         assert best is not None
         model = best[1]
         report[mode] = {
@@ -385,6 +394,7 @@ def fit(args: argparse.Namespace) -> int:
                 "bias": round(model.bias, 3),
                 "weights": {k: round(v, 3) for k, v in model.weights.items()},
                 "threshold": round(model.threshold, 2),
+                "companion": model.companion,
             },
             "train_rows": len(train),
             "results": replay(rows, model, mode),

@@ -754,11 +754,15 @@ class Memory:
         def accept(hit: Hit) -> bool:
             verdict = judge.judge(hit)
             hit.relevant, hit.relevance, hit.why = verdict.relevant, verdict.probability, verdict.why
-            return (min_score is None or hit.score >= min_score) and (verdict.relevant or not floor)
+            # with the decision on, a hit too weak to stay even beside a relevant one goes at once
+            return (min_score is None or hit.score >= min_score) and (not floor or judge.keeps(hit))
 
         hits, dropped, truncated, below = rank.confirm_relevant(
             fused, lambda ids: self._store.hydrate(ids, within, now), limit, terms=words, accept=accept
         )
+        hits, refused = judge.settle(hits, drop=bool(floor))
+        if refused:
+            below, truncated = below + refused, False
         timings["confirm_ms"] = _ms(t)
         status = _status(hits, pending, below, judge, notes)
         timings["total_ms"] = _ms(started)
