@@ -11,6 +11,9 @@ Usage::
         [--scifact-store DIR/beir-scifact-n0-minilm.db --scifact ../shared/data/scifact] --out evidence.json
     python bench/relevance.py fit --evidence evidence.json [--json OUT]
 
+    # LoCoMo through recall as an agent calls it, on the fitting and the held-out conversations
+    python bench/relevance.py locomo --locomo-store DIR/locomo-n0-minilm.db [--json OUT]
+
 Sets (see docs/benchmarks.md, "Relevance decision"):
 
 * ``paraphrase``: ``bench/data/paraphrase.json``, memlane's own probe: short
@@ -64,6 +67,11 @@ def progress(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def status_of(env: Any) -> str:
+    """The envelope's status (a memlane before issue #24 has none: an empty answer said "nothing")."""
+    return str(getattr(env, "status", "found" if env.hits else "nothing_relevant"))
+
+
 # -- the paraphrase probe ------------------------------------------------------------------
 
 
@@ -96,7 +104,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
                 ask = mem.recall if surface == "recall" else mem.search
                 for q in user["queries"]:
                     env = ask(q["q"], namespace_prefix=ns, limit=10)
-                    keys = [h.key for h in env.hits[:3] if surface == "recall" or h.relevant]
+                    keys = [h.key for h in env.hits if surface == "recall" or getattr(h, "relevant", True)][:3]
                     paraphrases += 1
                     if q["answer"] in keys:
                         found += 1
@@ -105,11 +113,11 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
                 for text in user["unrelated"]:
                     env = ask(text, namespace_prefix=ns, limit=10)
                     unrelated += 1
-                    statuses[env.status] += 1
-                    if env.status == "nothing_relevant":
+                    statuses[status_of(env)] += 1
+                    if status_of(env) == "nothing_relevant":
                         unrelated_empty += 1
                     else:
-                        leaks.append(f"{text!r}: {[(h.key, h.relevance) for h in env.hits if h.relevant][:3]}")
+                        leaks.append(f"{text!r}: {[(h.key, getattr(h, 'relevance', None)) for h in env.hits][:3]}")
             out["surfaces"][surface] = {
                 "paraphrases_in_top3": f"{found}/{paraphrases}",
                 "unrelated_nothing_relevant": f"{unrelated_empty}/{unrelated}",
@@ -279,6 +287,40 @@ def collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def locomo(args: argparse.Namespace) -> dict[str, Any]:
+    """LoCoMo through ``recall`` as an agent calls it (the decision on): hit@10 at home, empty answers elsewhere."""
+    mem = memlane.open(args.locomo_store, embedder=args.embedder, indexing="sync")
+    queries = [json.loads(line) for line in open(args.queries, encoding="utf-8") if line.strip()]
+    out: dict[str, Any] = {}
+    for part, convs in (("fit", LOCOMO_FIT), ("heldout", LOCOMO_HELDOUT)):
+        elsewhere = {c: convs[(i + 1) % len(convs)] for i, c in enumerate(convs)}
+        for mode in args.modes:
+            hits = empty_home = empty_away = questions = 0
+            statuses: dict[str, int] = defaultdict(int)
+            for q in queries:
+                conv = q["conversation_id"]
+                if conv not in convs or not q.get("evidence_ids"):
+                    continue
+                gold = frozenset(e.split(":", 1)[1] for e in q["evidence_ids"] if e.startswith(conv + ":"))
+                home = mem.recall(q["question"], namespace_prefix=("locomo", conv), limit=LIMIT, mode=mode)
+                away = mem.recall(q["question"], namespace_prefix=("locomo", elsewhere[conv]), limit=LIMIT, mode=mode)
+                questions += 1
+                hits += any(hit_key(h) in gold for h in home.hits[:10])
+                empty_home += not home.hits
+                empty_away += not away.hits
+                statuses[status_of(away)] += 1
+            out[f"{part}:{mode}"] = {
+                "questions": questions,
+                "hit@10": round(hits / questions, 4),
+                "empty_at_home": round(empty_home / questions, 4),
+                "empty_elsewhere": round(empty_away / questions, 4),
+                "statuses_elsewhere": dict(statuses),
+            }
+            progress(f"locomo {part} {mode}: {out[f'{part}:{mode}']}")
+    mem.close()
+    return out
+
+
 # -- fit and replay ---------------------------------------------------------------------------
 
 
@@ -425,6 +467,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--scifact", default="../shared/data/scifact")
     c.add_argument("--scifact-queries", type=int, default=None, metavar="N")
     c.add_argument("--out", required=True)
+    lo = sub.add_parser("locomo", help="LoCoMo through recall: hit@10 at home, empty answers elsewhere, per part")
+    lo.add_argument("--locomo-store", required=True)
+    lo.add_argument("--queries", default="../shared/data/locomo/locomo_queries.jsonl")
+    lo.add_argument("--embedder", default="minilm")
+    lo.add_argument("--modes", nargs="+", default=["hybrid", "lexical"])
+    lo.add_argument("--json", metavar="OUT")
     f = sub.add_parser("fit", help="fit the decision on the development rows and replay it on every set")
     f.add_argument("--evidence", required=True)
     f.add_argument("--l2", type=float, default=1.0)
@@ -439,6 +487,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "collect":
         return collect(args)
+    if args.command == "locomo":
+        text = json.dumps(locomo(args), indent=1)
+        print(text)
+        if args.json:
+            Path(args.json).write_text(text, encoding="utf-8")
+        return 0
     return fit(args)
 
 
