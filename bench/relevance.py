@@ -11,6 +11,9 @@ Usage::
         [--scifact-store DIR/beir-scifact-n0-minilm.db --scifact ../shared/data/scifact] --out evidence.json
     python bench/relevance.py fit --evidence evidence.json [--json OUT]
 
+    # put then search at once (background indexing): latency and found, the search's catch-up on and off
+    python bench/relevance.py freshness [--rounds 40]
+
     # LoCoMo through recall as an agent calls it, on the fitting and the held-out conversations
     python bench/relevance.py locomo --locomo-store DIR/locomo-n0-minilm.db [--json OUT]
 
@@ -126,6 +129,46 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
                 "statuses_of_unrelated": dict(statuses),
             }
         mem.close()
+    return out
+
+
+def freshness(args: argparse.Namespace) -> dict[str, Any]:
+    """Put then search at once, background indexing: write and search latency, and how often the item is found.
+
+    Subjects, interleaved per round: the search embedding its scope's waiting items first (the default
+    ``CatchUp``) and the same with it off (``CatchUp(items=0)``: the behaviour before issue #24).
+    """
+    import statistics
+
+    out: dict[str, Any] = {"rounds": args.rounds, "embedder": args.embedder}
+    with tempfile.TemporaryDirectory(prefix="memlane-fresh-") as tmp:
+        mem = memlane.open(str(Path(tmp) / "fresh.db"), embedder=args.embedder)  # background indexing
+        mem.put_many([{"namespace": "warm", "key": f"w{i}", "value": f"warm-up note {i}"} for i in range(8)])
+        mem.wait_indexed()
+        samples: dict[str, dict[str, list[float]]] = {
+            s: {"put_ms": [], "search_ms": [], "found": []} for s in ("catch_up", "off")
+        }
+        for i in range(args.rounds):
+            for subject in ("catch_up", "off") if i % 2 else ("off", "catch_up"):
+                mem.catch_up = memlane.CatchUp() if subject == "catch_up" else memlane.CatchUp(items=0)
+                ns = ("fresh", subject, str(i))
+                text = f"the {subject} courier delivered parcel {i} to the harbour office"
+                t0 = time.perf_counter()
+                mem.put(ns, "note", text)
+                t1 = time.perf_counter()
+                env = mem.search(text, namespace_prefix=ns, channels=["vector"])
+                t2 = time.perf_counter()
+                samples[subject]["put_ms"].append((t1 - t0) * 1000)
+                samples[subject]["search_ms"].append((t2 - t1) * 1000)
+                samples[subject]["found"].append(1.0 if env.hits else 0.0)
+        mem.close()
+    for subject, s in samples.items():
+        out[subject] = {
+            "put_p50_ms": round(statistics.median(s["put_ms"]), 2),
+            "search_p50_ms": round(statistics.median(s["search_ms"]), 2),
+            "search_p90_ms": round(sorted(s["search_ms"])[int(0.9 * len(s["search_ms"]))], 2),
+            "found_by_vector_at_once": round(sum(s["found"]) / len(s["found"]), 3),
+        }
     return out
 
 
@@ -467,6 +510,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--scifact", default="../shared/data/scifact")
     c.add_argument("--scifact-queries", type=int, default=None, metavar="N")
     c.add_argument("--out", required=True)
+    fr = sub.add_parser("freshness", help="put then search at once: latency and found, search catch-up on and off")
+    fr.add_argument("--rounds", type=int, default=40)
+    fr.add_argument("--embedder", default="minilm")
+    fr.add_argument("--json", metavar="OUT")
     lo = sub.add_parser("locomo", help="LoCoMo through recall: hit@10 at home, empty answers elsewhere, per part")
     lo.add_argument("--locomo-store", required=True)
     lo.add_argument("--queries", default="../shared/data/locomo/locomo_queries.jsonl")
@@ -487,8 +534,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "collect":
         return collect(args)
-    if args.command == "locomo":
-        text = json.dumps(locomo(args), indent=1)
+    if args.command in ("locomo", "freshness"):
+        text = json.dumps(locomo(args) if args.command == "locomo" else freshness(args), indent=1)
         print(text)
         if args.json:
             Path(args.json).write_text(text, encoding="utf-8")

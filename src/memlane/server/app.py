@@ -37,7 +37,17 @@ from .routes import Body, register
 
 API_VERSION = "v1"
 MAX_BODY_BYTES = 4 * validate.MAX_VALUE_CHARS + 6 * validate.MAX_TEXT_CHARS + 4 * validate.MAX_METADATA_CHARS + 2**20
-_OPTIONAL = {"author", "expires_at", "changed_by", "next_cursor", "embedding", "pending_vectors"}
+_OPTIONAL = {
+    "author",
+    "expires_at",
+    "changed_by",
+    "next_cursor",
+    "embedding",
+    "pending_vectors",
+    "relevant",
+    "relevance",
+    "why",
+}
 
 
 def _compact(obj: Any) -> Any:
