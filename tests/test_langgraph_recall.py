@@ -51,5 +51,5 @@ def test_a_vector_search_answers_the_k_nearest_however_far(mem: Any) -> None:
         store.put(("far",), f"p{i}", {"text": text})
     results = store.search(("far",), query="quarterly tax paperwork", limit=3)
     assert len(results) == 3  # never "nothing relevant": a store answers its top matches
-    expected = sorted((_cosine("quarterly tax paperwork", t) for t in ["alpine lake", "desert wind", "city traffic"]))
+    expected = sorted(_cosine("quarterly tax paperwork", t) for t in ["alpine lake", "desert wind", "city traffic"])
     assert [r.score for r in results] == pytest.approx(expected[::-1], abs=1e-5)

@@ -272,8 +272,6 @@ def test_sqlite_reads_only_the_newest_k_when_every_word_is_common(
             assert large[name] < 2 * small[name], (name, small[name], large[name])
 
 
-
-
 # -- the relevance decision --------------------------------------------------------------------------------------
 
 
