@@ -357,3 +357,18 @@ def test_wait_indexed_is_not_a_wire_operation_but_pending_vectors_travels(tmp_pa
                 assert [h.key for h in env.hits] == ["k"] and env.pending_vectors == 0
         finally:
             server.stop()
+
+
+def test_the_search_catch_up_bound_is_checked_and_read_from_the_environment(monkeypatch):
+    assert memlane.CatchUp() == memlane.CatchUp(items=256, ms=1000.0)
+    for bad in ({"items": -1}, {"items": 1.5}, {"items": True}, {"ms": -1}, {"ms": float("inf")}, {"ms": "fast"}):
+        with pytest.raises(ValidationError):
+            memlane.CatchUp(**bad)
+    monkeypatch.setenv("MEMLANE_SEARCH_EMBED_ITEMS", "0")
+    monkeypatch.setenv("MEMLANE_SEARCH_EMBED_MS", "250")
+    assert memlane.CatchUp.from_env() == memlane.CatchUp(items=0, ms=250.0)
+    with memlane.open(":memory:", embedder="fake") as mem:
+        assert mem.catch_up == memlane.CatchUp(items=0, ms=250.0)
+    monkeypatch.setenv("MEMLANE_SEARCH_EMBED_MS", "soon")
+    with pytest.raises(ValidationError, match="MEMLANE_SEARCH_EMBED_MS"):
+        memlane.CatchUp.from_env()

@@ -58,9 +58,10 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # `bench/retrieval.py noise`, docs/benchmarks.md). Unknown embedders get DEFAULT_NOISE.
 NOISE: dict[str, float] = {"minilm": 0.15, "minilm-numpy": 0.15, "fake": 0.42}
 DEFAULT_NOISE = 0.30
-# rows of the scope counted at most, and documents counted per word at most (a word in this many rows is common)
-SCOPE_LIMIT = 20_000
-DF_LIMIT = 2_000
+# rows of the scope counted at most, and rows counted per word at most: the counts cost a search about 0.3 ms at
+# these bounds (100k rows, SQLite); beyond them a scope's IDF is an estimate, and the fitting data lies within them
+SCOPE_LIMIT = 5_000
+DF_LIMIT = 1_000
 # a scope this large makes an absent word full evidence; a smaller one proportionally less (log scale)
 SCOPE_REFERENCE = 1_000
 

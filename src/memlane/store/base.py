@@ -187,7 +187,7 @@ class Store(ABC):
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
         """Rows inside ``within`` and, per term, rows whose text or address contains it (each count stops at ``limit``).
 
-        For the relevance floor's "common word" test; expiry is not applied.
+        For the relevance decision (the scope's IDF of each query word); expiry is not applied.
         """
 
     @abstractmethod
