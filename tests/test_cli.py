@@ -401,8 +401,11 @@ def test_search_channels_choose_what_nominates(db: Path) -> None:
     vector = as_json(db, "search", "dark theme", "--channels", " vector ")
     assert set(vector["counts"]) == {"vector"} and vector["params"]["channels"] == ["vector"]
     assert vector["counts"]["vector"] == 2  # cosine nominates every item with a vector
-    # the noodles share no word and no meaning: the relevance floor drops them and counts them
-    assert [h["key"] for h in vector["hits"]] == ["editor"] and vector["below_floor"] == 1
+    # the noodles share no word and no meaning: shown (the nearest), judged not relevant; --floor drops them
+    assert [(h["key"], h["relevant"]) for h in vector["hits"]] == [("editor", True), ("food", False)]
+    floored = as_json(db, "search", "dark theme", "--channels", "vector", "--floor")
+    assert [h["key"] for h in floored["hits"]] == ["editor"] and floored["below_floor"] == 1
+    assert [h["key"] for h in as_json(db, "recall", "dark theme", "--mode", "vector")["hits"]] == ["editor"]
     both = as_json(db, "search", "dark theme", "--channels", "vector,lexical")
     assert both["params"]["channels"] == ["vector", "lexical"]
     out = ok(db, "search", "dark theme", "--channels", "lexical").stdout

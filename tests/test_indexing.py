@@ -183,8 +183,9 @@ def test_items_written_without_an_embedder_are_picked_up_without_a_reindex(url):
         # a lexical-only writer on a store with an embedder marks what it writes, for the indexers
         with memlane.open(url, embedder=None) as plain:
             plain.put("new", "k", "new note from a lexical writer")
+        mem.catch_up = memlane.CatchUp(items=0)
         env = mem.search("new note", channels=["vector"], embedding=_vector_of("new note"))
-        assert env.pending_vectors == 1
+        assert env.pending_vectors == 1 and env.status == "not_yet_indexed"
         assert mem.wait_indexed(WAIT_S)
         assert (
             mem.search("lexical writer", channels=["vector"], embedding=_vector_of("lexical writer")).hits[0].key == "k"
@@ -291,6 +292,7 @@ def test_an_indexer_killed_in_the_middle_of_a_batch_is_resumed_by_the_next(url):
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=WAIT_S)
     with memlane.open(url, embedder="fake", indexing="sync") as mem:
+        mem.catch_up = memlane.CatchUp(items=0)
         assert mem.search("note", channels=["vector"], embedding=_vector_of("note")).pending_vectors == len(
             texts
         )  # nothing was lost
@@ -355,3 +357,18 @@ def test_wait_indexed_is_not_a_wire_operation_but_pending_vectors_travels(tmp_pa
                 assert [h.key for h in env.hits] == ["k"] and env.pending_vectors == 0
         finally:
             server.stop()
+
+
+def test_the_search_catch_up_bound_is_checked_and_read_from_the_environment(monkeypatch):
+    assert memlane.CatchUp() == memlane.CatchUp(items=256, ms=1000.0)
+    for bad in ({"items": -1}, {"items": 1.5}, {"items": True}, {"ms": -1}, {"ms": float("inf")}, {"ms": "fast"}):
+        with pytest.raises(ValidationError):
+            memlane.CatchUp(**bad)
+    monkeypatch.setenv("MEMLANE_SEARCH_EMBED_ITEMS", "0")
+    monkeypatch.setenv("MEMLANE_SEARCH_EMBED_MS", "250")
+    assert memlane.CatchUp.from_env() == memlane.CatchUp(items=0, ms=250.0)
+    with memlane.open(":memory:", embedder="fake") as mem:
+        assert mem.catch_up == memlane.CatchUp(items=0, ms=250.0)
+    monkeypatch.setenv("MEMLANE_SEARCH_EMBED_MS", "soon")
+    with pytest.raises(ValidationError, match="MEMLANE_SEARCH_EMBED_MS"):
+        memlane.CatchUp.from_env()

@@ -324,8 +324,11 @@ def test_confirm_of_no_candidates_reads_nothing():
 
 
 def _open(path: Path, clock: Clock, embedder: str | None = "fake"):
-    # these rules are about the ranked read, not about when vectors are made: every write embeds at once
-    return memlane.open(str(path / "m.db"), embedder=embedder, clock=clock, indexing="sync")
+    # these rules are about the ranked read, not about when vectors are made: every write embeds at once, and a
+    # search leaves a stale vector stale (no catch-up) so that confirm is what keeps it out
+    mem = memlane.open(str(path / "m.db"), embedder=embedder, clock=clock, indexing="sync")
+    mem.catch_up = memlane.CatchUp(items=0)
+    return mem
 
 
 @pytest.mark.parametrize("channels", [["lexical"], ["vector"], ["lexical", "vector"]])

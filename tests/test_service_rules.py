@@ -55,7 +55,17 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 T1 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 VOLATILE = {"timings", "elapsed_ms"}
 # docs/http.md, "Compatibility"
-OMITTED_WHEN_UNSET = {"author", "expires_at", "changed_by", "next_cursor", "embedding", "pending_vectors"}
+OMITTED_WHEN_UNSET = {
+    "author",
+    "expires_at",
+    "changed_by",
+    "next_cursor",
+    "embedding",
+    "pending_vectors",
+    "relevant",
+    "relevance",
+    "why",
+}
 
 
 class World:
@@ -754,7 +764,8 @@ def test_every_write_route_hands_each_body_field_to_the_core(world: World, app: 
 ITEM = {"id", "namespace", "key", "value", "value_type", "text", "metadata", "author", "created_at", "updated_at"}
 ITEM_ALL = ITEM | {"expires_at", "version"}
 ENVELOPE = {"operation", "params", "hits", "counts", "dropped_by_hydration", "truncated", "timings", "notes"} | {
-    "below_floor"
+    "below_floor",
+    "status",
 }
 CONTEXT = {"operation", "params", "status", "sections", "counts", "dropped", "truncated", "timings", "notes"}
 RESULT = {"columns", "rows", "row_count", "truncated", "truncated_by", "limits", "elapsed_ms", "views", "notes"}
@@ -788,7 +799,7 @@ def test_each_answer_has_every_documented_key_and_openapi_documents_it(world: Wo
         # pending_vectors: only when the vector channel ran
         assert set(env) - {"pending_vectors"} == ENVELOPE and env["hits"]
         assert ("pending_vectors" in env) == (route == "search")
-        hit = {"version", "score", "ranks", "channel_scores", "matched", "similarity"}
+        hit = {"version", "score", "ranks", "channel_scores", "matched", "similarity", "relevant", "relevance", "why"}
         assert all(ITEM - {"author"} | hit <= set(h) <= ITEM_ALL | hit for h in env["hits"])
     assert set(ok("recall", {"key": "notes.standup"})) == ENVELOPE
     for route, body in (

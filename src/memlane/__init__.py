@@ -22,6 +22,7 @@ from .errors import (
     UnauthorizedError,
     ValidationError,
 )
+from .indexer import CatchUp
 from .memory import Memory, open
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version
 from .query.model import QueryPlan, QueryResult, SavedQuery
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BackendUnavailableError",
     "BusyError",
+    "CatchUp",
     "Chooser",
     "ChooserError",
     "CleanupReport",

@@ -1087,7 +1087,16 @@ Floor = Annotated[
     bool,
     typer.Option(
         "--floor/--no-floor",
-        help="Drop hits with no real support (only a stop word, one common word, or noise-level similarity).",
+        help="Drop the hits the relevance decision judges not relevant (search: off, the k nearest are shown).",
+    ),
+]
+RecallFloor = Annotated[
+    bool | None,
+    typer.Option(
+        "--floor/--no-floor",
+        help="Drop the hits the relevance decision judges not relevant; by default on, except for a vector "
+        "recall with a given embedding.",
+        show_default=False,
     ),
 ]
 
@@ -1113,7 +1122,7 @@ def search(
     rrf_k: Annotated[
         int | None, typer.Option("--rrf-k", help="The RRF constant k in 1/(k + rank) (default: 10).")
     ] = None,
-    floor: Floor = True,
+    floor: Floor = False,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
@@ -1172,7 +1181,7 @@ def recall(
             "($MEMLANE_CHAT_BASE_URL or $OPENAI_BASE_URL; key $MEMLANE_CHAT_API_KEY or $OPENAI_API_KEY).",
         ),
     ] = None,
-    floor: Floor = True,
+    floor: RecallFloor = None,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,

@@ -401,7 +401,7 @@ class Client:
         embedding: Sequence[float] | None = None,
         rrf_k: int = 10,
         weights: Mapping[str, float] | None = None,
-        floor: bool = True,
+        floor: bool = False,
         min_score: float | None = None,
     ) -> Envelope:
         """Ranked search; see :meth:`Memory.search`."""
@@ -417,7 +417,7 @@ class Client:
         mode: str = "hybrid",
         embedding: Sequence[float] | None = None,
         chooser: Chooser | None = None,
-        floor: bool = True,
+        floor: bool | None = None,
         min_score: float | None = None,
     ) -> Envelope:
         """The agent's entry point; see :meth:`Memory.recall`.
@@ -435,8 +435,8 @@ class Client:
             body["key"] = key
         if embedding is not None:
             body["embedding"] = embedding
-        if not floor:  # sent only when not the default, so older servers keep working
-            body["floor"] = False
+        if floor is not None:  # sent only when chosen, so older servers keep working
+            body["floor"] = floor
         if min_score is not None:
             body["min_score"] = min_score
         return Envelope.from_dict(self._send("recall", body))

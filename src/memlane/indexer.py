@@ -16,14 +16,17 @@ keeps their embedding calls apart.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .store.base import EVERYTHING
+from .errors import ValidationError
+from .store.base import EVERYTHING, Within
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -32,6 +35,43 @@ BATCH_SIZE = 64
 LEASE_S = 120.0  # far above one batch's embedding time: a claim outlives it only when its holder died
 POLL_S = 1.0  # how often an idle thread looks for marks written by other processes
 RETRY_S = 5.0  # after a failed batch (a remote embedder down), before trying again
+CATCH_UP_ITEMS = 256  # a search embeds at most this many of its scope's waiting items first (CatchUp)...
+CATCH_UP_MS = 1000.0  # ... for about this long
+CATCH_UP_FIRST = 8  # a search's first batch of its own scope's marks, before it knows the embedder's rate
+CATCH_UP_POLL_S = 0.01  # how often a search waiting for marks another process holds looks again
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """How much of its own scope's waiting items a search embeds before it answers (read-your-writes).
+
+    A search whose scope holds items written but not embedded yet embeds up to
+    ``items`` of them, for at most about ``ms`` milliseconds (a batch already
+    started is finished; batches are sized to the time left), then answers; what
+    still waits is reported in the envelope's ``pending_vectors``. ``items=0``
+    turns it off. The defaults come from ``$MEMLANE_SEARCH_EMBED_ITEMS`` and
+    ``$MEMLANE_SEARCH_EMBED_MS`` when set.
+    """
+
+    items: int = CATCH_UP_ITEMS
+    ms: float = CATCH_UP_MS
+
+    def __post_init__(self) -> None:
+        if isinstance(self.items, bool) or not isinstance(self.items, int) or self.items < 0:
+            raise ValidationError("catch_up.items", f"must be a whole number >= 0, got {self.items!r}")
+        if isinstance(self.ms, bool) or not isinstance(self.ms, int | float) or not 0 <= self.ms < math.inf:
+            raise ValidationError("catch_up.ms", f"must be a finite number of milliseconds >= 0, got {self.ms!r}")
+
+    @classmethod
+    def from_env(cls) -> CatchUp:
+        """The defaults, or ``$MEMLANE_SEARCH_EMBED_ITEMS`` / ``$MEMLANE_SEARCH_EMBED_MS`` where set."""
+        items, ms = os.environ.get("MEMLANE_SEARCH_EMBED_ITEMS"), os.environ.get("MEMLANE_SEARCH_EMBED_MS")
+        try:
+            return cls(CATCH_UP_ITEMS if items is None else int(items), CATCH_UP_MS if ms is None else float(ms))
+        except (ValueError, ValidationError) as e:
+            raise ValidationError(
+                "MEMLANE_SEARCH_EMBED_ITEMS / MEMLANE_SEARCH_EMBED_MS", f"must be numbers ({e})"
+            ) from e
 
 
 class Indexer:
@@ -51,6 +91,7 @@ class Indexer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._embedding = threading.Lock()  # one batch at a time per memory: thread and callers alike
+        self._batch_done = threading.Condition()  # notified after every batch (for searches waiting on one)
         self._thread: threading.Thread | None = None
         self._started = threading.Lock()
         self._scanned = False
@@ -77,23 +118,75 @@ class Indexer:
                 return 0
             if not self._scanned:
                 self.scan()
-            store = self._mem.store
-            claimed = store.claim_pending(self.batch_size, self.owner, self.lease_s)
-            if not claimed:
-                return 0
-            try:
-                texts = [text for _, _, text, _ in claimed if text]
-                blobs = iter(self._mem._embed(texts)) if texts else iter(())
-                done = [(ref, version, next(blobs) if text else None, mark) for ref, version, text, mark in claimed]
-                store.finish_pending(done, self.owner)
-            except BaseException:
-                # give the batch back at once rather than when the lease ends (a writer may have won a lock)
-                try:
-                    store.release_pending(self.owner)
-                except Exception:  # noqa: BLE001 - the store is gone: the lease still brings the batch back
-                    pass
-                raise
+            claimed = self._mem.store.claim_pending(self.batch_size, self.owner, self.lease_s)
+            self._finish(claimed)
             return len(claimed)
+
+    def _finish(self, claimed: list[tuple[int, int, str, int]]) -> None:
+        """Embed claimed marks and store their vectors (the caller holds ``_embedding``)."""
+        if not claimed:
+            return
+        store = self._mem.store
+        try:
+            texts = [text for _, _, text, _ in claimed if text]
+            blobs = iter(self._mem._embed(texts)) if texts else iter(())
+            done = [(ref, version, next(blobs) if text else None, mark) for ref, version, text, mark in claimed]
+            store.finish_pending(done, self.owner)
+        except BaseException:
+            # give the batch back at once rather than when the lease ends (a writer may have won a lock)
+            try:
+                store.release_pending(self.owner)
+            except Exception:  # noqa: BLE001 - the store is gone: the lease still brings the batch back
+                pass
+            raise
+        finally:
+            with self._batch_done:
+                self._batch_done.notify_all()
+
+    def catch_up(self, within: Within, *, items: int, seconds: float) -> int:
+        """Embed the marks inside ``within`` now, within a bound; returns how many still wait there.
+
+        A search calls this before its vector channel nominates (read-your-writes):
+        it claims marks of its own scope through the store's lease, in small
+        batches, so the background thread, other processes and this call never
+        embed one item twice, and it stops after ``items`` items or ``seconds``
+        (a batch already started is finished; batches are sized to the time left).
+        Marks another indexer holds are waited for until the deadline.
+
+        Raises:
+            EmbedderError: the embedder failed; the claimed marks are given back.
+        """
+        store = self._mem.store
+        pending = store.count_pending(within)
+        if not pending or items <= 0 or seconds <= 0:
+            return pending
+        deadline = time.monotonic() + seconds
+        done, per_item = 0, None
+        while done < items:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._embedding.acquire(timeout=left):
+                break
+            try:
+                if self._stop.is_set():
+                    break
+                # the first batch is small; the next ones fit the time left at the rate measured
+                size = CATCH_UP_FIRST if per_item is None else int((deadline - time.monotonic()) / per_item) + 1
+                size = max(1, min(size, self.batch_size, items - done))
+                started = time.monotonic()
+                claimed = store.claim_pending(size, self.owner, self.lease_s, within)
+                self._finish(claimed)
+            finally:
+                self._embedding.release()
+            if claimed:
+                done += len(claimed)
+                per_item = max(time.monotonic() - started, 1e-4) / len(claimed)
+                continue
+            # nothing free to claim: what is left is another indexer's batch (or none is left)
+            if not store.count_pending(within):
+                return 0
+            with self._batch_done:  # this memory's thread says when its batch ends; other processes are polled
+                self._batch_done.wait(min(CATCH_UP_POLL_S, max(0.0, deadline - time.monotonic())))
+        return store.count_pending(within)
 
     def drain(self, *, limit: int | None = None) -> int:
         """Drain batches in the caller's thread until no mark is free to claim (or ``limit`` items); returns count."""

@@ -104,7 +104,11 @@ KeyPrefixIn = Annotated[
     str, Field(description="Only keys under this taxonomy path (whole segments), e.g. 'preferences.ui'.")
 ]
 LimitIn = Annotated[int, Field(description="At most this many results.")]
-FloorIn = Annotated[bool, Field(description="Drop hits with no real support; false: the best matches however weak.")]
+FloorIn = Annotated[bool, Field(description="true: only the hits judged relevant; false: the k nearest.")]
+RecallFloorIn = Annotated[
+    bool | None,
+    Field(description="true: only the hits judged relevant; null: so, except a vector recall with an embedding."),
+]
 
 
 class Address(BaseModel):
@@ -531,7 +535,7 @@ class MemoryTools(_Tools):
             list[Literal["lexical", "vector"]] | None,
             Field(description="lexical (BM25) and/or vector."),
         ] = ["lexical", "vector"],  # noqa: B006 - pydantic copies defaults; the schema shows this one
-        floor: FloorIn = True,
+        floor: FloorIn = False,
     ) -> ToolResult:
         extra: dict[str, Any] = {} if channels is None else {"channels": channels}
 
@@ -554,7 +558,7 @@ class MemoryTools(_Tools):
             Literal["hybrid", "lexical", "vector"],
             Field(description="Search mode without key."),
         ] = "hybrid",
-        floor: FloorIn = True,
+        floor: RecallFloorIn = None,
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
             if key is None and not query.strip():

@@ -33,7 +33,7 @@ from .facts import transfer
 from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
 from .facts.text import DEFAULT_CHUNK_CHARS
-from .indexer import LEASE_S, POLL_S, Indexer
+from .indexer import LEASE_S, POLL_S, CatchUp, Indexer
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from .query.model import QueryPlan, QueryResult, SavedQuery
 from .retention import CleanupReport, RetentionRule
@@ -171,6 +171,9 @@ class Memory:
         indexing: ``"background"`` (writes mark items; an indexer thread embeds
             them in batches), ``"sync"`` (every write embeds before it returns)
             or ``"external"`` (writes mark items; another process embeds them).
+        catch_up: how much of its scope's waiting items a search embeds first
+            (:class:`~memlane.indexer.CatchUp`; default from the environment).
+            Also settable later as the :attr:`catch_up` attribute.
     """
 
     def __init__(
@@ -181,8 +184,10 @@ class Memory:
         author: str | None = None,
         embedder: Embedder | None = None,
         indexing: str = "background",
+        catch_up: CatchUp | None = None,
     ) -> None:
         self._store = store
+        self.catch_up = catch_up if catch_up is not None else CatchUp.from_env()
         self._clock = clock or _system_clock
         self.author = author
         self._embedder = embedder
@@ -671,10 +676,21 @@ class Memory:
         embedding: Sequence[float] | None = None,
         rrf_k: int = DEFAULT_RRF_K,
         weights: Mapping[str, float] | None = None,
-        floor: bool = True,
+        floor: bool = False,
         min_score: float | None = None,
     ) -> Envelope:
         """Search by topic: nominate per channel, fuse with RRF, confirm against live rows.
+
+        A ranked search returns the ``limit`` nearest, as every peer's search
+        does: each hit carries the relevance decision (``relevant``,
+        ``relevance``, ``why``) and the envelope's ``status`` sums it up, but
+        nothing is dropped unless ``floor`` is set.
+
+        Read-your-writes: when items in scope still wait for their vectors
+        (written behind, see :meth:`wait_indexed`), the search embeds them first,
+        within :attr:`catch_up` (items and milliseconds); whatever still waits
+        beyond it is counted in ``pending_vectors`` and the status is then
+        ``not_yet_indexed``, never ``nothing_relevant``.
 
         Args:
             query: any text; it is never parsed as index syntax.
@@ -687,14 +703,14 @@ class Memory:
             embedding: a query vector to use instead of embedding ``query``.
             rrf_k: the RRF constant ``k`` in ``1/(k + rank)`` (default 10).
             weights: per-channel RRF weights (default lexical 1.0, vector 0.5).
-            floor: drop hits whose only support is stop words, one common word
-                or a vector similarity at the embedder's noise level (counted in
-                ``below_floor``; see :mod:`memlane.search.relevance`).
+            floor: apply the relevance decision: drop the hits it judges not
+                relevant (counted in ``below_floor``; see :mod:`memlane.search.relevance`).
             min_score: also drop hits whose fused score is below this.
 
         Returns:
             An :class:`Envelope`. Scores order hits; they are not calibrated.
-            Each hit says which query words it contains and its vector similarity.
+            Each hit says which query words it contains, its vector similarity
+            and whether it passed the relevance decision, and why.
         """
         started = time.perf_counter()
         query = v.query(query)
@@ -717,6 +733,7 @@ class Memory:
                 notes.append("the query has no searchable words")
             nominations["lexical"] = self._store.lexical(words, within, k)
             timings["lexical_ms"] = _ms(started)
+        pending = None
         if "vector" in wanted:
             t = time.perf_counter()
             if query_vector is None and self._embedder is not None and query.strip():
@@ -728,29 +745,36 @@ class Memory:
                     else "vector channel skipped: empty query"
                 )
             else:
+                pending = self._catch_up(within, notes, timings)
                 nominations["vector"] = self._store.vector(query_vector, within, k)
             timings["vector_ms"] = _ms(t)
         t = time.perf_counter()
         fused = rank.fuse(nominations, rrf_k=rrf_k, weights=weights)
         timings["fuse_ms"] = _ms(t)
         t = time.perf_counter()
-        accept = relevance.floor(
+        vector_found = nominations.get("vector") or ()
+        judge = relevance.Judge(
             lambda terms, most: self._store.document_counts(terms, within, most),
-            query,
             words,
             None if self._embedder is None else self._embedder.name,
-            enabled=bool(floor),
-            min_score=min_score,
-            notes=notes,
+            vector_ran="vector" in nominations,
+            vector_scores=[n[1] for n in vector_found],
         )
+
+        def accept(hit: Hit) -> bool:
+            verdict = judge.judge(hit)
+            hit.relevant, hit.relevance, hit.why = verdict.relevant, verdict.probability, verdict.why
+            # with the decision on, a hit too weak to stay even beside a relevant one goes at once
+            return (min_score is None or hit.score >= min_score) and (not floor or judge.keeps(hit))
+
         hits, dropped, truncated, below = rank.confirm_relevant(
             fused, lambda ids: self._store.hydrate(ids, within, now), limit, terms=words, accept=accept
         )
-        if below and not hits:
-            notes.append(f"nothing relevant: {below} candidates were below the relevance floor")
+        hits, refused = judge.settle(hits, drop=bool(floor))
+        if refused:
+            below, truncated = below + refused, False
         timings["confirm_ms"] = _ms(t)
-        # what the vector channel could not see yet: items in scope written but not embedded
-        pending = self._store.count_pending(within) if "vector" in nominations else None
+        status = _status(hits, pending, below, judge, notes)
         timings["total_ms"] = _ms(started)
         return Envelope(
             operation="search",
@@ -775,7 +799,21 @@ class Memory:
             notes=notes,
             pending_vectors=pending,
             below_floor=below,
+            status=status,
         )
+
+    def _catch_up(self, within: Sequence[Namespace], notes: builtins.list[str], timings: dict[str, float]) -> int:
+        """Embed the scope's items still waiting for vectors, within :attr:`catch_up`; returns how many still wait."""
+        if self._embedder is None:
+            return self._store.count_pending(within)
+        t = time.perf_counter()
+        try:
+            left = self._indexer.catch_up(within, items=self.catch_up.items, seconds=self.catch_up.ms / 1000)
+        except EmbedderError as e:
+            notes.append(f"could not embed the items in scope still waiting for vectors: {e}")
+            left = self._store.count_pending(within)
+        timings["catch_up_ms"] = _ms(t)
+        return left
 
     def _embed_query(self, query: str) -> builtins.list[float]:
         from .search.vectors import normalise
@@ -799,7 +837,7 @@ class Memory:
         mode: str = "hybrid",
         embedding: Sequence[float] | None = None,
         chooser: Chooser | None = None,
-        floor: bool = True,
+        floor: bool | None = None,
         min_score: float | None = None,
     ) -> Envelope:
         """The agent's one entry point to its memory.
@@ -810,7 +848,12 @@ class Memory:
         the chooser-assisted ``single`` / ``tiered`` (a caller-supplied
         :class:`~memlane.search.choose.Chooser` picks addresses from the
         summarize map; without one they fall back to lexical and say so).
-        ``floor`` and ``min_score`` are :meth:`search`'s relevance floor.
+
+        ``floor`` applies :meth:`search`'s relevance decision, dropping the hits
+        it judges not relevant. By default (``None``) a question in words is
+        judged, so an answer can be empty ("nothing relevant"), while a
+        ``vector`` recall with a caller-given ``embedding`` returns the
+        ``limit`` nearest, as a vector store does. ``min_score`` is :meth:`search`'s.
         """
         started = time.perf_counter()
         if mode not in MODES:
@@ -834,7 +877,10 @@ class Memory:
                 dropped_by_hydration=0,
                 truncated=len(items) > limit,
                 timings={"total_ms": _ms(started)},
+                status="found" if items else "nothing_relevant",
             )
+        if floor is None:
+            floor = not (mode == "vector" and embedding is not None)
         if mode in ("single", "tiered"):
             if chooser is not None:
                 from .search.choose import choose
@@ -1292,6 +1338,26 @@ class Memory:
                 self._indexer.notify()
             self._facts.embed_missing(64)  # the facts layer embeds as it writes
         return count
+
+
+def _status(
+    hits: Sequence[Hit], pending: int | None, below: int, judge: relevance.Judge, notes: builtins.list[str]
+) -> str:
+    """The envelope's status, with the note that explains anything but ``found``."""
+    if any(h.relevant for h in hits):
+        return "found"
+    if pending:
+        notes.append(
+            f"not yet indexed: {pending} items in scope still wait for their vectors; the answer may be among "
+            "them (search again shortly, or call wait_indexed)"
+        )
+        return "not_yet_indexed"
+    if hits or below:
+        judged = len(hits) + below
+        absent = judge.absent_words()
+        why = f"; nothing in scope mentions {', '.join(absent)}" if absent else ""
+        notes.append(f"nothing relevant: none of {judged} candidates passed the relevance decision{why}")
+    return "nothing_relevant"
 
 
 def _indexing(raw: Any) -> str:

@@ -223,6 +223,11 @@ class Hit:
     channel found it) and ``similarity`` is the cosine similarity between the
     query and the item's vector (``None`` when the vector channel did not
     nominate the item).
+
+    Whether it answers: ``relevant`` is the relevance decision on its evidence
+    (:mod:`memlane.search.relevance`), ``relevance`` the probability the
+    decision computed and ``why`` the evidence in words. All three are ``None``
+    for a keyed recall, which never judges.
     """
 
     item: Item
@@ -231,6 +236,9 @@ class Hit:
     channel_scores: dict[str, float] = field(default_factory=dict)
     matched: list[str] = field(default_factory=list)
     similarity: float | None = None
+    relevant: bool | None = None
+    relevance: float | None = None
+    why: str | None = None
 
     @property
     def namespace(self) -> Namespace:
@@ -261,6 +269,9 @@ class Hit:
             channel_scores=self.channel_scores,
             matched=self.matched,
             similarity=self.similarity,
+            relevant=self.relevant,
+            relevance=self.relevance,
+            why=self.why,
         )
         return out
 
@@ -274,6 +285,9 @@ class Hit:
             d.get("channel_scores") or {},
             d.get("matched") or [],
             d.get("similarity"),
+            d.get("relevant"),
+            d.get("relevance"),
+            d.get("why"),
         )
 
 
@@ -294,9 +308,15 @@ class Envelope:
         pending_vectors: items in scope written but not embedded yet, so not seen
             by the vector channel (found lexically meanwhile); ``None`` when the
             vector channel did not run (and then absent on the wire).
-        below_floor: confirmed candidates dropped by the relevance floor (or
-            ``min_score``): no query word beyond stop words or one common word
-            matched, and the vector similarity was below the embedder's noise level.
+        below_floor: confirmed candidates dropped because the relevance
+            decision judged them not relevant (when it was applied), or their
+            fused score was below ``min_score``.
+        status: what the answer says about the memory: ``found`` (a hit
+            passed the relevance decision), ``nothing_relevant`` (none did, and
+            every item in scope was searchable on every channel that ran) or
+            ``not_yet_indexed`` (none did, but ``pending_vectors`` items in scope
+            still wait for their vectors: the answer may be among them). A keyed
+            recall says ``found`` when it found the key, else ``nothing_relevant``.
     """
 
     operation: str
@@ -309,6 +329,7 @@ class Envelope:
     notes: list[str] = field(default_factory=list)
     pending_vectors: int | None = None
     below_floor: int = 0
+    status: str = "found"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -323,6 +344,7 @@ class Envelope:
             "notes": self.notes,
             "pending_vectors": self.pending_vectors,
             "below_floor": self.below_floor,
+            "status": self.status,
         }
 
     @classmethod
@@ -339,4 +361,5 @@ class Envelope:
             notes=d.get("notes") or [],
             pending_vectors=d.get("pending_vectors"),
             below_floor=d.get("below_floor", 0),
+            status=d.get("status") or ("found" if d.get("hits") else "nothing_relevant"),
         )

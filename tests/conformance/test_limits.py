@@ -538,7 +538,7 @@ def test_result_bounds_at_their_maxima_and_one_more_is_refused(mem):
     assert env.params["candidate_k"] == 1 and env.params["rrf_k"] == 1 and len(env.hits) == 1
     assert env.hits[0].score == 0
     assert mem.search("bound", limit=1000).params["candidate_k"] == 2000  # the default: max(50, 2 * limit)
-    assert len(mem.recall(query_max, limit=1000).hits) == 1
+    assert len(mem.recall(query_max, limit=1000, floor=False).hits) == 1  # the bound, not the relevance decision
     assert len(mem.recall("q", key="k", limit=1000).hits) == 1
     assert mem.search("bound", embedding=[1.0] * 64, channels=["vector"]).params["embedding"] == "given"
     assert mem.query("SELECT key FROM items", max_rows=100_000, timeout_ms=60_000).rows == [["k"]]

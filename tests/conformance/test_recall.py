@@ -107,8 +107,9 @@ def test_put_many_embeds_once_per_batch(store_url, clock, indexing):
 
 
 def test_confirm_drops_expired_deleted_and_replaced(store_url, clock):
-    # sync: no indexer thread repairs the stale vector behind the test's back
+    # sync, and no catch-up: neither the indexer thread nor the search repairs the stale vector
     with memlane.open(store_url, clock=clock, embedder="fake", indexing="sync") as mem:
+        mem.catch_up = memlane.CatchUp(items=0)
         mem.put("a", "expires", "orchid greenhouse notes", ttl=5)
         mem.put("a", "deleted", "orchid greenhouse watering")
         mem.put("a", "replaced", "orchid greenhouse humidity")
@@ -129,15 +130,30 @@ def test_confirm_drops_expired_deleted_and_replaced(store_url, clock):
 
 def test_stale_vector_never_surfaces_and_reindex_repairs(store_url, clock):
     with memlane.open(store_url, clock=clock, embedder="fake", indexing="sync") as mem:
+        mem.catch_up = memlane.CatchUp(items=0)  # the search leaves the waiting item alone
         mem.put("a", "k", "volcano eruption report")
         with memlane.open(store_url, clock=clock, embedder=None) as plain:
             plain.put("a", "k", "gardening tips")
         assert mem.stats().vectors_missing == 1
         env = mem.search("volcano eruption report", channels=["vector"])
         assert env.hits == [] and env.dropped_by_hydration == 1
+        assert env.pending_vectors == 1 and env.status == "not_yet_indexed"
         assert mem.reindex() == 1
         assert mem.stats().vectors_missing == 0
         assert mem.search("gardening tips", channels=["vector"]).hits[0].key == "k"
+
+
+def test_a_search_embeds_the_new_version_first_and_never_serves_the_old_vector(store_url, clock):
+    with memlane.open(store_url, clock=clock, embedder="fake", indexing="sync") as mem:
+        mem.put("a", "k", "volcano eruption report")
+        with memlane.open(store_url, clock=clock, embedder=None) as plain:
+            plain.put("a", "k", "gardening tips")  # marked: the store records an embedder
+        env = mem.search("gardening tips", channels=["vector"])
+        (hit,) = env.hits
+        assert hit.value == "gardening tips" and hit.item.version == 2
+        assert hit.similarity == pytest.approx(1.0)  # the vector of the new text, made by the search
+        assert env.pending_vectors == 0 and env.dropped_by_hydration == 0
+        assert mem.stats().vectors_missing == 0
 
 
 def test_vector_cache_follows_other_writers(store_url, clock):

@@ -140,6 +140,7 @@ def choose(
         truncated=False,
         timings={"total_ms": round((time.perf_counter() - started) * 1000, 3), "steps": steps},
         notes=notes,
+        status="found" if hits else "nothing_relevant",  # the chooser's picks are its judgement
     )
 
 

@@ -93,7 +93,7 @@ def confirm(
     hydrate: Callable[[Sequence[Any]], Mapping[Any, Item]],
     limit: int,
 ) -> tuple[list[Hit], int, bool]:
-    """Re-read candidates best first until ``limit`` + 1 are confirmed (no floor).
+    """Re-read candidates best first until ``limit`` + 1 are confirmed (no decision).
 
     Returns:
         ``(hits, dropped, truncated)``; see :func:`confirm_relevant`.
@@ -116,8 +116,8 @@ def confirm_relevant(
     liveness and scope applied in it); a candidate whose item is missing there,
     or whose version differs from what a channel scored, is dropped. Each
     confirmed hit is explained (the ``terms`` it contains, its vector
-    similarity) and then offered to ``accept`` (the relevance floor); a
-    refused one is counted, not returned.
+    similarity) and then offered to ``accept`` (the relevance decision, which
+    records its verdict on the hit); a refused one is counted, not returned.
 
     Returns:
         ``(hits, dropped, truncated, refused)``.

@@ -1,28 +1,39 @@
-"""Why a hit is there, and the relevance floor that drops hits with no real support.
+"""Why a hit is there, and the relevance decision: does its evidence make it an answer?
 
-A hit is explained by the query words it contains (in its text, key or
-namespace: ``matched``) and by the cosine similarity of its vector to the
-query's (``similarity``). The floor keeps a hit when either is real evidence:
+Every confirmed hit is judged from the evidence it actually has, never from
+the shape of the query's words:
 
-* its similarity reaches the embedder's *noise level*: the cosine that
-  unrelated texts reach by chance (``NOISE``, measured per embedder, see
-  docs/benchmarks.md, "Relevance floor"); or
-* it contains two or more of the query's content words (not stop words), or
-  one content word that is not *common* in the searched scope (a query of
-  stop words only is answered by them). A word is
-  common when at least ``COMMON_SHARE`` of the items in scope (and at least
-  ``COMMON_MIN_DOCS`` of them) contain it; a query of one content word makes
-  every word it matched sufficient, whatever its frequency.
+* ``similarity``: the cosine of its vector to the query's, calibrated per
+  embedder as the excess over the embedder's *noise level* (the cosine that
+  unrelated texts reach by chance, :data:`NOISE`), ``(s - noise) / (1 - noise)``.
+  A hit the vector channel ran for but did not nominate is given the lowest
+  similarity the channel nominated (an upper bound on its own).
+* ``coverage``: the share of the query's content words (not stop words) that
+  the hit holds in its text, key or namespace, each word weighted by its
+  inverse document frequency *in the searched scope* (BM25's IDF), so a word
+  most items hold counts little and a rare one much.
+* ``rarity``: how rare the rarest query word it holds is in the scope,
+  ``1 - log(1 + df) / log(1 + N)``.
+* ``standout``: how far its similarity stands above the mean similarity of
+  the vector channel's candidates (calibrated as above): the answer to a
+  question stands out from the rest of the scope, while a question the memory
+  cannot answer meets a flat field of look-alikes.
+* ``absent``: the IDF-weighted share of the query's content words that occur
+  nowhere in the scope: what the query asks about that the memory never
+  mentions. It is scaled by how much the scope says (``log(1 + N)`` against a
+  scope of :data:`SCOPE_REFERENCE` items): in a handful of notes most words of
+  any question are absent, in a long conversation an absent word is telling.
 
-Everything else (only stop words, only one common word, a vector similarity
-at noise level) is dropped and counted in the envelope's ``below_floor``.
+A logistic model (:data:`VECTOR_MODEL` when the vector channel ran,
+:data:`LEXICAL_MODEL` otherwise) turns the evidence into a probability of
+relevance; a hit is relevant when it reaches the model's threshold. The
+coefficients and thresholds were fitted by ``bench/relevance.py fit`` on
+development data only (LoCoMo conversations conv-26, conv-30 and conv-41 written
+through ``add_conversation``, and the development split of memlane's paraphrase
+set), and checked on data they were not fitted on (conv-42 and conv-43, the
+paraphrase held-out split, SciFact); docs/benchmarks.md has the figures.
 
-Names decide what a question is about: when a query names someone or
-something (a capitalised word past its first, such as "Caroline" or "LGBTQ")
-and none of its names occurs anywhere in the searched scope, the memory holds
-nothing about it, and only hits at ``STRONG`` similarity or more, or holding
-``ABSENT_NAME_WORDS`` of its other words, are kept.
-Word matching here is for explanation and the floor only (the index does the
+Word matching here is for explanation and evidence only (the index does the
 searching); it compares light stems, so "travelling" matches "travel", and a
 stem of four letters or more also matches a longer word it begins
 ("inhibit" / "inhibition"): erring towards support, never against it.
@@ -33,6 +44,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 from ..model import Hit, Item
@@ -46,21 +58,61 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # `bench/retrieval.py noise`, docs/benchmarks.md). Unknown embedders get DEFAULT_NOISE.
 NOISE: dict[str, float] = {"minilm": 0.15, "minilm-numpy": 0.15, "fake": 0.42}
 DEFAULT_NOISE = 0.30
-# a word in at least this share of the items in scope is common (calibrated on LoCoMo, bench/retrieval.py floor)
-COMMON_SHARE = 0.05
-COMMON_MIN_DOCS = 3
-# rows of the scope counted at most (a word in COMMON_SHARE of this many is common in any larger scope)
-SCOPE_LIMIT = 20_000
+# rows of the scope counted at most, and rows counted per word at most: the counts cost a search about 0.3 ms at
+# these bounds (100k rows, SQLite); beyond them a scope's IDF is an estimate, and the fitting data lies within them
+SCOPE_LIMIT = 5_000
+DF_LIMIT = 1_000
+# a scope this large makes an absent word full evidence; a smaller one proportionally less (log scale)
+SCOPE_REFERENCE = 1_000
 
-# the similarity of a clear paraphrase, kept even when the query's names occur nowhere in scope
-STRONG = 0.6
-# ... and the query words that are as good: a SciFact claim naming a gene the abstracts spell otherwise still
-# matches three or more of its other words in the right abstract, a LoCoMo question asked in another
-# conversation rarely does (bench/retrieval.py --abstention)
-ABSENT_NAME_WORDS = 3
-_NOT_NAMES = frozenset(
-    "january february march april may june july august september october november december "
-    "monday tuesday wednesday thursday friday saturday sunday would could might shall".split()
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """A fitted logistic decision: ``p = 1 / (1 + exp(-(bias + sum(weights[f] * evidence[f]))))``.
+
+    Attributes:
+        bias: the intercept.
+        weights: one coefficient per evidence feature (see the module docstring).
+        threshold: the probability from which a hit is relevant on its own: an
+            answer holds something relevant when one of its hits reaches it.
+        companion: the probability from which another hit of such an answer is
+            kept beside it (the answer's context); below it a hit is dropped.
+    """
+
+    bias: float
+    weights: Mapping[str, float]
+    threshold: float
+    companion: float = 0.0
+
+    def probability(self, evidence: Mapping[str, float]) -> float:
+        """The probability of relevance this model gives the evidence."""
+        z = self.bias + sum(w * evidence.get(name, 0.0) for name, w in self.weights.items())
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+
+# Fitted by `bench/relevance.py fit` (docs/benchmarks.md, "Relevance decision"): weighted logistic regression
+# (L2 1.0) on the fitting rows, then the thresholds chosen on the same rows (LoCoMo hit@10 may lose at most 0.015;
+# within that the most abstention and paraphrases found). `absent_similarity` = absent * similarity: a query whose
+# words the scope lacks can still be answered by a paraphrase, and then by its similarity alone.
+VECTOR_MODEL = Model(
+    bias=-1.549,
+    weights={
+        "similarity": 8.943,
+        "standout": 16.153,
+        "coverage": 6.988,
+        "rarity": -2.256,
+        "absent": -5.681,
+        "absent_similarity": 3.175,
+    },
+    threshold=0.80,
+    companion=0.20,
+)
+# without the vector channel (mode="lexical", or no embedder) the words are all the evidence there is
+LEXICAL_MODEL = Model(
+    bias=-2.038,
+    weights={"coverage": 13.473, "rarity": 1.369, "absent": -6.016},
+    threshold=0.34,
+    companion=0.10,
 )
 
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "edly", "ed", "es", "ly", "s")
@@ -118,17 +170,6 @@ def _found(st: str, found: set[str]) -> bool:
     return len(st) >= 4 and any(f.startswith(st) or (len(f) >= 4 and st.startswith(f)) for f in found)
 
 
-def names(query: str) -> list[str]:
-    """The names in a query, lowercased: capitalised words past the first that are not stop words, months or days."""
-    words = _WORD.findall(query)
-    found = [
-        w.lower()
-        for w in words[1:]
-        if w[:1].isupper() and not w.isdigit() and w.lower() not in ENGLISH and w.lower() not in _NOT_NAMES
-    ]
-    return list(dict.fromkeys(found))
-
-
 def noise_level(embedder_name: str | None) -> float:
     """The cosine similarity at which an embedder's matches are noise (see ``NOISE``)."""
     if embedder_name is None:
@@ -141,76 +182,141 @@ def content_terms(terms: Iterable[str]) -> list[str]:
     return [t for t in terms if t not in ENGLISH]
 
 
-def clears(
-    hit: Hit,
-    content: Sequence[str],
-    noise: float,
-    is_common: Callable[[str], bool],
-) -> bool:
-    """Whether a hit has support beyond stop words, one common word, or noise-level similarity.
-
-    ``content`` are the query's content words; ``is_common(word)`` answers
-    from the scope's document frequencies (called only when it decides).
-    """
-    if hit.similarity is not None and hit.similarity >= noise:
-        return True
-    # a query of stop words only (rank.terms searches them then) is answered by them
-    words = [w for w in hit.matched if w not in ENGLISH] if content else list(hit.matched)
-    if not words:
-        # the index found it lexically but the light stemmer saw no word: trust the index
-        return "lexical" in hit.ranks and not hit.matched and bool(content)
-    if len(words) >= 2 or len(content) <= 1:
-        return True
-    return not is_common(words[0])
-
-
 Counts = Callable[[Sequence[str], int], tuple[int, Mapping[str, int]]]
 
 
-def floor(
-    counts: Counts,
-    query: str,
-    terms: Sequence[str],
-    embedder_name: str | None,
-    *,
-    enabled: bool = True,
-    min_score: float | None = None,
-    notes: list[str] | None = None,
-) -> Callable[[Hit], bool] | None:
-    """The test one confirmed hit must pass: the relevance floor (``enabled``) and ``min_score``.
+def _idf(df: int, rows: int) -> float:
+    # BM25's IDF, never negative
+    return math.log(1.0 + (rows - df + 0.5) / (df + 0.5))
 
-    ``counts(words, limit)`` returns the rows in the searched scope and, per
-    word, the rows containing it, each count stopping at ``limit``; it is
-    asked whether the query's names occur at all, and about a word that alone
-    supports a hit, once per word. ``notes`` receives what the caller should
-    know. ``None`` when there is nothing to test.
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The decision on one hit: relevant or not, its probability, and why in words."""
+
+    relevant: bool
+    probability: float
+    why: str
+
+
+class Judge:
+    """The relevance decision for the hits of one search.
+
+    Args:
+        counts: ``counts(words, limit)`` returns the rows in the searched scope
+            and, per word, the rows containing it, each count stopping at
+            ``limit`` (asked twice at most, and only if a hit is judged).
+        terms: the query's searched words (:func:`memlane.search.rank.terms`).
+        embedder_name: the embedder that made the vectors (its noise level), or ``None``.
+        vector_ran: whether the vector channel nominated for this search.
+        vector_scores: the similarities the vector channel nominated: their
+            lowest is the bound given to hits it did not nominate, their mean
+            what a hit must stand out from.
     """
-    if not enabled and min_score is None:
-        return None
-    content = content_terms(terms)
-    noise = noise_level(embedder_name)
-    named = names(query) if enabled else []
-    absent = bool(named) and not any(counts(named, 1)[1].values())
-    if absent and notes is not None:
-        notes.append(f"no item in scope mentions {', '.join(named)}; only close paraphrases are kept")
-    common: dict[str, bool] = {}
-    scope: list[int] = []
 
-    def is_common(word: str) -> bool:
-        if word not in common:
-            if not scope:
-                scope.append(counts((), SCOPE_LIMIT)[0])
-            most = max(COMMON_MIN_DOCS, math.ceil(COMMON_SHARE * scope[0]))
-            common[word] = counts((word,), most)[1].get(word, 0) >= most
-        return common[word]
+    def __init__(
+        self,
+        counts: Counts,
+        terms: Sequence[str],
+        embedder_name: str | None,
+        *,
+        vector_ran: bool,
+        vector_scores: Sequence[float] = (),
+    ) -> None:
+        self._counts = counts
+        # a query of stop words only is searched by them (rank.terms), so they are its content then
+        self.content = content_terms(terms) or list(terms)
+        self.noise = noise_level(embedder_name)
+        self.vector_ran = vector_ran
+        self.vector_floor = min(vector_scores, default=None)
+        self.vector_mean = sum(vector_scores) / len(vector_scores) if vector_scores else None
+        self.model = VECTOR_MODEL if vector_ran else LEXICAL_MODEL
+        self._scope: tuple[int, dict[str, int]] | None = None
 
-    def accept(hit: Hit) -> bool:
-        if min_score is not None and hit.score < min_score:
-            return False
-        if enabled and absent:  # only a close paraphrase, or many of the query's other words, are support enough
-            if hit.similarity is not None and hit.similarity >= max(noise, STRONG):
-                return True
-            return sum(1 for w in hit.matched if w in content) >= ABSENT_NAME_WORDS
-        return not enabled or clears(hit, content, noise, is_common)
+    def scope(self) -> tuple[int, dict[str, int]]:
+        """``(rows in scope, {word: rows holding it})`` for the query's content words, counted once."""
+        if self._scope is None:
+            rows = self._counts((), SCOPE_LIMIT)[0]
+            dfs = dict(self._counts(self.content, DF_LIMIT)[1]) if self.content else {}
+            self._scope = (rows, dfs)
+        return self._scope
 
-    return accept
+    def absent_words(self) -> list[str]:
+        """The query's content words that no item in scope holds."""
+        _, dfs = self.scope()
+        return [w for w in self.content if dfs.get(w, 0) == 0]
+
+    def evidence(self, hit: Hit) -> dict[str, float]:
+        """The features the decision reads for ``hit`` (see the module docstring)."""
+        rows, dfs = self.scope()
+        idf = {w: _idf(dfs.get(w, 0), rows) for w in self.content}
+        total = sum(idf.values()) or 1.0
+        held = [w for w in hit.matched if w in idf]
+        coverage = sum(idf[w] for w in held) / total
+        rarity = max((1.0 - math.log1p(dfs.get(w, 0)) / math.log1p(max(rows, 1)) for w in held), default=0.0)
+        weight = min(1.0, math.log1p(rows) / math.log1p(SCOPE_REFERENCE))
+        absent = weight * sum(idf[w] for w in self.content if dfs.get(w, 0) == 0) / total
+        out = {"coverage": round(coverage, 4), "rarity": round(max(0.0, rarity), 4), "absent": round(absent, 4)}
+        if self.vector_ran:
+            sim = hit.similarity if hit.similarity is not None else self.vector_floor
+            excess = 0.0 if sim is None else (sim - self.noise) / (1.0 - self.noise)
+            mean = self.vector_mean
+            standout = 0.0 if sim is None or mean is None else (sim - mean) / (1.0 - self.noise)
+            out["similarity"] = round(excess, 4)
+            out["standout"] = round(standout, 4)
+            out["absent_similarity"] = round(absent * excess, 4)
+        return out
+
+    def judge(self, hit: Hit) -> Verdict:
+        """Decide on one hit on its own evidence, saying why in words (see :meth:`settle` for the answer)."""
+        p = self.model.probability(self.evidence(hit))
+        relevant = p >= self.model.threshold
+        return Verdict(relevant, round(p, 4), self._why(hit, p, relevant))
+
+    def keeps(self, hit: Hit) -> bool:
+        """Whether a judged hit may stay in an answer that holds a relevant hit (see :meth:`settle`)."""
+        return hit.relevance is not None and hit.relevance >= self.model.companion
+
+    def settle(self, hits: Sequence[Hit], *, drop: bool) -> tuple[list[Hit], int]:
+        """The decision on a whole answer: its judged hits, and how many were dropped.
+
+        An answer holds something relevant when one of its hits is relevant on
+        its own; its other hits are then kept as context when they reach the
+        model's ``companion`` probability, and pass the decision too. An answer
+        without a relevant hit has nothing relevant: with ``drop`` every hit
+        goes, else every hit stays, marked as not passing.
+        """
+        best = max((h.relevance or 0.0 for h in hits), default=0.0)
+        found = best >= self.model.threshold
+        kept: list[Hit] = []
+        for hit in hits:
+            passes = found and self.keeps(hit)
+            if passes and not hit.relevant:
+                hit.relevant = True
+                hit.why = (
+                    f"relevant beside a stronger hit (p={hit.relevance:.2f}, kept from {self.model.companion:.2f}; "
+                    f"the answer's best {best:.2f})" + (hit.why or "").split(")", 1)[-1]
+                )
+            elif not passes:
+                hit.relevant = False
+            if passes or not drop:
+                kept.append(hit)
+        return kept, len(hits) - len(kept)
+
+    def _why(self, hit: Hit, p: float, relevant: bool) -> str:
+        parts = []
+        if self.vector_ran:
+            if hit.similarity is not None:
+                parts.append(f"similarity {hit.similarity:.2f} (noise {self.noise:.2f})")
+            else:
+                parts.append("not among the vector channel's candidates")
+        held = [w for w in hit.matched if w in self.content]
+        if self.content:
+            parts.append(
+                f"holds {len(held)} of {len(self.content)} query words" + (f" ({', '.join(held)})" if held else "")
+            )
+        absent = self.absent_words()
+        if absent:
+            parts.append(f"nothing in scope mentions {', '.join(absent)}")
+        verdict = "relevant" if relevant else "not relevant"
+        return f"{verdict} (p={p:.2f}, threshold {self.model.threshold:.2f}): " + "; ".join(parts)

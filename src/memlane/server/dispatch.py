@@ -38,7 +38,19 @@ from ..operations import OPERATIONS, Operation
 from .routes import RESULTS, bodies
 
 # optional answer fields left out when unset, so a newer server answers an older client the same way
-OPTIONAL = frozenset({"author", "expires_at", "changed_by", "next_cursor", "embedding", "pending_vectors"})
+OPTIONAL = frozenset(
+    {
+        "author",
+        "expires_at",
+        "changed_by",
+        "next_cursor",
+        "embedding",
+        "pending_vectors",
+        "relevant",
+        "relevance",
+        "why",
+    }
+)
 JSON_HEADERS = [(b"content-type", b"application/json")]
 NOT_JSON = f"could not be parsed as JSON (malformed, or nested more than {validate.MAX_DEPTH} levels deep)"
 

@@ -135,6 +135,9 @@ class HitOut(ItemOut):
     channel_scores: dict[str, float]
     matched: list[str] = []
     similarity: float | None = None
+    relevant: bool | None = None
+    relevance: float | None = None
+    why: str | None = None
 
 
 class EnvelopeOut(BaseModel):
@@ -148,6 +151,7 @@ class EnvelopeOut(BaseModel):
     notes: list[str]
     pending_vectors: int | None = None
     below_floor: int = 0
+    status: str = "found"
 
 
 class ItemsOut(BaseModel):

@@ -207,7 +207,7 @@ class Store(ABC):
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
         """Rows inside ``within`` and, per term, rows whose text or address contains it (each count stops at ``limit``).
 
-        For the relevance floor's "common word" test; expiry is not applied.
+        For the relevance decision (the scope's IDF of each query word); expiry is not applied.
         """
 
     @abstractmethod
@@ -241,8 +241,10 @@ class Store(ABC):
         """Mark every item with text whose vector is missing or stale and that is not marked; returns how many."""
 
     @abstractmethod
-    def claim_pending(self, limit: int, owner: str, lease_s: float) -> builtins.list[tuple[int, int, str, int]]:
-        """Lease up to ``limit`` unclaimed (or lease-expired) marks to ``owner``.
+    def claim_pending(
+        self, limit: int, owner: str, lease_s: float, within: Within | None = None
+    ) -> builtins.list[tuple[int, int, str, int]]:
+        """Lease up to ``limit`` unclaimed (or lease-expired) marks to ``owner``, only inside ``within`` if given.
 
         Returns ``(ref, version, text, mark_version)``: the item as it is now, and the version its mark had.
         """

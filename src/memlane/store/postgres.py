@@ -1100,27 +1100,31 @@ class PostgresStore(Store):
                 0,
             )
 
-    def claim_pending(self, limit: int, owner: str, lease_s: float) -> builtins.list[tuple[int, int, str, int]]:
+    def claim_pending(
+        self, limit: int, owner: str, lease_s: float, within: Within | None = None
+    ) -> builtins.list[tuple[int, int, str, int]]:
         """Claim up to ``limit`` marks no live lease holds: ``(ref, version, text, mark_version)``.
 
         ``FOR UPDATE SKIP LOCKED`` keeps two claimers off the same marks; the
         lease (the server's clock) keeps the next claimers off them until it
-        runs out, which is how a crashed indexer's claims come back.
+        runs out, which is how a crashed indexer's claims come back. ``within``:
+        only marks of items under those prefixes (a search embedding its own scope first).
         """
+        free = "(q.claimed_until IS NULL OR q.claimed_until < clock_timestamp())"
+        inside, inside_params = c.within_filter(within or [()], "%s", column="i.namespace")
+        scoped = f" AND {inside}" if inside else ""
+        marks_in = f"item_pending q JOIN items i ON i.ref = q.item_ref WHERE {free}{scoped}"
         with self._read() as conn:  # an idle indexer looks without a write transaction
-            free = conn.execute(
-                "SELECT 1 FROM item_pending WHERE claimed_until IS NULL OR claimed_until < clock_timestamp() LIMIT 1"
-            ).fetchone()
-        if free is None:
+            free_row = conn.execute(f"SELECT 1 FROM {marks_in} LIMIT 1", inside_params).fetchone()
+        if free_row is None:
             return []
         with self._write() as conn:
             refs = conn.execute(
-                "WITH c AS (SELECT item_ref FROM item_pending "
-                "WHERE claimed_until IS NULL OR claimed_until < clock_timestamp() "
-                "ORDER BY item_ref LIMIT %s FOR UPDATE SKIP LOCKED) "
+                f"WITH c AS (SELECT q.item_ref FROM {marks_in} "
+                "ORDER BY q.item_ref LIMIT %s FOR UPDATE OF q SKIP LOCKED) "
                 "UPDATE item_pending p SET claimed_until = clock_timestamp() + make_interval(secs => %s), "
                 "claimed_by = %s FROM c WHERE p.item_ref = c.item_ref RETURNING p.item_ref, p.version",
-                (limit, float(lease_s), owner),
+                (*inside_params, limit, float(lease_s), owner),
             ).fetchall()
             if not refs:
                 return []

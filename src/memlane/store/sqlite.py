@@ -1098,24 +1098,35 @@ class SqliteStore(Store):
                 f"INSERT INTO item_pending (item_rowid, version) SELECT i.rowid, i.version {_MISSING}"
             ).rowcount
 
-    def claim_pending(self, limit: int, owner: str, lease_s: float) -> builtins.list[tuple[int, int, str, int]]:
+    def claim_pending(
+        self, limit: int, owner: str, lease_s: float, within: Within | None = None
+    ) -> builtins.list[tuple[int, int, str, int]]:
         """Claim up to ``limit`` marks no live lease holds: ``(ref, version, text, mark_version)``.
 
         The claim is one writer transaction, so two processes never claim the
         same mark while its lease runs; a lease past ``claimed_until`` (its
-        holder crashed) is claimed again.
+        holder crashed) is claimed again. ``within``: only marks of items under
+        those prefixes (a search embedding its own scope first).
         """
         now = time.time()
-        free = "p.claimed_until IS NULL OR p.claimed_until < ?"
+        free = "(p.claimed_until IS NULL OR p.claimed_until < ?)"
+        inside, inside_params = c.within_filter(within or [()], column="i.namespace")
+        scoped = f" AND {inside}" if inside else ""
         with self._lock:  # an idle indexer looks without taking the writer lock
             self._check_open()
-            if self._conn.execute(f"SELECT 1 FROM item_pending p WHERE {free} LIMIT 1", (now,)).fetchone() is None:
+            if (
+                self._conn.execute(
+                    f"SELECT 1 FROM item_pending p JOIN items i ON i.rowid = p.item_rowid WHERE {free}{scoped} LIMIT 1",
+                    (now, *inside_params),
+                ).fetchone()
+                is None
+            ):
                 return []
         with self._write() as conn:
             rows = conn.execute(
                 f"SELECT p.item_rowid, i.version, {c.text_sql('sqlite', 'i.')}, p.version FROM item_pending p "
-                f"JOIN items i ON i.rowid = p.item_rowid WHERE {free} ORDER BY p.item_rowid LIMIT ?",
-                (now, limit),
+                f"JOIN items i ON i.rowid = p.item_rowid WHERE {free}{scoped} ORDER BY p.item_rowid LIMIT ?",
+                (now, *inside_params, limit),
             ).fetchall()
             conn.executemany(
                 "UPDATE item_pending SET claimed_until = ?, claimed_by = ? WHERE item_rowid = ?",

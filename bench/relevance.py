@@ -1,0 +1,547 @@
+"""The relevance decision: fit it on development data, check it on data it never saw.
+
+Usage::
+
+    # the paraphrase probe as a user meets it: notes written with put, questions through recall and search
+    python bench/relevance.py probe [--split dev|heldout|all] [--embedder minilm] [--indexing background]
+
+    # gather each hit's evidence (decision off) on every set, then fit and report
+    python bench/relevance.py collect --locomo-store DIR/locomo-n0-minilm.db \\
+        --queries ../shared/data/locomo/locomo_queries.jsonl \\
+        [--scifact-store DIR/beir-scifact-n0-minilm.db --scifact ../shared/data/scifact] --out evidence.json
+    python bench/relevance.py fit --evidence evidence.json [--json OUT]
+
+    # put then search at once (background indexing): latency and found, the search's catch-up on and off
+    python bench/relevance.py freshness [--rounds 40]
+
+    # LoCoMo through recall as an agent calls it, on the fitting and the held-out conversations
+    python bench/relevance.py locomo --locomo-store DIR/locomo-n0-minilm.db [--json OUT]
+
+Sets (see docs/benchmarks.md, "Relevance decision"):
+
+* ``paraphrase``: ``bench/data/paraphrase.json``, memlane's own probe: short
+  notes of four people, questions that name what a note holds in other words,
+  and questions nothing answers. ``dev`` may be fitted on; ``heldout`` never is.
+* ``locomo``: the LoCoMo turns written with ``add_conversation`` (build the store
+  with ``bench/retrieval.py locomo --ingest conversation --store-dir DIR``).
+  Conversations conv-26, conv-30 and conv-41 are for fitting, conv-42 and
+  conv-43 are held out. Each question is asked in its own conversation (its
+  gold turns are the positives) and in another conversation of the same part,
+  where nothing can answer it (every hit is a negative).
+* ``scifact``: claims against abstracts (train qrels), a check only: the
+  decision must not cost nDCG@10.
+
+Labels: a gold hit is relevant, every hit of a question asked where its answer
+does not exist is not; other hits of a real question are left out of the fit
+(they are often related, and no label says whether they answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import memlane  # noqa: E402
+from memlane.search import relevance  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+PARAPHRASE = HERE / "data" / "paraphrase.json"
+LOCOMO_FIT = ("conv-26", "conv-30", "conv-41")
+LOCOMO_HELDOUT = ("conv-42", "conv-43")
+LIMIT = 20
+FEATURES = {
+    "vector": ("similarity", "standout", "coverage", "rarity", "absent", "absent_similarity"),
+    "lexical": ("coverage", "rarity", "absent"),
+}
+
+
+def progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def status_of(env: Any) -> str:
+    """The envelope's status (a memlane before issue #24 has none: an empty answer said "nothing")."""
+    return str(getattr(env, "status", "found" if env.hits else "nothing_relevant"))
+
+
+# -- the paraphrase probe ------------------------------------------------------------------
+
+
+def paraphrase_users(split: str) -> list[dict[str, Any]]:
+    data = json.loads(PARAPHRASE.read_text(encoding="utf-8"))["splits"]
+    return [u for name, users in data.items() if split in (name, "all") for u in users]
+
+
+def write_notes(mem: Any, users: Sequence[dict[str, Any]]) -> None:
+    for user in users:
+        for note in user["notes"]:
+            mem.put(tuple(user["namespace"]), note["key"], note["text"])
+
+
+def probe(args: argparse.Namespace) -> dict[str, Any]:
+    """Every paraphrase question must find its note in the top 3; every unrelated one must come back empty."""
+    users = paraphrase_users(args.split)
+    out: dict[str, Any] = {"split": args.split, "embedder": args.embedder, "indexing": args.indexing, "surfaces": {}}
+    with tempfile.TemporaryDirectory(prefix="memlane-probe-") as tmp:
+        mem = memlane.open(str(Path(tmp) / "probe.db"), embedder=args.embedder, indexing=args.indexing)
+        write_notes(mem, users)  # background: the first searches embed their scope first (read-your-writes)
+        for surface in ("recall", "search"):
+            found = unrelated_empty = 0
+            misses: list[str] = []
+            leaks: list[str] = []
+            statuses: dict[str, int] = defaultdict(int)
+            paraphrases = unrelated = 0
+            for user in users:
+                ns = tuple(user["namespace"])
+                ask = mem.recall if surface == "recall" else mem.search
+                for q in user["queries"]:
+                    env = ask(q["q"], namespace_prefix=ns, limit=10)
+                    keys = [h.key for h in env.hits if surface == "recall" or getattr(h, "relevant", True)][:3]
+                    paraphrases += 1
+                    if q["answer"] in keys:
+                        found += 1
+                    else:
+                        misses.append(f"{q['q']!r} -> {q['answer']} ({q['kind']}); got {keys}")
+                for text in user["unrelated"]:
+                    env = ask(text, namespace_prefix=ns, limit=10)
+                    unrelated += 1
+                    statuses[status_of(env)] += 1
+                    if status_of(env) == "nothing_relevant":
+                        unrelated_empty += 1
+                    else:
+                        leaks.append(f"{text!r}: {[(h.key, getattr(h, 'relevance', None)) for h in env.hits][:3]}")
+            out["surfaces"][surface] = {
+                "paraphrases_in_top3": f"{found}/{paraphrases}",
+                "unrelated_nothing_relevant": f"{unrelated_empty}/{unrelated}",
+                "misses": misses,
+                "leaks": leaks,
+                "statuses_of_unrelated": dict(statuses),
+            }
+        mem.close()
+    return out
+
+
+def freshness(args: argparse.Namespace) -> dict[str, Any]:
+    """Put then search at once, background indexing: write and search latency, and how often the item is found.
+
+    Subjects, interleaved per round: the search embedding its scope's waiting items first (the default
+    ``CatchUp``) and the same with it off (``CatchUp(items=0)``: the behaviour before issue #24).
+    """
+    import statistics
+
+    out: dict[str, Any] = {"rounds": args.rounds, "embedder": args.embedder}
+    with tempfile.TemporaryDirectory(prefix="memlane-fresh-") as tmp:
+        mem = memlane.open(str(Path(tmp) / "fresh.db"), embedder=args.embedder)  # background indexing
+        mem.put_many([{"namespace": "warm", "key": f"w{i}", "value": f"warm-up note {i}"} for i in range(8)])
+        mem.wait_indexed()
+        samples: dict[str, dict[str, list[float]]] = {
+            s: {"put_ms": [], "search_ms": [], "found": []} for s in ("catch_up", "off")
+        }
+        for i in range(args.rounds):
+            for subject in ("catch_up", "off") if i % 2 else ("off", "catch_up"):
+                mem.catch_up = memlane.CatchUp() if subject == "catch_up" else memlane.CatchUp(items=0)
+                ns = ("fresh", subject, str(i))
+                text = f"the {subject} courier delivered parcel {i} to the harbour office"
+                t0 = time.perf_counter()
+                mem.put(ns, "note", text)
+                t1 = time.perf_counter()
+                env = mem.search(text, namespace_prefix=ns, channels=["vector"])
+                t2 = time.perf_counter()
+                samples[subject]["put_ms"].append((t1 - t0) * 1000)
+                samples[subject]["search_ms"].append((t2 - t1) * 1000)
+                samples[subject]["found"].append(1.0 if env.hits else 0.0)
+        mem.close()
+    for subject, s in samples.items():
+        out[subject] = {
+            "put_p50_ms": round(statistics.median(s["put_ms"]), 2),
+            "search_p50_ms": round(statistics.median(s["search_ms"]), 2),
+            "search_p90_ms": round(sorted(s["search_ms"])[int(0.9 * len(s["search_ms"]))], 2),
+            "found_by_vector_at_once": round(sum(s["found"]) / len(s["found"]), 3),
+        }
+    return out
+
+
+# -- evidence -------------------------------------------------------------------------------
+
+
+@contextmanager
+def recording() -> Iterator[list[tuple[str, dict[str, float], bool]]]:
+    """Capture the evidence the decision reads for every hit it judges: ``(item id, features, vector_ran)``."""
+    seen: list[tuple[str, dict[str, float], bool]] = []
+    original = relevance.Judge.judge
+
+    def spy(self: relevance.Judge, hit: Any) -> relevance.Verdict:
+        seen.append((hit.item.id, self.evidence(hit), self.vector_ran))
+        return original(self, hit)
+
+    relevance.Judge.judge = spy  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        relevance.Judge.judge = original  # type: ignore[method-assign]
+
+
+def hit_key(hit: Any) -> str:
+    return str(hit.item.metadata.get("message_id", hit.item.key))
+
+
+def observe(
+    mem: Any,
+    rows: list[dict[str, Any]],
+    *,
+    dataset: str,
+    part: str,
+    qid: str,
+    text: str,
+    ns: Sequence[str],
+    gold: frozenset[str] | None,
+    mode: str,
+) -> None:
+    """One search, decision off: each hit's evidence, rank and label (gold / elsewhere / unlabelled)."""
+    channels = ("lexical", "vector") if mode == "hybrid" else ("lexical",)
+    with recording() as seen:
+        env = mem.search(text, namespace_prefix=tuple(ns), limit=LIMIT, channels=channels)
+    evidence = {item_id: features for item_id, features, _ in seen}
+    for rank, hit in enumerate(env.hits, 1):
+        key = hit_key(hit)
+        label = None if gold is None else (1 if key in gold else None)
+        if part.endswith("elsewhere"):
+            label = 0
+        rows.append(
+            {
+                "dataset": dataset,
+                "part": part,
+                "qid": qid,
+                "mode": mode,
+                "rank": rank,
+                "key": key,
+                "label": label,
+                "gold": key in gold if gold else False,
+                "features": evidence[hit.item.id],
+            }
+        )
+    rows.append({"dataset": dataset, "part": part, "qid": qid, "mode": mode, "rank": 0, "gold_count": len(gold or ())})
+
+
+def collect(args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = []
+    modes = ("hybrid", "lexical")
+    with tempfile.TemporaryDirectory(prefix="memlane-evidence-") as tmp:
+        mem = memlane.open(str(Path(tmp) / "probe.db"), embedder=args.embedder, indexing="sync")
+        for split in ("dev", "heldout"):
+            users = paraphrase_users(split)
+            write_notes(mem, users)
+            for user in users:
+                ns = tuple(user["namespace"])
+                for mode in modes:
+                    for i, q in enumerate(user["queries"]):
+                        observe(
+                            mem,
+                            rows,
+                            dataset="paraphrase",
+                            part=split,
+                            qid=f"{ns[-1]}:q{i}",
+                            text=q["q"],
+                            ns=ns,
+                            gold=frozenset([q["answer"]]),
+                            mode=mode,
+                        )
+                    for i, text in enumerate(user["unrelated"]):
+                        observe(
+                            mem,
+                            rows,
+                            dataset="paraphrase",
+                            part=f"{split}-elsewhere",
+                            qid=f"{ns[-1]}:u{i}",
+                            text=text,
+                            ns=ns,
+                            gold=None,
+                            mode=mode,
+                        )
+        mem.close()
+    progress(f"paraphrase: {len(rows)} rows")
+    if args.locomo_store:
+        mem = memlane.open(args.locomo_store, embedder=args.embedder, indexing="sync")
+        queries = [json.loads(line) for line in open(args.queries, encoding="utf-8") if line.strip()]
+        for part, convs in (("fit", LOCOMO_FIT), ("heldout", LOCOMO_HELDOUT)):
+            elsewhere = {c: convs[(i + 1) % len(convs)] for i, c in enumerate(convs)}
+            for q in queries:
+                conv = q["conversation_id"]
+                if conv not in convs or not q.get("evidence_ids"):
+                    continue
+                gold = frozenset(e.split(":", 1)[1] for e in q["evidence_ids"] if e.startswith(conv + ":"))
+                for mode in modes:
+                    observe(
+                        mem,
+                        rows,
+                        dataset="locomo",
+                        part=part,
+                        qid=q["id"],
+                        text=q["question"],
+                        ns=("locomo", conv),
+                        gold=gold,
+                        mode=mode,
+                    )
+                    observe(
+                        mem,
+                        rows,
+                        dataset="locomo",
+                        part=f"{part}-elsewhere",
+                        qid=q["id"],
+                        text=q["question"],
+                        ns=("locomo", elsewhere[conv]),
+                        gold=None,
+                        mode=mode,
+                    )
+            progress(f"locomo {part}: {len(rows)} rows")
+        mem.close()
+    if args.scifact_store:
+        from retrieval import load_beir
+
+        ds = load_beir(args.scifact, "train")
+        mem = memlane.open(args.scifact_store, embedder=args.embedder, indexing="sync")
+        for q in ds.queries[: args.scifact_queries]:
+            observe(
+                mem,
+                rows,
+                dataset="scifact",
+                part="check",
+                qid=q.qid,
+                text=q.text,
+                ns=("scifact",),
+                gold=q.gold,
+                mode="hybrid",
+            )
+        mem.close()
+        progress(f"scifact: {len(rows)} rows")
+    Path(args.out).write_text(json.dumps(rows), encoding="utf-8")
+    progress(f"wrote {len(rows)} rows to {args.out}")
+    return 0
+
+
+def locomo(args: argparse.Namespace) -> dict[str, Any]:
+    """LoCoMo through ``recall`` as an agent calls it (the decision on): hit@10 at home, empty answers elsewhere."""
+    mem = memlane.open(args.locomo_store, embedder=args.embedder, indexing="sync")
+    queries = [json.loads(line) for line in open(args.queries, encoding="utf-8") if line.strip()]
+    out: dict[str, Any] = {}
+    for part, convs in (("fit", LOCOMO_FIT), ("heldout", LOCOMO_HELDOUT)):
+        elsewhere = {c: convs[(i + 1) % len(convs)] for i, c in enumerate(convs)}
+        for mode in args.modes:
+            hits = empty_home = empty_away = questions = 0
+            statuses: dict[str, int] = defaultdict(int)
+            for q in queries:
+                conv = q["conversation_id"]
+                if conv not in convs or not q.get("evidence_ids"):
+                    continue
+                gold = frozenset(e.split(":", 1)[1] for e in q["evidence_ids"] if e.startswith(conv + ":"))
+                home = mem.recall(q["question"], namespace_prefix=("locomo", conv), limit=LIMIT, mode=mode)
+                away = mem.recall(q["question"], namespace_prefix=("locomo", elsewhere[conv]), limit=LIMIT, mode=mode)
+                questions += 1
+                hits += any(hit_key(h) in gold for h in home.hits[:10])
+                empty_home += not home.hits
+                empty_away += not away.hits
+                statuses[status_of(away)] += 1
+            out[f"{part}:{mode}"] = {
+                "questions": questions,
+                "hit@10": round(hits / questions, 4),
+                "empty_at_home": round(empty_home / questions, 4),
+                "empty_elsewhere": round(empty_away / questions, 4),
+                "statuses_elsewhere": dict(statuses),
+            }
+            progress(f"locomo {part} {mode}: {out[f'{part}:{mode}']}")
+    mem.close()
+    return out
+
+
+# -- fit and replay ---------------------------------------------------------------------------
+
+
+def fit_logistic(x: Any, y: Any, w: Any, l2: float = 1.0, steps: int = 50) -> Any:
+    """Weighted L2-regularised logistic regression by Newton's method (column 0 is the intercept, not penalised)."""
+    import numpy as np
+
+    beta = np.zeros(x.shape[1])
+    penalty = np.full(x.shape[1], l2)
+    penalty[0] = 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ beta, -50, 50)))
+        grad = x.T @ (w * (p - y)) + penalty * beta
+        hess = (x * (w * p * (1 - p))[:, None]).T @ x + np.diag(penalty + 1e-9)
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta
+
+
+def replay(rows: list[dict[str, Any]], model: relevance.Model, mode: str) -> dict[str, dict[str, float]]:
+    """Per (dataset, part): the decision applied to the recorded hits, as recall would apply it."""
+    by_query: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r["mode"] == mode:
+            by_query[(r["dataset"], r["part"], r["qid"])].append(r)
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for (dataset, part, _), hits in by_query.items():
+        gold_count = next(h["gold_count"] for h in hits if h["rank"] == 0)
+        hits = sorted((h for h in hits if h["rank"]), key=lambda h: h["rank"])
+        probability = [model.probability(h["features"]) for h in hits]
+        found = any(p >= model.threshold for p in probability)  # as Judge.settle decides an answer
+        kept = [h for h, p in zip(hits, probability, strict=True) if found and p >= model.companion]
+        name = f"{dataset}:{part}"
+        for label, ranked in (("on", kept), ("off", hits)):
+            out[name][f"empty_{label}"].append(0.0 if ranked else 1.0)
+            if dataset == "scifact":
+                dcg = sum(1 / math.log2(i + 1) for i, h in enumerate(ranked[:10], 1) if h["gold"])
+                idcg = sum(1 / math.log2(i + 1) for i in range(1, min(gold_count, 10) + 1)) or 1.0
+                out[name][f"ndcg10_{label}"].append(dcg / idcg)
+            elif dataset == "paraphrase":
+                out[name][f"top3_{label}"].append(1.0 if any(h["gold"] for h in ranked[:3]) else 0.0)
+            else:
+                out[name][f"hit10_{label}"].append(1.0 if any(h["gold"] for h in ranked[:10]) else 0.0)
+    return {
+        name: {metric: round(sum(v) / len(v), 4) for metric, v in metrics.items()}
+        | {"questions": len(next(iter(metrics.values())))}
+        for name, metrics in sorted(out.items())
+    }
+
+
+def fit(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    rows = json.loads(Path(args.evidence).read_text(encoding="utf-8"))
+    report: dict[str, Any] = {}
+    for mode, kind in (("hybrid", "vector"), ("lexical", "lexical")):
+        names = FEATURES[kind]
+        train = [
+            r
+            for r in rows
+            if r["mode"] == mode
+            and r["rank"]
+            and r["label"] is not None
+            and (
+                (r["dataset"] == "paraphrase" and r["part"].startswith("dev"))
+                or (r["dataset"] == "locomo" and r["part"].startswith("fit"))
+            )
+        ]
+        x = np.array([[1.0] + [r["features"].get(n, 0.0) for n in names] for r in train])
+        y = np.array([float(r["label"]) for r in train])
+        # each question weighs the same whatever its number of hits, and the two sets weigh alike
+        per_q: dict[tuple[str, str, str], int] = defaultdict(int)
+        for r in train:
+            per_q[(r["dataset"], r["part"], r["qid"])] += 1
+        sets = defaultdict(int)
+        for key in per_q:
+            sets[key[0]] += 1
+        w = np.array([1.0 / per_q[(r["dataset"], r["part"], r["qid"])] / sets[r["dataset"]] for r in train])
+        w *= len(train) / w.sum()
+        beta = fit_logistic(x, y, w, l2=args.l2)
+        best = None
+        fitting = [r for r in rows if r["part"] in ("dev", "dev-elsewhere", "fit", "fit-elsewhere")]
+        weights = dict(zip(names, map(float, beta[1:]), strict=True))
+        for threshold in np.arange(0.30, 0.96, 0.02):
+            for companion in (0.2, 0.1, 0.05, 0.02, 0.0):  # on a tie the more selective
+                model = relevance.Model(float(beta[0]), weights, round(float(threshold), 2), companion)
+                res = replay(fitting, model, mode)
+                para, para_else = res.get("paraphrase:dev", {}), res.get("paraphrase:dev-elsewhere", {})
+                loc, loc_else = res.get("locomo:fit", {}), res.get("locomo:fit-elsewhere", {})
+                # on the fitting data only: LoCoMo hit@10 may lose at most 0.015 against no decision; within that,
+                # the most abstention (LoCoMo asked elsewhere, unrelated paraphrase questions) and paraphrases found
+                kept = loc.get("hit10_on", 0) >= loc.get("hit10_off", 0) - 0.015
+                quality = (
+                    loc_else.get("empty_on", 0)
+                    + para.get("top3_on", 0)
+                    + para_else.get("empty_on", 0)
+                    + loc.get("hit10_on", 0)
+                )
+                # when no setting keeps LoCoMo's hit@10 that close (words alone): the most hits among the settings
+                # that abstain on 3 of 4 questions asked elsewhere
+                fallback = (
+                    loc.get("hit10_on", 0) if loc_else.get("empty_on", 0) >= 0.75 else loc_else.get("empty_on", 0) - 1
+                )
+                score = (1.0 if kept else 0.0, quality if kept else fallback)
+                if best is None or score > best[0]:
+                    best = (score, model)
+        assert best is not None
+        model = best[1]
+        report[mode] = {
+            "model": {
+                "bias": round(model.bias, 3),
+                "weights": {k: round(v, 3) for k, v in model.weights.items()},
+                "threshold": round(model.threshold, 2),
+                "companion": model.companion,
+            },
+            "train_rows": len(train),
+            "results": replay(rows, model, mode),
+            "results_current": replay(
+                rows, relevance.VECTOR_MODEL if kind == "vector" else relevance.LEXICAL_MODEL, mode
+            ),
+        }
+    text = json.dumps(report, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text, encoding="utf-8")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("probe", help="the paraphrase probe through recall and search")
+    p.add_argument("--split", choices=("dev", "heldout", "all"), default="all")
+    p.add_argument("--embedder", default="minilm")
+    p.add_argument("--indexing", choices=("background", "sync"), default="background")
+    p.add_argument("--json", metavar="OUT")
+    c = sub.add_parser("collect", help="record each hit's evidence with the decision off")
+    c.add_argument("--embedder", default="minilm")
+    c.add_argument("--locomo-store", help="a store built by bench/retrieval.py locomo --ingest conversation")
+    c.add_argument("--queries", default="../shared/data/locomo/locomo_queries.jsonl")
+    c.add_argument("--scifact-store", help="a store built by bench/retrieval.py beir --dir ... --store-dir")
+    c.add_argument("--scifact", default="../shared/data/scifact")
+    c.add_argument("--scifact-queries", type=int, default=None, metavar="N")
+    c.add_argument("--out", required=True)
+    fr = sub.add_parser("freshness", help="put then search at once: latency and found, search catch-up on and off")
+    fr.add_argument("--rounds", type=int, default=40)
+    fr.add_argument("--embedder", default="minilm")
+    fr.add_argument("--json", metavar="OUT")
+    lo = sub.add_parser("locomo", help="LoCoMo through recall: hit@10 at home, empty answers elsewhere, per part")
+    lo.add_argument("--locomo-store", required=True)
+    lo.add_argument("--queries", default="../shared/data/locomo/locomo_queries.jsonl")
+    lo.add_argument("--embedder", default="minilm")
+    lo.add_argument("--modes", nargs="+", default=["hybrid", "lexical"])
+    lo.add_argument("--json", metavar="OUT")
+    f = sub.add_parser("fit", help="fit the decision on the development rows and replay it on every set")
+    f.add_argument("--evidence", required=True)
+    f.add_argument("--l2", type=float, default=1.0)
+    f.add_argument("--json", metavar="OUT")
+    args = ap.parse_args(argv)
+    if args.command == "probe":
+        out = probe(args)
+        text = json.dumps(out, indent=1)
+        print(text)
+        if args.json:
+            Path(args.json).write_text(text, encoding="utf-8")
+        return 0
+    if args.command == "collect":
+        return collect(args)
+    if args.command in ("locomo", "freshness"):
+        text = json.dumps(locomo(args) if args.command == "locomo" else freshness(args), indent=1)
+        print(text)
+        if args.json:
+            Path(args.json).write_text(text, encoding="utf-8")
+        return 0
+    return fit(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
