@@ -35,6 +35,7 @@ BATCH_SIZE = 64
 LEASE_S = 120.0  # far above one batch's embedding time: a claim outlives it only when its holder died
 POLL_S = 1.0  # how often an idle thread looks for marks written by other processes
 RETRY_S = 5.0  # after a failed batch (a remote embedder down), before trying again
+GATHER_S = 0.02  # after a write wakes the idle thread, before it claims: the next writes share the batch
 CATCH_UP_ITEMS = 256  # a search embeds at most this many of its scope's waiting items first (CatchUp)...
 CATCH_UP_MS = 1000.0  # ... for about this long
 CATCH_UP_FIRST = 8  # a search's first batch of its own scope's marks, before it knows the embedder's rate
@@ -245,8 +246,10 @@ class Indexer:
                 self.error = e
                 self._stop.wait(RETRY_S)
                 continue
-            if n == 0:
-                self._wake.wait(POLL_S)
+            if n == 0 and self._wake.wait(POLL_S) and not self._stop.is_set():
+                # a write woke the thread: the writes right behind it join its batch (one claim, one embedding
+                # call and one vector write for many: one put at a time cost a batch each)
+                self._stop.wait(GATHER_S)
 
     def stop(self) -> None:
         """Stop the thread after its current batch (a batch always ends its claims). Idempotent.
