@@ -327,17 +327,18 @@ class _Adapter:
                     "text": self._text(op.value, op.index),
                     "metadata": {TTL_FIELD: minutes} if minutes is not None else None,
                     "ttl": None if minutes is None else minutes * 60,
+                    # index=False is memlane's opt-out (no full text, no vector, no search hit); as in LangGraph,
+                    # a store without an index config ignores it
+                    "index": self.index_config is None or op.index is not False,
                 }
             )
         if records:
             self.memory.put_many(records)
 
     def _text(self, value: Any, index: Any) -> str | None:
-        """What memlane indexes for a value: the configured fields' text; ``""`` (nothing) for ``index=False``."""
-        if self.index_config is None:
-            return None  # as LangGraph: without an index config, index= is ignored; memlane indexes the value's JSON
-        if index is False:
-            return ""
+        """What memlane indexes for a value: the configured fields' text (``index=False``: nothing is indexed)."""
+        if self.index_config is None or index is False:
+            return None  # without an index config memlane indexes the value's JSON; with index=False, nothing
         fields = self._fields if index is None else list(index)
         texts = [text for field in fields for text in get_text_at_path(value, field)]
         return "\n".join(texts)

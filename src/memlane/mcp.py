@@ -473,9 +473,13 @@ class MemoryTools(_Tools):
         ttl: Annotated[
             float | None, Field(description="Seconds until the item expires and disappears from every read.")
         ] = None,
+        index: Annotated[
+            bool, Field(description="false: search never returns it (a cache entry, a blob); get and list still do.")
+        ] = True,
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
-            return {"item": m.put(_ns(namespace), key, value, text=text, metadata=metadata, ttl=ttl).to_dict()}
+            item = m.put(_ns(namespace), key, value, text=text, metadata=metadata, ttl=ttl, index=index)
+            return {"item": item.to_dict()}
 
         return self._run(ctx, op)
 

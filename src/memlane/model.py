@@ -7,6 +7,8 @@ UTC datetimes; in JSON they are ISO 8601 strings.
 
 from __future__ import annotations
 
+import json
+import json.scanner
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,31 +29,234 @@ def namespace_text(namespace: Namespace) -> str:
     return "/".join(namespace)
 
 
-@dataclass(slots=True)
+_UNSET: Any = object()  # an Item's value not decoded yet (``None`` is a value)
+# The C scanner parses canonical JSON memlane wrote itself (no leading whitespace, no trailing text) about
+# five times faster than json.loads, whose Python-level wrapper dominates for small values.
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined,arg-type]
+_fromiso = datetime.fromisoformat
+
+
+def decode_json(text: str) -> Any:
+    """Decode JSON text that memlane wrote (canonical: nothing before or after the value)."""
+    return _scan_json(text, 0)[0]
+
+
 class Item:
     """One stored value at an address ``(namespace, key)``.
 
-    A snapshot: changing its fields changes nothing in the store. (Not a
-    frozen dataclass because frozen construction costs ~1.4 us, a tenth of a
-    point lookup.)
+    A snapshot: changing its fields changes nothing in the store. An item read
+    from a store keeps its value and metadata as the stored JSON and its times as
+    the stored text, and decodes each on first access: a ``get`` or a ``list``
+    pays only for the fields it reads. ``indexed`` is ``False`` for an item
+    written with ``index=False``: search never returns it (keyed reads do).
+    Items compare equal when every field is equal.
     """
+
+    __slots__ = (
+        "id",
+        "namespace",
+        "key",
+        "value_type",
+        "author",
+        "version",
+        "indexed",
+        "_value",
+        "_json",
+        "_text",
+        "_metadata",
+        "_created_at",
+        "_updated_at",
+        "_expires_at",
+    )
+    __match_args__ = (
+        "id",
+        "namespace",
+        "key",
+        "value",
+        "value_type",
+        "text",
+        "metadata",
+        "author",
+        "created_at",
+        "updated_at",
+        "expires_at",
+        "version",
+    )
+    FIELDS = __match_args__
+    """The item's fields, in constructor order (``indexed`` follows them)."""
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it replaces
 
     id: str
     namespace: Namespace
     key: str
-    value: Any
     value_type: str
-    text: str
-    metadata: dict[str, Any]
     author: str | None
-    created_at: datetime
-    updated_at: datetime
-    expires_at: datetime | None
     version: int
+    indexed: bool
+
+    def __init__(
+        self,
+        id: str,  # noqa: A002 - the field's name
+        namespace: Namespace,
+        key: str,
+        value: Any,
+        value_type: str,
+        text: str,
+        metadata: dict[str, Any],
+        author: str | None,
+        created_at: datetime,
+        updated_at: datetime,
+        expires_at: datetime | None,
+        version: int,
+        indexed: bool = True,
+    ) -> None:
+        self.id = id
+        self.namespace = namespace
+        self.key = key
+        self._value = value
+        self._json: str | None = None
+        self.value_type = value_type
+        self._text: str | None = text
+        self._metadata: dict[str, Any] | str = metadata
+        self.author = author
+        self._created_at: datetime | str = created_at
+        self._updated_at: datetime | str = updated_at
+        self._expires_at: datetime | str | None = expires_at
+        self.version = version
+        self.indexed = indexed
+
+    @classmethod
+    def stored(
+        cls,
+        id: str,  # noqa: A002 - the field's name
+        namespace: Namespace,
+        key: str,
+        value_json: str,
+        value_type: str,
+        text: str | None,
+        metadata_json: str,
+        author: str | None,
+        created_at: datetime | str,
+        updated_at: datetime | str,
+        expires_at: datetime | str | None,
+        version: int,
+        indexed: bool = True,
+    ) -> Item:
+        """An item as a store holds it, decoded field by field on first access.
+
+        ``value_json`` and ``metadata_json`` are canonical JSON, times are ISO 8601
+        text (or datetimes already at hand), and ``text`` is ``None`` where the
+        search text is the value's own (the string itself, or the JSON of any
+        other value).
+        """
+        item = cls.__new__(cls)
+        item.id = id
+        item.namespace = namespace
+        item.key = key
+        item._value = _UNSET
+        item._json = value_json
+        item.value_type = value_type
+        item._text = text
+        item._metadata = metadata_json
+        item.author = author
+        item._created_at = created_at
+        item._updated_at = updated_at
+        item._expires_at = expires_at
+        item.version = version
+        item.indexed = indexed
+        return item
+
+    @property
+    def value(self) -> Any:
+        """Any JSON value; its type is kept."""
+        value = self._value
+        if value is _UNSET:
+            value = self._value = decode_json(self._json)  # type: ignore[arg-type]
+        return value
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        self.text  # noqa: B018 - a text rebuilt from the value stays the old value's
+        self._value = value
+
+    @property
+    def text(self) -> str:
+        """What search indexes: the value's own text unless the writer gave another."""
+        text = self._text
+        if text is None:
+            text = self._text = self.value if self.value_type == "string" else self._json
+        return text  # type: ignore[return-value]
+
+    @text.setter
+    def text(self, text: str) -> None:
+        self._text = text
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """A JSON object stored beside the value."""
+        metadata = self._metadata
+        if type(metadata) is str:
+            metadata = self._metadata = {} if metadata == "{}" else decode_json(metadata)
+        return metadata  # type: ignore[return-value]
+
+    @metadata.setter
+    def metadata(self, metadata: dict[str, Any]) -> None:
+        self._metadata = metadata
+
+    @property
+    def created_at(self) -> datetime:
+        """When the item was first written (kept across replacements)."""
+        at = self._created_at
+        if type(at) is str:
+            at = self._created_at = _fromiso(at)
+        return at  # type: ignore[return-value]
+
+    @created_at.setter
+    def created_at(self, at: datetime) -> None:
+        self._created_at = at
+
+    @property
+    def updated_at(self) -> datetime:
+        """When this version was written."""
+        at = self._updated_at
+        if type(at) is str:
+            at = self._updated_at = _fromiso(at)
+        return at  # type: ignore[return-value]
+
+    @updated_at.setter
+    def updated_at(self, at: datetime) -> None:
+        self._updated_at = at
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the item stops being visible, or ``None``."""
+        at = self._expires_at
+        if type(at) is str:
+            at = self._expires_at = _fromiso(at)
+        return at  # type: ignore[return-value]
+
+    @expires_at.setter
+    def expires_at(self, at: datetime | None) -> None:
+        self._expires_at = at
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (*(getattr(self, name) for name in self.FIELDS), self.indexed)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        names = (*self.FIELDS, "indexed")
+        return "Item(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._fields(), strict=True)) + ")"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, self._fields())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form; namespace as a list of segments."""
-        return {
+        """JSON-ready form; namespace as a list of segments. ``indexed`` appears only when ``False``."""
+        out = {
             "id": self.id,
             "namespace": list(self.namespace),
             "key": self.key,
@@ -65,6 +270,9 @@ class Item:
             "expires_at": _iso(self.expires_at),
             "version": self.version,
         }
+        if not self.indexed:
+            out["indexed"] = False
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Item:
@@ -82,6 +290,7 @@ class Item:
             datetime.fromisoformat(d["updated_at"]),
             _dt(d.get("expires_at")),
             d["version"],
+            d.get("indexed", True) is not False,
         )
 
 

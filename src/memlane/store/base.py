@@ -54,6 +54,7 @@ class PutRow(NamedTuple):
     author: str | None
     expires_at: datetime | None
     vector: bytes | None = None  # float32 embedding of ``text``, if the memory has an embedder
+    indexed: bool = True  # False (``index=False``): no full-text entry, no vector, never a search result
 
 
 class Store(ABC):
@@ -86,6 +87,9 @@ class Store(ABC):
     ) -> builtins.list[Item]:
         """Upsert rows in one transaction; replaced versions go to history.
 
+        A row with ``indexed=False`` gets no full-text entry and no mark, and
+        loses any it had (and its vector): search never finds it. The returned
+        items carry the stored JSON and decode it only when read.
         With ``if_absent``, a live item at any of the addresses raises
         :class:`~memlane.errors.ConflictError` and nothing is written; the
         check and the write are atomic against other writers. With ``mark``,
@@ -192,7 +196,7 @@ class Store(ABC):
 
     @abstractmethod
     def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
-        """Re-read candidates by item id from live rows inside ``within``, in one statement."""
+        """Re-read candidates by item id from live, indexed rows inside ``within``, in one statement."""
 
     @abstractmethod
     def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:

@@ -69,6 +69,20 @@ _ELIDABLE = (
     "ELSE text = (value::jsonb #>> '{}') END"
 )
 
+_ADDRESS_WORDS = (
+    "setweight(to_tsvector('memlane', regexp_replace(namespace || ' ' || key, '[^[:alnum:]]+', ' ', 'g')), 'C')"
+)
+# The lexical column as of m013: rows written with index=False have none, so the partial GIN index holds
+# only what search may find. m013 makes it; migrate() makes it again where a migration listed before m013
+# but applied after it (m010, on a store that applied m013 first) made it its own way.
+_INDEXED_TSV = [
+    "DROP INDEX IF EXISTS items_tsv",
+    "ALTER TABLE items DROP COLUMN IF EXISTS tsv",
+    f"""ALTER TABLE items ADD COLUMN tsv tsvector GENERATED ALWAYS AS (CASE WHEN indexed THEN
+        to_tsvector('memlane', left({c.text_sql("postgres")}, {LEXICAL_CHARS})) || {_ADDRESS_WORDS} END) STORED""",
+    "CREATE INDEX items_tsv ON items USING gin (tsv) WHERE tsv IS NOT NULL",
+]
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     (
         "m001_initial",
@@ -234,14 +248,31 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("m011_chunk_context", facts_schema.POSTGRES_CHUNK_CONTEXT),
+    (
+        "m013_index_opt_out",
+        [
+            # index=False: an item search never finds. Its tsvector is NULL (the GIN index holds only indexed
+            # rows); it has no vector and no mark, and loses them when a rewrite un-indexes it
+            "ALTER TABLE items ADD COLUMN indexed boolean NOT NULL DEFAULT true",
+            *_INDEXED_TSV,
+            """CREATE FUNCTION memlane_items_unindexed() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                DELETE FROM item_vectors WHERE item_ref = OLD.ref;
+                DELETE FROM item_pending WHERE item_ref = OLD.ref;
+                RETURN NULL;
+            END $$""",
+            """CREATE TRIGGER items_unindexed AFTER UPDATE OF indexed ON items
+                FOR EACH ROW WHEN (OLD.indexed AND NOT NEW.indexed) EXECUTE FUNCTION memlane_items_unindexed()""",
+        ],
+    ),
 ]
 # ts_rank weight of address words (label C) against the text's (label D) 1.0: they rank below text matches
 ADDRESS_WEIGHT = 0.25
 
 _UPSERT = f"""
 INSERT INTO items (id, namespace, key, value, value_type, text, metadata, author,
-                   created_at, updated_at, expires_at, version)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)
+                   created_at, updated_at, expires_at, indexed, version)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)
 ON CONFLICT (namespace, key) DO UPDATE SET
     id = CASE WHEN {_EXPIRED_OLD} THEN excluded.id ELSE items.id END,
     created_at = CASE WHEN {_EXPIRED_OLD} THEN excluded.created_at ELSE items.created_at END,
@@ -252,7 +283,8 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     metadata = excluded.metadata,
     author = excluded.author,
     updated_at = excluded.updated_at,
-    expires_at = excluded.expires_at
+    expires_at = excluded.expires_at,
+    indexed = excluded.indexed
 RETURNING ref, id, created_at, version
 """
 
@@ -262,16 +294,16 @@ RETURNING ref, id, created_at, version
 # COPYed into a temporary table first (COPY costs the client a tenth of the CPU of adapting arrays). A batch
 # must not repeat an address (one statement cannot update a row twice): put_many splits it where one repeats.
 _UPSERT_FROM = _UPSERT.replace(
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)", "SELECT r.*, 1 FROM {source}"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)", "SELECT r.*, 1 FROM {source}"
 ).replace("RETURNING ref,", "RETURNING namespace, key, ref,")
-_UPSERT_ARRAYS = _UPSERT_FROM.format(source="unnest(" + ", ".join(["%s::text[]"] * 11) + ") AS r")
-_UPSERT_STAGED = _UPSERT_FROM.format(source="pg_temp.memlane_put_batch AS r")
+_UPSERT_ARRAYS = _UPSERT_FROM.format(source="unnest(" + ", ".join(["%s::text[]"] * 11) + ", %s::boolean[]) AS r")
+_UPSERT_STAGED = _UPSERT_FROM.format(source="pg_temp.memlane_put_rows AS r")
 _STAGE = (
-    "CREATE TEMP TABLE IF NOT EXISTS memlane_put_batch (id text, namespace text, key text, value text, "
-    "value_type text, text text, metadata text, author text, created_at text, updated_at text, expires_at text) "
-    "ON COMMIT DELETE ROWS"
+    "CREATE TEMP TABLE IF NOT EXISTS memlane_put_rows (id text, namespace text, key text, value text, "
+    "value_type text, text text, metadata text, author text, created_at text, updated_at text, expires_at text, "
+    "indexed boolean) ON COMMIT DELETE ROWS"
 )
-_STAGE_COPY = "COPY pg_temp.memlane_put_batch FROM STDIN"
+_STAGE_COPY = "COPY pg_temp.memlane_put_rows FROM STDIN"
 _COPY_ROWS = 64  # from this many rows a batch goes through COPY
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = %s AND key = %s"
@@ -538,6 +570,15 @@ class PostgresStore(Store):
                     conn.execute(sql)
                 conn.execute("INSERT INTO _memlane_migrations (name, applied_at) VALUES (%s, now()::text)", (name,))
                 applied.append(name)
+            if applied and "m013_index_opt_out" in done:
+                tsv = conn.execute(
+                    "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a "
+                    "ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'items'::regclass "
+                    "AND a.attname = 'tsv'"
+                ).fetchone()
+                if tsv is None or "indexed" not in tsv[0]:
+                    for sql in _INDEXED_TSV:  # see _INDEXED_TSV
+                        conn.execute(sql)
         if applied:
             self._vector_kind = self._detect_vector_kind()
         return applied
@@ -584,7 +625,7 @@ class PostgresStore(Store):
         """
         at = c.ts(now)
         out: builtins.list[Item] = []
-        loads, stored = c.loads_json, c.stored_text
+        stored, item = c.stored_text, Item.stored
         params = [
             (
                 r.id,
@@ -597,7 +638,8 @@ class PostgresStore(Store):
                 r.author,
                 at,
                 at,
-                c.ts_or_none(r.expires_at),
+                None if r.expires_at is None else r.expires_at.isoformat(timespec="microseconds"),
+                r.indexed,
             )
             for r in rows
         ]
@@ -617,7 +659,7 @@ class PostgresStore(Store):
                 if len(span) >= _COPY_ROWS and self._can_stage(cur):
                     cur.execute(_STAGE)
                     if start:
-                        cur.execute("DELETE FROM pg_temp.memlane_put_batch")  # an earlier span's rows
+                        cur.execute("DELETE FROM pg_temp.memlane_put_rows")  # an earlier span's rows
                     with cur.copy(_STAGE_COPY) as copy:
                         for p in span:
                             copy.write_row(p)
@@ -633,25 +675,27 @@ class PostgresStore(Store):
             vectors = []
             marks = []
             for r, (ref, item_id, created, version) in zip(rows, returned, strict=True):
+                # the returned item decodes nothing until it is read: the caller mostly wants ids and versions
                 out.append(
-                    Item(
+                    item(
                         item_id,
                         r.namespace,
                         r.key,
-                        loads(r.value),
+                        r.value,
                         r.value_type,
                         r.text,
-                        c.parse_metadata(r.metadata),
+                        r.metadata,
                         r.author,
-                        now if created == at else datetime.fromisoformat(created),
+                        now if created == at else created,
                         now,
                         r.expires_at,
                         version,
+                        r.indexed,
                     )
                 )
                 if r.vector is not None:
                     vectors.append((ref, version, r.vector))
-                elif mark and r.text:
+                elif mark and r.text and r.indexed:
                     marks.append((ref, version))
             if vectors:
                 self._upsert_vectors(cur, vectors)
@@ -684,7 +728,7 @@ class PostgresStore(Store):
         cur.executemany(
             # FOR KEY SHARE: an item deleted by a writer meanwhile is skipped, not a foreign key violation
             f"INSERT INTO item_vectors (item_ref, version, embedding) SELECT ref, version, %s{cast} FROM items "
-            "WHERE ref = %s AND version = %s FOR KEY SHARE ON CONFLICT (item_ref) DO UPDATE SET "
+            "WHERE ref = %s AND version = %s AND indexed FOR KEY SHARE ON CONFLICT (item_ref) DO UPDATE SET "
             "version = excluded.version, "
             "embedding = excluded.embedding",
             [(self._vector_param(blob), ref, version) for ref, version, blob in rows],
@@ -696,7 +740,7 @@ class PostgresStore(Store):
         ns = "/".join(namespace)
         with self._write() as conn:
             cur = conn.execute(
-                f"DELETE FROM items WHERE namespace = %s AND key = %s AND {_LIVE} RETURNING {c.ITEM_COLUMNS}",
+                f"DELETE FROM items WHERE namespace = %s AND key = %s AND {_LIVE} RETURNING {c.VERSION_COLUMNS}",
                 (ns, key, at),
             )
             gone = cur.fetchall()
@@ -716,7 +760,7 @@ class PostgresStore(Store):
         at = c.ts(now)
         rng = c.ns_range(prefix)
         with self._write() as conn:
-            rows = conn.execute(f"DELETE FROM items WHERE {_IN_NS} RETURNING {c.ITEM_COLUMNS}", rng).fetchall()
+            rows = conn.execute(f"DELETE FROM items WHERE {_IN_NS} RETURNING {c.VERSION_COLUMNS}", rng).fetchall()
             live = [r for r in rows if r[10] is None or r[10] > at]
             self._history(conn, live, "clear", at, author)
         return len(live)
@@ -909,7 +953,7 @@ class PostgresStore(Store):
         where, params = self._filter(within, "", now)
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ANY(%s) AND {where}",
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ANY(%s) AND indexed AND {where}",
                 (builtins.list(ids), *params),
             ).fetchall()
         return {r[0]: c.row_to_item(r) for r in rows}
@@ -997,7 +1041,7 @@ class PostgresStore(Store):
             return conn.execute(
                 f"SELECT i.ref, i.version, {c.text_sql('postgres', 'i.')} FROM items i "
                 "LEFT JOIN item_vectors v ON v.item_ref = i.ref "
-                f"WHERE i.ref > %s AND {c.has_text_sql('i.')} AND (v.item_ref IS NULL OR v.version <> i.version) "
+                f"WHERE i.ref > %s AND {c.to_embed_sql('i.')} AND (v.item_ref IS NULL OR v.version <> i.version) "
                 "ORDER BY i.ref LIMIT %s",
                 (after, limit),
             ).fetchall()
@@ -1007,7 +1051,7 @@ class PostgresStore(Store):
         with self._conn() as conn:
             current, total = conn.execute(
                 "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.ref = v.item_ref "
-                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.has_text_sql()})"
+                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.to_embed_sql()})"
             ).fetchone()
         return current, total - current
 
@@ -1029,7 +1073,7 @@ class PostgresStore(Store):
             return max(
                 conn.execute(
                     "INSERT INTO item_pending (item_ref, version) SELECT i.ref, i.version FROM items i "
-                    f"LEFT JOIN item_vectors v ON v.item_ref = i.ref WHERE {c.has_text_sql('i.')} "
+                    f"LEFT JOIN item_vectors v ON v.item_ref = i.ref WHERE {c.to_embed_sql('i.')} "
                     "AND (v.item_ref IS NULL OR v.version <> i.version) ON CONFLICT (item_ref) DO NOTHING"
                 ).rowcount,
                 0,
@@ -1148,12 +1192,12 @@ class PostgresStore(Store):
                         continue
                     if current is not None:
                         gone = conn.execute(
-                            f"DELETE FROM items WHERE namespace = %s AND key = %s RETURNING {c.ITEM_COLUMNS}",
+                            f"DELETE FROM items WHERE namespace = %s AND key = %s RETURNING {c.VERSION_COLUMNS}",
                             (ns, key),
                         ).fetchall()
                         self._history(conn, gone, "import", at, None)
                     try:
-                        conn.execute(f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({', '.join(['%s'] * 12)})", row)
+                        conn.execute(f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({', '.join(['%s'] * 13)})", row)
                     except psycopg.errors.UniqueViolation as e:
                         raise ConflictError(c.id_taken(row[0], ns, key)) from e
                 else:

@@ -29,7 +29,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -94,15 +94,33 @@ _ELIDED = (
     "CASE WHEN text = CASE WHEN value_type = 'string' THEN json_extract(value, '$') ELSE value END "
     "THEN NULL ELSE text END"
 )
-_M010 = [
+
+
+def _m010_copy_items(conn: sqlite3.Connection) -> None:
+    """m010's copy of ``items``, keeping any column a later migration added (a store that applied it first)."""
+    known = {"rowid", "id", "namespace", "key", "value", "value_type", "text", "metadata", "author"}
+    known |= {"created_at", "updated_at", "expires_at", "version"}
+    later = [r for r in conn.execute("PRAGMA table_info(items)") if r[1] not in known]
+    table = _ITEM_TABLE.format(name="items_m010")
+    for _, name, kind, not_null, default, _ in later:
+        column = f"{name} {kind}" + (" NOT NULL" if not_null else "") + (f" DEFAULT {default}" if default else "")
+        table = table.replace("\n    UNIQUE (namespace, key)", f"\n    {column},\n    UNIQUE (namespace, key)")
+    extra = "".join(f", {r[1]}" for r in later)
+    conn.execute(table)
+    conn.execute(
+        "INSERT INTO items_m010 (rowid, id, namespace, key, value, value_type, text, metadata, author, created_at, "
+        f"updated_at, expires_at, version{extra}) SELECT rowid, id, namespace, key, value, value_type, {_ELIDED}, "
+        f"metadata, author, created_at, updated_at, expires_at, version{extra} FROM items"
+    )
+
+
+Step = str | Callable[[sqlite3.Connection], None]
+_M010: builtins.list[Step] = [
     # The text is stored only when it is not the value's own text (see _common.stored_text): the column
     # becomes nullable, which SQLite can only do by copying each table (rowids and seqs kept, so the
     # full-text index, vectors and marks still point at the same rows), then recreating what hung on it.
     "DROP VIEW items_lexical",
-    _ITEM_TABLE.format(name="items_m010"),
-    "INSERT INTO items_m010 (rowid, id, namespace, key, value, value_type, text, metadata, author, created_at, "
-    f"updated_at, expires_at, version) SELECT rowid, id, namespace, key, value, value_type, {_ELIDED}, metadata, "
-    "author, created_at, updated_at, expires_at, version FROM items",
+    _m010_copy_items,
     "DROP TABLE items",
     "ALTER TABLE items_m010 RENAME TO items",
     "CREATE INDEX items_key ON items (key, updated_at)",
@@ -149,7 +167,37 @@ _M010 = [
     END""",
 ]
 
-MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
+# How the full-text index and the vectors follow the items table, as of m013: only rows with ``indexed``
+# are in the index (the view is FTS5's content for 'rebuild' and 'integrity-check'); a row that stops
+# being indexed loses its entry, its vector and its mark. m013 creates them; migrate() creates them
+# again after any migration, so a store that applied a later migration before an earlier one that
+# rebuilt the table (m010) keeps them as they are now.
+_ITEM_INDEXING = [
+    "DROP VIEW IF EXISTS items_lexical",
+    f"CREATE VIEW items_lexical (ref, text, address) AS SELECT rowid, {_TEXT}, namespace || ' ' || key FROM items "
+    "WHERE indexed",
+    "DROP TRIGGER IF EXISTS items_fts_delete",
+    f"""CREATE TRIGGER items_fts_delete AFTER DELETE ON items WHEN old.indexed BEGIN
+        INSERT INTO items_fts (items_fts, rowid, text, address)
+        VALUES ('delete', old.rowid, {_OLD_TEXT}, old.namespace || ' ' || old.key);
+    END""",
+    "DROP TRIGGER IF EXISTS items_fts_update",
+    f"""CREATE TRIGGER items_fts_update AFTER UPDATE OF text, value, value_type, namespace, key, indexed ON items
+    WHEN (old.indexed OR new.indexed) AND (old.indexed IS NOT new.indexed OR {_OLD_TEXT} IS NOT {_NEW_TEXT}
+        OR old.namespace IS NOT new.namespace OR old.key IS NOT new.key) BEGIN
+        INSERT INTO items_fts (items_fts, rowid, text, address)
+        SELECT 'delete', old.rowid, {_OLD_TEXT}, old.namespace || ' ' || old.key WHERE old.indexed;
+        INSERT INTO items_fts (rowid, text, address)
+        SELECT new.rowid, {_NEW_TEXT}, new.namespace || ' ' || new.key WHERE new.indexed;
+    END""",
+    "DROP TRIGGER IF EXISTS items_unindexed",
+    """CREATE TRIGGER items_unindexed AFTER UPDATE OF indexed ON items WHEN old.indexed AND NOT new.indexed BEGIN
+        DELETE FROM item_vectors WHERE item_rowid = old.rowid;
+        DELETE FROM item_pending WHERE item_rowid = old.rowid;
+    END""",
+]
+
+MIGRATIONS: builtins.list[tuple[str, Sequence[Step]]] = [
     (
         "m001_initial",
         [
@@ -299,6 +347,15 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
     ),
     ("m010_text_once", _M010),
     ("m011_chunk_context", facts_schema.SQLITE_CHUNK_CONTEXT),
+    (
+        "m013_index_opt_out",
+        [
+            # index=False: an item search never finds (no full-text entry, no vector, no mark); old rows stay
+            # indexed (the default is read from the schema: no row is rewritten)
+            "ALTER TABLE items ADD COLUMN indexed INTEGER NOT NULL DEFAULT 1",
+            *_ITEM_INDEXING,
+        ],
+    ),
 ]
 # BM25 weight of the address column against the text's 1.0: an address match ranks below text matches
 ADDRESS_WEIGHT = 0.25
@@ -307,21 +364,21 @@ LEXICAL_CAP = 2000
 COMMON_SHARE = 0.9
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
-SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ?
+SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ? AND indexed
 ON CONFLICT (item_rowid) DO UPDATE SET
     version = excluded.version, seq = excluded.seq, embedding = excluded.embedding
 """
 
 _MARK_UPDATED = f"""
 INSERT INTO item_pending (item_rowid, version)
-SELECT rowid, version FROM items WHERE namespace = ? AND key = ? AND {c.has_text_sql()}
+SELECT rowid, version FROM items WHERE namespace = ? AND key = ? AND {c.to_embed_sql()}
 ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, claimed_until = NULL, claimed_by = NULL
 """
 _UNMARK = "DELETE FROM item_pending WHERE item_rowid = (SELECT rowid FROM items WHERE namespace = ? AND key = ?)"
 
 # items with text whose vector is missing or stale and that no mark waits for
 _MISSING = (
-    f"FROM items i LEFT JOIN item_vectors v ON v.item_rowid = i.rowid WHERE {c.has_text_sql('i.')} "
+    f"FROM items i LEFT JOIN item_vectors v ON v.item_rowid = i.rowid WHERE {c.to_embed_sql('i.')} "
     "AND (v.item_rowid IS NULL OR v.version <> i.version) "
     "AND NOT EXISTS (SELECT 1 FROM item_pending p WHERE p.item_rowid = i.rowid)"
 )
@@ -330,7 +387,7 @@ _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = ? AND key = ?"
 _HISTORY_COPY = f"""
 INSERT INTO item_history (item_id, namespace, key, value, value_type, text, metadata, author,
                           created_at, updated_at, expires_at, version, change, changed_at, changed_by)
-SELECT {c.ITEM_COLUMNS}, ?, ?, ? FROM items WHERE """
+SELECT {c.VERSION_COLUMNS}, ?, ?, ? FROM items WHERE """
 
 
 def parse_url(url: str) -> str:
@@ -391,14 +448,14 @@ def _repair_stale_wal(path: str) -> None:
 
 
 def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
-    """Add rows inserted in this transaction (rowid > ``after_rowid``) to the FTS index.
+    """Add the indexed rows inserted in this transaction (rowid > ``after_rowid``) to the FTS index.
 
     Inside one writer transaction new rows get rowids above the previous
     maximum, so the range is exactly the rows just inserted.
     """
     conn.execute(
         f"INSERT INTO items_fts (rowid, text, address) SELECT rowid, {_TEXT}, namespace || ' ' || key FROM items "
-        "WHERE rowid > ?",
+        "WHERE rowid > ? AND indexed",
         (after_rowid,),
     )
 
@@ -425,7 +482,7 @@ def _put_vectors_at(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, byt
     before = conn.total_changes
     conn.executemany(
         "INSERT INTO item_vectors (item_rowid, version, seq, embedding) "
-        "SELECT rowid, version, ?, ? FROM items WHERE rowid = ? AND version = ? "
+        "SELECT rowid, version, ?, ? FROM items WHERE rowid = ? AND version = ? AND indexed "
         "ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, seq = excluded.seq, "
         "embedding = excluded.embedding",
         [(seq, blob, rowid, version) for rowid, version, blob in rows],
@@ -574,13 +631,19 @@ class SqliteStore(Store):
             for name, statements in MIGRATIONS:
                 if name in done:
                     continue
-                for sql in statements:
-                    conn.execute(sql)
+                for step in statements:
+                    if isinstance(step, str):
+                        conn.execute(step)
+                    else:
+                        step(conn)
                 conn.execute(
                     "INSERT INTO _memlane_migrations (name, applied_at) VALUES (?, datetime('now'))",
                     (name,),
                 )
                 applied_now.append(name)
+            if applied_now and "m013_index_opt_out" in done | set(applied_now):
+                for sql in _ITEM_INDEXING:  # see _ITEM_INDEXING
+                    conn.execute(sql)
         return applied_now
 
     def migrations(self) -> builtins.list[tuple[str, str]]:
@@ -660,46 +723,49 @@ class SqliteStore(Store):
         updates: builtins.list[tuple[Any, ...]] = []
         out: builtins.list[Item] = []
         marked: builtins.list[tuple[str, str]] = []
-        loads, stored = c.loads_json, c.stored_text
+        stored, item = c.stored_text, Item.stored
         for r, addr in zip(rows, texts, strict=True):
-            expires = c.ts_or_none(r.expires_at)
-            old = existing.get(addr)
+            expires = None if r.expires_at is None else r.expires_at.isoformat(timespec="microseconds")
+            old = existing.get(addr) if existing else None
             if if_absent and old is not None and (old[3] is None or old[3] > at):
                 # inside BEGIN IMMEDIATE: no other writer can slip in between check and write
                 raise ConflictError(f"an item already exists at {addr[0]} key {addr[1]!r}")
             if old is None or (old[3] is not None and old[3] <= at):
                 # a new address, or an expired row replaced by a new item
-                item_id, created_text, created_at, version = r.id, at, now, 1
+                item_id, created, version = r.id, at, 1
+                created_at: datetime | str = now
             else:
-                item_id, created_text, version = old[0], old[1], old[2] + 1
-                created_at = datetime.fromisoformat(created_text)
+                item_id, created, version = old[0], old[1], old[2] + 1
+                created_at = created
             params = (r.value, r.value_type, stored(r.value, r.value_type, r.text), r.metadata, r.author, at, expires)
             if old is None:
-                inserts.append((r.id, *addr, *params, at))
+                inserts.append((r.id, *addr, *params, at, r.indexed))
             else:
-                updates.append((item_id, created_text, version, *params, *addr))
-                if mark and r.text:
+                updates.append((item_id, created, version, *params, r.indexed, *addr))
+                if mark and r.text and r.indexed:
                     marked.append(addr)
+            # the returned item decodes nothing until it is read: the caller mostly wants ids and versions
             out.append(
-                Item(
+                item(
                     item_id,
                     r.namespace,
                     r.key,
-                    loads(r.value),
+                    r.value,
                     r.value_type,
                     r.text,
-                    c.parse_metadata(r.metadata),
+                    r.metadata,
                     r.author,
                     created_at,
                     now,
                     r.expires_at,
                     version,
+                    r.indexed,
                 )
             )
         if updates:
             conn.executemany(
                 "UPDATE items SET id = ?, created_at = ?, version = ?, value = ?, value_type = ?, text = ?, "
-                "metadata = ?, author = ?, updated_at = ?, expires_at = ? WHERE namespace = ? AND key = ?",
+                "metadata = ?, author = ?, updated_at = ?, expires_at = ?, indexed = ? WHERE namespace = ? AND key = ?",
                 updates,
             )
             if marked:
@@ -708,14 +774,14 @@ class SqliteStore(Store):
             first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
             conn.executemany(
                 "INSERT INTO items (id, namespace, key, value, value_type, text, metadata, author, "
-                "updated_at, expires_at, created_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                "updated_at, expires_at, created_at, indexed, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
                 inserts,
             )
             _index_new_rows(conn, first)
             if mark:
                 conn.execute(
                     "INSERT INTO item_pending (item_rowid, version) SELECT rowid, 1 FROM items "
-                    f"WHERE rowid > ? AND {c.has_text_sql()}",
+                    f"WHERE rowid > ? AND {c.to_embed_sql()}",
                     (first,),
                 )
         return out
@@ -976,7 +1042,7 @@ class SqliteStore(Store):
             return {}
         marks = ",".join("?" * len(ids))
         where, params = self._filter(within, "", now)
-        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND {where}"
+        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND indexed AND {where}"
         with self._lock:
             self._check_open()
             rows = self._conn.execute(sql, (*ids, *params)).fetchall()
@@ -1040,7 +1106,7 @@ class SqliteStore(Store):
             return self._conn.execute(
                 f"SELECT i.rowid, i.version, {c.text_sql('sqlite', 'i.')} FROM items i "
                 "LEFT JOIN item_vectors v ON v.item_rowid = i.rowid "
-                f"WHERE i.rowid > ? AND {c.has_text_sql('i.')} AND (v.item_rowid IS NULL OR v.version <> i.version) "
+                f"WHERE i.rowid > ? AND {c.to_embed_sql('i.')} AND (v.item_rowid IS NULL OR v.version <> i.version) "
                 "ORDER BY i.rowid LIMIT ?",
                 (after, limit),
             ).fetchall()
@@ -1051,7 +1117,7 @@ class SqliteStore(Store):
             self._check_open()
             current, total = self._conn.execute(
                 "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.rowid = v.item_rowid "
-                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.has_text_sql()})"
+                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.to_embed_sql()})"
             ).fetchone()
         return current, total - current
 
@@ -1182,15 +1248,16 @@ class SqliteStore(Store):
                         conn.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, key))
                     try:
                         ref = conn.execute(
-                            f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 12)})", row
+                            f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 13)})", row
                         ).lastrowid
                     except sqlite3.IntegrityError as e:
                         raise ConflictError(c.id_taken(row[0], ns, key)) from e
-                    # indexed one by one: a deleted row's rowid may be reused, so a range would miss it
-                    text = c.full_text(c.loads_json(row[3]), row[4], row[3], row[5])
-                    conn.execute(
-                        "INSERT INTO items_fts (rowid, text, address) VALUES (?, ?, ?)", (ref, text, f"{ns} {key}")
-                    )
+                    if row[12]:  # indexed one by one: a deleted row's rowid may be reused, so a range would miss it
+                        text = c.full_text(c.loads_json(row[3]), row[4], row[3], row[5])
+                        conn.execute(
+                            "INSERT INTO items_fts (rowid, text, address) VALUES (?, ?, ?)",
+                            (ref, text, f"{ns} {key}"),
+                        )
                 else:
                     exists = conn.execute(
                         "SELECT 1 FROM item_history "
