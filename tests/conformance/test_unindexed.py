@@ -210,3 +210,53 @@ def test_search_finds_exactly_the_live_indexed_items(mem, steps):
 
 def namespace_text(namespace: tuple[str, ...]) -> str:
     return "/".join(namespace)
+
+
+# -- a store from before m013_index_opt_out ----------------------------------------------------------
+
+
+def _before_m013(backend: str) -> list[str]:
+    """SQL that takes a store back to its schema before ``m013_index_opt_out`` (m010's index, no flag)."""
+    from memlane.store import postgres, sqlite
+
+    if backend == "sqlite":
+        m010 = dict(sqlite.MIGRATIONS)["m010_text_once"]
+        again = [
+            s
+            for s in m010
+            if isinstance(s, str) and s.startswith(("CREATE VIEW items_lexical", "CREATE TRIGGER items_fts"))
+        ]
+        undo = ["DROP TRIGGER items_unindexed", "DROP TRIGGER items_fts_delete", "DROP TRIGGER items_fts_update"]
+        undo += ["DROP VIEW items_lexical", "ALTER TABLE items DROP COLUMN indexed"]
+    else:
+        m010 = dict(postgres.MIGRATIONS)["m010_text_once"]
+        again = [s for s in m010 if s.startswith(("ALTER TABLE items ADD COLUMN tsv", "CREATE INDEX items_tsv"))]
+        undo = ["DROP TRIGGER items_unindexed ON items", "DROP FUNCTION memlane_items_unindexed()"]
+        undo += ["DROP INDEX items_tsv", "ALTER TABLE items DROP COLUMN tsv", "ALTER TABLE items DROP COLUMN indexed"]
+    assert len(again) == (3 if backend == "sqlite" else 2)
+    return [*undo, *again, "DELETE FROM _memlane_migrations WHERE name = 'm013_index_opt_out'"]
+
+
+def test_a_store_from_before_the_migration_reads_and_searches_the_same(backend, store_url, clock):
+    with memlane.open(store_url, clock=clock, embedder="fake", indexing="sync") as before:
+        before.put_many([{"namespace": "old", "key": f"k{i}", "value": f"{WORD} old {i}"} for i in range(5)])
+        before.put("old", "k0", {"now": f"{WORD} object"})
+        before.delete("old", "k4")
+        with before.store.session(write=True) as s:
+            for statement in _before_m013(backend):
+                s.run(statement)
+        assert "m013_index_opt_out" not in [m["name"] for m in before.migration_status() if m["applied_at"]]
+    with memlane.open(store_url, clock=clock, embedder="fake", indexing="sync") as after:
+        assert "m013_index_opt_out" in [m["name"] for m in after.migration_status() if m["applied_at"]]
+        assert [i.indexed for i in after.list("old").items] == [True] * 4
+        assert sorted(_keys(after.search(WORD, channels=["lexical"], limit=10))) == ["k0", "k1", "k2", "k3"]
+        assert [v.version for v in after.history("old", "k0")] == [1]
+        assert after.stats().vectors == 4
+        after.put("old", "k1", f"{WORD} hidden now", index=False)
+        after.delete("old", "k2")
+        after.put("old", "k9", f"{WORD} never shown", index=False)
+        assert sorted(_keys(after.search(WORD, channels=["lexical"], limit=10))) == ["k0", "k3"]
+        assert sorted(_keys(after.search(WORD, channels=["vector"], limit=10, floor=False))) == ["k0", "k3"]
+        if backend == "sqlite":
+            with after.store.session(write=True) as s:
+                s.run("INSERT INTO items_fts (items_fts, rank) VALUES ('integrity-check', 1)")
