@@ -1288,6 +1288,9 @@ LG_LIST_SMALL = 2000  # timed first pages in ordinary namespaces (about n / 6,00
 BIG_NAMESPACE = ("tenant", "t150", "bulk")  # sorts among the tenants, not before them
 GOAL_LG_GET = Goal("get p50 <= 1.3x raw", 1.3)
 GOAL_LG_LIST = Goal("list first page p50 <= 1.5x raw", 1.5)
+GOAL_LG_BULK = Goal("put_many with index=False >= LangGraph's batch put", 1.0, higher_is_better=True)
+GOAL_LG_FTS = Goal("put_many with full text >= 0.8x raw + FTS5", 0.8, higher_is_better=True)
+GOAL_LG_BYTES = Goal("bytes per item <= 1.4x LangGraph's", 1.4)
 
 
 # the bytes of the text column where it only repeats the value (an object's JSON, or a string's own text)
@@ -1297,6 +1300,11 @@ _TEXT_DUP_SQLITE = (
 _TEXT_DUP_POSTGRES = (
     "SELECT coalesce(sum(octet_length(text)), 0) FROM items WHERE text = value OR to_json(text)::text = value"
 )
+
+
+def unindexed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same records written with ``index=False``: what a cache or a blob store writes (no search)."""
+    return [{**r, "index": False} for r in records]
 
 
 def lg_value(rec: dict[str, Any]) -> dict[str, Any]:
@@ -1402,11 +1410,12 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
     from langgraph.store.sqlite import SqliteStore as LangGraphSqliteStore
 
     corpus = Corpus(args.seed, args.tenants, args.users)
-    paths = {name: workdir / f"{name}.db" for name in ("memlane", "langgraph", "raw", "raw_fts")}
+    paths = {name: workdir / f"{name}.db" for name in ("memlane", "memlane_noindex", "langgraph", "raw", "raw_fts")}
     for p in paths.values():
         for suffix in ("", "-wal", "-shm"):
             Path(f"{p}{suffix}").unlink(missing_ok=True)
     mem = memlane.open(str(paths["memlane"]), embedder=None)
+    bulk = memlane.open(str(paths["memlane_noindex"]), embedder=None)
     pragmas = connection_pragmas(mem.store.connection)
     raw = open_raw(paths["raw"], with_fts=False, pragmas=pragmas)
     raw_fts = open_raw(paths["raw_fts"], with_fts=True, pragmas=pragmas)
@@ -1423,6 +1432,7 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
 
     puts = {
         "memlane": lambda records, rows: mem.put_many(records),
+        "memlane_noindex": lambda records, rows: bulk.put_many(unindexed(records)),
         "langgraph": lg_put,
         "raw": lambda records, rows: raw_insert(raw, rows, False),
         "raw_fts": lambda records, rows: raw_insert(raw_fts, rows, True),
@@ -1443,7 +1453,8 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
     res["backend"] = "sqlite"
     res["lexical_read_your_writes"] = lexical_ryw(mem, "s")
     sizes = {}
-    for name, conn in (("memlane", mem.store.connection), ("langgraph", lg_conn), ("raw", raw), ("raw_fts", raw_fts)):
+    stores = [("memlane", mem.store.connection), ("memlane_noindex", bulk.store.connection), ("langgraph", lg_conn)]
+    for name, conn in (*stores, ("raw", raw), ("raw_fts", raw_fts)):
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         count = conn.execute("SELECT count(*) FROM " + ("store" if name == "langgraph" else "items")).fetchone()[0]
         sizes[name] = {
@@ -1455,6 +1466,7 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
     sizes["memlane"]["text_equal_to_value_bytes_per_item"] = round(dup / sizes["memlane"]["items"], 1)
     res["size"] = sizes
     mem.close()
+    bulk.close()
     for conn in (raw, raw_fts, lg_conn):
         conn.close()
     return res
@@ -1469,7 +1481,7 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
     from memlane.store.postgres import MIGRATIONS as PG_MIGRATIONS
 
     corpus = Corpus(args.seed, args.tenants, args.users)
-    names = {k: f"memlane_lg_{k}_{os.getpid()}_{n}" for k in ("memlane", "langgraph", "raw")}
+    names = {k: f"memlane_lg_{k}_{os.getpid()}_{n}" for k in ("memlane", "memlane_noindex", "langgraph", "raw")}
     with psycopg.connect(admin_url, autocommit=True) as admin:
         server_version = admin.execute("SHOW server_version").fetchone()[0]
         for db in names.values():
@@ -1477,6 +1489,7 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
             admin.execute(f'CREATE DATABASE "{db}"')
     try:
         mem = memlane.open(pg_url_for(admin_url, names["memlane"]), embedder=None)
+        bulk = memlane.open(pg_url_for(admin_url, names["memlane_noindex"]), embedder=None)
         raw = psycopg.connect(pg_url_for(admin_url, names["raw"]), autocommit=True)
         for sql in PG_MIGRATIONS[0][1][:3]:  # memlane's text search configuration
             raw.execute(sql)
@@ -1502,6 +1515,7 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
 
             puts = {
                 "memlane": lambda records, rows: mem.put_many(records),
+                "memlane_noindex": lambda records, rows: bulk.put_many(unindexed(records)),
                 "langgraph": lg_put,
                 "raw": raw_put,
                 "raw_copy": raw_copy,
@@ -1520,8 +1534,9 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
             progress(f"N={n:,} postgres: memlane, LangGraph PostgresStore, raw executemany, raw COPY")
 
             def analyze() -> None:
-                with mem.store._pool.connection() as conn:
-                    conn.execute("VACUUM ANALYZE items")
+                for m in (mem, bulk):
+                    with m.store._pool.connection() as conn:
+                        conn.execute("VACUUM ANALYZE items")
                 with psycopg.connect(pg_url_for(admin_url, names["langgraph"]), autocommit=True) as lconn:
                     lconn.execute("VACUUM ANALYZE store")
                 raw.execute("VACUUM ANALYZE items_raw")
@@ -1534,16 +1549,24 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
             with mem.store._pool.connection() as conn:
                 m_size = conn.execute(size_sql.format("items")).fetchone()
                 dup = conn.execute(_TEXT_DUP_POSTGRES).fetchone()[0]
+            with bulk.store._pool.connection() as conn:
+                b_size = conn.execute(size_sql.format("items")).fetchone()
             with psycopg.connect(pg_url_for(admin_url, names["langgraph"])) as lconn:
                 l_size = lconn.execute(size_sql.format("store")).fetchone()
             r_size = raw.execute(size_sql.format("items_raw")).fetchone()
             # the whole relation: table, TOAST and every index
             res["size"] = {
                 name: {"bytes": b, "items": count, "bytes_per_item": round(b / count, 1)}
-                for name, (b, count) in (("memlane", m_size), ("langgraph", l_size), ("raw", r_size))
+                for name, (b, count) in (
+                    ("memlane", m_size),
+                    ("memlane_noindex", b_size),
+                    ("langgraph", l_size),
+                    ("raw", r_size),
+                )
             }
             res["size"]["memlane"]["text_equal_to_value_bytes_per_item"] = round(dup / m_size[1], 1)
         mem.close()
+        bulk.close()
         raw.close()
         return res
     finally:
@@ -1564,6 +1587,8 @@ def report_langgraph(res: dict[str, Any]) -> str:
 
     alt = "raw_fts" if "raw_fts" in pm else "raw_copy"
     rate = {k: v["items_per_s"] for k, v in pm.items()}
+    bulk_vs_lg = ratio(rate["memlane_noindex"], rate["langgraph"])
+    bulk_bytes = ratio(sz["memlane_noindex"]["bytes_per_item"], sz["langgraph"]["bytes_per_item"])
     rows = [
         [
             "put_many, items/s",
@@ -1571,7 +1596,20 @@ def report_langgraph(res: dict[str, Any]) -> str:
             fmt_num(rate["langgraph"]),
             f"{fmt_num(rate['raw'])} | {'+FTS' if alt == 'raw_fts' else 'COPY'} {fmt_num(rate[alt])}",
             f"{ratio(rate['memlane'], rate['langgraph']):.2f}x",
-            f"{ratio(rate['raw'], rate['memlane']):.2f}x slower | {ratio(rate[alt], rate['memlane']):.2f}x",
+            f"{ratio(rate['raw'], rate['memlane']):.2f}x slower | {ratio(rate[alt], rate['memlane']):.2f}x"
+            + (
+                f" ({ratio(rate['memlane'], rate[alt]):.2f}x: {GOAL_LG_FTS.status(ratio(rate['memlane'], rate[alt]))})"
+                if alt == "raw_fts"
+                else ""
+            ),
+        ],
+        [
+            "  same, index=False (no search)",
+            fmt_num(rate["memlane_noindex"]),
+            fmt_num(rate["langgraph"]),
+            f"{fmt_num(rate['raw'])} | {'+FTS' if alt == 'raw_fts' else 'COPY'} {fmt_num(rate[alt])}",
+            f"{bulk_vs_lg:.2f}x ({GOAL_LG_BULK.status(bulk_vs_lg)})",
+            f"{ratio(rate['raw'], rate['memlane_noindex']):.2f}x slower",
         ],
         [
             "get p50 / p99 us",
@@ -1604,6 +1642,14 @@ def report_langgraph(res: dict[str, Any]) -> str:
             fmt_num(sz["raw"]["bytes_per_item"]),
             f"{ratio(sz['memlane']['bytes_per_item'], sz['langgraph']['bytes_per_item']):.2f}x",
             f"{ratio(sz['memlane']['bytes_per_item'], sz['raw']['bytes_per_item']):.2f}x",
+        ],
+        [
+            "  same, index=False",
+            fmt_num(sz["memlane_noindex"]["bytes_per_item"]),
+            fmt_num(sz["langgraph"]["bytes_per_item"]),
+            fmt_num(sz["raw"]["bytes_per_item"]),
+            f"{bulk_bytes:.2f}x ({GOAL_LG_BYTES.status(bulk_bytes)})",
+            f"{ratio(sz['memlane_noindex']['bytes_per_item'], sz['raw']['bytes_per_item']):.2f}x",
         ],
     ]
     ryw = res["lexical_read_your_writes"]

@@ -77,8 +77,12 @@ def _prefix(raw: Any) -> Namespace:
     return v.namespace(raw, "namespace_prefix", allow_empty=True)
 
 
+_json_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # a JSON string, as json.dumps writes it
+
+
 def _encode_cursor(namespace: Namespace, key: str) -> str:
-    raw = json.dumps([list(namespace), key], separators=(",", ":"), ensure_ascii=False)
+    # json.dumps([list(namespace), key], separators=(",", ":"), ensure_ascii=False), without building an encoder
+    raw = "[[" + ",".join(map(_json_str, namespace)) + "]," + _json_str(key) + "]"
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 

@@ -11,6 +11,7 @@ import json
 import json.scanner
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 Namespace = tuple[str, ...]
@@ -34,6 +35,13 @@ _UNSET: Any = object()  # an Item's value not decoded yet (``None`` is a value)
 # five times faster than json.loads, whose Python-level wrapper dominates for small values.
 _scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined,arg-type]
 _fromiso = datetime.fromisoformat
+_new = object.__new__
+
+
+@lru_cache(maxsize=8192)
+def namespace_tuple(text: str) -> Namespace:
+    """A namespace's text form back to its tuple of segments."""
+    return tuple(text.split("/"))
 
 
 def decode_json(text: str) -> Any:
@@ -45,29 +53,16 @@ class Item:
     """One stored value at an address ``(namespace, key)``.
 
     A snapshot: changing its fields changes nothing in the store. An item read
-    from a store keeps its value and metadata as the stored JSON and its times as
-    the stored text, and decodes each on first access: a ``get`` or a ``list``
-    pays only for the fields it reads. ``indexed`` is ``False`` for an item
-    written with ``index=False``: search never returns it (keyed reads do).
-    Items compare equal when every field is equal.
+    from a store holds the stored row (value and metadata as canonical JSON,
+    times as ISO 8601 text) and decodes each field on first access, so a
+    ``get`` or a ``list`` pays only for the fields it reads. ``indexed`` is
+    ``False`` for an item written with ``index=False``: search never returns
+    it (keyed reads do). Items compare equal when every field is equal.
     """
 
-    __slots__ = (
-        "id",
-        "namespace",
-        "key",
-        "value_type",
-        "author",
-        "version",
-        "indexed",
-        "_value",
-        "_json",
-        "_text",
-        "_metadata",
-        "_created_at",
-        "_updated_at",
-        "_expires_at",
-    )
+    # _row: (id, namespace text, key, value JSON, value_type, text or None, metadata JSON, author, created_at,
+    # updated_at, expires_at, version, indexed), a store's row; the rest cache what was decoded from it
+    __slots__ = ("_row", "_namespace", "_value", "_text", "_metadata")
     __match_args__ = (
         "id",
         "namespace",
@@ -86,14 +81,6 @@ class Item:
     """The item's fields, in constructor order (``indexed`` follows them)."""
     __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it replaces
 
-    id: str
-    namespace: Namespace
-    key: str
-    value_type: str
-    author: str | None
-    version: int
-    indexed: bool
-
     def __init__(
         self,
         id: str,  # noqa: A002 - the field's name
@@ -110,68 +97,83 @@ class Item:
         version: int,
         indexed: bool = True,
     ) -> None:
-        self.id = id
-        self.namespace = namespace
-        self.key = key
+        self._row: tuple[Any, ...] = (
+            id,
+            None,
+            key,
+            None,
+            value_type,
+            text,
+            None,
+            author,
+            created_at,
+            updated_at,
+            expires_at,
+            version,
+            indexed,
+        )
+        self._namespace: Namespace | None = namespace
         self._value = value
-        self._json: str | None = None
-        self.value_type = value_type
         self._text: str | None = text
-        self._metadata: dict[str, Any] | str = metadata
-        self.author = author
-        self._created_at: datetime | str = created_at
-        self._updated_at: datetime | str = updated_at
-        self._expires_at: datetime | str | None = expires_at
-        self.version = version
-        self.indexed = indexed
+        self._metadata: Any = metadata
 
     @classmethod
-    def stored(
-        cls,
-        id: str,  # noqa: A002 - the field's name
-        namespace: Namespace,
-        key: str,
-        value_json: str,
-        value_type: str,
-        text: str | None,
-        metadata_json: str,
-        author: str | None,
-        created_at: datetime | str,
-        updated_at: datetime | str,
-        expires_at: datetime | str | None,
-        version: int,
-        indexed: bool = True,
-    ) -> Item:
-        """An item as a store holds it, decoded field by field on first access.
+    def stored(cls, row: tuple[Any, ...], namespace: Namespace | None = None) -> Item:
+        """An item from a store's row, decoded field by field on first access.
 
-        ``value_json`` and ``metadata_json`` are canonical JSON, times are ISO 8601
-        text (or datetimes already at hand), and ``text`` is ``None`` where the
-        search text is the value's own (the string itself, or the JSON of any
-        other value).
+        ``row`` is ``(id, namespace, key, value, value_type, text, metadata,
+        author, created_at, updated_at, expires_at, version, indexed)``: the
+        namespace as text (or ``namespace``, its tuple, when the caller has
+        it), value and metadata as canonical JSON, ``text`` ``None`` where it
+        is the value's own (the string itself, or the JSON of any other
+        value), times as ISO 8601 text or datetimes.
         """
-        item = cls.__new__(cls)
-        item.id = id
-        item.namespace = namespace
-        item.key = key
-        item._value = _UNSET
-        item._json = value_json
-        item.value_type = value_type
-        item._text = text
-        item._metadata = metadata_json
-        item.author = author
-        item._created_at = created_at
-        item._updated_at = updated_at
-        item._expires_at = expires_at
-        item.version = version
-        item.indexed = indexed
+        item = _new(cls)
+        item._row = row
+        item._namespace = namespace
+        item._value = item._text = item._metadata = _UNSET
         return item
+
+    def _set(self, index: int, value: Any) -> None:
+        row = self._row
+        self._row = (*row[:index], value, *row[index + 1 :])
+
+    @property
+    def id(self) -> str:
+        """The item's id: stable across replacements, new for a new item at an expired address."""
+        return self._row[0]  # type: ignore[no-any-return]
+
+    @id.setter
+    def id(self, value: str) -> None:
+        self._set(0, value)
+
+    @property
+    def namespace(self) -> Namespace:
+        """The namespace, a tuple of segments."""
+        namespace = self._namespace
+        if namespace is None:
+            namespace = self._namespace = namespace_tuple(self._row[1])
+        return namespace
+
+    @namespace.setter
+    def namespace(self, value: Namespace) -> None:
+        self._namespace = value
+
+    @property
+    def key(self) -> str:
+        """The key: a taxonomy path such as ``preferences.ui.theme``."""
+        return self._row[2]  # type: ignore[no-any-return]
+
+    @key.setter
+    def key(self, value: str) -> None:
+        self._set(2, value)
 
     @property
     def value(self) -> Any:
         """Any JSON value; its type is kept."""
         value = self._value
         if value is _UNSET:
-            value = self._value = decode_json(self._json)  # type: ignore[arg-type]
+            value = self._value = decode_json(self._row[3])
         return value
 
     @value.setter
@@ -180,64 +182,98 @@ class Item:
         self._value = value
 
     @property
+    def value_type(self) -> str:
+        """``string``, ``number``, ``boolean``, ``list``, ``object`` or ``null``."""
+        return self._row[4]  # type: ignore[no-any-return]
+
+    @value_type.setter
+    def value_type(self, value: str) -> None:
+        self._set(4, value)
+
+    @property
     def text(self) -> str:
         """What search indexes: the value's own text unless the writer gave another."""
         text = self._text
-        if text is None:
-            text = self._text = self.value if self.value_type == "string" else self._json
+        if text is _UNSET:
+            text = self._row[5]
+            if text is None:
+                text = self.value if self._row[4] == "string" else self._row[3]
+            self._text = text
         return text  # type: ignore[return-value]
 
     @text.setter
-    def text(self, text: str) -> None:
-        self._text = text
+    def text(self, value: str) -> None:
+        self._text = value
 
     @property
     def metadata(self) -> dict[str, Any]:
         """A JSON object stored beside the value."""
         metadata = self._metadata
-        if type(metadata) is str:
-            metadata = self._metadata = {} if metadata == "{}" else decode_json(metadata)
-        return metadata  # type: ignore[return-value]
+        if metadata is _UNSET:
+            raw = self._row[6]
+            metadata = self._metadata = {} if raw == "{}" else decode_json(raw)
+        return metadata  # type: ignore[no-any-return]
 
     @metadata.setter
-    def metadata(self, metadata: dict[str, Any]) -> None:
-        self._metadata = metadata
+    def metadata(self, value: dict[str, Any]) -> None:
+        self._metadata = value
+
+    @property
+    def author(self) -> str | None:
+        """Who wrote this version (the memory's ``author``), or ``None``."""
+        return self._row[7]  # type: ignore[no-any-return]
+
+    @author.setter
+    def author(self, value: str | None) -> None:
+        self._set(7, value)
 
     @property
     def created_at(self) -> datetime:
         """When the item was first written (kept across replacements)."""
-        at = self._created_at
-        if type(at) is str:
-            at = self._created_at = _fromiso(at)
-        return at  # type: ignore[return-value]
+        at = self._row[8]
+        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
 
     @created_at.setter
-    def created_at(self, at: datetime) -> None:
-        self._created_at = at
+    def created_at(self, value: datetime) -> None:
+        self._set(8, value)
 
     @property
     def updated_at(self) -> datetime:
         """When this version was written."""
-        at = self._updated_at
-        if type(at) is str:
-            at = self._updated_at = _fromiso(at)
-        return at  # type: ignore[return-value]
+        at = self._row[9]
+        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
 
     @updated_at.setter
-    def updated_at(self, at: datetime) -> None:
-        self._updated_at = at
+    def updated_at(self, value: datetime) -> None:
+        self._set(9, value)
 
     @property
     def expires_at(self) -> datetime | None:
         """When the item stops being visible, or ``None``."""
-        at = self._expires_at
-        if type(at) is str:
-            at = self._expires_at = _fromiso(at)
-        return at  # type: ignore[return-value]
+        at = self._row[10]
+        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
 
     @expires_at.setter
-    def expires_at(self, at: datetime | None) -> None:
-        self._expires_at = at
+    def expires_at(self, value: datetime | None) -> None:
+        self._set(10, value)
+
+    @property
+    def version(self) -> int:
+        """1 for a new item, one more at each replacement."""
+        return self._row[11]  # type: ignore[no-any-return]
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self._set(11, value)
+
+    @property
+    def indexed(self) -> bool:
+        """``False`` for an item written with ``index=False``: no search returns it."""
+        return bool(self._row[12])
+
+    @indexed.setter
+    def indexed(self, value: bool) -> None:
+        self._set(12, value)
 
     def _fields(self) -> tuple[Any, ...]:
         return (*(getattr(self, name) for name in self.FIELDS), self.indexed)

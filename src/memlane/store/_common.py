@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import ValidationError
-from ..model import Item, Namespace, Version, decode_json
+from ..model import Item, Namespace, Version, decode_json, namespace_tuple
 
 # the columns an item and each of its history versions share
 VERSION_COLUMNS = (
@@ -82,10 +82,7 @@ def ts_or_none(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat(timespec="microseconds")
 
 
-@lru_cache(maxsize=8192)
-def ns_tuple(text: str) -> Namespace:
-    """Namespace text form back to its tuple."""
-    return tuple(text.split("/"))
+ns_tuple = namespace_tuple
 
 
 def ns_text(namespace: Namespace) -> str:
@@ -234,9 +231,8 @@ def parse_metadata(text: str) -> dict[str, Any]:
     return {} if text == "{}" else loads_json(text)
 
 
-def row_to_item(r: Any) -> Item:
-    """Map a row selected with ``ITEM_COLUMNS`` to an :class:`Item` that decodes its fields on first access."""
-    return Item.stored(r[0], ns_tuple(r[1]), r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], bool(r[12]))
+row_to_item = Item.stored
+"""Map a row selected with ``ITEM_COLUMNS`` to an :class:`Item` that decodes its fields on first access."""
 
 
 def row_to_version(r: Any) -> Version:

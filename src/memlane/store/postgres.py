@@ -676,22 +676,9 @@ class PostgresStore(Store):
             marks = []
             for r, (ref, item_id, created, version) in zip(rows, returned, strict=True):
                 # the returned item decodes nothing until it is read: the caller mostly wants ids and versions
+                row = (item_id, None, r.key, r.value, r.value_type, r.text, r.metadata, r.author)
                 out.append(
-                    item(
-                        item_id,
-                        r.namespace,
-                        r.key,
-                        r.value,
-                        r.value_type,
-                        r.text,
-                        r.metadata,
-                        r.author,
-                        now if created == at else created,
-                        now,
-                        r.expires_at,
-                        version,
-                        r.indexed,
-                    )
+                    item((*row, now if created == at else created, now, r.expires_at, version, r.indexed), r.namespace)
                 )
                 if r.vector is not None:
                     vectors.append((ref, version, r.vector))
