@@ -1323,10 +1323,12 @@ def test_a_scope_of_several_prefixes_reads_exactly_their_rows_on_postgres(reques
         server.drop(url)
 
 
-def test_an_imported_id_that_names_another_item_is_refused_and_nothing_is_imported(store_url):
+@pytest.mark.parametrize(("stored", "imported"), [(True, True), (False, True), (True, False), (False, False)])
+def test_an_imported_id_that_names_another_item_is_refused_and_nothing_is_imported(store_url, stored, imported):
+    # the unique index on ids covers indexed rows only: an id shared with an index=False item is refused too
     with memlane.open(store_url, embedder=None) as mem:
-        first = mem.put("a", "k", "first")
-        record = {"record": "item", **first.to_dict()} | {"namespace": ["b"], "key": "elsewhere"}
+        first = mem.put("a", "k", "first", index=stored)
+        record = {"record": "item", **first.to_dict()} | {"namespace": ["b"], "key": "elsewhere", "indexed": imported}
         with pytest.raises(memlane.ConflictError, match=f"{first.id}.*b/elsewhere.*nothing was imported"):
             fine = {"record": "item", **first.to_dict()} | {"id": "f" * 32, "namespace": ["c"], "key": "new"}
             mem.import_records([fine, record])

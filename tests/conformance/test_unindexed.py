@@ -234,7 +234,14 @@ def _before_m013(backend: str) -> list[str]:
         undo = ["DROP TRIGGER items_unindexed ON items", "DROP FUNCTION memlane_items_unindexed()"]
         undo += ["DROP INDEX items_tsv", "ALTER TABLE items DROP COLUMN tsv", "ALTER TABLE items DROP COLUMN indexed"]
     assert len(again) == (3 if backend == "sqlite" else 2)
-    return [*undo, *again, "DELETE FROM _memlane_migrations WHERE name = 'm013_index_opt_out'"]
+    ids = "CREATE UNIQUE INDEX items_id ON items (id)"
+    return [
+        "DROP INDEX items_id",
+        *undo,
+        *again,
+        ids,
+        "DELETE FROM _memlane_migrations WHERE name = 'm013_index_opt_out'",
+    ]
 
 
 def test_a_store_from_before_the_migration_reads_and_searches_the_same(backend, store_url, clock):

@@ -218,6 +218,16 @@ def list_statement(
     return f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT {p}", params
 
 
+def shared_id(imported: dict[str, tuple[str, str]]) -> tuple[str, list[Any]]:
+    """PostgreSQL for an imported item id that names two rows now (one statement, after the import's writes).
+
+    There the unique index on ids covers the rows search indexes only (the ones
+    it confirms by id): an id shared with an item written with ``index=False``
+    is refused here instead.
+    """
+    return "SELECT id FROM items WHERE id = ANY(%s) GROUP BY id HAVING count(*) > 1 LIMIT 1", [list(imported)]
+
+
 def id_taken(item_id: str, namespace: str, key: str) -> str:
     """The message for an imported item whose id already names another address."""
     return (

@@ -263,6 +263,10 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             END $$""",
             """CREATE TRIGGER items_unindexed AFTER UPDATE OF indexed ON items
                 FOR EACH ROW WHEN (OLD.indexed AND NOT NEW.indexed) EXECUTE FUNCTION memlane_items_unindexed()""",
+            # ids serve one read, search's confirm step, which re-reads indexed rows only: the other rows
+            # are left out of the index (unique ids among them: an import checks, see _common.shared_id)
+            "DROP INDEX items_id",
+            "CREATE UNIQUE INDEX items_id ON items (id) WHERE indexed",
         ],
     ),
 ]
@@ -1168,6 +1172,7 @@ class PostgresStore(Store):
         """Write exported records verbatim; idempotent."""
         at = c.ts(now)
         written = 0
+        imported: dict[str, tuple[str, str]] = {}
         with self._write() as conn:
             for kind, row in c.import_rows(records, numbers):
                 if kind == "item":
@@ -1177,6 +1182,7 @@ class PostgresStore(Store):
                     ).fetchone()
                     if current is not None and tuple(current) == row:
                         continue
+                    imported[row[0]] = (ns, key)
                     if current is not None:
                         gone = conn.execute(
                             f"DELETE FROM items WHERE namespace = %s AND key = %s RETURNING {c.VERSION_COLUMNS}",
@@ -1199,6 +1205,10 @@ class PostgresStore(Store):
                         f"INSERT INTO item_history ({c.HISTORY_COLUMNS}) VALUES ({', '.join(['%s'] * 15)})", row
                     )
                 written += 1
+            if imported:
+                shared = conn.execute(*c.shared_id(imported)).fetchone()
+                if shared is not None:
+                    raise ConflictError(c.id_taken(shared[0], *imported[shared[0]]))
         return written
 
     @contextmanager
