@@ -228,6 +228,22 @@ def shared_id(imported: dict[str, tuple[str, str]]) -> tuple[str, list[Any]]:
     return "SELECT id FROM items WHERE id = ANY(%s) GROUP BY id HAVING count(*) > 1 LIMIT 1", [list(imported)]
 
 
+def unique_spans(addresses: Sequence[tuple[str, str]]) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` runs of a batch that repeat no address, in order, so a later write replaces an earlier one.
+
+    One statement cannot write a row twice; each run is written whole before the next.
+    """
+    seen: set[tuple[str, str]] = set()
+    start = 0
+    for i, address in enumerate(addresses):
+        if address in seen:
+            yield start, i
+            seen.clear()
+            start = i
+        seen.add(address)
+    yield start, len(addresses)
+
+
 def id_taken(item_id: str, namespace: str, key: str) -> str:
     """The message for an imported item whose id already names another address."""
     return (

@@ -436,19 +436,6 @@ _LEXICAL_ALL = _LEXICAL.format(
 )
 
 
-def _unique_spans(params: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, int]]:
-    """``(start, stop)`` runs of upsert rows with no repeated address, so later writes replace earlier ones."""
-    seen: set[tuple[str, str]] = set()
-    start = 0
-    for i, p in enumerate(params):
-        if (p[1], p[2]) in seen:
-            yield start, i
-            seen.clear()
-            start = i
-        seen.add((p[1], p[2]))
-    yield start, len(params)
-
-
 _EXACT_SCOPE_ROWS = 1000  # an exact scan of this many vectors costs about one HNSW search (measured at 64 dims)
 
 
@@ -658,7 +645,7 @@ class PostgresStore(Store):
                     if taken:
                         raise ConflictError(f"an item already exists at {p[1]} key {p[2]!r}")
             returned: builtins.list[Any] = []
-            for start, stop in _unique_spans(params):
+            for start, stop in c.unique_spans([(p[1], p[2]) for p in params]):
                 span = params[start:stop]
                 if len(span) >= _COPY_ROWS and self._can_stage(cur):
                     cur.execute(_STAGE)

@@ -528,20 +528,6 @@ def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
     )
 
 
-def _unique_segments(rows: Sequence[PutRow]) -> Iterator[Sequence[PutRow]]:
-    """Split a batch where an address repeats, so later writes replace earlier ones in order."""
-    seen: set[tuple[Namespace, str]] = set()
-    start = 0
-    for i, r in enumerate(rows):
-        addr = (r.namespace, r.key)
-        if addr in seen:
-            yield rows[start:i]
-            seen.clear()
-            start = i
-        seen.add(addr)
-    yield rows[start:]
-
-
 def _put_vectors_at(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, bytes]]) -> int:
     """Write ``(rowid, version, blob)`` vectors where the item is still at ``version``; returns how many."""
     if not rows:
@@ -758,13 +744,15 @@ class SqliteStore(Store):
         (``None``: if the store records an embedder, read in the same transaction).
         """
         at = c.ts(now)
+        addresses = [("/".join(r.namespace), r.key) for r in rows]
         out: builtins.list[Item] = []
         with self._write() as conn:
             if mark is None:
                 mark = conn.execute("SELECT 1 FROM meta WHERE name = 'embedder'").fetchone() is not None
             seq = None
-            for segment in _unique_segments(rows):
-                out.extend(self._put_segment(conn, segment, now, at, if_absent, mark))
+            for start, stop in c.unique_spans(addresses):
+                segment = rows[start:stop]
+                out.extend(self._put_segment(conn, segment, addresses[start:stop], now, at, if_absent, mark))
                 vectors = [(r.vector, "/".join(r.namespace), r.key) for r in segment if r.vector is not None]
                 if vectors:
                     if seq is None:
@@ -777,15 +765,15 @@ class SqliteStore(Store):
         self,
         conn: sqlite3.Connection,
         rows: Sequence[PutRow],
+        addresses: Sequence[tuple[str, str]],
         now: datetime,
         at: str,
         if_absent: bool = False,
         mark: bool = False,
     ) -> builtins.list[Item]:
-        texts = [("/".join(r.namespace), r.key) for r in rows]
         existing: dict[tuple[str, str], tuple[str, str, int, str | None]] = {}
-        for start in range(0, len(texts), _CHUNK):
-            chunk = texts[start : start + _CHUNK]
+        for start in range(0, len(addresses), _CHUNK):
+            chunk = addresses[start : start + _CHUNK]
             values = ",".join(["(?, ?)"] * len(chunk))
             sql = (
                 f"WITH wanted (ns, k) AS (VALUES {values}) SELECT items.namespace, items.key, id, created_at, "
@@ -798,29 +786,43 @@ class SqliteStore(Store):
         out: builtins.list[Item] = []
         marked: builtins.list[tuple[str, str]] = []
         stored, item = c.stored_text, Item.stored
-        for r, addr in zip(rows, texts, strict=True):
+        for r, addr in zip(rows, addresses, strict=True):
             expires = None if r.expires_at is None else r.expires_at.isoformat(timespec="microseconds")
             old = existing.get(addr) if existing else None
-            if if_absent and old is not None and (old[3] is None or old[3] > at):
+            if old is None:
+                # a new address: one tuple is the row inserted (ITEM_COLUMNS) and the item returned, which
+                # decodes nothing until it is read (the caller mostly wants ids and versions)
+                text = stored(r.value, r.value_type, r.text)
+                new = (
+                    r.id,
+                    addr[0],
+                    r.key,
+                    r.value,
+                    r.value_type,
+                    text,
+                    r.metadata,
+                    r.author,
+                    at,
+                    at,
+                    expires,
+                    1,
+                    r.indexed,
+                )
+                inserts.append(new)
+                out.append(item(new, r.namespace))
+                continue
+            if if_absent and (old[3] is None or old[3] > at):
                 # inside BEGIN IMMEDIATE: no other writer can slip in between check and write
                 raise ConflictError(f"an item already exists at {addr[0]} key {addr[1]!r}")
-            if old is None or (old[3] is not None and old[3] <= at):
-                # a new address, or an expired row replaced by a new item
+            if old[3] is not None and old[3] <= at:  # an expired row, replaced by a new item
                 item_id, created, version = r.id, at, 1
-                created_at: datetime | str = now
             else:
                 item_id, created, version = old[0], old[1], old[2] + 1
-                created_at = created
             params = (r.value, r.value_type, stored(r.value, r.value_type, r.text), r.metadata, r.author, at, expires)
-            if old is None:
-                inserts.append((r.id, *addr, *params, at, r.indexed))
-            else:
-                updates.append((item_id, created, version, *params, r.indexed, *addr))
-                if mark and r.text and r.indexed:
-                    marked.append(addr)
-            # the returned item decodes nothing until it is read: the caller mostly wants ids and versions
-            row = (item_id, addr[0], r.key, r.value, r.value_type, r.text, r.metadata, r.author)
-            out.append(item((*row, created_at, now, r.expires_at, version, r.indexed), r.namespace))
+            updates.append((item_id, created, version, *params, r.indexed, *addr))
+            if mark and r.text and r.indexed:
+                marked.append(addr)
+            out.append(item((item_id, *addr, *params[:5], created, at, expires, version, r.indexed), r.namespace))
         if updates:
             conn.executemany(
                 "UPDATE items SET id = ?, created_at = ?, version = ?, value = ?, value_type = ?, text = ?, "
@@ -831,11 +833,7 @@ class SqliteStore(Store):
                 conn.executemany(_MARK_UPDATED, marked)
         if inserts:
             first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
-            conn.executemany(
-                "INSERT INTO items (id, namespace, key, value, value_type, text, metadata, author, "
-                "updated_at, expires_at, created_at, indexed, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                inserts,
-            )
+            conn.executemany(f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 13)})", inserts)
             _index_new_rows(conn, first)
             if mark:
                 conn.execute(
