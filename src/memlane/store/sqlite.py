@@ -392,6 +392,10 @@ _MISSING = (
 )
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = ? AND key = ?"
+# a batch's rows, each as a new item; an address already taken is skipped (and then updated by put_many)
+_INSERT_NEW = (
+    f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 13)}) ON CONFLICT (namespace, key) DO NOTHING"
+)
 _HISTORY_COPY = f"""
 INSERT INTO item_history (item_id, namespace, key, value, value_type, text, metadata, author,
                           created_at, updated_at, expires_at, version, change, changed_at, changed_by)
@@ -771,69 +775,30 @@ class SqliteStore(Store):
         if_absent: bool = False,
         mark: bool = False,
     ) -> builtins.list[Item]:
-        existing: dict[tuple[str, str], tuple[str, str, int, str | None]] = {}
-        for start in range(0, len(addresses), _CHUNK):
-            chunk = addresses[start : start + _CHUNK]
-            values = ",".join(["(?, ?)"] * len(chunk))
-            sql = (
-                f"WITH wanted (ns, k) AS (VALUES {values}) SELECT items.namespace, items.key, id, created_at, "
-                "version, expires_at FROM wanted JOIN items ON items.namespace = wanted.ns AND items.key = wanted.k"
-            )
-            for ns, key, item_id, created, version, expires in conn.execute(sql, [p for a in chunk for p in a]):
-                existing[(ns, key)] = (item_id, created, version, expires)
-        inserts: builtins.list[tuple[Any, ...]] = []
-        updates: builtins.list[tuple[Any, ...]] = []
-        out: builtins.list[Item] = []
-        marked: builtins.list[tuple[str, str]] = []
-        stored, item = c.stored_text, Item.stored
+        """Write rows whose addresses are distinct: every row is inserted as new unless its address is taken.
+
+        The insert skips taken addresses (``ON CONFLICT DO NOTHING``) and counts
+        the rows it wrote: when every address was new (a bulk load), nothing else
+        is read. Only the rows it skipped are read and updated (history keeps the
+        old version). With ``if_absent`` the live rows are looked for first.
+        """
+        if if_absent:
+            for addr, (_, _, _, expires) in self._existing(conn, addresses).items():
+                if expires is None or expires > at:  # inside BEGIN IMMEDIATE: no writer slips in before the write
+                    raise ConflictError(f"an item already exists at {addr[0]} key {addr[1]!r}")
+        stored = c.stored_text
+        fresh: builtins.list[tuple[Any, ...]] = []
         for r, addr in zip(rows, addresses, strict=True):
+            # one tuple is both the row inserted (ITEM_COLUMNS) and the item returned, which decodes nothing
+            # until it is read (a bulk writer mostly wants ids and versions)
             expires = None if r.expires_at is None else r.expires_at.isoformat(timespec="microseconds")
-            old = existing.get(addr) if existing else None
-            if old is None:
-                # a new address: one tuple is the row inserted (ITEM_COLUMNS) and the item returned, which
-                # decodes nothing until it is read (the caller mostly wants ids and versions)
-                text = stored(r.value, r.value_type, r.text)
-                new = (
-                    r.id,
-                    addr[0],
-                    r.key,
-                    r.value,
-                    r.value_type,
-                    text,
-                    r.metadata,
-                    r.author,
-                    at,
-                    at,
-                    expires,
-                    1,
-                    r.indexed,
-                )
-                inserts.append(new)
-                out.append(item(new, r.namespace))
-                continue
-            if if_absent and (old[3] is None or old[3] > at):
-                # inside BEGIN IMMEDIATE: no other writer can slip in between check and write
-                raise ConflictError(f"an item already exists at {addr[0]} key {addr[1]!r}")
-            if old[3] is not None and old[3] <= at:  # an expired row, replaced by a new item
-                item_id, created, version = r.id, at, 1
-            else:
-                item_id, created, version = old[0], old[1], old[2] + 1
-            params = (r.value, r.value_type, stored(r.value, r.value_type, r.text), r.metadata, r.author, at, expires)
-            updates.append((item_id, created, version, *params, r.indexed, *addr))
-            if mark and r.text and r.indexed:
-                marked.append(addr)
-            out.append(item((item_id, *addr, *params[:5], created, at, expires, version, r.indexed), r.namespace))
-        if updates:
-            conn.executemany(
-                "UPDATE items SET id = ?, created_at = ?, version = ?, value = ?, value_type = ?, text = ?, "
-                "metadata = ?, author = ?, updated_at = ?, expires_at = ?, indexed = ? WHERE namespace = ? AND key = ?",
-                updates,
+            text = stored(r.value, r.value_type, r.text)
+            fresh.append(
+                (r.id, *addr, r.value, r.value_type, text, r.metadata, r.author, at, at, expires, 1, r.indexed)
             )
-            if marked:
-                conn.executemany(_MARK_UPDATED, marked)
-        if inserts:
-            first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
-            conn.executemany(f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 13)})", inserts)
+        first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
+        inserted = conn.executemany(_INSERT_NEW, fresh).rowcount
+        if inserted:
             _index_new_rows(conn, first)
             if mark:
                 conn.execute(
@@ -841,7 +806,57 @@ class SqliteStore(Store):
                     f"WHERE rowid > ? AND {c.to_embed_sql()}",
                     (first,),
                 )
+        item = Item.stored
+        if inserted == len(fresh):
+            return [item(row, r.namespace) for row, r in zip(fresh, rows, strict=True)]
+        taken = self._existing(conn, addresses, after=first)
+        out: builtins.list[Item] = []
+        updates: builtins.list[tuple[Any, ...]] = []
+        marked: builtins.list[tuple[str, str]] = []
+        for r, addr, row in zip(rows, addresses, fresh, strict=True):
+            old = taken.get(addr)
+            if old is None:
+                out.append(item(row, r.namespace))
+                continue
+            if old[3] is not None and old[3] <= at:  # an expired row, replaced by a new item
+                item_id, created, version = r.id, at, 1
+            else:
+                item_id, created, version = old[0], old[1], old[2] + 1
+            row = (item_id, *addr, *row[3:8], created, at, row[10], version, r.indexed)
+            updates.append((item_id, created, version, *row[3:8], at, row[10], r.indexed, *addr))
+            if mark and r.text and r.indexed:
+                marked.append(addr)
+            out.append(item(row, r.namespace))
+        conn.executemany(
+            "UPDATE items SET id = ?, created_at = ?, version = ?, value = ?, value_type = ?, text = ?, "
+            "metadata = ?, author = ?, updated_at = ?, expires_at = ?, indexed = ? WHERE namespace = ? AND key = ?",
+            updates,
+        )
+        if marked:
+            conn.executemany(_MARK_UPDATED, marked)
         return out
+
+    @staticmethod
+    def _existing(
+        conn: sqlite3.Connection, addresses: Sequence[tuple[str, str]], after: int | None = None
+    ) -> dict[tuple[str, str], tuple[str, str, int, str | None]]:
+        """``(id, created_at, version, expires_at)`` of the rows at these addresses (rowid at most ``after``)."""
+        found: dict[tuple[str, str], tuple[str, str, int, str | None]] = {}
+        older = "" if after is None else " AND items.rowid <= ?"
+        for start in range(0, len(addresses), _CHUNK):
+            chunk = addresses[start : start + _CHUNK]
+            values = ",".join(["(?, ?)"] * len(chunk))
+            sql = (
+                f"WITH wanted (ns, k) AS (VALUES {values}) SELECT items.namespace, items.key, id, created_at, "
+                f"version, expires_at FROM wanted JOIN items ON items.namespace = wanted.ns AND items.key = wanted.k"
+                + older
+            )
+            params: builtins.list[Any] = [p for a in chunk for p in a]
+            if after is not None:
+                params.append(after)
+            for ns, key, item_id, created, version, expires in conn.execute(sql, params):
+                found[(ns, key)] = (item_id, created, version, expires)
+        return found
 
     def delete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
         """Delete a live item, keeping it in history."""
