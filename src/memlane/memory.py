@@ -559,7 +559,7 @@ class Memory:
 
     def get(self, namespace: Namespace | str, key: str) -> Item | None:
         """The item at ``(namespace, key)``, or ``None`` if missing or expired."""
-        return self._store.get(v.namespace(namespace), v.key(key), self._now())
+        return self._store.get(v.namespace(namespace), v.key(key), self._now)  # the clock, read if the row expires
 
     def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
         """Items for many addresses in one round trip, in input order (``None`` where missing)."""

@@ -202,20 +202,32 @@ def list_statement(
     """
     if len(within) != 1 or not within[0]:
         where, params = live_filter(within, key_prefix, now, p)
-    else:
-        exact, low, high = ns_range(within[0])
-        where = f"namespace >= {p} AND namespace < {p} AND (namespace = {p} OR namespace >= {p}) AND "
-        where += f"(expires_at IS NULL OR expires_at > {p})"
-        params = [exact, high, exact, low, ts(now)]
-        if key_prefix:
-            k_exact, k_low, k_high = key_range(key_prefix)
-            where += f" AND key >= {p} AND key < {p} AND (key = {p} OR key >= {p})"
-            params += [k_exact, k_high, k_exact, k_low]
+        if after is not None:
+            where += f" AND (namespace, key) > ({p}, {p})"
+            params += ["/".join(after[0]), after[1]]
+        params.append(limit)
+        return f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT {p}", params
+    exact, low, high = ns_range(within[0])
+    params = [exact, high, exact, low, now.isoformat(timespec="microseconds")]
+    if key_prefix:
+        k_exact, k_low, k_high = key_range(key_prefix)
+        params += [k_exact, k_high, k_exact, k_low]
     if after is not None:
-        where += f" AND (namespace, key) > ({p}, {p})"
         params += ["/".join(after[0]), after[1]]
     params.append(limit)
-    return f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT {p}", params
+    return _one_prefix_list(bool(key_prefix), after is not None, p), params
+
+
+@lru_cache(maxsize=16)
+def _one_prefix_list(key_prefix: bool, after: bool, p: str) -> str:
+    """The text of :func:`list_statement` under one prefix (made once per shape)."""
+    where = f"namespace >= {p} AND namespace < {p} AND (namespace = {p} OR namespace >= {p}) AND "
+    where += f"(expires_at IS NULL OR expires_at > {p})"
+    if key_prefix:
+        where += f" AND key >= {p} AND key < {p} AND (key = {p} OR key >= {p})"
+    if after:
+        where += f" AND (namespace, key) > ({p}, {p})"
+    return f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT {p}"
 
 
 def shared_id(imported: dict[str, tuple[str, str]]) -> tuple[str, list[Any]]:

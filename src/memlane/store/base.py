@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -99,8 +99,11 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def get(self, namespace: Namespace, key: str, now: datetime) -> Item | None:
-        """The live item at an address, or ``None``."""
+    def get(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
+        """The live item at an address, or ``None``.
+
+        ``now`` may be the clock itself: it is read only for a row that can expire.
+        """
 
     @abstractmethod
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:

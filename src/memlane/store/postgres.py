@@ -28,7 +28,7 @@ from __future__ import annotations
 import builtins
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from functools import lru_cache
@@ -752,13 +752,13 @@ class PostgresStore(Store):
 
     # -- exact reads ------------------------------------------------------
 
-    def get(self, namespace: Namespace, key: str, now: datetime) -> Item | None:
+    def get(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
         """The live item at an address."""
         with self._read() as conn:
             row = conn.execute(_GET, ("/".join(namespace), key), prepare=True).fetchone()
-        if row is None or (row[10] is not None and row[10] <= c.ts(now)):
+        if row is None or (row[10] is not None and row[10] <= c.ts(now if isinstance(now, datetime) else now())):
             return None
-        return c.row_to_item(row)
+        return c.row_to_item(row, namespace)
 
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """Many addresses in one statement per 1000."""

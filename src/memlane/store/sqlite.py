@@ -889,16 +889,16 @@ class SqliteStore(Store):
 
     # -- exact reads ------------------------------------------------------
 
-    def get(self, namespace: Namespace, key: str, now: datetime) -> Item | None:
+    def get(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
         """The live item at an address."""
         with self._lock:
             self._check_open()
             row = self._conn.execute(_GET, ("/".join(namespace), key)).fetchone()
         # expiry is checked here rather than in SQL so the common no-TTL read
-        # skips formatting the clock: a measurable share of a point lookup
-        if row is None or (row[10] is not None and row[10] <= c.ts(now)):
+        # skips reading and formatting the clock: a measurable share of a point lookup
+        if row is None or (row[10] is not None and row[10] <= c.ts(now if isinstance(now, datetime) else now())):
             return None
-        return c.row_to_item(row)
+        return c.row_to_item(row, namespace)
 
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """Many addresses; each chunk of 400 is one statement, all in one snapshot."""
