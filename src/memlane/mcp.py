@@ -131,7 +131,8 @@ number 3.12 stays a number, objects and lists stay structured. Prefer dotted tax
 keys (preferences.ui.theme, project.deadline) so memory_summarize can map the store and
 memory_get can read it back exactly; omit key to file a free-form note (an id is
 generated; find it later with memory_search). Optional: text (what search indexes
-instead of the value), metadata (a JSON object), ttl (seconds until the item expires).""",
+instead of the value), metadata (a JSON object), ttl (seconds until the item expires), index=false (for a
+cache entry or a blob: search never returns it; memory_get and memory_list still do).""",
     "memory_add_conversation": """\
 Store a conversation so later searches find the exact turn. Use it to remember what was
 said in a chat or meeting: pass the messages in order, each {speaker or role, text,
