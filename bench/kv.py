@@ -261,7 +261,7 @@ def raw_rows(records: list[dict[str, Any]], now: str) -> list[tuple[Any, ...]]:
 def _memlane_ddl(prefix: str) -> str:
     for _name, statements in MIGRATIONS:
         for sql in statements:
-            if sql.lstrip().startswith(prefix):
+            if isinstance(sql, str) and sql.lstrip().startswith(prefix):
                 return sql
     raise RuntimeError(f"memlane schema has no statement starting {prefix!r}")
 
@@ -1302,6 +1302,10 @@ _TEXT_DUP_POSTGRES = (
 )
 
 
+# whether this memlane takes index=False (the bench also runs on older code, for "before" figures)
+INDEX_OPT_OUT = "index" in getattr(memlane.memory, "RECORD_FIELDS", ())
+
+
 def unindexed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The same records written with ``index=False``: what a cache or a blob store writes (no search)."""
     return [{**r, "index": False} for r in records]
@@ -1416,6 +1420,16 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
             Path(f"{p}{suffix}").unlink(missing_ok=True)
     mem = memlane.open(str(paths["memlane"]), embedder=None)
     bulk = memlane.open(str(paths["memlane_noindex"]), embedder=None)
+    inline = None
+    if args.levers and hasattr(
+        mem.store, "_checkpointer"
+    ):  # the same memlane with SQLite's own checkpoints inside the commit, as before this change
+        paths["memlane_commit_checkpoint"] = workdir / "memlane_commit_checkpoint.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{paths['memlane_commit_checkpoint']}{suffix}").unlink(missing_ok=True)
+        inline = memlane.open(str(paths["memlane_commit_checkpoint"]), embedder=None)
+        inline.store._checkpointer = None
+        inline.store.connection.execute("PRAGMA wal_autocheckpoint = 1000")
     pragmas = connection_pragmas(mem.store.connection)
     raw = open_raw(paths["raw"], with_fts=False, pragmas=pragmas)
     raw_fts = open_raw(paths["raw_fts"], with_fts=True, pragmas=pragmas)
@@ -1437,6 +1451,10 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
         "raw": lambda records, rows: raw_insert(raw, rows, False),
         "raw_fts": lambda records, rows: raw_insert(raw_fts, rows, True),
     }
+    if not INDEX_OPT_OUT:
+        del puts["memlane_noindex"]
+    if inline is not None:
+        puts["memlane_commit_checkpoint"] = lambda records, rows: inline.put_many(records)
     gets = {
         "memlane": lambda ns, ns_text, key: mem.get(ns, key),
         "langgraph": lambda ns, ns_text, key: lg.get(ns, key),
@@ -1454,6 +1472,8 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
     res["lexical_read_your_writes"] = lexical_ryw(mem, "s")
     sizes = {}
     stores = [("memlane", mem.store.connection), ("memlane_noindex", bulk.store.connection), ("langgraph", lg_conn)]
+    if not INDEX_OPT_OUT:
+        del stores[1]
     for name, conn in (*stores, ("raw", raw), ("raw_fts", raw_fts)):
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         count = conn.execute("SELECT count(*) FROM " + ("store" if name == "langgraph" else "items")).fetchone()[0]
@@ -1467,6 +1487,8 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
     res["size"] = sizes
     mem.close()
     bulk.close()
+    if inline is not None:
+        inline.close()
     for conn in (raw, raw_fts, lg_conn):
         conn.close()
     return res
@@ -1520,6 +1542,8 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
                 "raw": raw_put,
                 "raw_copy": raw_copy,
             }
+            if not INDEX_OPT_OUT:
+                del puts["memlane_noindex"]
             gets = {
                 "memlane": lambda ns, ns_text, key: mem.get(ns, key),
                 "langgraph": lambda ns, ns_text, key: lg.get(ns, key),
@@ -1549,8 +1573,10 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
             with mem.store._pool.connection() as conn:
                 m_size = conn.execute(size_sql.format("items")).fetchone()
                 dup = conn.execute(_TEXT_DUP_POSTGRES).fetchone()[0]
-            with bulk.store._pool.connection() as conn:
-                b_size = conn.execute(size_sql.format("items")).fetchone()
+            b_size = None
+            if INDEX_OPT_OUT:
+                with bulk.store._pool.connection() as conn:
+                    b_size = conn.execute(size_sql.format("items")).fetchone()
             with psycopg.connect(pg_url_for(admin_url, names["langgraph"])) as lconn:
                 l_size = lconn.execute(size_sql.format("store")).fetchone()
             r_size = raw.execute(size_sql.format("items_raw")).fetchone()
@@ -1559,7 +1585,7 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
                 name: {"bytes": b, "items": count, "bytes_per_item": round(b / count, 1)}
                 for name, (b, count) in (
                     ("memlane", m_size),
-                    ("memlane_noindex", b_size),
+                    *([("memlane_noindex", b_size)] if b_size else []),
                     ("langgraph", l_size),
                     ("raw", r_size),
                 )
@@ -1587,6 +1613,9 @@ def report_langgraph(res: dict[str, Any]) -> str:
 
     alt = "raw_fts" if "raw_fts" in pm else "raw_copy"
     rate = {k: v["items_per_s"] for k, v in pm.items()}
+    if "memlane_noindex" not in rate:  # a memlane from before index=False: its own figures stand in
+        rate["memlane_noindex"] = float("nan")
+        sz["memlane_noindex"] = {"bytes_per_item": float("nan")}
     bulk_vs_lg = ratio(rate["memlane_noindex"], rate["langgraph"])
     bulk_bytes = ratio(sz["memlane_noindex"]["bytes_per_item"], sz["langgraph"]["bytes_per_item"])
     rows = [
@@ -1611,6 +1640,20 @@ def report_langgraph(res: dict[str, Any]) -> str:
             f"{bulk_vs_lg:.2f}x ({GOAL_LG_BULK.status(bulk_vs_lg)})",
             f"{ratio(rate['raw'], rate['memlane_noindex']):.2f}x slower",
         ],
+        *(
+            [
+                [
+                    "  same, checkpoint in the commit",
+                    fmt_num(rate["memlane_commit_checkpoint"]),
+                    "",
+                    "",
+                    "",
+                    f"checkpoint thread: {ratio(rate['memlane'], rate['memlane_commit_checkpoint']):.2f}x the rate",
+                ]
+            ]
+            if "memlane_commit_checkpoint" in rate
+            else []
+        ),
         [
             "get p50 / p99 us",
             us(g["memlane"]),
@@ -1662,6 +1705,142 @@ def report_langgraph(res: dict[str, Any]) -> str:
     return format_table(headers, rows, title=title) + "\n" + note
 
 
+# -- what each index of items costs a write, and what it saves a read (`--index-costs`) ----------------------
+
+_INDEX_VARIANTS = {
+    "UNIQUE(namespace, key) only": [],
+    "+ items_key (key, updated_at)": ["CREATE INDEX items_key ON items (key, updated_at)"],
+    "+ items_key (key)": ["CREATE INDEX items_key ON items (key)"],
+    "+ items_id (id)": ["CREATE UNIQUE INDEX items_id ON items (id)"],
+    "+ items_key (key, updated_at) + items_id: memlane's": [
+        "CREATE INDEX items_key ON items (key, updated_at)",
+        "CREATE UNIQUE INDEX items_id ON items (id)",
+    ],
+    "+ items_key (key) + items_id": [
+        "CREATE INDEX items_key ON items (key)",
+        "CREATE UNIQUE INDEX items_id ON items (id)",
+    ],
+}
+_FETCH = (
+    "SELECT {cols} FROM items WHERE key = ? AND (expires_at IS NULL OR expires_at > ?){scope} "
+    "ORDER BY updated_at DESC, namespace LIMIT 10"
+)
+
+
+def run_index_costs(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Each secondary index of ``items`` against the write it slows and the read it serves, in SQL alone.
+
+    Inserts: the benchmark's rows with memlane's ids (time-ordered, as ``new_ids`` makes them) into
+    memlane's ``items`` table with each set of indexes, the subjects taking turns batch by batch; rows per
+    CPU-second and bytes per row. Reads: ``fetch``'s statement for a key each item has alone, and for a key
+    held by ``n // 10`` namespaces (a profile per user), across every namespace and inside one user's,
+    with ``items_key`` as memlane has it, narrowed to ``(key)``, and without it.
+    """
+    from memlane.memory import new_ids
+
+    corpus = Corpus(args.seed, args.tenants, args.users)
+    from memlane.store.sqlite import _ITEM_TABLE
+
+    table = _ITEM_TABLE.format(name="items")  # memlane's items table as m010 left it, then m013's column
+    conns: dict[str, sqlite3.Connection] = {}
+    for i, (name, extra) in enumerate(_INDEX_VARIANTS.items()):
+        path = workdir / f"index-{i}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(table)
+        conn.execute("ALTER TABLE items ADD COLUMN indexed INTEGER NOT NULL DEFAULT 1")
+        for sql in extra:
+            conn.execute(sql)
+        conns[name] = conn
+    insert = f"INSERT INTO items ({COLUMNS}) VALUES ({', '.join('?' * 12)})"
+    cpu = dict.fromkeys(conns, 0)
+    names = list(conns)
+    for b, start in enumerate(range(0, n, args.batch)):
+        now = datetime.now(UTC)
+        records = corpus.batch(start, min(n, start + args.batch))
+        ids = new_ids(now, len(records))
+        rows = [(i, *r[1:5], None, *r[6:]) for i, r in zip(ids, raw_rows(records, now.isoformat()), strict=True)]
+        for name in names[b % len(names) :] + names[: b % len(names)]:
+            conn = conns[name]
+            t0 = time.process_time_ns()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(insert, rows)
+            conn.execute("COMMIT")
+            cpu[name] += time.process_time_ns() - t0
+    res: dict[str, Any] = {"n": n, "inserts": {}}
+    for i, name in enumerate(names):
+        conns[name].execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        res["inserts"][name] = {
+            "rows_per_cpu_s": round(n / cpu[name] * 1e9, 1),
+            "bytes_per_row": round(db_size(workdir / f"index-{i}.db") / n, 1),
+        }
+    # fetch: memlane's own items_key, narrowed, dropped (on the first file, rebuilt each time)
+    conn = conns[names[0]]
+    shared = max(1000, n // 10)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(
+        insert,
+        [
+            (f"p{i}", f"users/u{i:07d}", "profile", '"p"', "string", None, "{}", None, ts, ts, None, 1)
+            for i in range(shared)
+            for ts in [f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}.{i:06d}+00:00"]
+        ],
+    )
+    conn.execute("COMMIT")
+    rng = random.Random(args.seed + 3)
+    unique_keys = [corpus.address(rng.randrange(n))[1] for _ in range(200)]
+    now_text = datetime.now(UTC).isoformat(timespec="microseconds")
+    cols = COLUMNS
+    cases = {
+        "a key one item has, every namespace": (unique_keys, "", ()),
+        f"a key {shared:,} namespaces have, every namespace": (["profile"] * 20, "", ()),
+        f"a key {shared:,} namespaces have, one user's namespace": (
+            ["profile"] * 20,
+            " AND (namespace = ? OR (namespace >= ? AND namespace < ?))",
+            ("users/u0000123", "users/u0000123/", "users/u00001230"),
+        ),
+    }
+    res["fetch_us"] = {}
+    for form, ddl in (
+        ("(key, updated_at)", "CREATE INDEX items_key ON items (key, updated_at)"),
+        ("(key)", "CREATE INDEX items_key ON items (key)"),
+        ("none", None),
+    ):
+        conn.execute("DROP INDEX IF EXISTS items_key")
+        if ddl:
+            conn.execute(ddl)
+        out = {}
+        for case, (keys, scope, scope_params) in cases.items():
+            sql = _FETCH.format(cols=cols, scope=scope)
+            t0 = time.perf_counter()
+            for key in keys:
+                conn.execute(sql, (key, now_text, *scope_params)).fetchall()
+            out[case] = round((time.perf_counter() - t0) / len(keys) * 1e6, 1)
+        res["fetch_us"][form] = out
+    for conn in conns.values():
+        conn.close()
+    return res
+
+
+def report_index_costs(res: dict[str, Any]) -> str:
+    base = res["inserts"]["UNIQUE(namespace, key) only"]["rows_per_cpu_s"]
+    rows = [
+        [name, fmt_num(v["rows_per_cpu_s"]), f"{v['rows_per_cpu_s'] / base:.2f}x", fmt_num(v["bytes_per_row"])]
+        for name, v in res["inserts"].items()
+    ]
+    out = format_table(
+        ["indexes on items", "rows per CPU-s", "vs unique only", "bytes per row"],
+        rows,
+        title=f"what each index costs an insert, SQL alone, N={res['n']:,}",
+    )
+    cases = list(next(iter(res["fetch_us"].values())))
+    rows = [[form, *(fmt_num(v[c]) for c in cases)] for form, v in res["fetch_us"].items()]
+    return out + "\n\n" + format_table(["items_key", *cases], rows, title="fetch, us per call (SQL alone)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, action="append", help="items to store (repeatable); default 100000")
@@ -1693,6 +1872,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--only-indexing", action="store_true", help="measure the write-behind indexing figures only")
     ap.add_argument(
+        "--index-costs",
+        action="store_true",
+        help="measure what each index of items costs an insert and saves a fetch, in SQL alone, then stop",
+    )
+    ap.add_argument(
+        "--levers",
+        action="store_true",
+        help="with --langgraph: add memlane with the WAL checkpoint in the commit (as before), to measure that lever",
+    )
+    ap.add_argument(
         "--langgraph",
         action="store_true",
         help="measure memlane beside LangGraph's SqliteStore / PostgresStore and raw SQL only (the bench extra)",
@@ -1708,6 +1897,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"command: python bench/kv.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     runs = []
+    if args.index_costs:
+        for n in sizes:
+            with tempfile.TemporaryDirectory(prefix=f"memlane-kv-index-{n}-") as tmp:
+                runs.append({"index_costs": run_index_costs(n, Path(args.dir or tmp), args)})
+            print()
+            print(report_index_costs(runs[-1]["index_costs"]), flush=True)
+        if args.json:
+            write_json(args.json, {"benchmark": "kv", "machine": info, "runs": runs})
+        return 0
     backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
     if args.indexing:
         with tempfile.TemporaryDirectory(prefix="memlane-kv-indexing-") as tmp:

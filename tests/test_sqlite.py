@@ -218,3 +218,38 @@ def test_threads_share_one_memory(tmp_path):
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(work, range(4)))
         assert mem.stats().active_items == 800
+
+
+def test_a_scoped_fetch_of_a_key_many_namespaces_hold_reads_the_scope_and_answers_the_same(tmp_path):
+    """A key in 1,200 namespaces, fetched inside one: the (namespace, key) range serves it, same answer."""
+    from datetime import UTC, datetime, timedelta
+
+    from memlane.store import sqlite as store_module
+
+    now = [datetime(2026, 3, 1, tzinfo=UTC)]
+    with memlane.open(str(tmp_path / "f.db"), embedder=None, clock=lambda: now[0]) as mem:
+        mem.put_many([{"namespace": ("users", f"u{i:04d}"), "key": "profile", "value": i} for i in range(1200)])
+        inside = [("users", "u0007"), ("users", "u0007", "a"), ("users", "u0007", "b"), ("users", "u0007", "c")]
+        for n, ns in enumerate(inside):  # newer, each one second apart; one expires
+            now[0] += timedelta(seconds=1)
+            mem.put(ns, "profile", f"inside {n}", ttl=0.5 if n == 2 else None)
+        now[0] += timedelta(seconds=1)
+        mem.put(("users", "u0007-old"), "profile", "a look-alike name, outside the scope")
+        mem.put(("users", "u0007"), "other", "another key, same scope")
+        chosen = []
+        real = store_module.SqliteStore._fetch_by_namespace
+        store_module.SqliteStore._fetch_by_namespace = staticmethod(  # type: ignore[method-assign]
+            lambda *a: chosen.append(real(*a)) or chosen[-1]
+        )
+        try:
+            got = mem.fetch("profile", namespace_prefix=("users", "u0007"), limit=10)
+            everywhere = mem.fetch("profile", limit=3)
+        finally:
+            store_module.SqliteStore._fetch_by_namespace = real  # type: ignore[method-assign]
+        assert chosen == [True]  # the common key, the small scope: the namespace range
+        assert [(i.namespace, i.value) for i in got] == [
+            (("users", "u0007", "c"), "inside 3"),  # newest first; b expired
+            (("users", "u0007", "a"), "inside 1"),
+            (("users", "u0007"), "inside 0"),
+        ]
+        assert [i.value for i in everywhere] == ["a look-alike name, outside the scope", "inside 3", "inside 1"]

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 BUSY_TIMEOUT_S = 30.0
 _CHUNK = 400  # addresses per statement; 2 variables each stays far below SQLite's limit
+_FETCH_PROBE = 1000  # rows a fetch counts of its key, then of its prefix, to choose an index (SqliteStore.fetch)
 # WAL checkpoints run in a thread beside the writers (_Checkpointer), at most this often while commits arrive;
 # a commit runs one itself only once this many pages wait (SQLite's default is 1,000 pages)
 CHECKPOINT_INTERVAL_S = 0.2
@@ -921,7 +922,15 @@ class SqliteStore(Store):
         return [found.get(addr) for addr in texts]
 
     def fetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
-        """Same key across namespaces, newest first, ties broken by namespace."""
+        """Same key across namespaces, newest first, ties broken by namespace.
+
+        ``items_key (key, updated_at)`` answers it newest first, stopping at
+        ``limit``; but inside one prefix, a key that many namespaces hold (a
+        profile per user) would be walked through all of them to find the few
+        in scope. So when the key is that common (``_FETCH_PROBE`` rows or more)
+        and the prefix small (fewer rows), the prefix's range of the ``(namespace,
+        key)`` index is read instead. Each probe stops at ``_FETCH_PROBE`` rows.
+        """
         params: builtins.list[Any] = [key, c.ts(now)]
         where = f"key = ? AND {_LIVE}"
         inside, inside_params = c.within_filter(within)
@@ -929,11 +938,23 @@ class SqliteStore(Store):
             where += f" AND {inside}"
             params.extend(inside_params)
         params.append(limit)
-        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY updated_at DESC, namespace LIMIT ?"
         with self._lock:
             self._check_open()
-            rows = self._conn.execute(sql, params).fetchall()
+            conn = self._conn
+            if len(within) == 1 and within[0] and self._fetch_by_namespace(conn, key, within[0]):
+                where = "+" + where  # the unary plus keeps the planner off items_key
+            sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY updated_at DESC, namespace LIMIT ?"
+            rows = conn.execute(sql, params).fetchall()
         return [c.row_to_item(r) for r in rows]
+
+    @staticmethod
+    def _fetch_by_namespace(conn: sqlite3.Connection, key: str, prefix: Namespace) -> bool:
+        """Whether a key is held by more rows than a prefix has (each count stopping at ``_FETCH_PROBE``)."""
+        probe = "SELECT count(*) FROM (SELECT 1 FROM items WHERE {} LIMIT ?)"
+        common = conn.execute(probe.format("key = ?"), (key, _FETCH_PROBE)).fetchone()[0]
+        if common < _FETCH_PROBE:
+            return False
+        return bool(conn.execute(probe.format(_IN_NS), (*c.ns_range(prefix), _FETCH_PROBE)).fetchone()[0] < common)
 
     def _filter(self, within: Within, key_prefix: str, now: datetime) -> tuple[str, builtins.list[Any]]:
         return c.live_filter(within, key_prefix, now, "?")
