@@ -253,3 +253,33 @@ def test_a_scoped_fetch_of_a_key_many_namespaces_hold_reads_the_scope_and_answer
             (("users", "u0007"), "inside 0"),
         ]
         assert [i.value for i in everywhere] == ["a look-alike name, outside the scope", "inside 3", "inside 1"]
+
+
+def test_checkpoints_run_beside_the_writers_and_stop_with_the_store(tmp_path):
+    from memlane.store.sqlite import CHECKPOINT_BACKSTOP_PAGES
+
+    path = str(tmp_path / "c.db")
+    with memlane.open(path, embedder=None) as mem:
+        store = mem.store
+        checkpointer = store._checkpointer
+        assert checkpointer is not None and checkpointer._thread is None  # no write yet, no thread
+        # the commit checkpoints only as a backstop, far past SQLite's 1,000 pages
+        assert store.connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == CHECKPOINT_BACKSTOP_PAGES
+        mem.put_many([{"namespace": "c", "key": f"k{i}", "value": "x" * 2000} for i in range(300)])
+        assert checkpointer.ran.wait(30)
+        busy, frames, copied = checkpointer.last  # type: ignore[misc]
+        assert busy == 0 and frames > 100 and copied == frames  # the thread copied every page of the write
+        thread = checkpointer._thread
+        assert thread is not None and thread.is_alive() and thread.name == f"memlane-checkpoint {path}"
+    assert not thread.is_alive()  # close() ended it
+    assert not os.path.exists(path + "-wal")  # and the last close checkpointed and removed the WAL, as before
+    with memlane.open(path, embedder=None) as again:
+        assert again.stats().active_items == 300
+    with memlane.open(path, embedder=None, read_only=True) as reader:
+        assert reader.store._checkpointer is None  # a read-only store never checkpoints
+
+
+def test_an_in_memory_store_runs_no_checkpoint_thread():
+    with memlane.open(":memory:", embedder=None) as mem:
+        mem.put("a", "k", 1)
+        assert mem.store._checkpointer is None

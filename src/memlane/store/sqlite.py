@@ -483,6 +483,8 @@ class _Checkpointer:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = 0
+        self.last: tuple[int, int, int] | None = None  # (busy, WAL frames, frames copied) of the last checkpoint
+        self.ran = threading.Event()  # set after each checkpoint (for tests and diagnostics)
 
     def notify(self) -> None:
         """A write committed: checkpoint soon (starts the thread on first use)."""
@@ -505,7 +507,8 @@ class _Checkpointer:
                     return
                 self._wake.clear()
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.last = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    self.ran.set()
                 except sqlite3.Error as e:  # another process checkpointing, a file going away: the next wake retries
                     _log.debug("WAL checkpoint of %s skipped: %s", self._path, e)
         finally:
