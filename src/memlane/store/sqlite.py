@@ -802,7 +802,7 @@ class SqliteStore(Store):
             )
         first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
         inserted = conn.executemany(_INSERT_NEW, fresh).rowcount
-        if inserted:
+        if inserted and any(r.indexed for r in rows):  # a batch written with index=False has nothing to index
             _index_new_rows(conn, first)
             if mark:
                 conn.execute(
