@@ -220,7 +220,7 @@ def test_threads_share_one_memory(tmp_path):
         assert mem.stats().active_items == 800
 
 
-def test_a_scoped_fetch_of_a_key_many_namespaces_hold_reads_the_scope_and_answers_the_same(tmp_path):
+def test_a_scoped_fetch_of_a_key_many_namespaces_hold_reads_the_scope_and_answers_the_same(tmp_path, monkeypatch):
     """A key in 1,200 namespaces, fetched inside one: the (namespace, key) range serves it, same answer."""
     from datetime import UTC, datetime, timedelta
 
@@ -238,14 +238,15 @@ def test_a_scoped_fetch_of_a_key_many_namespaces_hold_reads_the_scope_and_answer
         mem.put(("users", "u0007"), "other", "another key, same scope")
         chosen = []
         real = store_module.SqliteStore._fetch_by_namespace
-        store_module.SqliteStore._fetch_by_namespace = staticmethod(  # type: ignore[method-assign]
-            lambda *a: chosen.append(real(*a)) or chosen[-1]
+        monkeypatch.setattr(
+            store_module.SqliteStore,
+            "_fetch_by_namespace",
+            staticmethod(lambda *a: chosen.append(real(*a)) or chosen[-1]),
         )
-        try:
-            got = mem.fetch("profile", namespace_prefix=("users", "u0007"), limit=10)
-            everywhere = mem.fetch("profile", limit=3)
-        finally:
-            store_module.SqliteStore._fetch_by_namespace = real  # type: ignore[method-assign]
+        got = mem.fetch("profile", namespace_prefix=("users", "u0007"), limit=10)
+        everywhere = mem.fetch("profile", limit=3)
+        monkeypatch.undo()
+        assert isinstance(store_module.SqliteStore.__dict__["_fetch_by_namespace"], staticmethod)  # as it was
         assert chosen == [True]  # the common key, the small scope: the namespace range
         assert [(i.namespace, i.value) for i in got] == [
             (("users", "u0007", "c"), "inside 3"),  # newest first; b expired
