@@ -261,7 +261,7 @@ def raw_rows(records: list[dict[str, Any]], now: str) -> list[tuple[Any, ...]]:
 def _memlane_ddl(prefix: str) -> str:
     for _name, statements in MIGRATIONS:
         for sql in statements:
-            if sql.lstrip().startswith(prefix):
+            if isinstance(sql, str) and sql.lstrip().startswith(prefix):
                 return sql
     raise RuntimeError(f"memlane schema has no statement starting {prefix!r}")
 
@@ -1061,11 +1061,14 @@ def _sanity_check(corpus: Corpus, mem: Any, raw: sqlite3.Connection, n: int, see
     raw_count = raw.execute("SELECT count(*) FROM items").fetchone()[0]
     assert count == raw_count == n, (count, raw_count, n)
     rng = random.Random(seed + 3)
-    q = "SELECT value, value_type, text, metadata FROM items WHERE namespace=? AND key=?"
+    q = "SELECT value, value_type, {text}, metadata FROM items WHERE namespace=? AND key=?"
+    # memlane stores a text only where it is not the value's own (m010_text_once): compare the full text
+    from memlane.store._common import text_sql
+
     for _ in range(200):
         ns_i, key = corpus.address(rng.randrange(n))
-        a = mem.store.connection.execute(q, (corpus.ns_texts[ns_i], key)).fetchone()
-        b = raw.execute(q, (corpus.ns_texts[ns_i], key)).fetchone()
+        a = mem.store.connection.execute(q.format(text=text_sql("sqlite")), (corpus.ns_texts[ns_i], key)).fetchone()
+        b = raw.execute(q.format(text="text"), (corpus.ns_texts[ns_i], key)).fetchone()
         assert a == b, (key, a, b)
 
 
@@ -1288,6 +1291,9 @@ LG_LIST_SMALL = 2000  # timed first pages in ordinary namespaces (about n / 6,00
 BIG_NAMESPACE = ("tenant", "t150", "bulk")  # sorts among the tenants, not before them
 GOAL_LG_GET = Goal("get p50 <= 1.3x raw", 1.3)
 GOAL_LG_LIST = Goal("list first page p50 <= 1.5x raw", 1.5)
+GOAL_LG_BULK = Goal("put_many with index=False >= LangGraph's batch put", 1.0, higher_is_better=True)
+GOAL_LG_FTS = Goal("put_many with full text >= 0.8x raw + FTS5", 0.8, higher_is_better=True)
+GOAL_LG_BYTES = Goal("bytes per item <= 1.4x LangGraph's", 1.4)
 
 
 # the bytes of the text column where it only repeats the value (an object's JSON, or a string's own text)
@@ -1297,6 +1303,15 @@ _TEXT_DUP_SQLITE = (
 _TEXT_DUP_POSTGRES = (
     "SELECT coalesce(sum(octet_length(text)), 0) FROM items WHERE text = value OR to_json(text)::text = value"
 )
+
+
+# whether this memlane takes index=False (the bench also runs on older code, for "before" figures)
+INDEX_OPT_OUT = "index" in getattr(memlane.memory, "RECORD_FIELDS", ())
+
+
+def unindexed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same records written with ``index=False``: what a cache or a blob store writes (no search)."""
+    return [{**r, "index": False} for r in records]
 
 
 def lg_value(rec: dict[str, Any]) -> dict[str, Any]:
@@ -1402,11 +1417,22 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
     from langgraph.store.sqlite import SqliteStore as LangGraphSqliteStore
 
     corpus = Corpus(args.seed, args.tenants, args.users)
-    paths = {name: workdir / f"{name}.db" for name in ("memlane", "langgraph", "raw", "raw_fts")}
+    paths = {name: workdir / f"{name}.db" for name in ("memlane", "memlane_noindex", "langgraph", "raw", "raw_fts")}
     for p in paths.values():
         for suffix in ("", "-wal", "-shm"):
             Path(f"{p}{suffix}").unlink(missing_ok=True)
     mem = memlane.open(str(paths["memlane"]), embedder=None)
+    bulk = memlane.open(str(paths["memlane_noindex"]), embedder=None)
+    inline = None
+    if args.levers and hasattr(
+        mem.store, "_checkpointer"
+    ):  # the same memlane with SQLite's own checkpoints inside the commit, as before this change
+        paths["memlane_commit_checkpoint"] = workdir / "memlane_commit_checkpoint.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{paths['memlane_commit_checkpoint']}{suffix}").unlink(missing_ok=True)
+        inline = memlane.open(str(paths["memlane_commit_checkpoint"]), embedder=None)
+        inline.store._checkpointer = None
+        inline.store.connection.execute("PRAGMA wal_autocheckpoint = 1000")
     pragmas = connection_pragmas(mem.store.connection)
     raw = open_raw(paths["raw"], with_fts=False, pragmas=pragmas)
     raw_fts = open_raw(paths["raw_fts"], with_fts=True, pragmas=pragmas)
@@ -1423,10 +1449,15 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
 
     puts = {
         "memlane": lambda records, rows: mem.put_many(records),
+        "memlane_noindex": lambda records, rows: bulk.put_many(unindexed(records)),
         "langgraph": lg_put,
         "raw": lambda records, rows: raw_insert(raw, rows, False),
         "raw_fts": lambda records, rows: raw_insert(raw_fts, rows, True),
     }
+    if not INDEX_OPT_OUT or not args.unindexed:
+        del puts["memlane_noindex"]
+    if inline is not None:
+        puts["memlane_commit_checkpoint"] = lambda records, rows: inline.put_many(records)
     gets = {
         "memlane": lambda ns, ns_text, key: mem.get(ns, key),
         "langgraph": lambda ns, ns_text, key: lg.get(ns, key),
@@ -1443,7 +1474,10 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
     res["backend"] = "sqlite"
     res["lexical_read_your_writes"] = lexical_ryw(mem, "s")
     sizes = {}
-    for name, conn in (("memlane", mem.store.connection), ("langgraph", lg_conn), ("raw", raw), ("raw_fts", raw_fts)):
+    stores = [("memlane", mem.store.connection), ("memlane_noindex", bulk.store.connection), ("langgraph", lg_conn)]
+    if not INDEX_OPT_OUT or not args.unindexed:
+        del stores[1]
+    for name, conn in (*stores, ("raw", raw), ("raw_fts", raw_fts)):
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         count = conn.execute("SELECT count(*) FROM " + ("store" if name == "langgraph" else "items")).fetchone()[0]
         sizes[name] = {
@@ -1455,6 +1489,9 @@ def run_langgraph_sqlite(n: int, workdir: Path, args: argparse.Namespace) -> dic
     sizes["memlane"]["text_equal_to_value_bytes_per_item"] = round(dup / sizes["memlane"]["items"], 1)
     res["size"] = sizes
     mem.close()
+    bulk.close()
+    if inline is not None:
+        inline.close()
     for conn in (raw, raw_fts, lg_conn):
         conn.close()
     return res
@@ -1469,7 +1506,7 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
     from memlane.store.postgres import MIGRATIONS as PG_MIGRATIONS
 
     corpus = Corpus(args.seed, args.tenants, args.users)
-    names = {k: f"memlane_lg_{k}_{os.getpid()}_{n}" for k in ("memlane", "langgraph", "raw")}
+    names = {k: f"memlane_lg_{k}_{os.getpid()}_{n}" for k in ("memlane", "memlane_noindex", "langgraph", "raw")}
     with psycopg.connect(admin_url, autocommit=True) as admin:
         server_version = admin.execute("SHOW server_version").fetchone()[0]
         for db in names.values():
@@ -1477,6 +1514,7 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
             admin.execute(f'CREATE DATABASE "{db}"')
     try:
         mem = memlane.open(pg_url_for(admin_url, names["memlane"]), embedder=None)
+        bulk = memlane.open(pg_url_for(admin_url, names["memlane_noindex"]), embedder=None)
         raw = psycopg.connect(pg_url_for(admin_url, names["raw"]), autocommit=True)
         for sql in PG_MIGRATIONS[0][1][:3]:  # memlane's text search configuration
             raw.execute(sql)
@@ -1502,10 +1540,13 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
 
             puts = {
                 "memlane": lambda records, rows: mem.put_many(records),
+                "memlane_noindex": lambda records, rows: bulk.put_many(unindexed(records)),
                 "langgraph": lg_put,
                 "raw": raw_put,
                 "raw_copy": raw_copy,
             }
+            if not INDEX_OPT_OUT or not args.unindexed:
+                del puts["memlane_noindex"]
             gets = {
                 "memlane": lambda ns, ns_text, key: mem.get(ns, key),
                 "langgraph": lambda ns, ns_text, key: lg.get(ns, key),
@@ -1520,8 +1561,9 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
             progress(f"N={n:,} postgres: memlane, LangGraph PostgresStore, raw executemany, raw COPY")
 
             def analyze() -> None:
-                with mem.store._pool.connection() as conn:
-                    conn.execute("VACUUM ANALYZE items")
+                for m in (mem, bulk):
+                    with m.store._pool.connection() as conn:
+                        conn.execute("VACUUM ANALYZE items")
                 with psycopg.connect(pg_url_for(admin_url, names["langgraph"]), autocommit=True) as lconn:
                     lconn.execute("VACUUM ANALYZE store")
                 raw.execute("VACUUM ANALYZE items_raw")
@@ -1534,16 +1576,26 @@ def run_langgraph_postgres(n: int, admin_url: str, args: argparse.Namespace) -> 
             with mem.store._pool.connection() as conn:
                 m_size = conn.execute(size_sql.format("items")).fetchone()
                 dup = conn.execute(_TEXT_DUP_POSTGRES).fetchone()[0]
+            b_size = None
+            if INDEX_OPT_OUT and args.unindexed:
+                with bulk.store._pool.connection() as conn:
+                    b_size = conn.execute(size_sql.format("items")).fetchone()
             with psycopg.connect(pg_url_for(admin_url, names["langgraph"])) as lconn:
                 l_size = lconn.execute(size_sql.format("store")).fetchone()
             r_size = raw.execute(size_sql.format("items_raw")).fetchone()
             # the whole relation: table, TOAST and every index
             res["size"] = {
                 name: {"bytes": b, "items": count, "bytes_per_item": round(b / count, 1)}
-                for name, (b, count) in (("memlane", m_size), ("langgraph", l_size), ("raw", r_size))
+                for name, (b, count) in (
+                    ("memlane", m_size),
+                    *([("memlane_noindex", b_size)] if b_size else []),
+                    ("langgraph", l_size),
+                    ("raw", r_size),
+                )
             }
             res["size"]["memlane"]["text_equal_to_value_bytes_per_item"] = round(dup / m_size[1], 1)
         mem.close()
+        bulk.close()
         raw.close()
         return res
     finally:
@@ -1564,6 +1616,11 @@ def report_langgraph(res: dict[str, Any]) -> str:
 
     alt = "raw_fts" if "raw_fts" in pm else "raw_copy"
     rate = {k: v["items_per_s"] for k, v in pm.items()}
+    if "memlane_noindex" not in rate:  # a memlane from before index=False: its own figures stand in
+        rate["memlane_noindex"] = float("nan")
+        sz["memlane_noindex"] = {"bytes_per_item": float("nan")}
+    bulk_vs_lg = ratio(rate["memlane_noindex"], rate["langgraph"])
+    bulk_bytes = ratio(sz["memlane_noindex"]["bytes_per_item"], sz["langgraph"]["bytes_per_item"])
     rows = [
         [
             "put_many, items/s",
@@ -1571,8 +1628,35 @@ def report_langgraph(res: dict[str, Any]) -> str:
             fmt_num(rate["langgraph"]),
             f"{fmt_num(rate['raw'])} | {'+FTS' if alt == 'raw_fts' else 'COPY'} {fmt_num(rate[alt])}",
             f"{ratio(rate['memlane'], rate['langgraph']):.2f}x",
-            f"{ratio(rate['raw'], rate['memlane']):.2f}x slower | {ratio(rate[alt], rate['memlane']):.2f}x",
+            f"{ratio(rate['raw'], rate['memlane']):.2f}x slower | {ratio(rate[alt], rate['memlane']):.2f}x"
+            + (
+                f" ({ratio(rate['memlane'], rate[alt]):.2f}x: {GOAL_LG_FTS.status(ratio(rate['memlane'], rate[alt]))})"
+                if alt == "raw_fts"
+                else ""
+            ),
         ],
+        [
+            "  same, index=False (no search)",
+            fmt_num(rate["memlane_noindex"]),
+            fmt_num(rate["langgraph"]),
+            f"{fmt_num(rate['raw'])} | {'+FTS' if alt == 'raw_fts' else 'COPY'} {fmt_num(rate[alt])}",
+            f"{bulk_vs_lg:.2f}x ({GOAL_LG_BULK.status(bulk_vs_lg)})",
+            f"{ratio(rate['raw'], rate['memlane_noindex']):.2f}x slower",
+        ],
+        *(
+            [
+                [
+                    "  same, checkpoint in the commit",
+                    fmt_num(rate["memlane_commit_checkpoint"]),
+                    "",
+                    "",
+                    "",
+                    f"checkpoint thread: {ratio(rate['memlane'], rate['memlane_commit_checkpoint']):.2f}x the rate",
+                ]
+            ]
+            if "memlane_commit_checkpoint" in rate
+            else []
+        ),
         [
             "get p50 / p99 us",
             us(g["memlane"]),
@@ -1605,6 +1689,14 @@ def report_langgraph(res: dict[str, Any]) -> str:
             f"{ratio(sz['memlane']['bytes_per_item'], sz['langgraph']['bytes_per_item']):.2f}x",
             f"{ratio(sz['memlane']['bytes_per_item'], sz['raw']['bytes_per_item']):.2f}x",
         ],
+        [
+            "  same, index=False",
+            fmt_num(sz["memlane_noindex"]["bytes_per_item"]),
+            fmt_num(sz["langgraph"]["bytes_per_item"]),
+            fmt_num(sz["raw"]["bytes_per_item"]),
+            f"{bulk_bytes:.2f}x ({GOAL_LG_BYTES.status(bulk_bytes)})",
+            f"{ratio(sz['memlane_noindex']['bytes_per_item'], sz['raw']['bytes_per_item']):.2f}x",
+        ],
     ]
     ryw = res["lexical_read_your_writes"]
     title = f"memlane vs LangGraph, {res['backend']}, N={res['n']:,} (batches of {res['batch']:,})"
@@ -1614,6 +1706,142 @@ def report_langgraph(res: dict[str, Any]) -> str:
     if dup is not None:
         note += f"\n  memlane bytes per item in a text column that only repeats the value: {fmt_num(dup)}"
     return format_table(headers, rows, title=title) + "\n" + note
+
+
+# -- what each index of items costs a write, and what it saves a read (`--index-costs`) ----------------------
+
+_INDEX_VARIANTS = {
+    "UNIQUE(namespace, key) only": [],
+    "+ items_key (key, updated_at)": ["CREATE INDEX items_key ON items (key, updated_at)"],
+    "+ items_key (key)": ["CREATE INDEX items_key ON items (key)"],
+    "+ items_id (id)": ["CREATE UNIQUE INDEX items_id ON items (id)"],
+    "+ items_key (key, updated_at) + items_id: memlane's": [
+        "CREATE INDEX items_key ON items (key, updated_at)",
+        "CREATE UNIQUE INDEX items_id ON items (id)",
+    ],
+    "+ items_key (key) + items_id": [
+        "CREATE INDEX items_key ON items (key)",
+        "CREATE UNIQUE INDEX items_id ON items (id)",
+    ],
+}
+_FETCH = (
+    "SELECT {cols} FROM items WHERE key = ? AND (expires_at IS NULL OR expires_at > ?){scope} "
+    "ORDER BY updated_at DESC, namespace LIMIT 10"
+)
+
+
+def run_index_costs(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Each secondary index of ``items`` against the write it slows and the read it serves, in SQL alone.
+
+    Inserts: the benchmark's rows with memlane's ids (time-ordered, as ``new_ids`` makes them) into
+    memlane's ``items`` table with each set of indexes, the subjects taking turns batch by batch; rows per
+    CPU-second and bytes per row. Reads: ``fetch``'s statement for a key each item has alone, and for a key
+    held by ``n // 10`` namespaces (a profile per user), across every namespace and inside one user's,
+    with ``items_key`` as memlane has it, narrowed to ``(key)``, and without it.
+    """
+    from memlane.memory import new_ids
+
+    corpus = Corpus(args.seed, args.tenants, args.users)
+    from memlane.store.sqlite import _ITEM_TABLE
+
+    table = _ITEM_TABLE.format(name="items")  # memlane's items table as m010 left it, then m013's column
+    conns: dict[str, sqlite3.Connection] = {}
+    for i, (name, extra) in enumerate(_INDEX_VARIANTS.items()):
+        path = workdir / f"index-{i}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(table)
+        conn.execute("ALTER TABLE items ADD COLUMN indexed INTEGER NOT NULL DEFAULT 1")
+        for sql in extra:
+            conn.execute(sql)
+        conns[name] = conn
+    insert = f"INSERT INTO items ({COLUMNS}) VALUES ({', '.join('?' * 12)})"
+    cpu = dict.fromkeys(conns, 0)
+    names = list(conns)
+    for b, start in enumerate(range(0, n, args.batch)):
+        now = datetime.now(UTC)
+        records = corpus.batch(start, min(n, start + args.batch))
+        ids = new_ids(now, len(records))
+        rows = [(i, *r[1:5], None, *r[6:]) for i, r in zip(ids, raw_rows(records, now.isoformat()), strict=True)]
+        for name in names[b % len(names) :] + names[: b % len(names)]:
+            conn = conns[name]
+            t0 = time.process_time_ns()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(insert, rows)
+            conn.execute("COMMIT")
+            cpu[name] += time.process_time_ns() - t0
+    res: dict[str, Any] = {"n": n, "inserts": {}}
+    for i, name in enumerate(names):
+        conns[name].execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        res["inserts"][name] = {
+            "rows_per_cpu_s": round(n / cpu[name] * 1e9, 1),
+            "bytes_per_row": round(db_size(workdir / f"index-{i}.db") / n, 1),
+        }
+    # fetch: memlane's own items_key, narrowed, dropped (on the first file, rebuilt each time)
+    conn = conns[names[0]]
+    shared = max(1000, n // 10)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(
+        insert,
+        [
+            (f"p{i}", f"users/u{i:07d}", "profile", '"p"', "string", None, "{}", None, ts, ts, None, 1)
+            for i in range(shared)
+            for ts in [f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}.{i:06d}+00:00"]
+        ],
+    )
+    conn.execute("COMMIT")
+    rng = random.Random(args.seed + 3)
+    unique_keys = [corpus.address(rng.randrange(n))[1] for _ in range(200)]
+    now_text = datetime.now(UTC).isoformat(timespec="microseconds")
+    cols = COLUMNS
+    cases = {
+        "a key one item has, every namespace": (unique_keys, "", ()),
+        f"a key {shared:,} namespaces have, every namespace": (["profile"] * 20, "", ()),
+        f"a key {shared:,} namespaces have, one user's namespace": (
+            ["profile"] * 20,
+            " AND (namespace = ? OR (namespace >= ? AND namespace < ?))",
+            ("users/u0000123", "users/u0000123/", "users/u00001230"),
+        ),
+    }
+    res["fetch_us"] = {}
+    for form, ddl in (
+        ("(key, updated_at)", "CREATE INDEX items_key ON items (key, updated_at)"),
+        ("(key)", "CREATE INDEX items_key ON items (key)"),
+        ("none", None),
+    ):
+        conn.execute("DROP INDEX IF EXISTS items_key")
+        if ddl:
+            conn.execute(ddl)
+        out = {}
+        for case, (keys, scope, scope_params) in cases.items():
+            sql = _FETCH.format(cols=cols, scope=scope)
+            t0 = time.perf_counter()
+            for key in keys:
+                conn.execute(sql, (key, now_text, *scope_params)).fetchall()
+            out[case] = round((time.perf_counter() - t0) / len(keys) * 1e6, 1)
+        res["fetch_us"][form] = out
+    for conn in conns.values():
+        conn.close()
+    return res
+
+
+def report_index_costs(res: dict[str, Any]) -> str:
+    base = res["inserts"]["UNIQUE(namespace, key) only"]["rows_per_cpu_s"]
+    rows = [
+        [name, fmt_num(v["rows_per_cpu_s"]), f"{v['rows_per_cpu_s'] / base:.2f}x", fmt_num(v["bytes_per_row"])]
+        for name, v in res["inserts"].items()
+    ]
+    out = format_table(
+        ["indexes on items", "rows per CPU-s", "vs unique only", "bytes per row"],
+        rows,
+        title=f"what each index costs an insert, SQL alone, N={res['n']:,}",
+    )
+    cases = list(next(iter(res["fetch_us"].values())))
+    rows = [[form, *(fmt_num(v[c]) for c in cases)] for form, v in res["fetch_us"].items()]
+    return out + "\n\n" + format_table(["items_key", *cases], rows, title="fetch, us per call (SQL alone)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1647,6 +1875,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--only-indexing", action="store_true", help="measure the write-behind indexing figures only")
     ap.add_argument(
+        "--index-costs",
+        action="store_true",
+        help="measure what each index of items costs an insert and saves a fetch, in SQL alone, then stop",
+    )
+    ap.add_argument(
+        "--no-unindexed",
+        dest="unindexed",
+        action="store_false",
+        help="with --langgraph: leave out the index=False subject (one store fewer competing for the caches)",
+    )
+    ap.add_argument(
+        "--levers",
+        action="store_true",
+        help="with --langgraph: add memlane with the WAL checkpoint in the commit (as before), to measure that lever",
+    )
+    ap.add_argument(
         "--langgraph",
         action="store_true",
         help="measure memlane beside LangGraph's SqliteStore / PostgresStore and raw SQL only (the bench extra)",
@@ -1662,6 +1906,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"command: python bench/kv.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     runs = []
+    if args.index_costs:
+        for n in sizes:
+            with tempfile.TemporaryDirectory(prefix=f"memlane-kv-index-{n}-") as tmp:
+                runs.append({"index_costs": run_index_costs(n, Path(args.dir or tmp), args)})
+            print()
+            print(report_index_costs(runs[-1]["index_costs"]), flush=True)
+        if args.json:
+            write_json(args.json, {"benchmark": "kv", "machine": info, "runs": runs})
+        return 0
     backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
     if args.indexing:
         with tempfile.TemporaryDirectory(prefix="memlane-kv-indexing-") as tmp:

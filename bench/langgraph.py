@@ -8,8 +8,10 @@ Both stores get the same items (``--n`` values in 50 namespaces, put through ``b
 same deterministic fake embedding (word hashing, 64 dimensions, the same Python function for both), and the same
 requests in the same run, timed call by call and interleaved in blocks (``_util.time_calls_interleaved``) so a
 busy machine slows both alike. Reported: p50 latency of each and the ratio memlane / LangGraph (below 1.0:
-memlane is faster) for ``put`` (one new item), ``get``, ``search`` with a filter (equality and ``$gte``),
-``search`` newest first without a filter, vector ``search`` (a query), and ``list_namespaces``.
+memlane is faster) for ``put`` (one new item), ``batch`` puts of 25 new items (indexed, and with
+``index=False``: no embedding on either side, and no full-text entry in memlane), ``get``, ``search``
+with a filter (equality and ``$gte``), ``search`` newest first without a filter, vector ``search`` (a query),
+and ``list_namespaces``.
 
 LangGraph's ``SqliteStore`` does vector search through the ``sqlite-vec`` extension, which needs
 ``sqlite3`` extension loading; when this Python lacks it, the SQLite rows compare everything but vector search
@@ -46,6 +48,7 @@ DIMS = 64
 WORDS = [f"w{i}" for i in range(400)]
 KINDS = ["fact", "preference", "event", "task", "note"]
 NAMESPACES = 50
+BATCH = 25  # items per timed batch put
 
 
 def embed(texts: list[str]) -> list[list[float]]:
@@ -153,10 +156,22 @@ def run(backend: str, n: int, queries: int, stack: ExitStack) -> dict[str, Any]:
     def subjects(call: Callable[[Any], Callable[..., Any]], args: list[tuple[Any, ...]]) -> dict[str, Any]:
         return {"memlane": (call(ours), args), "langgraph": (call(theirs), args)}
 
+    def batches(tag: str, index: Any) -> list[tuple[list[PutOp]]]:
+        """``queries`` batches of ``BATCH`` new items each (one ``batch`` call apiece), keys tagged per subject."""
+        return [([PutOp(ns, f"{tag}{b}.{k}", v, index=index) for ns, k, v in fresh[:BATCH]],) for b in range(queries)]
+
     ops: dict[str, dict[str, Any]] = {
         "put (one new item)": {
             "memlane": (ours.put, [(ns, "o" + k, v) for ns, k, v in fresh]),
             "langgraph": (theirs.put, [(ns, "t" + k, v) for ns, k, v in fresh]),
+        },
+        f"batch put of {BATCH} new items": {
+            "memlane": (ours.batch, batches("ob", None)),
+            "langgraph": (theirs.batch, batches("tb", None)),
+        },
+        f"batch put of {BATCH}, index=False": {
+            "memlane": (ours.batch, batches("on", False)),
+            "langgraph": (theirs.batch, batches("tn", False)),
         },
         "get": subjects(lambda s: s.get, gets),
         "search, filter": subjects(

@@ -853,6 +853,18 @@ def test_migrate_status_then_apply(tmp_path):
     names = [name for name, _ in MIGRATIONS]
     assert [m["applied_at"] for m in json.loads(status.stdout)["migrations"]] == [None] * len(names)
     applied = runner.invoke(app, ["migrate", "--json", "--db", db])
-    assert json.loads(applied.stdout)["applied_now"] == names and names[-1] == "m011_chunk_context"
+    assert json.loads(applied.stdout)["applied_now"] == names and names[-1] == "m013_index_opt_out"
     again = runner.invoke(app, ["migrate", "--db", db])
     assert "Applied 0 migration(s)." in again.stdout
+
+
+def test_set_no_index_keeps_the_item_out_of_search_and_in_every_keyed_read(db: Path) -> None:
+    hidden = as_json(db, "set", "cache/web", "page.home", "quokka sightings page", "--no-index")
+    assert hidden["indexed"] is False
+    shown = as_json(db, "set", "notes", "page.other", "quokka sightings page")
+    assert "indexed" not in shown
+    assert [h["key"] for h in as_json(db, "search", "quokka")["hits"]] == ["page.other"]
+    assert as_json(db, "get", "cache/web", "page.home")["indexed"] is False
+    assert "--no-index" in ok(db, "set", "--help").stdout
+    assert "indexed" not in as_json(db, "set", "cache/web", "page.home", "quokka again", "--index")
+    assert sorted(h["key"] for h in as_json(db, "search", "quokka")["hits"]) == ["page.home", "page.other"]

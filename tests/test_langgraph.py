@@ -307,6 +307,8 @@ def test_semantic_search_scores_by_similarity_from_the_indexed_fields(mem: Any) 
     results = store.search(("m",), query="cats purr")
     assert keys(results)[:2] in (["by-other", "cats"], ["cats", "by-other"])
     assert "hidden" not in keys(results)  # index=False: stored, not indexed
+    # memlane's own opt-out: not even its key's words are searchable (before, only its vector was left out)
+    assert "hidden" not in [h.key for h in mem.search("hidden", channels=["lexical"], floor=False).hits]
     scores = [r.score for r in results]
     assert all(isinstance(s, float) and -1.0 <= s <= 1.0 for s in scores)
     assert scores == sorted(scores, reverse=True)

@@ -522,3 +522,17 @@ def test_http_facts_tools_see_only_the_agents_scope(service: Service) -> None:
             assert error["type"] == "not_found"
 
     run(main)
+
+
+def test_memory_set_with_index_false_is_read_by_address_and_never_searched(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with stdio_session(tmp_path) as s:
+            item = await call(s, "memory_set", namespace="cache", key="blob", value="quokka blob", index=False)
+            assert item["item"]["indexed"] is False
+            await call(s, "memory_set", namespace="notes", key="seen", value="quokka seen")
+            found = await call(s, "memory_search", query="quokka")
+            assert [h["key"] for h in found["hits"]] == ["seen"]
+            got = await call(s, "memory_get", namespace="cache", key="blob")
+            assert got["found"] is True and got["item"]["indexed"] is False
+
+    anyio.run(main)

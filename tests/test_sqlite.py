@@ -218,3 +218,69 @@ def test_threads_share_one_memory(tmp_path):
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(work, range(4)))
         assert mem.stats().active_items == 800
+
+
+def test_a_scoped_fetch_of_a_key_many_namespaces_hold_reads_the_scope_and_answers_the_same(tmp_path, monkeypatch):
+    """A key in 1,200 namespaces, fetched inside one: the (namespace, key) range serves it, same answer."""
+    from datetime import UTC, datetime, timedelta
+
+    from memlane.store import sqlite as store_module
+
+    now = [datetime(2026, 3, 1, tzinfo=UTC)]
+    with memlane.open(str(tmp_path / "f.db"), embedder=None, clock=lambda: now[0]) as mem:
+        mem.put_many([{"namespace": ("users", f"u{i:04d}"), "key": "profile", "value": i} for i in range(1200)])
+        inside = [("users", "u0007"), ("users", "u0007", "a"), ("users", "u0007", "b"), ("users", "u0007", "c")]
+        for n, ns in enumerate(inside):  # newer, each one second apart; one expires
+            now[0] += timedelta(seconds=1)
+            mem.put(ns, "profile", f"inside {n}", ttl=0.5 if n == 2 else None)
+        now[0] += timedelta(seconds=1)
+        mem.put(("users", "u0007-old"), "profile", "a look-alike name, outside the scope")
+        mem.put(("users", "u0007"), "other", "another key, same scope")
+        chosen = []
+        real = store_module.SqliteStore._fetch_by_namespace
+        monkeypatch.setattr(
+            store_module.SqliteStore,
+            "_fetch_by_namespace",
+            staticmethod(lambda *a: chosen.append(real(*a)) or chosen[-1]),
+        )
+        got = mem.fetch("profile", namespace_prefix=("users", "u0007"), limit=10)
+        everywhere = mem.fetch("profile", limit=3)
+        monkeypatch.undo()
+        assert isinstance(store_module.SqliteStore.__dict__["_fetch_by_namespace"], staticmethod)  # as it was
+        assert chosen == [True]  # the common key, the small scope: the namespace range
+        assert [(i.namespace, i.value) for i in got] == [
+            (("users", "u0007", "c"), "inside 3"),  # newest first; b expired
+            (("users", "u0007", "a"), "inside 1"),
+            (("users", "u0007"), "inside 0"),
+        ]
+        assert [i.value for i in everywhere] == ["a look-alike name, outside the scope", "inside 3", "inside 1"]
+
+
+def test_checkpoints_run_beside_the_writers_and_stop_with_the_store(tmp_path):
+    from memlane.store.sqlite import CHECKPOINT_BACKSTOP_PAGES
+
+    path = str(tmp_path / "c.db")
+    with memlane.open(path, embedder=None) as mem:
+        store = mem.store
+        checkpointer = store._checkpointer
+        assert checkpointer is not None and checkpointer._thread is None  # no write yet, no thread
+        # the commit checkpoints only as a backstop, far past SQLite's 1,000 pages
+        assert store.connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == CHECKPOINT_BACKSTOP_PAGES
+        mem.put_many([{"namespace": "c", "key": f"k{i}", "value": "x" * 2000} for i in range(300)])
+        assert checkpointer.ran.wait(30)
+        busy, frames, copied = checkpointer.last  # type: ignore[misc]
+        assert busy == 0 and frames > 100 and copied == frames  # the thread copied every page of the write
+        thread = checkpointer._thread
+        assert thread is not None and thread.is_alive() and thread.name == f"memlane-checkpoint {path}"
+    assert not thread.is_alive()  # close() ended it
+    assert not os.path.exists(path + "-wal")  # and the last close checkpointed and removed the WAL, as before
+    with memlane.open(path, embedder=None) as again:
+        assert again.stats().active_items == 300
+    with memlane.open(path, embedder=None, read_only=True) as reader:
+        assert reader.store._checkpointer is None  # a read-only store never checkpoints
+
+
+def test_an_in_memory_store_runs_no_checkpoint_thread():
+    with memlane.open(":memory:", embedder=None) as mem:
+        mem.put("a", "k", 1)
+        assert mem.store._checkpointer is None

@@ -848,3 +848,67 @@ def test_a_namespaces_fast_path_answers_exactly_as_the_general_one(segments, all
 def test_a_non_ascii_key_with_an_empty_segment_is_refused_like_an_ascii_one(raw):
     with pytest.raises(ValidationError, match="empty taxonomy segment"):
         v.key(raw)
+
+
+# -- canonical JSON in one pass: the same text and the same refusals as the plain encoder -----------------
+
+_REFERENCE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+_json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+    | st.just(_Level.LOW)
+)
+# shapes the two-level check takes (dicts, lists, tuples of scalars) and the ones it leaves to the walk
+# (deeper trees, OrderedDicts, non-string keys, NaN, sets)
+_json_trees = st.recursive(
+    _json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3).map(OrderedDict)
+        | st.dictionaries(st.integers(0, 9) | st.booleans(), inner, min_size=1, max_size=2)
+        | st.lists(st.just(float("nan")) | st.frozensets(st.integers(), max_size=1), min_size=1, max_size=1)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300)
+@given(_json_trees)
+def test_canonical_json_is_the_plain_encoders_text_and_refuses_what_it_would(value):
+    def has_bad_key(node: Any) -> bool:
+        if isinstance(node, dict):
+            return any(not isinstance(k, str) or has_bad_key(x) for k, x in node.items())
+        return isinstance(node, list | tuple) and any(has_bad_key(x) for x in node)
+
+    try:
+        want: str | None = _REFERENCE.encode(value)
+    except (ValueError, TypeError):
+        want = None
+    if want is not None and not has_bad_key(value):
+        assert v.canonical_json(value, "value", 10**9) == want
+    else:  # NaN, a set, a key that is no string: refused, naming the field
+        with pytest.raises(ValidationError) as refused:
+            v.canonical_json(value, "value", 10**9)
+        assert refused.value.field == "value"
+
+
+def test_shared_subtrees_and_cycles_are_told_apart_after_the_two_level_check():
+    leaf = {"a": [1, 2]}
+    assert v.canonical_json({"x": leaf, "y": [leaf, leaf]}, "value", 1000) == (
+        '{"x":{"a":[1,2]},"y":[{"a":[1,2]},{"a":[1,2]}]}'
+    )
+    loop: list[Any] = [1]
+    loop.append([loop])
+    with pytest.raises(ValidationError, match="contains itself"):
+        v.canonical_json(loop, "value", 1000)

@@ -578,10 +578,11 @@ def _put(
     metadata: str | None,
     ttl: float | None,
     as_json: bool,
+    index: bool = True,
 ) -> None:
     meta = _metadata(metadata)
     with _open(db, embedder) as mem:
-        item = mem.put(namespace, key, value, text=text, metadata=meta, ttl=ttl)
+        item = mem.put(namespace, key, value, text=text, metadata=meta, ttl=ttl, index=index)
     _hint_namespace(namespace)
     if as_json:
         _print_json(item.to_dict())
@@ -619,6 +620,9 @@ def put_item(
     text: SearchText = None,
     metadata: Metadata = None,
     ttl: Ttl = None,
+    index: Annotated[
+        bool, typer.Option("--index/--no-index", help="--no-index keeps the item out of search (keyed reads find it).")
+    ] = True,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
@@ -627,15 +631,18 @@ def put_item(
 
     VALUE is stored as JSON when it parses as JSON (3.12, true, {"a": 1}) and as a
     string otherwise; --string forces a string. Put -- before a VALUE that starts
-    with a dash. `memlane set` is the same command (its older name).
+    with a dash. `memlane set` is the same command (its older name). --no-index
+    stores an item search never returns (a cache entry, a blob): get, list and
+    fetch still read it.
 
     Example:
         memlane put user/123 preferences.ui.theme dark
         memlane put user/123 profile.python 3.12 --string
         memlane put user/123 profile.langs '["python", "go"]' --ttl 86400
+        memlane put cache/web page.home '{"html": "..."}' --no-index
         echo "long text" | memlane put user/123 notes.today -
     """
-    _put(db, embedder, namespace, key, _value(value, string), text, metadata, ttl, as_json)
+    _put(db, embedder, namespace, key, _value(value, string), text, metadata, ttl, as_json, index)
 
 
 @_command("note")

@@ -245,13 +245,14 @@ class Client:
         metadata: dict[str, Any] | None = None,
         ttl: float | None = None,
         if_absent: bool = False,
+        index: bool = True,
     ) -> Item:
-        """Write (upsert) a value; see :meth:`Memory.put`."""
+        """Write (upsert) a value; see :meth:`Memory.put` (``index=False`` keeps it out of search)."""
         _check_json(value, metadata, ttl)
         return Item.from_dict(self._send("put", locals()))
 
     def put_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> builtins.list[Item]:
-        """Write many records in one transaction."""
+        """Write many records in one transaction; a record's ``"index": False`` keeps it out of search."""
         sent: builtins.list[Any] = []
         for n, r in enumerate(records):
             if isinstance(r, Mapping):

@@ -447,6 +447,9 @@ class _Adapter:
                     "text": self._text(op.value, op.index),
                     "metadata": self._metadata(minutes, op.index),
                     "ttl": None if minutes is None else minutes * 60,
+                    # index=False is memlane's opt-out (no full text, no vector, no search hit); as in LangGraph,
+                    # a store without an index config ignores it
+                    "index": self.index_config is None or op.index is not False,
                 }
             )
         if records:
@@ -462,11 +465,9 @@ class _Adapter:
         return kept or None
 
     def _text(self, value: Any, index: Any) -> str | None:
-        """What memlane indexes for a value: the configured fields' text; ``""`` (nothing) for ``index=False``."""
-        if self.index_config is None:
-            return None  # as LangGraph: without an index config, index= is ignored; memlane indexes the value's JSON
-        if index is False:
-            return ""
+        """What memlane indexes for a value: the configured fields' text (``index=False``: nothing is indexed)."""
+        if self.index_config is None or index is False:
+            return None  # without an index config memlane indexes the value's JSON; with index=False, nothing
         fields = self._fields if index is None else list(index)
         texts = [text for field in fields for text in get_text_at_path(value, field)]
         return "\n".join(texts)

@@ -462,9 +462,11 @@ class MemoryTools(_Tools):
         text: Annotated[str | None, Field(description="What search indexes instead of the value.")] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description="A JSON object kept beside the value.")] = None,
         ttl: Annotated[float | None, Field(description="Seconds until the item expires.")] = None,
+        index: Annotated[bool, Field(description="false: search never returns it (a cache entry).")] = True,
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
-            return {"item": m.put(_ns(namespace), key, value, text=text, metadata=metadata, ttl=ttl).to_dict()}
+            item = m.put(_ns(namespace), key, value, text=text, metadata=metadata, ttl=ttl, index=index)
+            return {"item": item.to_dict()}
 
         return self._run(ctx, op)
 

@@ -67,7 +67,7 @@ DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded emb
 DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
 DEFAULT_RRF_K = 10
 INDEXING = ("background", "sync", "external")
-RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl"})
+RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl", "index"})
 
 
 def _system_clock() -> datetime:
@@ -85,8 +85,12 @@ def _prefix(raw: Any) -> Namespace:
     return v.namespace(raw, "namespace_prefix", allow_empty=True)
 
 
+_json_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # a JSON string, as json.dumps writes it
+
+
 def _encode_cursor(namespace: Namespace, key: str) -> str:
-    raw = json.dumps([list(namespace), key], separators=(",", ":"), ensure_ascii=False)
+    # json.dumps([list(namespace), key], separators=(",", ":"), ensure_ascii=False), without building an encoder
+    raw = "[[" + ",".join(map(_json_str, namespace)) + "]," + _json_str(key) + "]"
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
@@ -264,6 +268,7 @@ class Memory:
         text: Any = None,
         metadata: Any = None,
         ttl: Any = None,
+        index: Any = True,
     ) -> PutRow:
         ns = v.namespace(namespace)
         key = item_id if key is None else v.key(key)
@@ -274,6 +279,8 @@ class Memory:
             text = v.text(text)
         seconds = v.ttl(ttl)
         expires = None if seconds is None else now + timedelta(seconds=seconds)
+        if index is not True and index is not False:
+            raise ValidationError("index", f"must be true or false, not {index!r:.40}")
         return PutRow(
             item_id,
             ns,
@@ -281,9 +288,11 @@ class Memory:
             value_json,
             value_type,
             text,
-            v.metadata(metadata),
+            "{}" if metadata is None else v.metadata(metadata),
             self.author,
             expires,
+            None,
+            index,
         )
 
     def put(
@@ -296,6 +305,7 @@ class Memory:
         metadata: dict[str, Any] | None = None,
         ttl: float | None = None,
         if_absent: bool = False,
+        index: bool = True,
     ) -> Item:
         """Write (upsert) a value at ``(namespace, key)``.
 
@@ -314,22 +324,34 @@ class Memory:
             if_absent: only create: if a live item is already at the address,
                 raise :class:`ConflictError` and write nothing (atomic, so
                 two agents racing to claim a key cannot both win).
+            index: ``False`` keeps the item out of search (a cache entry, a
+                blob, a counter): no full-text entry, no vector, and no search
+                or ranked recall ever returns it. Keyed reads (``get``,
+                ``fetch``, ``list``...), TTL and history treat it as any item.
+                Writing it again with ``index=True`` indexes it (and the
+                reverse takes it out of the index). The write costs less:
+                nothing is tokenised and nothing waits for an embedder.
 
         Raises:
             ValidationError: naming the offending field; nothing is written.
             ConflictError: with ``if_absent``, when the address is taken.
         """
         now = self._now()
-        row = self._row(now, new_ids(now, 1)[0], namespace, key, value, text, metadata, ttl)
+        row = self._row(now, new_ids(now, 1)[0], namespace, key, value, text, metadata, ttl, index)
         return self._write([row], now, bool(if_absent))[0]
 
     def put_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> builtins.list[Item]:
         """Write many records in one transaction: all or nothing.
 
         Each record is a mapping with ``namespace``, ``key`` (may be None or
-        absent), ``value``, and optional ``text``, ``metadata``, ``ttl``.
+        absent), ``value``, and optional ``text``, ``metadata``, ``ttl`` and
+        ``index`` (``False``: kept out of search, as in :meth:`put`).
         Every record is validated before anything is written. ``if_absent``
         works as in :meth:`put`, for every record.
+
+        The returned items hold what was stored and decode a value or its
+        metadata only when it is read, so a bulk write that keeps only ids and
+        versions pays nothing for the rest.
         """
         now = self._now()
         if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
@@ -356,6 +378,7 @@ class Memory:
                         rec.get("text"),
                         rec.get("metadata"),
                         rec.get("ttl"),
+                        rec.get("index", True),
                     )
                 )
             except ValidationError as e:
@@ -477,12 +500,13 @@ class Memory:
         return [blobs[t] for t in texts]
 
     def _with_vectors(self, rows: builtins.list[PutRow]) -> builtins.list[PutRow]:
-        # an empty text has no meaning to embed (access records use it to stay out of search)
-        wanted = [r for r in rows if r.text]
+        # an empty text has no meaning to embed (access records use it to stay out of search), nor has an
+        # item written with index=False
+        wanted = [r for r in rows if r.text and r.indexed]
         if self._embedder is None or not wanted:
             return rows
         blobs = iter(self._embed([r.text for r in wanted]))
-        return [r._replace(vector=next(blobs)) if r.text else r for r in rows]
+        return [r._replace(vector=next(blobs)) if r.text and r.indexed else r for r in rows]
 
     def delete(self, namespace: Namespace | str, key: str) -> bool:
         """Delete an item (kept in history). Returns whether a live item was deleted."""
@@ -550,7 +574,7 @@ class Memory:
 
     def get(self, namespace: Namespace | str, key: str) -> Item | None:
         """The item at ``(namespace, key)``, or ``None`` if missing or expired."""
-        return self._store.get(v.namespace(namespace), v.key(key), self._now())
+        return self._store.get(v.namespace(namespace), v.key(key), self._now)  # the clock, read if the row expires
 
     def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
         """Items for many addresses in one round trip, in input order (``None`` where missing)."""

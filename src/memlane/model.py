@@ -7,8 +7,11 @@ UTC datetimes; in JSON they are ISO 8601 strings.
 
 from __future__ import annotations
 
+import json
+import json.scanner
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 Namespace = tuple[str, ...]
@@ -27,31 +30,269 @@ def namespace_text(namespace: Namespace) -> str:
     return "/".join(namespace)
 
 
-@dataclass(slots=True)
+_UNSET: Any = object()  # an Item's value not decoded yet (``None`` is a value)
+# The C scanner parses canonical JSON memlane wrote itself (no leading whitespace, no trailing text) about
+# five times faster than json.loads, whose Python-level wrapper dominates for small values.
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined,arg-type]
+_fromiso = datetime.fromisoformat
+_new = object.__new__
+
+
+@lru_cache(maxsize=8192)
+def namespace_tuple(text: str) -> Namespace:
+    """A namespace's text form back to its tuple of segments."""
+    return tuple(text.split("/"))
+
+
+def decode_json(text: str) -> Any:
+    """Decode JSON text that memlane wrote (canonical: nothing before or after the value)."""
+    return _scan_json(text, 0)[0]
+
+
 class Item:
     """One stored value at an address ``(namespace, key)``.
 
-    A snapshot: changing its fields changes nothing in the store. (Not a
-    frozen dataclass because frozen construction costs ~1.4 us, a tenth of a
-    point lookup.)
+    A snapshot: changing its fields changes nothing in the store. An item read
+    from a store holds the stored row (value and metadata as canonical JSON,
+    times as ISO 8601 text) and decodes each field on first access, so a
+    ``get`` or a ``list`` pays only for the fields it reads. ``indexed`` is
+    ``False`` for an item written with ``index=False``: search never returns
+    it (keyed reads do). Items compare equal when every field is equal.
     """
 
-    id: str
-    namespace: Namespace
-    key: str
-    value: Any
-    value_type: str
-    text: str
-    metadata: dict[str, Any]
-    author: str | None
-    created_at: datetime
-    updated_at: datetime
-    expires_at: datetime | None
-    version: int
+    # _row: (id, namespace text, key, value JSON, value_type, text or None, metadata JSON, author, created_at,
+    # updated_at, expires_at, version, indexed), a store's row; the rest cache what was decoded from it
+    __slots__ = ("_row", "_namespace", "_value", "_text", "_metadata")
+    __match_args__ = (
+        "id",
+        "namespace",
+        "key",
+        "value",
+        "value_type",
+        "text",
+        "metadata",
+        "author",
+        "created_at",
+        "updated_at",
+        "expires_at",
+        "version",
+    )
+    FIELDS = __match_args__
+    """The item's fields, in constructor order (``indexed`` follows them)."""
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it replaces
+
+    def __init__(
+        self,
+        id: str,  # noqa: A002 - the field's name
+        namespace: Namespace,
+        key: str,
+        value: Any,
+        value_type: str,
+        text: str,
+        metadata: dict[str, Any],
+        author: str | None,
+        created_at: datetime,
+        updated_at: datetime,
+        expires_at: datetime | None,
+        version: int,
+        indexed: bool = True,
+    ) -> None:
+        self._row: tuple[Any, ...] = (
+            id,
+            None,
+            key,
+            None,
+            value_type,
+            text,
+            None,
+            author,
+            created_at,
+            updated_at,
+            expires_at,
+            version,
+            indexed,
+        )
+        self._namespace: Namespace | None = namespace
+        self._value = value
+        self._text: str | None = text
+        self._metadata: Any = metadata
+
+    @classmethod
+    def stored(cls, row: tuple[Any, ...], namespace: Namespace | None = None) -> Item:
+        """An item from a store's row, decoded field by field on first access.
+
+        ``row`` is ``(id, namespace, key, value, value_type, text, metadata,
+        author, created_at, updated_at, expires_at, version, indexed)``: the
+        namespace as text (or ``namespace``, its tuple, when the caller has
+        it), value and metadata as canonical JSON, ``text`` ``None`` where it
+        is the value's own (the string itself, or the JSON of any other
+        value), times as ISO 8601 text or datetimes.
+        """
+        item = _new(cls)
+        item._row = row
+        item._namespace = namespace
+        item._value = item._text = item._metadata = _UNSET
+        return item
+
+    def _set(self, index: int, value: Any) -> None:
+        row = self._row
+        self._row = (*row[:index], value, *row[index + 1 :])
+
+    @property
+    def id(self) -> str:
+        """The item's id: stable across replacements, new for a new item at an expired address."""
+        return self._row[0]  # type: ignore[no-any-return]
+
+    @id.setter
+    def id(self, value: str) -> None:
+        self._set(0, value)
+
+    @property
+    def namespace(self) -> Namespace:
+        """The namespace, a tuple of segments."""
+        namespace = self._namespace
+        if namespace is None:
+            namespace = self._namespace = namespace_tuple(self._row[1])
+        return namespace
+
+    @namespace.setter
+    def namespace(self, value: Namespace) -> None:
+        self._namespace = value
+
+    @property
+    def key(self) -> str:
+        """The key: a taxonomy path such as ``preferences.ui.theme``."""
+        return self._row[2]  # type: ignore[no-any-return]
+
+    @key.setter
+    def key(self, value: str) -> None:
+        self._set(2, value)
+
+    @property
+    def value(self) -> Any:
+        """Any JSON value; its type is kept."""
+        value = self._value
+        if value is _UNSET:
+            value = self._value = decode_json(self._row[3])
+        return value
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        self.text  # noqa: B018 - a text rebuilt from the value stays the old value's
+        self._value = value
+
+    @property
+    def value_type(self) -> str:
+        """``string``, ``number``, ``boolean``, ``list``, ``object`` or ``null``."""
+        return self._row[4]  # type: ignore[no-any-return]
+
+    @value_type.setter
+    def value_type(self, value: str) -> None:
+        self._set(4, value)
+
+    @property
+    def text(self) -> str:
+        """What search indexes: the value's own text unless the writer gave another."""
+        text = self._text
+        if text is _UNSET:
+            text = self._row[5]
+            if text is None:
+                text = self.value if self._row[4] == "string" else self._row[3]
+            self._text = text
+        return text  # type: ignore[return-value]
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._text = value
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """A JSON object stored beside the value."""
+        metadata = self._metadata
+        if metadata is _UNSET:
+            raw = self._row[6]
+            metadata = self._metadata = {} if raw == "{}" else decode_json(raw)
+        return metadata  # type: ignore[no-any-return]
+
+    @metadata.setter
+    def metadata(self, value: dict[str, Any]) -> None:
+        self._metadata = value
+
+    @property
+    def author(self) -> str | None:
+        """Who wrote this version (the memory's ``author``), or ``None``."""
+        return self._row[7]  # type: ignore[no-any-return]
+
+    @author.setter
+    def author(self, value: str | None) -> None:
+        self._set(7, value)
+
+    @property
+    def created_at(self) -> datetime:
+        """When the item was first written (kept across replacements)."""
+        at = self._row[8]
+        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
+
+    @created_at.setter
+    def created_at(self, value: datetime) -> None:
+        self._set(8, value)
+
+    @property
+    def updated_at(self) -> datetime:
+        """When this version was written."""
+        at = self._row[9]
+        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
+
+    @updated_at.setter
+    def updated_at(self, value: datetime) -> None:
+        self._set(9, value)
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the item stops being visible, or ``None``."""
+        at = self._row[10]
+        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
+
+    @expires_at.setter
+    def expires_at(self, value: datetime | None) -> None:
+        self._set(10, value)
+
+    @property
+    def version(self) -> int:
+        """1 for a new item, one more at each replacement."""
+        return self._row[11]  # type: ignore[no-any-return]
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self._set(11, value)
+
+    @property
+    def indexed(self) -> bool:
+        """``False`` for an item written with ``index=False``: no search returns it."""
+        return bool(self._row[12])
+
+    @indexed.setter
+    def indexed(self, value: bool) -> None:
+        self._set(12, value)
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (*(getattr(self, name) for name in self.FIELDS), self.indexed)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        names = (*self.FIELDS, "indexed")
+        return "Item(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._fields(), strict=True)) + ")"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, self._fields())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form; namespace as a list of segments."""
-        return {
+        """JSON-ready form; namespace as a list of segments. ``indexed`` appears only when ``False``."""
+        out = {
             "id": self.id,
             "namespace": list(self.namespace),
             "key": self.key,
@@ -65,6 +306,9 @@ class Item:
             "expires_at": _iso(self.expires_at),
             "version": self.version,
         }
+        if not self.indexed:
+            out["indexed"] = False
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Item:
@@ -82,6 +326,7 @@ class Item:
             datetime.fromisoformat(d["updated_at"]),
             _dt(d.get("expires_at")),
             d["version"],
+            d.get("indexed", True) is not False,
         )
 
 

@@ -70,6 +70,11 @@ def _namespace_from_parts(parts: tuple[Any, ...], field: str, allow_empty: bool)
     if len(parts) > MAX_SEGMENTS:
         raise ValidationError(field, f"has {len(parts)} segments; at most {MAX_SEGMENTS}")
     for seg in parts:
+        if type(seg) is str and 0 < len(seg) <= MAX_SEGMENT_CHARS and seg.isascii() and seg.isprintable():
+            # printable ASCII has no control character or surrogate and one byte a character: only '/' is
+            # left to check (the same answer as below, without the regular expression and the encoding)
+            if "/" not in seg:
+                continue
         if not isinstance(seg, str):
             raise ValidationError(field, f"segment {seg!r} is not a string")
         if not seg:
@@ -89,7 +94,7 @@ def _namespace_from_parts(parts: tuple[Any, ...], field: str, allow_empty: bool)
     return tuple(parts)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=16384)
 def _cached_namespace(raw: str | tuple[Any, ...], field: str, allow_empty: bool) -> Namespace:
     if isinstance(raw, str):
         if raw.strip("/") and raw.strip("/") != raw and "//" not in raw:  # a path's habit: "/user/42", "user/42/"
@@ -205,12 +210,57 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
+def _not_json(o: Any) -> Any:
+    raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+
+# _ENCODER's own C encoder, made once instead of at every encode() call, and without its cycle check: a
+# value reaches it only once it is known to be a tree (_shallow or _check_tree)
+_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_c_encode = (
+    None if _make_encoder is None else _make_encoder(None, _not_json, _encode_str, None, ":", ",", True, False, False)
+)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_STR = frozenset({str})
+
+
+def _shallow(value: Any) -> bool:
+    """Whether ``value`` is a tree ``_check_tree`` would pass, by the types of two levels alone.
+
+    True for a plain dict with string keys, or a plain list or tuple, whose items are
+    JSON scalars or plain lists and dicts of scalars: the shape of most records,
+    checked without walking them in Python.
+    """
+    kind = type(value)
+    if kind is dict:
+        if not _STR.issuperset(map(type, value)):
+            return False
+        items = value.values()
+    elif kind is list or kind is tuple:
+        items = value
+    else:
+        return False
+    if _SCALARS.issuperset(map(type, items)):
+        return True
+    for item in items:
+        kind = type(item)
+        if kind is dict:
+            if not (_STR.issuperset(map(type, item)) and _SCALARS.issuperset(map(type, item.values()))):
+                return False
+        elif kind is list or kind is tuple:
+            if not _SCALARS.issuperset(map(type, item)):
+                return False
+        elif kind not in _SCALARS:
+            return False
+    return True
+
+
 def canonical_json(value: Any, field: str, max_chars: int) -> str:
-    """Canonical JSON (sorted keys, no NaN/Infinity) of a JSON-compatible value."""
-    if isinstance(value, dict | list | tuple):
+    """Canonical JSON (sorted keys, no NaN/Infinity) of a JSON-compatible value, in one pass of the encoder."""
+    if isinstance(value, dict | list | tuple) and not _shallow(value):
         _check_tree(value, field)
     try:
-        out = _ENCODER.encode(value)
+        out = _ENCODER.encode(value) if _c_encode is None else "".join(_c_encode(value, 0))
     except ValueError as e:
         if "Out of range float" in str(e):
             raise ValidationError(field, "contains NaN or Infinity; JSON numbers must be finite") from e
@@ -225,6 +275,8 @@ def canonical_json(value: Any, field: str, max_chars: int) -> str:
 
 
 def _utf8(text: str, field: str) -> None:
+    if text.isascii():  # known at no cost (CPython keeps the flag): ASCII holds no surrogate
+        return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:

@@ -11,29 +11,24 @@ from __future__ import annotations
 
 import itertools
 import json
-import json.scanner
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 from ..errors import ValidationError
-from ..model import Item, Namespace, Version
+from ..model import Item, Namespace, Version, decode_json, namespace_tuple
 
-ITEM_COLUMNS = (
+# the columns an item and each of its history versions share
+VERSION_COLUMNS = (
     "id, namespace, key, value, value_type, text, metadata, author, created_at, updated_at, expires_at, version"
 )
-HISTORY_COLUMNS = ITEM_COLUMNS.replace("id,", "item_id,", 1) + ", change, changed_at, changed_by"
+# a live item's row: whether search indexes it (``index=False`` writes) is the item's, not its versions'
+ITEM_COLUMNS = VERSION_COLUMNS + ", indexed"
+HISTORY_COLUMNS = VERSION_COLUMNS.replace("id,", "item_id,", 1) + ", change, changed_at, changed_by"
 
 _fromiso = datetime.fromisoformat
-# The C scanner parses stored canonical JSON ~5x faster than json.loads, whose
-# Python-level wrapper dominates for small values. Safe because memlane wrote
-# the text itself (no leading whitespace, no trailing garbage).
-scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined,arg-type]
-
-
-def loads_json(text: str) -> Any:
-    return scan_json(text, 0)[0]
+loads_json = decode_json
 
 
 # -- the text column: stored only when it is not the value's own text ------------------------------
@@ -69,9 +64,12 @@ def text_sql(dialect: str, alias: str = "") -> str:
     return f"coalesce({a}text, CASE WHEN {a}value_type = 'string' THEN {decoded} ELSE {a}value END)"
 
 
-def has_text_sql(alias: str = "") -> str:
-    """SQL true when an item row's full text is not empty (without decoding the value)."""
-    return f"coalesce({alias}text <> '', {alias}value <> '\"\"')"
+def to_embed_sql(alias: str = "") -> str:
+    """SQL true when an item row wants a vector: search indexes it and its full text is not empty.
+
+    The text is tested without decoding the value.
+    """
+    return f"({alias}indexed AND coalesce({alias}text <> '', {alias}value <> '\"\"'))"
 
 
 def ts(value: datetime) -> str:
@@ -84,10 +82,7 @@ def ts_or_none(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat(timespec="microseconds")
 
 
-@lru_cache(maxsize=8192)
-def ns_tuple(text: str) -> Namespace:
-    """Namespace text form back to its tuple."""
-    return tuple(text.split("/"))
+ns_tuple = namespace_tuple
 
 
 def ns_text(namespace: Namespace) -> str:
@@ -207,20 +202,58 @@ def list_statement(
     """
     if len(within) != 1 or not within[0]:
         where, params = live_filter(within, key_prefix, now, p)
-    else:
-        exact, low, high = ns_range(within[0])
-        where = f"namespace >= {p} AND namespace < {p} AND (namespace = {p} OR namespace >= {p}) AND "
-        where += f"(expires_at IS NULL OR expires_at > {p})"
-        params = [exact, high, exact, low, ts(now)]
-        if key_prefix:
-            k_exact, k_low, k_high = key_range(key_prefix)
-            where += f" AND key >= {p} AND key < {p} AND (key = {p} OR key >= {p})"
-            params += [k_exact, k_high, k_exact, k_low]
+        if after is not None:
+            where += f" AND (namespace, key) > ({p}, {p})"
+            params += ["/".join(after[0]), after[1]]
+        params.append(limit)
+        return f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT {p}", params
+    exact, low, high = ns_range(within[0])
+    params = [exact, high, exact, low, now.isoformat(timespec="microseconds")]
+    if key_prefix:
+        k_exact, k_low, k_high = key_range(key_prefix)
+        params += [k_exact, k_high, k_exact, k_low]
     if after is not None:
-        where += f" AND (namespace, key) > ({p}, {p})"
         params += ["/".join(after[0]), after[1]]
     params.append(limit)
-    return f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT {p}", params
+    return _one_prefix_list(bool(key_prefix), after is not None, p), params
+
+
+@lru_cache(maxsize=16)
+def _one_prefix_list(key_prefix: bool, after: bool, p: str) -> str:
+    """The text of :func:`list_statement` under one prefix (made once per shape)."""
+    where = f"namespace >= {p} AND namespace < {p} AND (namespace = {p} OR namespace >= {p}) AND "
+    where += f"(expires_at IS NULL OR expires_at > {p})"
+    if key_prefix:
+        where += f" AND key >= {p} AND key < {p} AND (key = {p} OR key >= {p})"
+    if after:
+        where += f" AND (namespace, key) > ({p}, {p})"
+    return f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT {p}"
+
+
+def shared_id(imported: dict[str, tuple[str, str]]) -> tuple[str, list[Any]]:
+    """PostgreSQL for an imported item id that names two rows now (one statement, after the import's writes).
+
+    There the unique index on ids covers the rows search indexes only (the ones
+    it confirms by id): an id shared with an item written with ``index=False``
+    is refused here instead.
+    """
+    return "SELECT id FROM items WHERE id = ANY(%s) GROUP BY id HAVING count(*) > 1 LIMIT 1", [list(imported)]
+
+
+def unique_spans(addresses: Sequence[tuple[str, str]]) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` runs of a batch that repeat no address, in order, so a later write replaces an earlier one.
+
+    One statement cannot write a row twice; each run is written whole before the next.
+    """
+    seen: set[tuple[str, str]] = set()
+    start = 0
+    for i, address in enumerate(addresses):
+        if address in seen:
+            yield start, i
+            seen.clear()
+            start = i
+        seen.add(address)
+    yield start, len(addresses)
 
 
 def id_taken(item_id: str, namespace: str, key: str) -> str:
@@ -236,24 +269,8 @@ def parse_metadata(text: str) -> dict[str, Any]:
     return {} if text == "{}" else loads_json(text)
 
 
-def row_to_item(r: Any) -> Item:
-    """Map a row selected with ``ITEM_COLUMNS`` to an :class:`Item`."""
-    expires = r[10]
-    value = loads_json(r[3])
-    return Item(
-        r[0],
-        ns_tuple(r[1]),
-        r[2],
-        value,
-        r[4],
-        full_text(value, r[4], r[3], r[5]),
-        parse_metadata(r[6]),
-        r[7],
-        _fromiso(r[8]),
-        _fromiso(r[9]),
-        None if expires is None else _fromiso(expires),
-        r[11],
-    )
+row_to_item = Item.stored
+"""Map a row selected with ``ITEM_COLUMNS`` to an :class:`Item` that decodes its fields on first access."""
 
 
 def row_to_version(r: Any) -> Version:
@@ -279,7 +296,17 @@ def row_to_version(r: Any) -> Version:
 
 
 def item_record(r: Any) -> dict[str, Any]:
-    """An exported item row: its text kept verbatim (rebuilt when not stored) for an exact round trip."""
+    """An exported item row: its text kept verbatim (rebuilt when not stored) for an exact round trip.
+
+    An item search does not index (``index=False``) says ``"indexed": false``; the field is absent otherwise.
+    """
+    out = _version_fields(r)
+    if len(r) > 12 and not r[12]:
+        out["indexed"] = False
+    return out
+
+
+def _version_fields(r: Any) -> dict[str, Any]:
     value = loads_json(r[3])
     return {
         "record": "item",
@@ -300,7 +327,7 @@ def item_record(r: Any) -> dict[str, Any]:
 
 def version_record(r: Any) -> dict[str, Any]:
     """An exported history row."""
-    out = item_record(r)
+    out = _version_fields(r)
     out["record"] = "version"
     out["item_id"] = out.pop("id")
     out.update(change=r[12], changed_at=r[13], changed_by=r[14])
@@ -328,7 +355,8 @@ def import_rows(
 ) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """Validate exported records into ``("item", ITEM_COLUMNS row)`` / ``("version", HISTORY_COLUMNS row)``.
 
-    The rows hold the text as stored (``None`` where it is the value's own text, see :func:`stored_text`).
+    The rows hold the text as stored (``None`` where it is the value's own text, see :func:`stored_text`);
+    an item's ``indexed`` is its record's (``True`` when absent: records from before ``index=False``).
 
     Raises:
         ValidationError: naming the record number; callers run this inside
@@ -365,6 +393,11 @@ def import_rows(
                 _time(rec, "expires_at", optional=True),
                 version,
             )
+            if kind == "item":
+                indexed = rec.get("indexed", True)
+                if not isinstance(indexed, bool):
+                    raise ValueError(f"indexed {indexed!r} is not true or false")
+                row += (indexed,)
             if kind == "version":
                 if rec["change"] not in CHANGES:
                     raise ValueError(f"change {rec['change']!r} is not one of {', '.join(CHANGES)}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -56,6 +56,7 @@ class PutRow(NamedTuple):
     author: str | None
     expires_at: datetime | None
     vector: bytes | None = None  # float32 embedding of ``text``, if the memory has an embedder
+    indexed: bool = True  # False (``index=False``): no full-text entry, no vector, never a search result
 
 
 class Store(ABC):
@@ -106,6 +107,9 @@ class Store(ABC):
     ) -> builtins.list[Item]:
         """Upsert rows in one transaction; replaced versions go to history.
 
+        A row with ``indexed=False`` gets no full-text entry and no mark, and
+        loses any it had (and its vector): search never finds it. The returned
+        items carry the stored JSON and decode it only when read.
         With ``if_absent``, a live item at any of the addresses raises
         :class:`~memlane.errors.ConflictError` and nothing is written; the
         check and the write are atomic against other writers. With ``mark``,
@@ -115,8 +119,11 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def get(self, namespace: Namespace, key: str, now: datetime) -> Item | None:
-        """The live item at an address, or ``None``."""
+    def get(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
+        """The live item at an address, or ``None``.
+
+        ``now`` may be the clock itself: it is read only for a row that can expire.
+        """
 
     @abstractmethod
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
@@ -212,7 +219,7 @@ class Store(ABC):
 
     @abstractmethod
     def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
-        """Re-read candidates by item id from live rows inside ``within``, in one statement."""
+        """Re-read candidates by item id from live, indexed rows inside ``within``, in one statement."""
 
     @abstractmethod
     def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:

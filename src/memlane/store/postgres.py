@@ -30,7 +30,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from functools import lru_cache
@@ -70,6 +70,20 @@ _ELIDABLE = (
     "CASE WHEN value_type <> 'string' THEN text = value WHEN position('\\u0000' in value) > 0 THEN false "
     "ELSE text = (value::jsonb #>> '{}') END"
 )
+
+_ADDRESS_WORDS = (
+    "setweight(to_tsvector('memlane', regexp_replace(namespace || ' ' || key, '[^[:alnum:]]+', ' ', 'g')), 'C')"
+)
+# The lexical column as of m013: rows written with index=False have none, so the partial GIN index holds
+# only what search may find. m013 makes it; migrate() makes it again where a migration listed before m013
+# but applied after it (m010, on a store that applied m013 first) made it its own way.
+_INDEXED_TSV = [
+    "DROP INDEX IF EXISTS items_tsv",
+    "ALTER TABLE items DROP COLUMN IF EXISTS tsv",
+    f"""ALTER TABLE items ADD COLUMN tsv tsvector GENERATED ALWAYS AS (CASE WHEN indexed THEN
+        to_tsvector('memlane', left({c.text_sql("postgres")}, {LEXICAL_CHARS})) || {_ADDRESS_WORDS} END) STORED""",
+    "CREATE INDEX items_tsv ON items USING gin (tsv) WHERE tsv IS NOT NULL",
+]
 
 MIGRATIONS: list[tuple[str, list[str]]] = [
     (
@@ -236,14 +250,35 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("m011_chunk_context", facts_schema.POSTGRES_CHUNK_CONTEXT),
+    (
+        "m013_index_opt_out",
+        [
+            # index=False: an item search never finds. Its tsvector is NULL (the GIN index holds only indexed
+            # rows); it has no vector and no mark, and loses them when a rewrite un-indexes it
+            "ALTER TABLE items ADD COLUMN indexed boolean NOT NULL DEFAULT true",
+            *_INDEXED_TSV,
+            """CREATE FUNCTION memlane_items_unindexed() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                DELETE FROM item_vectors WHERE item_ref = OLD.ref;
+                DELETE FROM item_pending WHERE item_ref = OLD.ref;
+                RETURN NULL;
+            END $$""",
+            """CREATE TRIGGER items_unindexed AFTER UPDATE OF indexed ON items
+                FOR EACH ROW WHEN (OLD.indexed AND NOT NEW.indexed) EXECUTE FUNCTION memlane_items_unindexed()""",
+            # ids serve one read, search's confirm step, which re-reads indexed rows only: the other rows
+            # are left out of the index (unique ids among them: an import checks, see _common.shared_id)
+            "DROP INDEX items_id",
+            "CREATE UNIQUE INDEX items_id ON items (id) WHERE indexed",
+        ],
+    ),
 ]
 # ts_rank weight of address words (label C) against the text's (label D) 1.0: they rank below text matches
 ADDRESS_WEIGHT = 0.25
 
 _UPSERT = f"""
 INSERT INTO items (id, namespace, key, value, value_type, text, metadata, author,
-                   created_at, updated_at, expires_at, version)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)
+                   created_at, updated_at, expires_at, indexed, version)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)
 ON CONFLICT (namespace, key) DO UPDATE SET
     id = CASE WHEN {_EXPIRED_OLD} THEN excluded.id ELSE items.id END,
     created_at = CASE WHEN {_EXPIRED_OLD} THEN excluded.created_at ELSE items.created_at END,
@@ -254,7 +289,8 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     metadata = excluded.metadata,
     author = excluded.author,
     updated_at = excluded.updated_at,
-    expires_at = excluded.expires_at
+    expires_at = excluded.expires_at,
+    indexed = excluded.indexed
 RETURNING ref, id, created_at, version
 """
 
@@ -264,16 +300,16 @@ RETURNING ref, id, created_at, version
 # COPYed into a temporary table first (COPY costs the client a tenth of the CPU of adapting arrays). A batch
 # must not repeat an address (one statement cannot update a row twice): put_many splits it where one repeats.
 _UPSERT_FROM = _UPSERT.replace(
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)", "SELECT r.*, 1 FROM {source}"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)", "SELECT r.*, 1 FROM {source}"
 ).replace("RETURNING ref,", "RETURNING namespace, key, ref,")
-_UPSERT_ARRAYS = _UPSERT_FROM.format(source="unnest(" + ", ".join(["%s::text[]"] * 11) + ") AS r")
-_UPSERT_STAGED = _UPSERT_FROM.format(source="pg_temp.memlane_put_batch AS r")
+_UPSERT_ARRAYS = _UPSERT_FROM.format(source="unnest(" + ", ".join(["%s::text[]"] * 11) + ", %s::boolean[]) AS r")
+_UPSERT_STAGED = _UPSERT_FROM.format(source="pg_temp.memlane_put_rows AS r")
 _STAGE = (
-    "CREATE TEMP TABLE IF NOT EXISTS memlane_put_batch (id text, namespace text, key text, value text, "
-    "value_type text, text text, metadata text, author text, created_at text, updated_at text, expires_at text) "
-    "ON COMMIT DELETE ROWS"
+    "CREATE TEMP TABLE IF NOT EXISTS memlane_put_rows (id text, namespace text, key text, value text, "
+    "value_type text, text text, metadata text, author text, created_at text, updated_at text, expires_at text, "
+    "indexed boolean) ON COMMIT DELETE ROWS"
 )
-_STAGE_COPY = "COPY pg_temp.memlane_put_batch FROM STDIN"
+_STAGE_COPY = "COPY pg_temp.memlane_put_rows FROM STDIN"
 _COPY_ROWS = 64  # from this many rows a batch goes through COPY
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = %s AND key = %s"
@@ -400,19 +436,6 @@ _LEXICAL_ALL = _LEXICAL.format(
     total="SELECT CASE WHEN reltuples >= 1 THEN reltuples::bigint ELSE (SELECT count(*) FROM items) END AS n "
     "FROM pg_class WHERE oid = 'items'::regclass",
 )
-
-
-def _unique_spans(params: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, int]]:
-    """``(start, stop)`` runs of upsert rows with no repeated address, so later writes replace earlier ones."""
-    seen: set[tuple[str, str]] = set()
-    start = 0
-    for i, p in enumerate(params):
-        if (p[1], p[2]) in seen:
-            yield start, i
-            seen.clear()
-            start = i
-        seen.add((p[1], p[2]))
-    yield start, len(params)
 
 
 _EXACT_SCOPE_ROWS = 1000  # an exact scan of this many vectors costs about one HNSW search (measured at 64 dims)
@@ -562,6 +585,10 @@ class PostgresStore(Store):
         try:
             if self._reader is None or self._reader.closed:
                 self._reader = psycopg.connect(self._url, **self._options)
+                # the statements this connection runs again and again (get, list, hydrate...) keep one plan: a
+                # custom plan per call cost as much as running them (list: 1.6x the raw query, not 3x); the
+                # ranking statements ask for custom plans in their own transaction (_LEXICAL_SETTINGS)
+                self._reader.execute("SET plan_cache_mode = force_generic_plan")
             try:
                 yield self._reader
             except psycopg.OperationalError as e:
@@ -598,6 +625,15 @@ class PostgresStore(Store):
                     conn.execute(sql)
                 conn.execute("INSERT INTO _memlane_migrations (name, applied_at) VALUES (%s, now()::text)", (name,))
                 applied.append(name)
+            if applied and "m013_index_opt_out" in done:
+                tsv = conn.execute(
+                    "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a "
+                    "ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'items'::regclass "
+                    "AND a.attname = 'tsv'"
+                ).fetchone()
+                if tsv is None or "indexed" not in tsv[0]:
+                    for sql in _INDEXED_TSV:  # see _INDEXED_TSV
+                        conn.execute(sql)
         if applied:
             self._vector_kind = self._detect_vector_kind()
         return applied
@@ -644,7 +680,7 @@ class PostgresStore(Store):
         """
         at = c.ts(now)
         out: builtins.list[Item] = []
-        loads, stored = c.loads_json, c.stored_text
+        stored, item = c.stored_text, Item.stored
         params = [
             (
                 r.id,
@@ -657,7 +693,8 @@ class PostgresStore(Store):
                 r.author,
                 at,
                 at,
-                c.ts_or_none(r.expires_at),
+                None if r.expires_at is None else r.expires_at.isoformat(timespec="microseconds"),
+                r.indexed,
             )
             for r in rows
         ]
@@ -672,12 +709,12 @@ class PostgresStore(Store):
                     if taken:
                         raise ConflictError(f"an item already exists at {p[1]} key {p[2]!r}")
             returned: builtins.list[Any] = []
-            for start, stop in _unique_spans(params):
+            for start, stop in c.unique_spans([(p[1], p[2]) for p in params]):
                 span = params[start:stop]
                 if len(span) >= _COPY_ROWS and self._can_stage(cur):
                     cur.execute(_STAGE)
                     if start:
-                        cur.execute("DELETE FROM pg_temp.memlane_put_batch")  # an earlier span's rows
+                        cur.execute("DELETE FROM pg_temp.memlane_put_rows")  # an earlier span's rows
                     with cur.copy(_STAGE_COPY) as copy:
                         for p in span:
                             copy.write_row(p)
@@ -693,25 +730,14 @@ class PostgresStore(Store):
             vectors = []
             marks = []
             for r, (ref, item_id, created, version) in zip(rows, returned, strict=True):
+                # the returned item decodes nothing until it is read: the caller mostly wants ids and versions
+                row = (item_id, None, r.key, r.value, r.value_type, r.text, r.metadata, r.author)
                 out.append(
-                    Item(
-                        item_id,
-                        r.namespace,
-                        r.key,
-                        loads(r.value),
-                        r.value_type,
-                        r.text,
-                        c.parse_metadata(r.metadata),
-                        r.author,
-                        now if created == at else datetime.fromisoformat(created),
-                        now,
-                        r.expires_at,
-                        version,
-                    )
+                    item((*row, now if created == at else created, now, r.expires_at, version, r.indexed), r.namespace)
                 )
                 if r.vector is not None:
                     vectors.append((ref, version, r.vector))
-                elif mark and r.text:
+                elif mark and r.text and r.indexed:
                     marks.append((ref, version))
             if vectors:
                 self._upsert_vectors(cur, vectors)
@@ -744,7 +770,7 @@ class PostgresStore(Store):
         cur.executemany(
             # FOR KEY SHARE: an item deleted by a writer meanwhile is skipped, not a foreign key violation
             f"INSERT INTO item_vectors (item_ref, version, embedding) SELECT ref, version, %s{cast} FROM items "
-            "WHERE ref = %s AND version = %s FOR KEY SHARE ON CONFLICT (item_ref) DO UPDATE SET "
+            "WHERE ref = %s AND version = %s AND indexed FOR KEY SHARE ON CONFLICT (item_ref) DO UPDATE SET "
             "version = excluded.version, "
             "embedding = excluded.embedding",
             [(self._vector_param(blob), ref, version) for ref, version, blob in rows],
@@ -756,7 +782,7 @@ class PostgresStore(Store):
         ns = "/".join(namespace)
         with self._write() as conn:
             cur = conn.execute(
-                f"DELETE FROM items WHERE namespace = %s AND key = %s AND {_LIVE} RETURNING {c.ITEM_COLUMNS}",
+                f"DELETE FROM items WHERE namespace = %s AND key = %s AND {_LIVE} RETURNING {c.VERSION_COLUMNS}",
                 (ns, key, at),
             )
             gone = cur.fetchall()
@@ -776,7 +802,7 @@ class PostgresStore(Store):
         at = c.ts(now)
         rng = c.ns_range(prefix)
         with self._write() as conn:
-            rows = conn.execute(f"DELETE FROM items WHERE {_IN_NS} RETURNING {c.ITEM_COLUMNS}", rng).fetchall()
+            rows = conn.execute(f"DELETE FROM items WHERE {_IN_NS} RETURNING {c.VERSION_COLUMNS}", rng).fetchall()
             live = [r for r in rows if r[10] is None or r[10] > at]
             self._history(conn, live, "clear", at, author)
         return len(live)
@@ -795,13 +821,13 @@ class PostgresStore(Store):
         with self._read() as conn:
             return int(conn.execute(ACCESS_HEAD, prepare=True).fetchone()[0])
 
-    def get(self, namespace: Namespace, key: str, now: datetime) -> Item | None:
+    def get(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
         """The live item at an address."""
         with self._read() as conn:
             row = conn.execute(_GET, ("/".join(namespace), key), prepare=True).fetchone()
-        if row is None or (row[10] is not None and row[10] <= c.ts(now)):
+        if row is None or (row[10] is not None and row[10] <= c.ts(now if isinstance(now, datetime) else now())):
             return None
-        return c.row_to_item(row)
+        return c.row_to_item(row, namespace)
 
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """Many addresses in one statement per 1000."""
@@ -951,21 +977,26 @@ class PostgresStore(Store):
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
         """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
         inside, inside_params = c.within_filter(within, p="%s", column="namespace")
-        counts: dict[str, int] = {}
-        with self._read() as conn:
+        with self._read() as conn, conn.pipeline() as pipeline:
+            # one round trip, planned for its parameters (the read connection plans generically; _LEXICAL_SETTINGS)
+            conn.execute(_LEXICAL_SETTINGS, prepare=True)
             total = conn.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM items {'WHERE ' + inside if inside else ''} LIMIT %s) s",
                 (*inside_params, limit),
-            ).fetchone()[0]
-            for term in terms:
-                # the term's lexemes AND-ed, as the lexical channel matches them (a word, never syntax)
-                counts[term] = conn.execute(
+            )
+            # the term's lexemes AND-ed, as the lexical channel matches them (a word, never syntax)
+            each = {
+                term: conn.execute(
                     "SELECT count(*) FROM (SELECT 1 FROM items WHERE tsv @@ to_tsquery('simple', "
                     "nullif(replace(strip(to_tsvector('memlane', %s))::text, ''' ''', ''' & '''), ''))"
                     f"{' AND ' + inside if inside else ''} LIMIT %s) s",
                     (term, *inside_params, limit),
-                ).fetchone()[0]
-        return int(total), counts
+                )
+                for term in terms
+            }
+            pipeline.sync()
+            counts = {term: int(cur.fetchone()[0]) for term, cur in each.items()}
+            return int(total.fetchone()[0]), counts
 
     def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
         """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""
@@ -974,7 +1005,7 @@ class PostgresStore(Store):
         where, params = self._filter(within, "", now)
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ANY(%s) AND {where}",
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ANY(%s) AND indexed AND {where}",
                 (builtins.list(ids), *params),
             ).fetchall()
         return {r[0]: c.row_to_item(r) for r in rows}
@@ -1062,7 +1093,7 @@ class PostgresStore(Store):
             return conn.execute(
                 f"SELECT i.ref, i.version, {c.text_sql('postgres', 'i.')} FROM items i "
                 "LEFT JOIN item_vectors v ON v.item_ref = i.ref "
-                f"WHERE i.ref > %s AND {c.has_text_sql('i.')} AND (v.item_ref IS NULL OR v.version <> i.version) "
+                f"WHERE i.ref > %s AND {c.to_embed_sql('i.')} AND (v.item_ref IS NULL OR v.version <> i.version) "
                 "ORDER BY i.ref LIMIT %s",
                 (after, limit),
             ).fetchall()
@@ -1072,7 +1103,7 @@ class PostgresStore(Store):
         with self._conn() as conn:
             current, total = conn.execute(
                 "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.ref = v.item_ref "
-                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.has_text_sql()})"
+                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.to_embed_sql()})"
             ).fetchone()
         return current, total - current
 
@@ -1094,7 +1125,7 @@ class PostgresStore(Store):
             return max(
                 conn.execute(
                     "INSERT INTO item_pending (item_ref, version) SELECT i.ref, i.version FROM items i "
-                    f"LEFT JOIN item_vectors v ON v.item_ref = i.ref WHERE {c.has_text_sql('i.')} "
+                    f"LEFT JOIN item_vectors v ON v.item_ref = i.ref WHERE {c.to_embed_sql('i.')} "
                     "AND (v.item_ref IS NULL OR v.version <> i.version) ON CONFLICT (item_ref) DO NOTHING"
                 ).rowcount,
                 0,
@@ -1206,6 +1237,7 @@ class PostgresStore(Store):
         """Write exported records verbatim; idempotent."""
         at = c.ts(now)
         written = 0
+        imported: dict[str, tuple[str, str]] = {}
         with self._write() as conn:
             for kind, row in c.import_rows(records, numbers):
                 if kind == "item":
@@ -1215,14 +1247,15 @@ class PostgresStore(Store):
                     ).fetchone()
                     if current is not None and tuple(current) == row:
                         continue
+                    imported[row[0]] = (ns, key)
                     if current is not None:
                         gone = conn.execute(
-                            f"DELETE FROM items WHERE namespace = %s AND key = %s RETURNING {c.ITEM_COLUMNS}",
+                            f"DELETE FROM items WHERE namespace = %s AND key = %s RETURNING {c.VERSION_COLUMNS}",
                             (ns, key),
                         ).fetchall()
                         self._history(conn, gone, "import", at, None)
                     try:
-                        conn.execute(f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({', '.join(['%s'] * 12)})", row)
+                        conn.execute(f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({', '.join(['%s'] * 13)})", row)
                     except psycopg.errors.UniqueViolation as e:
                         raise ConflictError(c.id_taken(row[0], ns, key)) from e
                 else:
@@ -1237,6 +1270,10 @@ class PostgresStore(Store):
                         f"INSERT INTO item_history ({c.HISTORY_COLUMNS}) VALUES ({', '.join(['%s'] * 15)})", row
                     )
                 written += 1
+            if imported:
+                shared = conn.execute(*c.shared_id(imported)).fetchone()
+                if shared is not None:
+                    raise ConflictError(c.id_taken(shared[0], *imported[shared[0]]))
         return written
 
     @contextmanager

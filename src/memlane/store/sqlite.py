@@ -25,11 +25,12 @@ Design:
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,12 @@ if TYPE_CHECKING:
 
 BUSY_TIMEOUT_S = 30.0
 _CHUNK = 400  # addresses per statement; 2 variables each stays far below SQLite's limit
+_FETCH_PROBE = 1000  # rows a fetch counts of its key, then of its prefix, to choose an index (SqliteStore.fetch)
+# WAL checkpoints run in a thread beside the writers (_Checkpointer), at most this often while commits arrive;
+# a commit runs one itself only once this many pages wait (SQLite's default is 1,000 pages)
+CHECKPOINT_INTERVAL_S = 0.2
+CHECKPOINT_BACKSTOP_PAGES = 10_000
+_log = logging.getLogger(__name__)
 
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 _IN_NS = "(namespace = ? OR (namespace >= ? AND namespace < ?))"
@@ -94,15 +101,33 @@ _ELIDED = (
     "CASE WHEN text = CASE WHEN value_type = 'string' THEN json_extract(value, '$') ELSE value END "
     "THEN NULL ELSE text END"
 )
-_M010 = [
+
+
+def _m010_copy_items(conn: sqlite3.Connection) -> None:
+    """m010's copy of ``items``, keeping any column a later migration added (a store that applied it first)."""
+    known = {"rowid", "id", "namespace", "key", "value", "value_type", "text", "metadata", "author"}
+    known |= {"created_at", "updated_at", "expires_at", "version"}
+    later = [r for r in conn.execute("PRAGMA table_info(items)") if r[1] not in known]
+    table = _ITEM_TABLE.format(name="items_m010")
+    for _, name, kind, not_null, default, _ in later:
+        column = f"{name} {kind}" + (" NOT NULL" if not_null else "") + (f" DEFAULT {default}" if default else "")
+        table = table.replace("\n    UNIQUE (namespace, key)", f"\n    {column},\n    UNIQUE (namespace, key)")
+    extra = "".join(f", {r[1]}" for r in later)
+    conn.execute(table)
+    conn.execute(
+        "INSERT INTO items_m010 (rowid, id, namespace, key, value, value_type, text, metadata, author, created_at, "
+        f"updated_at, expires_at, version{extra}) SELECT rowid, id, namespace, key, value, value_type, {_ELIDED}, "
+        f"metadata, author, created_at, updated_at, expires_at, version{extra} FROM items"
+    )
+
+
+Step = str | Callable[[sqlite3.Connection], None]
+_M010: builtins.list[Step] = [
     # The text is stored only when it is not the value's own text (see _common.stored_text): the column
     # becomes nullable, which SQLite can only do by copying each table (rowids and seqs kept, so the
     # full-text index, vectors and marks still point at the same rows), then recreating what hung on it.
     "DROP VIEW items_lexical",
-    _ITEM_TABLE.format(name="items_m010"),
-    "INSERT INTO items_m010 (rowid, id, namespace, key, value, value_type, text, metadata, author, created_at, "
-    f"updated_at, expires_at, version) SELECT rowid, id, namespace, key, value, value_type, {_ELIDED}, metadata, "
-    "author, created_at, updated_at, expires_at, version FROM items",
+    _m010_copy_items,
     "DROP TABLE items",
     "ALTER TABLE items_m010 RENAME TO items",
     "CREATE INDEX items_key ON items (key, updated_at)",
@@ -149,7 +174,37 @@ _M010 = [
     END""",
 ]
 
-MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
+# How the full-text index and the vectors follow the items table, as of m013: only rows with ``indexed``
+# are in the index (the view is FTS5's content for 'rebuild' and 'integrity-check'); a row that stops
+# being indexed loses its entry, its vector and its mark. m013 creates them; migrate() creates them
+# again after any migration, so a store that applied a later migration before an earlier one that
+# rebuilt the table (m010) keeps them as they are now.
+_ITEM_INDEXING = [
+    "DROP VIEW IF EXISTS items_lexical",
+    f"CREATE VIEW items_lexical (ref, text, address) AS SELECT rowid, {_TEXT}, namespace || ' ' || key FROM items "
+    "WHERE indexed",
+    "DROP TRIGGER IF EXISTS items_fts_delete",
+    f"""CREATE TRIGGER items_fts_delete AFTER DELETE ON items WHEN old.indexed BEGIN
+        INSERT INTO items_fts (items_fts, rowid, text, address)
+        VALUES ('delete', old.rowid, {_OLD_TEXT}, old.namespace || ' ' || old.key);
+    END""",
+    "DROP TRIGGER IF EXISTS items_fts_update",
+    f"""CREATE TRIGGER items_fts_update AFTER UPDATE OF text, value, value_type, namespace, key, indexed ON items
+    WHEN (old.indexed OR new.indexed) AND (old.indexed IS NOT new.indexed OR {_OLD_TEXT} IS NOT {_NEW_TEXT}
+        OR old.namespace IS NOT new.namespace OR old.key IS NOT new.key) BEGIN
+        INSERT INTO items_fts (items_fts, rowid, text, address)
+        SELECT 'delete', old.rowid, {_OLD_TEXT}, old.namespace || ' ' || old.key WHERE old.indexed;
+        INSERT INTO items_fts (rowid, text, address)
+        SELECT new.rowid, {_NEW_TEXT}, new.namespace || ' ' || new.key WHERE new.indexed;
+    END""",
+    "DROP TRIGGER IF EXISTS items_unindexed",
+    """CREATE TRIGGER items_unindexed AFTER UPDATE OF indexed ON items WHEN old.indexed AND NOT new.indexed BEGIN
+        DELETE FROM item_vectors WHERE item_rowid = old.rowid;
+        DELETE FROM item_pending WHERE item_rowid = old.rowid;
+    END""",
+]
+
+MIGRATIONS: builtins.list[tuple[str, Sequence[Step]]] = [
     (
         "m001_initial",
         [
@@ -299,6 +354,17 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
     ),
     ("m010_text_once", _M010),
     ("m011_chunk_context", facts_schema.SQLITE_CHUNK_CONTEXT),
+    (
+        "m013_index_opt_out",
+        [
+            # index=False: an item search never finds (no full-text entry, no vector, no mark); old rows stay
+            # indexed (the default is read from the schema: no row is rewritten)
+            "ALTER TABLE items ADD COLUMN indexed INTEGER NOT NULL DEFAULT 1",
+            *_ITEM_INDEXING,
+            # items_id stays whole here (on PostgreSQL it leaves unindexed rows out): the query space's
+            # text_match() reads the items its full-text matches name by id, unindexed or not in its view
+        ],
+    ),
 ]
 # BM25 weight of the address column against the text's 1.0: an address match ranks below text matches
 ADDRESS_WEIGHT = 0.25
@@ -307,30 +373,34 @@ LEXICAL_CAP = 2000
 COMMON_SHARE = 0.9
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
-SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ?
+SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ? AND indexed
 ON CONFLICT (item_rowid) DO UPDATE SET
     version = excluded.version, seq = excluded.seq, embedding = excluded.embedding
 """
 
 _MARK_UPDATED = f"""
 INSERT INTO item_pending (item_rowid, version)
-SELECT rowid, version FROM items WHERE namespace = ? AND key = ? AND {c.has_text_sql()}
+SELECT rowid, version FROM items WHERE namespace = ? AND key = ? AND {c.to_embed_sql()}
 ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, claimed_until = NULL, claimed_by = NULL
 """
 _UNMARK = "DELETE FROM item_pending WHERE item_rowid = (SELECT rowid FROM items WHERE namespace = ? AND key = ?)"
 
 # items with text whose vector is missing or stale and that no mark waits for
 _MISSING = (
-    f"FROM items i LEFT JOIN item_vectors v ON v.item_rowid = i.rowid WHERE {c.has_text_sql('i.')} "
+    f"FROM items i LEFT JOIN item_vectors v ON v.item_rowid = i.rowid WHERE {c.to_embed_sql('i.')} "
     "AND (v.item_rowid IS NULL OR v.version <> i.version) "
     "AND NOT EXISTS (SELECT 1 FROM item_pending p WHERE p.item_rowid = i.rowid)"
 )
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = ? AND key = ?"
+# a batch's rows, each as a new item; an address already taken is skipped (and then updated by put_many)
+_INSERT_NEW = (
+    f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 13)}) ON CONFLICT (namespace, key) DO NOTHING"
+)
 _HISTORY_COPY = f"""
 INSERT INTO item_history (item_id, namespace, key, value, value_type, text, metadata, author,
                           created_at, updated_at, expires_at, version, change, changed_at, changed_by)
-SELECT {c.ITEM_COLUMNS}, ?, ?, ? FROM items WHERE """
+SELECT {c.VERSION_COLUMNS}, ?, ?, ? FROM items WHERE """
 
 
 def parse_url(url: str) -> str:
@@ -390,31 +460,80 @@ def _repair_stale_wal(path: str) -> None:
                 ) from e
 
 
+class _Checkpointer:
+    """Runs a writing store's WAL checkpoints in a thread of their own, not inside a writer's commit.
+
+    SQLite checkpoints in the connection whose commit takes the WAL past 1,000
+    pages, so one write pays for copying every earlier write's pages into the
+    database (13.8 % of a bulk write's time, docs/benchmarks.md). Here each commit
+    wakes this thread, which runs a ``PASSIVE`` checkpoint (it never blocks a reader
+    or a writer) at most every ``CHECKPOINT_INTERVAL_S`` while commits arrive. What
+    a commit promises is unchanged: durable when it returns, against a crash of the
+    process; with ``synchronous=NORMAL`` the WAL reaches the disk at each checkpoint,
+    now within ``CHECKPOINT_INTERVAL_S`` of a commit rather than after 1,000 pages.
+    The writer's own autocheckpoint stays as a backstop at ``CHECKPOINT_BACKSTOP_PAGES``.
+    The thread starts at a process's first write (after a fork, again in the child)
+    and reads nothing of SQLite's files itself: closing a descriptor of a file would
+    drop every POSIX lock this process holds on it, SQLite's included.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self.last: tuple[int, int, int] | None = None  # (busy, WAL frames, frames copied) of the last checkpoint
+        self.ran = threading.Event()  # set after each checkpoint (for tests and diagnostics)
+
+    def notify(self) -> None:
+        """A write committed: checkpoint soon (starts the thread on first use)."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._thread = threading.Thread(target=self._run, name=f"memlane-checkpoint {self._path}", daemon=True)
+            self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        try:
+            conn = sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            _log.warning("no background WAL checkpoints for %s (%s); commits run them", self._path, e)
+            return
+        try:
+            while not self._stopping.is_set():
+                self._wake.wait()
+                if self._stopping.wait(CHECKPOINT_INTERVAL_S):  # commits meanwhile share this checkpoint
+                    return
+                self._wake.clear()
+                try:
+                    self.last = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    self.ran.set()
+                except sqlite3.Error as e:  # another process checkpointing, a file going away: the next wake retries
+                    _log.debug("WAL checkpoint of %s skipped: %s", self._path, e)
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        """Stop the thread (after a checkpoint under way). Idempotent."""
+        self._stopping.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and self._pid == os.getpid() and thread is not threading.current_thread():
+            thread.join(timeout=BUSY_TIMEOUT_S)
+
+
 def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
-    """Add rows inserted in this transaction (rowid > ``after_rowid``) to the FTS index.
+    """Add the indexed rows inserted in this transaction (rowid > ``after_rowid``) to the FTS index.
 
     Inside one writer transaction new rows get rowids above the previous
     maximum, so the range is exactly the rows just inserted.
     """
     conn.execute(
         f"INSERT INTO items_fts (rowid, text, address) SELECT rowid, {_TEXT}, namespace || ' ' || key FROM items "
-        "WHERE rowid > ?",
+        "WHERE rowid > ? AND indexed",
         (after_rowid,),
     )
-
-
-def _unique_segments(rows: Sequence[PutRow]) -> Iterator[Sequence[PutRow]]:
-    """Split a batch where an address repeats, so later writes replace earlier ones in order."""
-    seen: set[tuple[Namespace, str]] = set()
-    start = 0
-    for i, r in enumerate(rows):
-        addr = (r.namespace, r.key)
-        if addr in seen:
-            yield rows[start:i]
-            seen.clear()
-            start = i
-        seen.add(addr)
-    yield rows[start:]
 
 
 def _put_vectors_at(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, bytes]]) -> int:
@@ -425,7 +544,7 @@ def _put_vectors_at(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, byt
     before = conn.total_changes
     conn.executemany(
         "INSERT INTO item_vectors (item_rowid, version, seq, embedding) "
-        "SELECT rowid, version, ?, ? FROM items WHERE rowid = ? AND version = ? "
+        "SELECT rowid, version, ?, ? FROM items WHERE rowid = ? AND version = ? AND indexed "
         "ON CONFLICT (item_rowid) DO UPDATE SET version = excluded.version, seq = excluded.seq, "
         "embedding = excluded.embedding",
         [(seq, blob, rowid, version) for rowid, version, blob in rows],
@@ -476,8 +595,12 @@ class SqliteStore(Store):
         self._own_writes = 0
         self._vectors: VectorCache | None = None
         self._vectors_seen: tuple[int, int] | None = None
+        self._checkpointer: _Checkpointer | None = None
         if migrate:
             self.migrate()
+        if path != ":memory:" and not read_only:
+            self._checkpointer = _Checkpointer(path)
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_BACKSTOP_PAGES}")
 
     def _ro_uri(self) -> str:
         """The ``mode=ro`` URI of the file; ``immutable=1`` when not even the WAL index can be made.
@@ -544,6 +667,8 @@ class SqliteStore(Store):
                     raise StoreError(self._read_only_message(read_only_reason(self._path))) from e
                 raise
             conn.execute("COMMIT")
+            if self._checkpointer is not None:
+                self._checkpointer.notify()
 
     def _read_only_message(self, reason: str | None) -> str:
         why = f" ({reason})" if reason else ""
@@ -590,13 +715,19 @@ class SqliteStore(Store):
             for name, statements in MIGRATIONS:
                 if name in done:
                     continue
-                for sql in statements:
-                    conn.execute(sql)
+                for step in statements:
+                    if isinstance(step, str):
+                        conn.execute(step)
+                    else:
+                        step(conn)
                 conn.execute(
                     "INSERT INTO _memlane_migrations (name, applied_at) VALUES (?, datetime('now'))",
                     (name,),
                 )
                 applied_now.append(name)
+            if applied_now and "m013_index_opt_out" in done | set(applied_now):
+                for sql in _ITEM_INDEXING:  # see _ITEM_INDEXING
+                    conn.execute(sql)
         return applied_now
 
     def migrations(self) -> builtins.list[tuple[str, str]]:
@@ -637,13 +768,15 @@ class SqliteStore(Store):
         (``None``: if the store records an embedder, read in the same transaction).
         """
         at = c.ts(now)
+        addresses = [("/".join(r.namespace), r.key) for r in rows]
         out: builtins.list[Item] = []
         with self._write() as conn:
             if mark is None:
                 mark = conn.execute("SELECT 1 FROM meta WHERE name = 'embedder'").fetchone() is not None
             seq = None
-            for segment in _unique_segments(rows):
-                out.extend(self._put_segment(conn, segment, now, at, if_absent, mark))
+            for start, stop in c.unique_spans(addresses):
+                segment = rows[start:stop]
+                out.extend(self._put_segment(conn, segment, addresses[start:stop], now, at, if_absent, mark))
                 vectors = [(r.vector, "/".join(r.namespace), r.key) for r in segment if r.vector is not None]
                 if vectors:
                     if seq is None:
@@ -656,85 +789,94 @@ class SqliteStore(Store):
         self,
         conn: sqlite3.Connection,
         rows: Sequence[PutRow],
+        addresses: Sequence[tuple[str, str]],
         now: datetime,
         at: str,
         if_absent: bool = False,
         mark: bool = False,
     ) -> builtins.list[Item]:
-        texts = [("/".join(r.namespace), r.key) for r in rows]
-        existing: dict[tuple[str, str], tuple[str, str, int, str | None]] = {}
-        for start in range(0, len(texts), _CHUNK):
-            chunk = texts[start : start + _CHUNK]
-            values = ",".join(["(?, ?)"] * len(chunk))
-            sql = (
-                f"WITH wanted (ns, k) AS (VALUES {values}) SELECT items.namespace, items.key, id, created_at, "
-                "version, expires_at FROM wanted JOIN items ON items.namespace = wanted.ns AND items.key = wanted.k"
+        """Write rows whose addresses are distinct: every row is inserted as new unless its address is taken.
+
+        The insert skips taken addresses (``ON CONFLICT DO NOTHING``) and counts
+        the rows it wrote: when every address was new (a bulk load), nothing else
+        is read. Only the rows it skipped are read and updated (history keeps the
+        old version). With ``if_absent`` the live rows are looked for first.
+        """
+        if if_absent:
+            for addr, (_, _, _, expires) in self._existing(conn, addresses).items():
+                if expires is None or expires > at:  # inside BEGIN IMMEDIATE: no writer slips in before the write
+                    raise ConflictError(f"an item already exists at {addr[0]} key {addr[1]!r}")
+        stored = c.stored_text
+        fresh: builtins.list[tuple[Any, ...]] = []
+        for r, addr in zip(rows, addresses, strict=True):
+            # one tuple is both the row inserted (ITEM_COLUMNS) and the item returned, which decodes nothing
+            # until it is read (a bulk writer mostly wants ids and versions)
+            expires = None if r.expires_at is None else r.expires_at.isoformat(timespec="microseconds")
+            text = stored(r.value, r.value_type, r.text)
+            fresh.append(
+                (r.id, *addr, r.value, r.value_type, text, r.metadata, r.author, at, at, expires, 1, r.indexed)
             )
-            for ns, key, item_id, created, version, expires in conn.execute(sql, [p for a in chunk for p in a]):
-                existing[(ns, key)] = (item_id, created, version, expires)
-        inserts: builtins.list[tuple[Any, ...]] = []
-        updates: builtins.list[tuple[Any, ...]] = []
-        out: builtins.list[Item] = []
-        marked: builtins.list[tuple[str, str]] = []
-        loads, stored = c.loads_json, c.stored_text
-        for r, addr in zip(rows, texts, strict=True):
-            expires = c.ts_or_none(r.expires_at)
-            old = existing.get(addr)
-            if if_absent and old is not None and (old[3] is None or old[3] > at):
-                # inside BEGIN IMMEDIATE: no other writer can slip in between check and write
-                raise ConflictError(f"an item already exists at {addr[0]} key {addr[1]!r}")
-            if old is None or (old[3] is not None and old[3] <= at):
-                # a new address, or an expired row replaced by a new item
-                item_id, created_text, created_at, version = r.id, at, now, 1
-            else:
-                item_id, created_text, version = old[0], old[1], old[2] + 1
-                created_at = datetime.fromisoformat(created_text)
-            params = (r.value, r.value_type, stored(r.value, r.value_type, r.text), r.metadata, r.author, at, expires)
-            if old is None:
-                inserts.append((r.id, *addr, *params, at))
-            else:
-                updates.append((item_id, created_text, version, *params, *addr))
-                if mark and r.text:
-                    marked.append(addr)
-            out.append(
-                Item(
-                    item_id,
-                    r.namespace,
-                    r.key,
-                    loads(r.value),
-                    r.value_type,
-                    r.text,
-                    c.parse_metadata(r.metadata),
-                    r.author,
-                    created_at,
-                    now,
-                    r.expires_at,
-                    version,
-                )
-            )
-        if updates:
-            conn.executemany(
-                "UPDATE items SET id = ?, created_at = ?, version = ?, value = ?, value_type = ?, text = ?, "
-                "metadata = ?, author = ?, updated_at = ?, expires_at = ? WHERE namespace = ? AND key = ?",
-                updates,
-            )
-            if marked:
-                conn.executemany(_MARK_UPDATED, marked)
-        if inserts:
-            first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
-            conn.executemany(
-                "INSERT INTO items (id, namespace, key, value, value_type, text, metadata, author, "
-                "updated_at, expires_at, created_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                inserts,
-            )
+        first = conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
+        inserted = conn.executemany(_INSERT_NEW, fresh).rowcount
+        if inserted and any(r.indexed for r in rows):  # a batch written with index=False has nothing to index
             _index_new_rows(conn, first)
             if mark:
                 conn.execute(
                     "INSERT INTO item_pending (item_rowid, version) SELECT rowid, 1 FROM items "
-                    f"WHERE rowid > ? AND {c.has_text_sql()}",
+                    f"WHERE rowid > ? AND {c.to_embed_sql()}",
                     (first,),
                 )
+        item = Item.stored
+        if inserted == len(fresh):
+            return [item(row, r.namespace) for row, r in zip(fresh, rows, strict=True)]
+        taken = self._existing(conn, addresses, after=first)
+        out: builtins.list[Item] = []
+        updates: builtins.list[tuple[Any, ...]] = []
+        marked: builtins.list[tuple[str, str]] = []
+        for r, addr, row in zip(rows, addresses, fresh, strict=True):
+            old = taken.get(addr)
+            if old is None:
+                out.append(item(row, r.namespace))
+                continue
+            if old[3] is not None and old[3] <= at:  # an expired row, replaced by a new item
+                item_id, created, version = r.id, at, 1
+            else:
+                item_id, created, version = old[0], old[1], old[2] + 1
+            row = (item_id, *addr, *row[3:8], created, at, row[10], version, r.indexed)
+            updates.append((item_id, created, version, *row[3:8], at, row[10], r.indexed, *addr))
+            if mark and r.text and r.indexed:
+                marked.append(addr)
+            out.append(item(row, r.namespace))
+        conn.executemany(
+            "UPDATE items SET id = ?, created_at = ?, version = ?, value = ?, value_type = ?, text = ?, "
+            "metadata = ?, author = ?, updated_at = ?, expires_at = ?, indexed = ? WHERE namespace = ? AND key = ?",
+            updates,
+        )
+        if marked:
+            conn.executemany(_MARK_UPDATED, marked)
         return out
+
+    @staticmethod
+    def _existing(
+        conn: sqlite3.Connection, addresses: Sequence[tuple[str, str]], after: int | None = None
+    ) -> dict[tuple[str, str], tuple[str, str, int, str | None]]:
+        """``(id, created_at, version, expires_at)`` of the rows at these addresses (rowid at most ``after``)."""
+        found: dict[tuple[str, str], tuple[str, str, int, str | None]] = {}
+        older = "" if after is None else " AND items.rowid <= ?"
+        for start in range(0, len(addresses), _CHUNK):
+            chunk = addresses[start : start + _CHUNK]
+            values = ",".join(["(?, ?)"] * len(chunk))
+            sql = (
+                f"WITH wanted (ns, k) AS (VALUES {values}) SELECT items.namespace, items.key, id, created_at, "
+                f"version, expires_at FROM wanted JOIN items ON items.namespace = wanted.ns AND items.key = wanted.k"
+                + older
+            )
+            params: builtins.list[Any] = [p for a in chunk for p in a]
+            if after is not None:
+                params.append(after)
+            for ns, key, item_id, created, version, expires in conn.execute(sql, params):
+                found[(ns, key)] = (item_id, created, version, expires)
+        return found
 
     def delete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
         """Delete a live item, keeping it in history."""
@@ -767,16 +909,16 @@ class SqliteStore(Store):
 
     # -- exact reads ------------------------------------------------------
 
-    def get(self, namespace: Namespace, key: str, now: datetime) -> Item | None:
+    def get(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
         """The live item at an address."""
         with self._lock:
             self._check_open()
             row = self._conn.execute(_GET, ("/".join(namespace), key)).fetchone()
         # expiry is checked here rather than in SQL so the common no-TTL read
-        # skips formatting the clock: a measurable share of a point lookup
-        if row is None or (row[10] is not None and row[10] <= c.ts(now)):
+        # skips reading and formatting the clock: a measurable share of a point lookup
+        if row is None or (row[10] is not None and row[10] <= c.ts(now if isinstance(now, datetime) else now())):
             return None
-        return c.row_to_item(row)
+        return c.row_to_item(row, namespace)
 
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """Many addresses; each chunk of 400 is one statement, all in one snapshot."""
@@ -799,7 +941,15 @@ class SqliteStore(Store):
         return [found.get(addr) for addr in texts]
 
     def fetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
-        """Same key across namespaces, newest first, ties broken by namespace."""
+        """Same key across namespaces, newest first, ties broken by namespace.
+
+        ``items_key (key, updated_at)`` answers it newest first, stopping at
+        ``limit``; but inside one prefix, a key that many namespaces hold (a
+        profile per user) would be walked through all of them to find the few
+        in scope. So when the key is that common (``_FETCH_PROBE`` rows or more)
+        and the prefix small (fewer rows), the prefix's range of the ``(namespace,
+        key)`` index is read instead. Each probe stops at ``_FETCH_PROBE`` rows.
+        """
         params: builtins.list[Any] = [key, c.ts(now)]
         where = f"key = ? AND {_LIVE}"
         inside, inside_params = c.within_filter(within)
@@ -807,11 +957,23 @@ class SqliteStore(Store):
             where += f" AND {inside}"
             params.extend(inside_params)
         params.append(limit)
-        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY updated_at DESC, namespace LIMIT ?"
         with self._lock:
             self._check_open()
-            rows = self._conn.execute(sql, params).fetchall()
+            conn = self._conn
+            if len(within) == 1 and within[0] and self._fetch_by_namespace(conn, key, within[0]):
+                where = "+" + where  # the unary plus keeps the planner off items_key
+            sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY updated_at DESC, namespace LIMIT ?"
+            rows = conn.execute(sql, params).fetchall()
         return [c.row_to_item(r) for r in rows]
+
+    @staticmethod
+    def _fetch_by_namespace(conn: sqlite3.Connection, key: str, prefix: Namespace) -> bool:
+        """Whether a key is held by more rows than a prefix has (each count stopping at ``_FETCH_PROBE``)."""
+        probe = "SELECT count(*) FROM (SELECT 1 FROM items WHERE {} LIMIT ?)"
+        common = conn.execute(probe.format("key = ?"), (key, _FETCH_PROBE)).fetchone()[0]
+        if common < _FETCH_PROBE:
+            return False
+        return bool(conn.execute(probe.format(_IN_NS), (*c.ns_range(prefix), _FETCH_PROBE)).fetchone()[0] < common)
 
     def _filter(self, within: Within, key_prefix: str, now: datetime) -> tuple[str, builtins.list[Any]]:
         return c.live_filter(within, key_prefix, now, "?")
@@ -992,7 +1154,7 @@ class SqliteStore(Store):
             return {}
         marks = ",".join("?" * len(ids))
         where, params = self._filter(within, "", now)
-        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND {where}"
+        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND indexed AND {where}"
         with self._lock:
             self._check_open()
             rows = self._conn.execute(sql, (*ids, *params)).fetchall()
@@ -1056,7 +1218,7 @@ class SqliteStore(Store):
             return self._conn.execute(
                 f"SELECT i.rowid, i.version, {c.text_sql('sqlite', 'i.')} FROM items i "
                 "LEFT JOIN item_vectors v ON v.item_rowid = i.rowid "
-                f"WHERE i.rowid > ? AND {c.has_text_sql('i.')} AND (v.item_rowid IS NULL OR v.version <> i.version) "
+                f"WHERE i.rowid > ? AND {c.to_embed_sql('i.')} AND (v.item_rowid IS NULL OR v.version <> i.version) "
                 "ORDER BY i.rowid LIMIT ?",
                 (after, limit),
             ).fetchall()
@@ -1067,7 +1229,7 @@ class SqliteStore(Store):
             self._check_open()
             current, total = self._conn.execute(
                 "SELECT (SELECT count(*) FROM item_vectors v JOIN items i ON i.rowid = v.item_rowid "
-                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.has_text_sql()})"
+                f"AND i.version = v.version), (SELECT count(*) FROM items WHERE {c.to_embed_sql()})"
             ).fetchone()
         return current, total - current
 
@@ -1209,15 +1371,16 @@ class SqliteStore(Store):
                         conn.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, key))
                     try:
                         ref = conn.execute(
-                            f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 12)})", row
+                            f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 13)})", row
                         ).lastrowid
                     except sqlite3.IntegrityError as e:
                         raise ConflictError(c.id_taken(row[0], ns, key)) from e
-                    # indexed one by one: a deleted row's rowid may be reused, so a range would miss it
-                    text = c.full_text(c.loads_json(row[3]), row[4], row[3], row[5])
-                    conn.execute(
-                        "INSERT INTO items_fts (rowid, text, address) VALUES (?, ?, ?)", (ref, text, f"{ns} {key}")
-                    )
+                    if row[12]:  # indexed one by one: a deleted row's rowid may be reused, so a range would miss it
+                        text = c.full_text(c.loads_json(row[3]), row[4], row[3], row[5])
+                        conn.execute(
+                            "INSERT INTO items_fts (rowid, text, address) VALUES (?, ?, ?)",
+                            (ref, text, f"{ns} {key}"),
+                        )
                 else:
                     exists = conn.execute(
                         "SELECT 1 FROM item_history "
@@ -1244,6 +1407,8 @@ class SqliteStore(Store):
         with self._lock:
             if not self._closed:
                 self._closed = True
+                if self._checkpointer is not None:
+                    self._checkpointer.close()
                 self._conn.close()
                 runner = getattr(self, "_query_runner", None)
                 if runner is not None:
