@@ -119,6 +119,7 @@ class ItemOut(BaseModel):
     updated_at: str
     expires_at: str | None = None
     version: int
+    indexed: bool = Field(default=True, description="false: written with index=false, no search returns it")
 
 
 class VersionOut(ItemOut):
