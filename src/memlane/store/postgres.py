@@ -537,7 +537,7 @@ class PostgresStore(Store):
         # It is opened first, once: an unreachable server fails here, in one line, without the pool's retries
         self._reader_lock = threading.Lock()
         try:
-            self._reader: Any = psycopg.connect(url, **options)
+            self._reader: Any = self._connect_reader()
         except Exception as e:
             raise StoreError(
                 f"cannot connect to {redact(url)}: {_one_line(e)}; check the URL and that the server is up "
@@ -573,6 +573,14 @@ class PostgresStore(Store):
         except psycopg.Error as e:
             raise StoreError(f"PostgreSQL error: {e}") from e
 
+    def _connect_reader(self) -> Any:
+        reader = psycopg.connect(self._url, **self._options)
+        # the statements this connection runs again and again (get, list, hydrate...) keep one plan: a custom
+        # plan per call cost as much as running them (list: 1.6x the raw query, not 3x); the ranking statements
+        # ask for custom plans in their own transaction (_LEXICAL_SETTINGS)
+        reader.execute("SET plan_cache_mode = force_generic_plan")
+        return reader
+
     @contextmanager
     def _read(self) -> Iterator[Any]:
         """A connection for one single-statement read: the dedicated one if free, else the pool's."""
@@ -584,11 +592,7 @@ class PostgresStore(Store):
             return
         try:
             if self._reader is None or self._reader.closed:
-                self._reader = psycopg.connect(self._url, **self._options)
-                # the statements this connection runs again and again (get, list, hydrate...) keep one plan: a
-                # custom plan per call cost as much as running them (list: 1.6x the raw query, not 3x); the
-                # ranking statements ask for custom plans in their own transaction (_LEXICAL_SETTINGS)
-                self._reader.execute("SET plan_cache_mode = force_generic_plan")
+                self._reader = self._connect_reader()
             try:
                 yield self._reader
             except psycopg.OperationalError as e:
