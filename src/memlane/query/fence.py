@@ -247,8 +247,14 @@ def _number_positional(sql: str, dialect: str) -> tuple[str, int]:
             out.append(sql[last : tok.start])
             out.append(f":__p{count}")
             last = tok.end + 1
+    if count > MAX_PARAMS:  # before the parse, whose cost grows with every placeholder
+        raise _too_many_params(count)
     out.append(sql[last:])
     return "".join(out), count
+
+
+def _too_many_params(count: int) -> QueryRefused:
+    return refuse("placeholder", f"the statement has {count} parameters; at most {MAX_PARAMS}")
 
 
 _DOLLAR = re.compile(r"\$[A-Za-z0-9_]")  # SQLite binds $name; sqlglot reads it as a word
@@ -265,7 +271,7 @@ def _number(tree: exp.Expression, positional: int, dialect: str) -> tuple[list[s
             if written not in generated or written in seen:  # the caller wrote :__x
                 raise refuse("placeholder", "parameter names may not start with __", ":" + written)
             seen.add(written)
-    names: list[str] = []  # parameter names by number, in first-seen order
+    first_seen: dict[str, None] = {}  # parameter names by number, in first-seen order
     # depth first, the order named ones are shown in; not always textual (a CTE comes after its SELECT)
     nodes: list[exp.Expression] = list(tree.find_all(exp.Placeholder, exp.Parameter, bfs=False))
     for node in nodes:
@@ -277,8 +283,8 @@ def _number(tree: exp.Expression, positional: int, dialect: str) -> tuple[list[s
                 "or :name (bound from a dict)",
                 node.sql(dialect=_GLOT[dialect]),
             )
-        if name not in names:
-            names.append(name)
+        first_seen[name] = None
+    names = list(first_seen)
     user_named = [n for n in names if n not in generated]
     if positional and user_named:
         raise refuse(
@@ -287,7 +293,7 @@ def _number(tree: exp.Expression, positional: int, dialect: str) -> tuple[list[s
             f":{user_named[0]}",
         )
     if len(names) > MAX_PARAMS:
-        raise refuse("placeholder", f"the statement has {len(names)} parameters; at most {MAX_PARAMS}")
+        raise _too_many_params(len(names))
     if positional:  # the list binds in textual order, which the rewrite's numbers keep, whatever the tree's shape
         names.sort(key=lambda n: int(n[3:]))
     number = {name: i + 1 for i, name in enumerate(names)}
