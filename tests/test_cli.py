@@ -848,6 +848,6 @@ def test_migrate_status_then_apply(tmp_path):
     names = [name for name, _ in MIGRATIONS]
     assert [m["applied_at"] for m in json.loads(status.stdout)["migrations"]] == [None] * len(names)
     applied = runner.invoke(app, ["migrate", "--json", "--db", db])
-    assert json.loads(applied.stdout)["applied_now"] == names and names[-1] == "m011_chunk_context"
+    assert json.loads(applied.stdout)["applied_now"] == names and names[-1] == "m012_scope_heads"
     again = runner.invoke(app, ["migrate", "--db", db])
     assert "Applied 0 migration(s)." in again.stdout

@@ -496,7 +496,7 @@ def test_stats_count_rows_history_schema_and_size(mem, clock, backend, store_url
 
     empty = mem.stats()
     assert (empty.active_items, empty.expired_items, empty.namespaces, empty.history_versions) == (0, 0, 0, 0)
-    assert empty.schema_version == 11  # migrations applied (m001_initial ... m011_chunk_context)
+    assert empty.schema_version == 12  # migrations applied (m001_initial ... m012_scope_heads)
     assert empty.location == (redact(store_url) if backend == "postgres" else store_url)
     assert isinstance(empty.size_bytes, int) and empty.size_bytes > 0
     mem.put("s/a", "k", 1)

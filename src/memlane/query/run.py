@@ -49,7 +49,7 @@ from ..errors import (
     ValidationError,
 )
 from ..model import Namespace
-from ..store._common import ns_range, ns_text, ts
+from ..store._common import ns_text, ts
 from . import fence, space
 from .model import QueryPlan, QueryResult, SavedQuery
 
@@ -265,11 +265,13 @@ class _SqliteConnection:
         self._mode = "internal"
         conn.execute("PRAGMA query_only = 0" + tag)  # TEMP tables only: the file itself is opened read-only
         try:
-            conn.execute("UPDATE temp.memlane_ctx SET everything = ?" + tag, (int(scope is None),))
+            conn.execute(
+                "UPDATE temp.memlane_ctx SET everything = ?, depths = ?" + tag,
+                (int(scope is None), space.scope_depths(scope or ())),
+            )
             conn.execute("DELETE FROM temp.memlane_scope" + tag)
             conn.executemany(
-                "INSERT INTO temp.memlane_scope (exact, low, high) VALUES (?, ?, ?)" + tag,
-                [ns_range(p) for p in scope or ()],
+                "INSERT OR IGNORE INTO temp.memlane_scope (prefix) VALUES (?)" + tag, [(ns_text(p),) for p in scope or ()]
             )
         finally:
             conn.execute("PRAGMA query_only = 1" + tag)
@@ -471,9 +473,10 @@ class PostgresRunner:
         return hashlib.sha256((self._secret + inner).encode()).hexdigest()
 
     def _begin(self, conn: Any, now: str, scope: Scope, timeout_ms: int) -> None:
-        prefixes = space.EVERYTHING if scope is None else "\n".join(ns_text(p) for p in scope)
+        prefixes = space.EVERYTHING if scope is None else "\n".join(dict.fromkeys(ns_text(p) for p in scope))
         signature = self._sign(prefixes, now, conn.info.backend_pid)
         settings = [("memlane.now", now), ("memlane.scope", prefixes), ("memlane.sig", signature)]
+        settings.append(("memlane.depths", space.scope_depths(scope or ())))
         settings.append(("statement_timeout", str(timeout_ms)))
         settings += [("search_path", space.SCHEMA), ("lock_timeout", str(timeout_ms))]
         if self._temp_cap:

@@ -299,6 +299,7 @@ MIGRATIONS: builtins.list[tuple[str, list[str]]] = [
     ),
     ("m010_text_once", _M010),
     ("m011_chunk_context", facts_schema.SQLITE_CHUNK_CONTEXT),
+    ("m012_scope_heads", []),  # the query space's views are TEMP views of each read-only connection
 ]
 # BM25 weight of the address column against the text's 1.0: an address match ranks below text matches
 ADDRESS_WEIGHT = 0.25
@@ -1139,8 +1140,8 @@ class SqliteStore(Store):
         """Marks of items inside ``within`` still waiting for a vector."""
         inside, params = c.within_filter(within, column="i.namespace")
         sql = "SELECT count(*) FROM item_pending p"
-        if inside:
-            sql += f" JOIN items i ON i.rowid = p.item_rowid WHERE {inside}"
+        if inside:  # marks first (CROSS JOIN keeps that order): the backlog is short, the table long
+            sql += f" CROSS JOIN items i ON i.rowid = p.item_rowid WHERE {inside}"
         with self._lock:
             self._check_open()
             return int(self._conn.execute(sql, params).fetchone()[0])
