@@ -341,7 +341,17 @@ def bind_values(names: Sequence[str], shown: Sequence[str], params: Any) -> list
             raise ValidationError("params", "NaN and Infinity cannot be bound")
         if v is not None and not isinstance(v, str | int | float | bool):
             raise ValidationError("params", f"a {type(v).__name__} cannot be bound; use strings, numbers, booleans")
+        # what every backend can bind, the same on each: no driver error reaches the caller as a 500
+        if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+            raise ValidationError("params", f"{v} does not fit in 64 bits; pass it as a float or as text")
+        if isinstance(v, str) and ("\x00" in v or _SURROGATE.search(v)):
+            raise ValidationError(
+                "params", "a string holding a NUL character or a lone surrogate cannot be bound (no text holds one)"
+            )
     return values
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # -- the check ----------------------------------------------------------------------------

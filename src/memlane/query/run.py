@@ -270,9 +270,8 @@ class _SqliteConnection:
                 (int(scope is None), space.scope_depths(scope or ())),
             )
             conn.execute("DELETE FROM temp.memlane_scope" + tag)
-            conn.executemany(
-                "INSERT OR IGNORE INTO temp.memlane_scope (prefix) VALUES (?)" + tag, [(ns_text(p),) for p in scope or ()]
-            )
+            rows = [(ns_text(p),) for p in scope or ()]
+            conn.executemany("INSERT OR IGNORE INTO temp.memlane_scope (prefix) VALUES (?)" + tag, rows)
         finally:
             conn.execute("PRAGMA query_only = 1" + tag)
         self._scope_key = key
@@ -682,6 +681,8 @@ def get_saved(mem: Memory, name: Any) -> SavedQuery:
     """One saved query, or :class:`NotFoundError` naming how to list them."""
     if not isinstance(name, str):
         raise ValidationError("name", f"must be a string, not {type(name).__name__}")
+    if not _SAVED_NAME.fullmatch(name):  # no query was saved under it, and no driver need bind it
+        raise NotFoundError(f"no saved query named {name!r}; saved_queries() lists them")
     with mem.store.session() as s:
         rows = s.rows(
             "SELECT name, sql, description, author, created_at, updated_at FROM saved_queries WHERE name = ?", (name,)
@@ -695,6 +696,8 @@ def delete_saved(mem: Memory, name: Any, *, may_replace: Any) -> bool:
     """Delete a saved query; ``False`` if there was none."""
     if not isinstance(name, str):
         raise ValidationError("name", f"must be a string, not {type(name).__name__}")
+    if not _SAVED_NAME.fullmatch(name):
+        return False
     with mem.store.session(write=True) as s:
         found = s.rows("SELECT author FROM saved_queries WHERE name = ?", (name,))
         if not found:
