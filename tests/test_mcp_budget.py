@@ -148,7 +148,9 @@ def test_mcp_tools_carry_the_budget_at_its_limit_and_refuse_past_it(surface: Sur
             _, err = await fail(s, "memory_set", namespace="budget", key="deeper", value=nested(DEPTH + 1))
             assert err["field"] == "value"
             kim = (await call(s, "memory_add_entity", namespace="budget", name="Kim"))["id"]
-            fact = await call(s, "memory_assert_fact", namespace="budget", subject=kim, predicate="holds", object=deepest)
+            fact = await call(
+                s, "memory_assert_fact", namespace="budget", subject=kim, predicate="holds", object=deepest
+            )
             assert fact["value"] == deepest
             _, err = await fail(
                 s, "memory_assert_fact", namespace="budget", subject=kim, predicate="holds", object=nested(DEPTH + 1)

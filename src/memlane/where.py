@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import ValidationError
@@ -289,15 +289,15 @@ def _sqlite_equal(column: str, steps: tuple[str | int, ...], x: Any, params: lis
             _sqlite_equal(column, (*steps, k), e, params, out)
 
 
-def _all(tests: list[str]) -> str:
-    """``tests`` AND-ed as a balanced tree, in order: the parser and the expression tree nest log2(n) deep.
+def balanced(tests: Sequence[str], op: str = "AND") -> str:
+    """``tests`` joined by ``op`` as a balanced tree, in order: parsers and expression trees nest log2(n) deep.
 
-    A chain of n ANDs is an expression tree n deep, which SQLite refuses past 1,000.
+    A chain of n ANDs (or ORs) is an expression tree n deep, which SQLite refuses past 1,000.
     """
     if len(tests) == 1:
         return tests[0]
     half = len(tests) // 2
-    return f"({_all(tests[:half])} AND {_all(tests[half:])})"
+    return f"({balanced(tests[:half], op)} {op} {balanced(tests[half:], op)})"
 
 
 _SQL_OP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -314,13 +314,13 @@ def sqlite_sql(where: list[Condition], column: str = "items.value") -> tuple[str
         if op == "$ne":
             inner: list[str] = []
             _sqlite_equal(column, path, operand, params, inner)
-            tests.append(f"NOT {_all(inner)}")
+            tests.append(f"NOT {balanced(inner)}")
             continue
         p = _sqlite_path(path)
         kinds = "'text'" if isinstance(operand, str) else "'integer', 'real'"
         params.extend((p, p, operand if isinstance(operand, str) else _sqlite_number(operand)))
         tests.append(f"COALESCE(json_type({column}, ?) IN ({kinds}) AND json_extract({column}, ?) {_SQL_OP[op]} ?, 0)")
-    return (_all(tests) if tests else "1"), params
+    return (balanced(tests) if tests else "1"), params
 
 
 # jsonb refuses the escape of NUL (\u0000), which a stored string may hold: such a value is read as having no

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..model import Item, Namespace, Version
+from ..where import balanced
 
 ITEM_COLUMNS = (
     "id, namespace, key, value, value_type, text, metadata, author, created_at, updated_at, expires_at, version"
@@ -177,7 +178,7 @@ def under_any(column: str, lengths: Sequence[int], dialect: str, placeholder: Ca
             f"left({column}, {n + 1}) IN (SELECT unnest(string_to_array({placeholder(i + 1)}, E'\\n')))"
             for i, n in enumerate(lengths)
         ]
-    return "(" + " OR ".join(parts) + ")"
+    return balanced(parts, "OR")  # an agent's prefixes may have a thousand lengths
 
 
 def live_filter(within: Sequence[Namespace], key_prefix: str, now: datetime, p: str = "?") -> tuple[str, list[Any]]:
