@@ -31,7 +31,6 @@ import pytest
 import memlane
 from memlane.access import Access, AgentView, Scope
 from memlane.query import run
-from memlane.store import _common as c
 
 AT = "2026-01-01T00:00:00+00:00"
 
