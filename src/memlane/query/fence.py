@@ -103,6 +103,7 @@ class Checked:
     functions: list[str]  # the functions it calls, sorted (as written, lowercase)
     uses_match: bool = False  # text_match() was rewritten into the full-text index (SQLite: index helpers)
     parameters: list[str] = field(default_factory=list)  # ["?1", "?2"] or [":name", ...] as the caller wrote them
+    shown: str = ""  # what runs as the caller may see it: the same, with text_match() as written
 
 
 def refuse(reason: str, message: str, part: str | None = None) -> QueryRefused:
@@ -452,6 +453,7 @@ class Prepared:
     views: tuple[str, ...]
     functions: tuple[str, ...]
     uses_match: bool
+    shown: str  # ``sql`` before text_match() is rewritten onto the query space's internal helpers
 
 
 def check(sql: Any, dialect: str, params: Any = None, *, bind: bool = True, tsconfig: str = "memlane") -> Checked:
@@ -478,7 +480,7 @@ def check(sql: Any, dialect: str, params: Any = None, *, bind: bool = True, tsco
         )
     p = prepare(sql, dialect, tsconfig)
     values = bind_values(p.names, p.parameters, params) if bind else [None] * len(p.names)
-    return Checked(p.sql, values, list(p.views), list(p.functions), p.uses_match, list(p.parameters))
+    return Checked(p.sql, values, list(p.views), list(p.functions), p.uses_match, list(p.parameters), p.shown)
 
 
 @lru_cache(maxsize=256)
@@ -552,11 +554,8 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
     hidden = space.NAMES | set(space.MATCH_HELPERS) | {"memlane_ctx", "memlane_scope"}
     for name in sorted(ctes):
         if name in hidden:
-            raise refuse(
-                "cte_shadows_view",
-                f"the CTE {name!r} has the name of a view of the query space; rename the CTE",
-                name,
-            )
+            what = "the name of a view of the query space" if name in space.NAMES else "a name the query space keeps"
+            raise refuse("cte_shadows_view", f"the CTE {name!r} has {what}; rename the CTE", name)
     views_of: dict[int, str] = {}
     tables = [t for t in nodes if isinstance(t, exp.Table)]
     for table in tables:
@@ -632,8 +631,6 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
                 name.upper(),
             )
         functions.add(name)
-    for node in matches:
-        node.replace(_rewrite_match(node, dialect, views_of, tsconfig))
     for table in tables:
         view_name = views_of.get(id(table))
         if view_name is None:
@@ -649,6 +646,10 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
             if col.args.get("db") is not None and str(col.db).lower() == space.SCHEMA:
                 col.set("db", None)
     names, shown = _number(tree, positional, dialect)
+    # rendered for the caller before text_match() becomes a use of helpers that no statement may name
+    public = tree.sql(dialect=glot, comments=False, normalize_functions="lower")
+    for node in matches:
+        node.replace(_rewrite_match(node, dialect, views_of, tsconfig))
     return Prepared(
         tree.sql(dialect=glot, comments=False, normalize_functions="lower", copy=False),
         tuple(names),
@@ -656,6 +657,7 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
         tuple(sorted(set(views_of.values()))),
         tuple(sorted(functions)),
         uses_match=bool(matches) and dialect == "sqlite",
+        shown=public,
     )
 
 

@@ -148,6 +148,51 @@ class _Fetch:
         return self.cut is None
 
 
+def _public_plan(rows: Sequence[tuple[int, int, str]]) -> builtins.list[str]:
+    """SQLite's plan rows ``(node, parent, detail)`` as indented lines, without the visibility rule's steps.
+
+    The steps that read the caller's scope and clock go, with their subqueries once nothing else is left
+    in them; every other line is shown in the query space's own words (:func:`space.public`).
+    """
+    children: dict[int, builtins.list[int]] = {}
+    for node, parent, _ in rows:
+        children.setdefault(parent, []).append(node)
+    detail = {node: text for node, _, text in rows}
+    hidden: set[int] = set()
+
+    def hide(node: int) -> None:
+        hidden.add(node)
+        for child in children.get(node, ()):
+            hide(child)
+
+    for node, _, text in rows:
+        if space.public(text) is None:
+            hide(node)
+    for node, _, _ in reversed(rows):  # children come after their parents: subqueries emptied by the above
+        kids = children.get(node, ())
+        if kids and all(k in hidden for k in kids) and "SUBQUERY" in detail[node]:
+            hidden.add(node)
+    depth: dict[int, int] = {0: -1}
+    lines = []
+    for node, parent, text in rows:
+        depth[node] = depth.get(parent, -1) + 1
+        if node not in hidden:
+            lines.append("  " * depth[node] + str(space.public(text)))
+    return lines
+
+
+def _public_error(e: QueryRefused) -> QueryRefused:
+    """``e`` with its message and part in the query space's own words (a database's message may name more)."""
+    message, part = space.public(str(e)), None if e.part is None else space.public(e.part)
+    if message is not None and (part is not None or e.part is None):
+        return e if (message, part) == (str(e), e.part) else QueryRefused(message, reason=e.reason, part=part)
+    return QueryRefused(
+        "the database refused the statement; its message named the query space's internals and is withheld: "
+        "check the statement against describe_query_space()",
+        reason=e.reason,
+    )
+
+
 def _time_cap(timeout_ms: int) -> QueryRefused:
     return QueryRefused(
         f"the statement was stopped by the time cap after {timeout_ms:,} ms before it returned a row; "
@@ -342,12 +387,7 @@ class _SqliteConnection:
             finally:
                 self._mode = "internal"
                 self._deadline = float("inf")
-        depth: dict[int, int] = {0: -1}
-        lines = []
-        for node, parent, _, detail in rows:
-            depth[node] = depth.get(parent, -1) + 1
-            lines.append("  " * depth[node] + str(detail))
-        return lines
+        return _public_plan([(node, parent, str(detail)) for node, parent, _, detail in rows])
 
 
 class SqliteRunner:
@@ -543,7 +583,7 @@ class PostgresRunner:
                 rows = cursor.execute(sql, None if generic else checked.params).fetchall()
             except psycopg.Error as e:
                 raise self._error(e, timeout_ms) from None
-        return [str(r[0]) for r in rows]
+        return [line for line in (space.public(str(r[0])) for r in rows) if line is not None]
 
 
 def runner(mem: Memory) -> SqliteRunner | PostgresRunner:
@@ -573,7 +613,10 @@ def query(
     timeout_ms = _limit(timeout_ms, "timeout_ms", MAX_TIMEOUT_MS)
     run = runner(mem)
     checked = fence.check(sql, run.dialect, params, tsconfig=run.tsconfig)
-    columns, fetched = run.run(checked, ts(mem._now()), _scope(scope), max_rows, timeout_ms)
+    try:
+        columns, fetched = run.run(checked, ts(mem._now()), _scope(scope), max_rows, timeout_ms)
+    except QueryRefused as e:
+        raise _public_error(e) from None
     notes = list(getattr(run, "notes", []))
     if fetched.cut == "timeout":
         notes.append(f"stopped by the time cap ({timeout_ms:,} ms) after {len(fetched.rows):,} rows")
@@ -601,8 +644,11 @@ def explain(mem: Memory, sql: Any, params: Any = None, *, scope: Scope = None) -
         checked = fence.check(sql, run.dialect, params, bind=params is not None, tsconfig=run.tsconfig)
     except QueryRefused as e:
         return QueryPlan(False, text, reason=e.reason, message=str(e), part=e.part)
-    plan = run.explain(checked, ts(mem._now()), _scope(scope), DEFAULT_TIMEOUT_MS)
-    return QueryPlan(True, text, checked.sql, checked.views, checked.functions, checked.parameters, plan)
+    try:
+        plan = run.explain(checked, ts(mem._now()), _scope(scope), DEFAULT_TIMEOUT_MS)
+    except QueryRefused as e:
+        raise _public_error(e) from None
+    return QueryPlan(True, text, checked.shown, checked.views, checked.functions, checked.parameters, plan)
 
 
 def _scope(scope: Scope) -> Scope:

@@ -420,6 +420,31 @@ def _pg_visible(col: str) -> str:
     )
 
 
+# -- what a caller sees -------------------------------------------------------------------
+# The machinery behind the views has names no answer shows (explain's plan, errors, notes): the inner views
+# named with each SQLite connection's random token (a second guard, after the fence: a statement cannot name
+# what it cannot know), the context tables and their indexes, the helpers behind text_match(), the settings
+# and the function that check the caller's scope on PostgreSQL.
+INTERNAL = re.compile(
+    r"memlane_[0-9a-f]{16}|memlane_(?:ctx|scope|now|fts_query|match_)|visible_scope|memlane_query_secret"
+    r"|memlane\.(?:now|scope|sig|depths)"
+)
+_INNER = re.compile(r"(?:temp\.)?memlane_[0-9a-f]{16}_")
+_HELPER = re.compile(r"memlane_match_(items|facts|claims|chunks)\b")
+_CLOCK = re.compile(r"\(?current_setting\('memlane\.now'(?:::text)?, true\)\)?(?:::text)?")
+
+
+def public(text: str) -> str | None:
+    """``text`` in the query space's own words, or ``None`` when it names machinery no words stand for.
+
+    An inner view becomes the view it holds, a text_match() helper the view it searches, PostgreSQL's
+    reading of the memory's clock ``(the memory's clock)``.
+    """
+    text = _HELPER.sub(r"\1", _INNER.sub("", text))
+    text = _CLOCK.sub("(the memory's clock)", text)
+    return None if INTERNAL.search(text) else text
+
+
 def scope_message(scope: str, now: str, pid: int) -> str:
     """What the runner signs for one PostgreSQL transaction: prefixes, clock and backend, length-prefixed."""
     return f"{len(scope)}:{scope}|{len(now)}:{now}|{pid}"
