@@ -127,6 +127,18 @@ MODULES: dict[str, Module] = {
         postgres=True,
         note="value filters compiled into SQL (select, the LangGraph adapter's search filter)",
     ),
+    "langgraph": Module(
+        files=("src/memlane/langgraph.py",),
+        tests=(
+            "tests/test_langgraph.py",
+            "tests/test_langgraph_rules.py",
+            "tests/test_langgraph_guards.py",
+            "tests/test_langgraph_graph.py",
+        ),
+        # the adapter speaks to a Memory and to a Client alike: the client run is the HTTP path
+        select="not postgres",
+        note="LangGraph's ops on memlane: the reversible encoding, filters, deep prefixes, wildcards, TTL",
+    ),
     "conversation": Module(
         files=("src/memlane/conversation.py",),
         tests=("tests/test_conversation.py",),

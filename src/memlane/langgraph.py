@@ -75,8 +75,10 @@ EMPTY_KEY = "%!"  # the empty key; escaping never makes it either
 _UNSAFE = re.compile(r"[%/\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _ESCAPED = re.compile(r"%u([0-9A-F]{4})|%([0-9A-F]{2})")
 _LABELS_KEPT = v.MAX_SEGMENTS - 1
-# a query's ranked candidates a filter is then applied to: this many times the page, at least 50
+# a query's ranked candidates a filter is then applied to: this many times the page, at least 50, and this
+# many times more while the filtered page is not full, up to the most hits one memlane search returns
 FILTER_OVERFETCH = 4
+MAX_FETCH = 1000
 
 
 # -- the reversible encoding ----------------------------------------------------------------------
@@ -375,24 +377,31 @@ class _Adapter:
             self._refresh([i for i in found if op.refresh_ttl])
             return [_search_item(i, None) for i in found]
         wanted = op.offset + op.limit
-        fetch = min(1000, max(50, FILTER_OVERFETCH * wanted)) if conditions or deep else min(1000, wanted)
-        # no relevance floor: a LangGraph store answers the top matches, however weak, ranked by score
+        fetch = min(MAX_FETCH, max(50, FILTER_OVERFETCH * wanted)) if conditions or deep else min(MAX_FETCH, wanted)
         # one channel has nothing to fuse: it need nominate no more than it returns (as LangGraph asks its index)
         single = len(self._channels) == 1
-        env = self.memory.search(
-            op.query,
-            namespace_prefix=prefix,
-            limit=fetch,
-            channels=self._channels,
-            floor=False,
-            candidate_k=fetch if single else None,
-        )
-        hits = [
-            h
-            for h in env.hits
-            if (not conditions or w.matches(h.value, conditions))
-            and (not deep or decode_namespace(h.namespace)[: len(op.namespace_prefix)] == op.namespace_prefix)
-        ][op.offset : wanted]
+        while True:
+            # no relevance floor: a LangGraph store answers the top matches, however weak, ranked by score
+            env = self.memory.search(
+                op.query,
+                namespace_prefix=prefix,
+                limit=fetch,
+                channels=self._channels,
+                floor=False,
+                candidate_k=fetch if single else None,
+            )
+            kept = [
+                h
+                for h in env.hits
+                if (not conditions or w.matches(h.value, conditions))
+                and (not deep or decode_namespace(h.namespace)[: len(op.namespace_prefix)] == op.namespace_prefix)
+            ]
+            # matches that rank below the items the filter refuses: look further down, until the page is full,
+            # the ranking has nothing more, or memlane's largest page was read
+            if len(kept) >= wanted or len(env.hits) < fetch or fetch >= MAX_FETCH:
+                break
+            fetch = min(MAX_FETCH, fetch * FILTER_OVERFETCH)
+        hits = kept[op.offset : wanted]
         if op.refresh_ttl:
             self._refresh([h.item for h in hits])
         semantic = "vector" in self._channels

@@ -1,0 +1,178 @@
+"""Behaviours of the LangGraph adapter that hand-made bugs showed no test guarded (#27), on every backend.
+
+Each was a one-line bug that left every other test passing:
+
+* a filtered search with a query returned fewer than ``limit`` items when the
+  matches ranked below the items the filter refuses;
+* a prefix of eight labels (the last one memlane stores as its own segment)
+  also returned a sibling namespace, one whose eighth label differs;
+* ``list_namespaces`` with a ``*`` in a prefix or suffix returned namespaces
+  shorter than the pattern.
+
+The tests below name them, and are the adapter's selection in ``make mutate``
+together with ``test_langgraph.py``, ``test_langgraph_rules.py`` and
+``test_langgraph_graph.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.store.base")
+
+from langgraph.store.base import ListNamespacesOp, MatchCondition, SearchOp  # noqa: E402
+
+from memlane.langgraph import FILTER_OVERFETCH, AsyncMemlaneStore, MemlaneStore  # noqa: E402
+
+
+@pytest.fixture
+def store(mem: Any) -> MemlaneStore:
+    return MemlaneStore(mem)
+
+
+def keys(results: list[Any]) -> list[str]:
+    return [r.key for r in results]
+
+
+# -- a filtered search fills its page ---------------------------------------------------------------
+
+
+def _ranked_above(store: MemlaneStore, many: int) -> None:
+    """``many`` items the filter refuses that rank above twelve it accepts, for the query "orchid"."""
+    for i in range(many):
+        store.put(("docs",), f"loud{i:04d}", {"kind": "other", "text": "orchid orchid orchid"})
+    filler = " ".join(f"word{j}" for j in range(40))
+    for i in range(12):
+        store.put(("docs",), f"quiet{i:02d}", {"kind": "wanted", "text": f"orchid {filler}"})
+
+
+@pytest.mark.parametrize("many", [10, 60, 250], ids=["inside-the-first-window", "past-it", "far-past-it"])
+def test_a_filtered_search_fills_its_page_when_the_matches_rank_low(store: MemlaneStore, many: int) -> None:
+    _ranked_above(store, many)
+    assert len(store.search(("docs",), query="orchid", limit=1000)) == many + 12  # every item matches the words
+    found = store.search(("docs",), query="orchid", filter={"kind": "wanted"}, limit=10)
+    assert len(found) == 10 and all(r.value["kind"] == "wanted" for r in found)
+    rest = store.search(("docs",), query="orchid", filter={"kind": "wanted"}, limit=10, offset=10)
+    assert len(rest) == 2 and not set(keys(found)) & set(keys(rest))
+    assert sorted(keys(found) + keys(rest)) == [f"quiet{i:02d}" for i in range(12)]
+
+
+def test_a_filtered_search_stops_when_nothing_more_matches(store: MemlaneStore) -> None:
+    _ranked_above(store, FILTER_OVERFETCH * 10)
+    assert keys(store.search(("docs",), query="orchid", filter={"kind": "absent"}, limit=10)) == []
+    assert len(store.search(("docs",), query="orchid", filter={"kind": "wanted"}, limit=50)) == 12
+
+
+# -- eight labels ---------------------------------------------------------------------------------------
+
+EIGHT = tuple(f"l{i}" for i in range(8))
+
+
+def _siblings(store: MemlaneStore) -> None:
+    spaces = {
+        "own": EIGHT,
+        "child": (*EIGHT, "c"),
+        "grandchild": (*EIGHT, "c", "d"),
+        "sibling": (*EIGHT[:7], "l7x"),
+        "sibling_child": (*EIGHT[:7], "l7x", "c"),
+        "cousin": (*EIGHT[:7], "l7", "%|"),  # the packing mark as a label: data, not a separator
+        "short": EIGHT[:7],
+    }
+    for key, ns in spaces.items():
+        store.put(ns, key, {"word": "orchid", "key": key})
+
+
+@pytest.mark.parametrize("query", [None, "orchid"], ids=["select", "search"])
+def test_an_eight_label_prefix_returns_no_sibling_namespace(store: MemlaneStore, query: str | None) -> None:
+    _siblings(store)
+    assert sorted(keys(store.search(EIGHT, query=query, limit=100))) == ["child", "cousin", "grandchild", "own"]
+    nine = (*EIGHT, "c")
+    assert sorted(keys(store.search(nine, query=query, limit=100))) == ["child", "grandchild"]
+    seven = EIGHT[:7]
+    assert len(store.search(seven, query=query, limit=100)) == 7
+    sibling = (*EIGHT[:7], "l7x")
+    assert sorted(keys(store.search(sibling, query=query, limit=100))) == ["sibling", "sibling_child"]
+    assert (
+        keys(store.search(EIGHT, query=query, limit=2, offset=3))
+        == keys(store.search(EIGHT, query=query, limit=100))[3:5]
+    )
+
+
+def test_an_eight_label_prefix_filters_and_pages_without_its_siblings(store: MemlaneStore) -> None:
+    _siblings(store)
+    found = store.search(EIGHT, filter={"word": "orchid"}, limit=100)
+    assert sorted(keys(found)) == ["child", "cousin", "grandchild", "own"]
+    pages = [keys(store.search(EIGHT, filter={"word": "orchid"}, limit=1, offset=i)) for i in range(5)]
+    assert sorted(k for page in pages for k in page) == sorted(keys(found)) and pages[4] == []
+    [result] = store.batch([SearchOp(EIGHT, filter={"key": "sibling"}, limit=10)])
+    assert result == []
+
+
+# -- list_namespaces with wildcards -----------------------------------------------------------------------
+
+SPACES = [
+    ("a",),
+    ("a", "b"),
+    ("a", "b", "c"),
+    ("a", "x", "c"),
+    ("a", "b", "c", "d"),
+    ("z", "b", "c"),
+    ("c",),
+    ("b", "c"),
+]
+
+
+def _spaces(store: MemlaneStore) -> None:
+    for ns in SPACES:
+        store.put(ns, "k", {"v": 1})
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suffix", "want"),
+    [
+        (("a", "*", "c"), None, [("a", "b", "c"), ("a", "b", "c", "d"), ("a", "x", "c")]),
+        (("a", "*"), None, [("a", "b"), ("a", "b", "c"), ("a", "b", "c", "d"), ("a", "x", "c")]),
+        (("*", "*", "*"), None, [("a", "b", "c"), ("a", "b", "c", "d"), ("a", "x", "c"), ("z", "b", "c")]),
+        (None, ("*", "c"), [("a", "b", "c"), ("a", "x", "c"), ("b", "c"), ("z", "b", "c")]),
+        (None, ("*", "b", "c"), [("a", "b", "c"), ("z", "b", "c")]),
+        (None, ("*", "*", "*", "*"), [("a", "b", "c", "d")]),
+        (("a", "*"), ("*", "c"), [("a", "b", "c"), ("a", "x", "c")]),
+    ],
+)
+def test_a_wildcard_pattern_never_matches_a_shorter_namespace(
+    store: MemlaneStore, prefix: tuple[str, ...] | None, suffix: tuple[str, ...] | None, want: list[Any]
+) -> None:
+    _spaces(store)
+    got = store.list_namespaces(prefix=prefix, suffix=suffix, limit=100)
+    assert got == sorted(want)
+    assert all(len(ns) >= len(prefix or ()) and len(ns) >= len(suffix or ()) for ns in got)
+
+
+def test_a_wildcard_pattern_with_depth_and_pages(store: MemlaneStore) -> None:
+    _spaces(store)
+    assert store.list_namespaces(prefix=("a", "*", "c"), max_depth=3) == [("a", "b", "c"), ("a", "x", "c")]
+    assert store.list_namespaces(prefix=("*", "*"), max_depth=1) == [("a",), ("b",), ("z",)]
+    conditions = (MatchCondition("prefix", ("a", "*", "*")), MatchCondition("suffix", ("*", "d")))
+    [result] = store.batch([ListNamespacesOp(conditions, None, 10, 0)])
+    assert result == [("a", "b", "c", "d")]
+
+
+def test_the_async_store_keeps_the_same_three_behaviours(mem: Any) -> None:
+    import asyncio
+
+    store = AsyncMemlaneStore(mem)
+    sync = MemlaneStore(mem)
+    _ranked_above(sync, 60)
+    _siblings(sync)
+
+    async def main() -> None:
+        found = await store.asearch(("docs",), query="orchid", filter={"kind": "wanted"}, limit=10)
+        assert len(found) == 10
+        assert sorted(keys(await store.asearch(EIGHT, limit=100))) == ["child", "cousin", "grandchild", "own"]
+        assert await store.alist_namespaces(prefix=("l0", "*", "*", "*", "*", "*", "*", "l7", "*", "*")) == [
+            (*EIGHT, "c", "d")
+        ]
+
+    asyncio.run(main())
