@@ -176,3 +176,110 @@ def test_the_async_store_keeps_the_same_three_behaviours(mem: Any) -> None:
         ]
 
     asyncio.run(main())
+
+
+# -- what the adapter's first mutation run showed no test asked for ---------------------------------------
+
+
+def test_an_embeddings_index_config_names_its_embedder_and_needs_dims() -> None:
+    from langchain_core.embeddings import Embeddings
+
+    from memlane.langgraph import embedder_for
+
+    class Words(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [[float(len(t)), 1.0] for t in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            return [float(len(text)), 1.0]
+
+    def vectors(texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+    # the name is what the store records as its embedder: a later open with another one is refused
+    named = embedder_for({"dims": 2, "embed": Words()})
+    assert named is not None and named.name == "langgraph:Words:2" and named.embed_batch(["abc"]) == [[3.0, 1.0]]
+    plain = embedder_for({"dims": 2, "embed": vectors})
+    assert plain is not None and plain.name.startswith("langgraph:") and plain.name.endswith("vectors:2")
+    with pytest.raises(ValueError) as e:
+        embedder_for({"embed": vectors})  # type: ignore[typeddict-item]
+    assert str(e.value) == "index config: give 'dims' with an Embeddings object or function"
+
+
+class FailingSweep(MemlaneStore):
+    """A store whose sweeps fail: the sweeper logs each failure and carries on."""
+
+    def __init__(self, mem: Any, swept: Any) -> None:
+        super().__init__(mem, ttl={"default_ttl": 1, "sweep_interval_minutes": 60})
+        self.swept = swept
+
+    def sweep_ttl(self) -> int:
+        self.swept.set()
+        raise RuntimeError("the disk is full")
+
+
+def test_the_sweeper_thread_is_named_logs_a_failed_sweep_and_stops(mem: Any, caplog: Any) -> None:
+    import threading
+
+    swept = threading.Event()
+    store = FailingSweep(mem, swept)
+    assert store.stop_ttl_sweeper() is True  # nothing to stop yet
+    with caplog.at_level("ERROR", logger="memlane.langgraph"):
+        future = store.start_ttl_sweeper(sweep_interval_minutes=0.0005)  # 30 ms, not the config's hour
+        assert swept.wait(10)
+        assert "memlane-ttl-sweeper" in [t.name for t in threading.enumerate()]
+        assert store.stop_ttl_sweeper(timeout=10) is True and future.result(timeout=10) is None
+    assert "memlane TTL sweep failed" in [r.getMessage() for r in caplog.records]
+
+
+def test_the_async_sweeper_is_a_named_task_on_its_own_interval(mem: Any, caplog: Any) -> None:
+    import asyncio
+
+    class Failing(AsyncMemlaneStore):
+        async def sweep_ttl(self) -> int:
+            self.swept.set()
+            raise RuntimeError("the disk is full")
+
+    async def main() -> None:
+        idle = AsyncMemlaneStore(mem)  # no TTL config: a task already done, nothing to stop
+        finished = await idle.start_ttl_sweeper()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert finished.done() and await idle.stop_ttl_sweeper() is True
+        store = Failing(mem, ttl={"default_ttl": 1, "sweep_interval_minutes": 60})
+        store.swept = asyncio.Event()  # type: ignore[attr-defined]
+        assert await store.stop_ttl_sweeper() is True
+        task = await store.start_ttl_sweeper(sweep_interval_minutes=0.0005)  # 30 ms, not the config's hour
+        assert task.get_name() == "memlane-ttl-sweeper"
+        await asyncio.wait_for(store.swept.wait(), 10)  # type: ignore[attr-defined]
+        assert await store.stop_ttl_sweeper(timeout=10) is True and task.done()
+
+    with caplog.at_level("ERROR", logger="memlane.langgraph"):
+        asyncio.run(main())
+    assert "memlane TTL sweep failed" in [r.getMessage() for r in caplog.records]
+
+
+def test_the_sweeper_waits_its_interval_in_seconds_and_never_holds_the_process(mem: Any) -> None:
+    import threading
+
+    class Waits(threading.Event):
+        """Records how long each wait asks for, and stops the loop at the second."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked: list[float] = []
+
+        def wait(self, timeout: float | None = None) -> bool:
+            self.asked.append(float(timeout or 0))
+            return len(self.asked) > 1
+
+    for given, configured, seconds in [(2, 60, 120.0), (None, 0.5, 30.0), (None, None, 300.0)]:
+        ttl = {"default_ttl": 1} | ({"sweep_interval_minutes": configured} if configured else {})
+        store = MemlaneStore(mem, ttl=ttl)  # type: ignore[arg-type]
+        store.sweep_ttl = lambda: 0  # type: ignore[method-assign]
+        store._stop = waits = Waits()
+        future = store.start_ttl_sweeper(sweep_interval_minutes=given)
+        thread = store._sweeper
+        assert thread is not None and thread.daemon  # a store left open never keeps the interpreter alive
+        assert future.result(timeout=10) is None
+        assert waits.asked == [seconds, seconds], (given, configured)
