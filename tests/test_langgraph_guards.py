@@ -283,3 +283,50 @@ def test_the_sweeper_waits_its_interval_in_seconds_and_never_holds_the_process(m
         assert thread is not None and thread.daemon  # a store left open never keeps the interpreter alive
         assert future.result(timeout=10) is None
         assert waits.asked == [seconds, seconds], (given, configured)
+
+
+def test_from_conn_string_writes_to_the_store_it_names(tmp_path: Any) -> None:
+    import memlane
+
+    path = tmp_path / "named.db"
+    with MemlaneStore.from_conn_string(str(path)) as store:
+        store.put(("m",), "k", {"v": 1})
+    with memlane.open(str(path), embedder=None) as mem:
+        assert mem.get(("m",), "k") is not None
+
+
+def test_cancelling_the_sweepers_future_stops_it(mem: Any) -> None:
+    import threading
+
+    store = MemlaneStore(mem, ttl={"default_ttl": 1, "sweep_interval_minutes": 60})
+    future = store.start_ttl_sweeper()
+    thread = store._sweeper
+    assert thread is not None and future.cancel()
+    thread.join(10)
+    assert not thread.is_alive() and store._stop.is_set()
+    assert store.stop_ttl_sweeper(timeout=1) is True
+    assert "memlane-ttl-sweeper" not in [t.name for t in threading.enumerate()]
+
+
+def test_the_async_sweeper_says_when_it_did_not_stop_in_time(mem: Any) -> None:
+    import asyncio
+
+    class Stuck(AsyncMemlaneStore):
+        async def sweep_ttl(self) -> int:
+            self.started.set()
+            await self.release.wait()
+            return 0
+
+    async def main() -> None:
+        idle = AsyncMemlaneStore(mem)
+        assert await (await idle.start_ttl_sweeper()) is None  # no TTL config: a finished task, no error
+        store = Stuck(mem, ttl={"default_ttl": 1})
+        store.started, store.release = asyncio.Event(), asyncio.Event()  # type: ignore[attr-defined]
+        task = await store.start_ttl_sweeper(sweep_interval_minutes=0.0005)
+        await asyncio.wait_for(store.started.wait(), 10)  # type: ignore[attr-defined]
+        assert await store.stop_ttl_sweeper(timeout=0.05) is False  # mid-sweep: not stopped in time
+        assert not task.done()
+        store.release.set()  # type: ignore[attr-defined]
+        assert await store.stop_ttl_sweeper(timeout=10) is True and task.done()
+
+    asyncio.run(main())

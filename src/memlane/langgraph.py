@@ -590,7 +590,8 @@ class MemlaneStore(_Adapter, BaseStore):
                     self.sweep_ttl()
                 except Exception:  # a failed sweep is retried at the next interval
                     logger.exception("memlane TTL sweep failed")
-            future.set_result(None)
+            if not future.cancelled():  # a cancelled future stopped the loop, and takes no result
+                future.set_result(None)
 
         self._sweeper = threading.Thread(target=loop, daemon=True, name="memlane-ttl-sweeper")
         self._sweeper.start()
