@@ -750,6 +750,8 @@ def describe(dialect: str) -> dict[str, Any]:
             "index), on items.text, facts.fact_text, facts_current.fact_text, claims.claim_text, "
             "claims_live.claim_text and chunks.chunk_text.",
             "Rows are what the caller may see: the reserved _memlane namespace never appears.",
+            "explain_query shows the statement as it runs (text_match as written) and the database's plan in "
+            "the views' own names; the steps that apply what the caller may see are left out of the plan.",
         ],
     }
 
