@@ -145,3 +145,22 @@ def test_the_words_shown_for_machinery_are_the_query_spaces_own() -> None:
     assert "memlane_ctx" not in str(refused) and refused.reason == "database_error" and refused.part is None
     plain = QueryRefused("no such column: nope", reason="database_error", part="nope")
     assert run._public_error(plain) is plain
+    inner = QueryRefused("no such table: temp.memlane_0123456789abcdef_items", reason="database_error", part="x")
+    renamed = run._public_error(inner)
+    assert (str(renamed), renamed.reason, renamed.part) == ("no such table: items", "database_error", "x")
+
+
+def test_a_plan_shows_no_subquery_emptied_of_the_machinery(agent: AgentView) -> None:
+    """A subquery whose every step was the visibility rule's goes with them; the others keep their steps."""
+    if agent._mem.store.backend != "sqlite":
+        pytest.skip("SQLite's plan tree")
+    shown = 0
+    for sql in STATEMENTS:
+        params = [1] if "?" in sql else {"n": 0} if ":n" in sql else None
+        lines = agent.explain_query(sql, params).plan
+        for i, line in enumerate(lines):
+            if "SUBQUERY" in line:
+                shown += 1
+                indent = len(line) - len(line.lstrip())
+                assert i + 1 < len(lines) and len(lines[i + 1]) - len(lines[i + 1].lstrip()) > indent, (sql, lines)
+    assert shown  # the statements' own subqueries, and the clock's, are still shown
