@@ -949,8 +949,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.hog:
         return hog_main(args.hog)
     args.hog_modes = [m for m in args.hog_modes.split(",") if m]
-    args.phases = {p for p in args.phases.split(",") if p}
-    if not args.phases <= {"search", "rooms", "saturate", "broad"}:
+    args.phases = sorted({p for p in args.phases.split(",") if p})
+    if not set(args.phases) <= {"search", "rooms", "saturate", "broad"}:
         ap.error("--phases takes search, rooms, saturate and/or broad")
     args.broad_sizes = sorted({int(n) for n in args.broad_sizes.split(",") if n})
     if any(m not in ("polite", "hostile") for m in args.hog_modes):

@@ -388,7 +388,7 @@ def _lexical_in_prefixes(lengths: tuple[int, ...]) -> str:
     """
     return _LEXICAL.format(
         scope="\n      AND " + c.under_any("i.namespace", lengths, "postgres", lambda i: f"%(w{i})s"),
-        total="SELECT count(*) AS n FROM unnest(string_to_array(%(w0)s, E'\\n')) AS s(p) JOIN items "
+        total="SELECT count(*) AS n FROM unnest(string_to_array(%(prefixes)s, E'\\n')) AS s(p) JOIN items "
         'ON items.namespace = s.p COLLATE "C" OR (items.namespace >= (s.p || \'/\') COLLATE "C" '
         "AND items.namespace < (s.p || '0') COLLATE \"C\")",
     )
@@ -876,6 +876,7 @@ class PostgresStore(Store):
             lengths, arrays = c.under_any_params(within, "postgres")
             statement = _lexical_in_prefixes(lengths)
             params.update((f"w{i}", a) for i, a in enumerate(arrays))
+            params["prefixes"] = c.prefix_lines(within)
         if sum(len(x) for x in params.values() if isinstance(x, str)) > _PIPELINED_CHARS:
             # psycopg's pipeline can wait forever on a message larger than the socket's buffer (seen
             # with 3.3.9 and the prefixes of 50,000 rooms; psycopg/psycopg#685): a large scope takes
