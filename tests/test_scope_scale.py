@@ -268,11 +268,18 @@ def _plans(mem: memlane.Memory, fn: Callable[[], Any]) -> list[str]:
     return seen
 
 
+@pytest.mark.parametrize("lengths", ["two-lengths", "one-length"])
 @pytest.mark.parametrize("name", BROAD)
-def test_postgres_tests_the_scope_with_a_hash_built_once_per_statement(world: World, backend: str, name: str) -> None:
+def test_postgres_tests_the_scope_with_a_hash_built_once_per_statement(
+    world: World, backend: str, name: str, lengths: str
+) -> None:
+    """Every prefix of the same length (a lone IN, which PostgreSQL would rather join) or of several."""
     if backend != "postgres":
         pytest.skip("PostgreSQL's plans")
     view = world.view(2000)
+    if lengths == "one-length":  # agent/rdr00 is as long as room/r00000
+        read = (("agent", "rdr00"), *rooms(2000))
+        view = AgentView(world.mem, Scope(read, read), "rdr00")
     if name == "query":  # the views' own rule, planned for the caller's scope
         plans = ["\n".join(view.explain_query("SELECT namespace, key FROM items").plan)]
     else:
