@@ -373,8 +373,8 @@ class Access:
         digest = _hash(token)
         with self._session() as s:
             version = s.rows("SELECT coalesce(max(seq), 0) FROM access_log")[0][0]
-            if version != self._version:
-                self._by_token, self._version = {}, version
+            if version != self._version:  # the agents handed out so far may be stale: their scopes go too
+                self._by_token, self._scopes, self._version = {}, {}, version
             if digest in self._by_token:
                 return self._by_token[digest]
             found = self._load(s, "token_hash", digest)
