@@ -34,6 +34,18 @@ with ``Retry-After``). Every request is timed in this process with ``httpx``
    (goal: p99 under 50 ms; the same gets without the hog first, as a baseline),
    the hog's requests by answer (200, 429, other) and the health p99.
 
+4. **Broad reads of an agent in 1 to 50,000 rooms**: one store with ``--broad-rooms`` (50,000) rooms and
+   an agent in the first 1, 100, 10,000 and 50,000 of them (bulk SQL: the set-up is seconds, reported). Every
+   agent may read the same 1,100 items (room r00000's 1,000 and 100 of its own; the other rooms are empty)
+   beside 10,000 it may not, so only the scope changes. Each agent's first request (it loads the agent's
+   memberships and makes its scope) is timed alone; then ``list`` (100), ``fetch`` of a key, a query-space
+   statement over ``items``, ``GET /v1/export`` and a hybrid ``search``, each ``--broad-rounds`` blocks of
+   ``--broad-block`` requests per agent, the agents' order rotated, with the service's CPU time per request
+   (``/proc``). Checked: every agent gets the same answer. Goal: at 10,000 rooms, p50 within 3x of 1 room
+   and under 200 ms.
+
+``--phases`` runs some of them (e.g. ``--phases broad``).
+
 The load generator runs on the same machine as the services and PostgreSQL;
 on a small or shared machine absolute times move with the load, the ratios
 much less (the subjects of each ratio are timed interleaved in the same run).
@@ -93,6 +105,9 @@ AT = "2026-01-01T00:00:00+00:00"
 GOAL_SEARCH = Goal("agent/admin p50 <= 1.3", 1.3)
 GOAL_ROOMS = Goal("20k rooms/no rooms p50 <= 1.2", 1.2)
 GOAL_VICTIM = Goal("victim get p99 < 50 ms", 50.0)
+GOAL_BROAD = Goal("10k rooms / 1 room p50 <= 3, and < 200 ms", 3.0)
+GOAL_BROAD_ROOMS = 10_000
+GOAL_BROAD_MS = 200.0
 
 
 def sentence(rng: random.Random, n: int = 10) -> str:
@@ -597,36 +612,166 @@ def phase_saturate(base: str, seeded: dict[str, Any], args: argparse.Namespace, 
     return out
 
 
+# -- 4. broad reads of an agent in 1 to 50,000 rooms -----------------------------------------------
+
+BROAD_READS: dict[str, tuple[str, str, dict[str, Any] | None]] = {
+    "list": ("POST", "/v1/list", {"limit": 100}),
+    "fetch": ("POST", "/v1/fetch", {"key": "doc0001", "limit": 10}),
+    "query": ("POST", "/v1/query", {"sql": "SELECT namespace, key FROM items ORDER BY updated_at DESC LIMIT 100"}),
+    "export": ("GET", "/v1/export", None),
+    "search": ("POST", "/v1/search", {"query": "orchid note", "limit": 10}),
+}
+
+
+def seed_broad(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One store: ``--broad-rooms`` rooms, an agent per size of ``--broad-sizes`` in the first that many rooms.
+
+    What every agent may read is the same: the 1,000 items of room r00000 and the 100 of its own namespace (the
+    other rooms are empty), beside 10,000 items it may not read; so a broad read's answer does not change with
+    the rooms, only the scope it is checked against. The rooms and memberships go in as bulk SQL.
+    """
+    started = time.perf_counter()
+    rng = random.Random(args.seed + 11)
+    sizes = [n for n in args.broad_sizes if n <= args.broad_rooms]
+    with memlane.open(url, embedder="fake") as mem:
+        acc = Access(mem)
+        tokens = {n: acc.create_agent(f"in{n}")[1] for n in sizes}
+        rooms = [f"r{i:05d}" for i in range(args.broad_rooms)]
+        with mem.store.session(write=True) as s:
+            s.many("INSERT INTO access_rooms (name, created_at) VALUES (?, ?)", [(r, AT) for r in rooms])
+            s.many(
+                "INSERT INTO access_members (room, agent, added_at) VALUES (?, ?, ?)",
+                [(rooms[i], f"in{n}", AT) for n in sizes for i in range(n)],
+            )
+            s.run("INSERT INTO access_log (at, action, agent) VALUES (?, ?, ?)", (AT, "bulk_members", "in1"))
+        mine = [sentence(rng, 6) for _ in range(100)]  # every agent's own notes say the same
+        records = [
+            {"namespace": ("room", rooms[0]), "key": f"doc{j:04d}", "value": f"shared note {j} {sentence(rng)}"}
+            for j in range(1000)
+        ]
+        records += [
+            {"namespace": ("agent", f"in{n}"), "key": f"own{j:03d}", "value": f"own note {j} {own}"}
+            for n in sizes
+            for j, own in enumerate(mine)
+        ]
+        records += [
+            {"namespace": ("agent", f"o{i:03d}"), "key": f"doc{j:04d}", "value": f"other note {sentence(rng)}"}
+            for i in range(100)
+            for j in range(100)
+        ]
+        put_all(mem, records)
+        mem.wait_indexed(timeout=300)
+        with mem.store.session() as s:
+            counts = {t: s.rows(f"SELECT count(*) FROM {t}")[0][0] for t in ("access_rooms", "access_members", "items")}
+    return {"tokens": tokens, "sizes": sizes, "counts": counts, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) the service process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def phase_broad(stores: Stores, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    progress(f"  seeding {args.broad_rooms:,} rooms, agents in {args.broad_sizes} of them")
+    url = stores.create("broad")
+    seeded = seed_broad(url, args)
+    progress(f"  seeded in {seeded['seconds']} s: {seeded['counts']}")
+    server = Server(url, workdir)
+    sizes = seeded["sizes"]
+    out: dict[str, Any] = {"counts": seeded["counts"], "setup_s": seeded["seconds"], "sizes": sizes, "reads": {}}
+    try:
+        clients = {n: client(server.base, seeded["tokens"][n]) for n in sizes}
+        try:
+            # the first request of each agent loads its memberships and makes its scope (then remembered)
+            first = {}
+            for n in sizes:
+                t0 = time.perf_counter()
+                clients[n].post("/v1/list", json={"limit": 1}).raise_for_status()
+                first[n] = round((time.perf_counter() - t0) * 1000, 1)
+            out["first_request_ms"] = first
+            for name, (method, path, body) in BROAD_READS.items():
+                answers: dict[int, set[Any]] = {}
+                wall: dict[int, list[int]] = {n: [] for n in sizes}
+                cpu: dict[int, float] = dict.fromkeys(sizes, 0.0)
+                for n in sizes:  # untimed: warm the statement caches and check the answers agree
+                    for _ in range(args.warmup // 4 or 1):
+                        resp = clients[n].request(method, path, json=body)
+                        resp.raise_for_status()
+                    answers[n] = broad_answer(name, resp)
+                for r in range(args.broad_rounds):
+                    order = sizes[r % len(sizes) :] + sizes[: r % len(sizes)]
+                    for n in order:
+                        c0 = server_cpu(server.proc.pid)
+                        for _ in range(args.broad_block):
+                            t0 = time.perf_counter_ns()
+                            clients[n].request(method, path, json=body).raise_for_status()
+                            wall[n].append(time.perf_counter_ns() - t0)
+                        cpu[n] += server_cpu(server.proc.pid) - c0
+                calls = args.broad_rounds * args.broad_block
+                summ = {n: summarize(wall[n]).to_dict() for n in sizes}
+                out["reads"][name] = {
+                    "latency_us": summ,
+                    "server_cpu_ms": {n: round(1000 * cpu[n] / calls, 2) for n in sizes},
+                    "same_answer": all(answers[n] == answers[sizes[0]] for n in sizes),
+                }
+                shown = ", ".join(f"{n:,}: {ms(summ[n]['p50_us']):.1f}" for n in sizes)
+                progress(f"  {name} p50 ms by rooms: {shown}")
+        finally:
+            for c in clients.values():
+                c.close()
+    finally:
+        server.stop()
+    return out
+
+
+def broad_answer(name: str, resp: httpx.Response) -> Any:
+    """What a broad read answered, to compare across agents (their own namespaces differ by name only)."""
+    if name == "export":
+        lines = [json.loads(x) for x in resp.text.splitlines()]
+        return frozenset((tuple(r["namespace"][:1]), r["key"]) for r in lines)
+    body = resp.json()
+    if name == "query":
+        return len(body["rows"])
+    rows = body.get("items") or body.get("hits") or []
+    return frozenset(
+        (tuple(r["namespace"])[:1] if r["namespace"][0] == "agent" else tuple(r["namespace"]), r["key"]) for r in rows
+    )
+
+
 # -- one backend ----------------------------------------------------------------------------------
 
 
 def run_backend(backend: str, admin_url: str | None, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     stores = Stores(backend, workdir, admin_url)
     started = time.perf_counter()
+    out: dict[str, Any] = {"backend": backend}
     try:
-        rng = random.Random(args.seed)
-        url = stores.create("search")
-        progress(f"{backend}: seeding {args.rooms} rooms x {args.room_items} items and other namespaces")
-        seeded = seed_search(url, args, rng)
-        server = Server(url, workdir)
-        try:
-            progress(f"{backend}: 1. search as an agent over {args.rooms} rooms vs as an admin")
-            search = phase_search(server.base, seeded, args, random.Random(args.seed + 1))
-            progress(f"{backend}: 3. one agent saturating the query space")
-            saturate = phase_saturate(server.base, seeded, args, random.Random(args.seed + 2))
-        finally:
-            server.stop()
-        progress(f"{backend}: 2. point get with {args.many_rooms:,} rooms vs none")
-        rooms = phase_rooms(stores, workdir, args)
+        if "search" in args.phases or "saturate" in args.phases:
+            rng = random.Random(args.seed)
+            url = stores.create("search")
+            progress(f"{backend}: seeding {args.rooms} rooms x {args.room_items} items and other namespaces")
+            seeded = seed_search(url, args, rng)
+            server = Server(url, workdir)
+            try:
+                if "search" in args.phases:
+                    progress(f"{backend}: 1. search as an agent over {args.rooms} rooms vs as an admin")
+                    out["search"] = phase_search(server.base, seeded, args, random.Random(args.seed + 1))
+                if "saturate" in args.phases:
+                    progress(f"{backend}: 3. one agent saturating the query space")
+                    out["saturate"] = phase_saturate(server.base, seeded, args, random.Random(args.seed + 2))
+            finally:
+                server.stop()
+        if "rooms" in args.phases:
+            progress(f"{backend}: 2. point get with {args.many_rooms:,} rooms vs none")
+            out["rooms"] = phase_rooms(stores, workdir, args)
+        if "broad" in args.phases:
+            progress(f"{backend}: 4. broad reads of an agent in {args.broad_sizes} rooms")
+            out["broad"] = phase_broad(stores, workdir, args)
     finally:
         stores.close()
-    return {
-        "backend": backend,
-        "search": search,
-        "rooms": rooms,
-        "saturate": saturate,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    return out
 
 
 # -- report -------------------------------------------------------------------------------------
@@ -638,8 +783,8 @@ def status(goal: Goal, value: float) -> str:
 
 def report(r: dict[str, Any]) -> str:
     rows: list[list[Any]] = []
-    s = r["search"]
-    for mode in ("lexical", "hybrid"):
+    s = r.get("search")
+    for mode in ("lexical", "hybrid") if s else ():
         lat = s[mode]["latency_us"]
         for who, label in (
             ("agent", f"agent ({s['readable_prefixes']} prefixes)"),
@@ -652,26 +797,32 @@ def report(r: dict[str, Any]) -> str:
         value = s[mode]["agent_over_admin_p50"]
         rows.append([f"search {mode}: agent/admin p50", f"{value:.2f}", GOAL_SEARCH.label, status(GOAL_SEARCH, value)])
         rows.append([f"search {mode}: agent/admin(room/) p50", f"{s[mode]['agent_over_admin_room_p50']:.2f}", "", ""])
-    g = r["rooms"]
-    for who, label in (("rooms_20k", f"{g['counts']['rooms_20k']['access_rooms']:,} rooms"), ("no_rooms", "no rooms")):
-        lat = g["latency_us"][who]
-        rows.append([f"get, {label}", f"{ms(lat['p50_us']):.2f} / {ms(lat['p99_us']):.2f} ms", "", ""])
-    rows.append(
-        ["get: 20k rooms/no rooms p50", f"{g['ratio_p50']:.2f}", GOAL_ROOMS.label, status(GOAL_ROOMS, g["ratio_p50"])]
-    )
-    li = g["listing"]
-    rows.append(
-        [
-            f"admin lists {li['rooms']:,} rooms ({li['pages']} pages)",
-            f"{li['median_s']:.2f} s (median of {len(li['seconds'])})",
-            "",
-            "",
-        ]
-    )
-    t = r["saturate"]
-    lat = t["alone"]["get_us"]
-    rows.append(["victim get, no hog", f"{ms(lat['p50_us']):.2f} / {ms(lat['p99_us']):.2f} ms", "", ""])
-    for mode in ("polite", "hostile"):
+    g = r.get("rooms")
+    if g:
+        for who, label in (
+            ("rooms_20k", f"{g['counts']['rooms_20k']['access_rooms']:,} rooms"),
+            ("no_rooms", "no rooms"),
+        ):
+            lat = g["latency_us"][who]
+            rows.append([f"get, {label}", f"{ms(lat['p50_us']):.2f} / {ms(lat['p99_us']):.2f} ms", "", ""])
+        ratio_p50 = g["ratio_p50"]
+        rows.append(
+            ["get: 20k rooms/no rooms p50", f"{ratio_p50:.2f}", GOAL_ROOMS.label, status(GOAL_ROOMS, ratio_p50)]
+        )
+        li = g["listing"]
+        rows.append(
+            [
+                f"admin lists {li['rooms']:,} rooms ({li['pages']} pages)",
+                f"{li['median_s']:.2f} s (median of {len(li['seconds'])})",
+                "",
+                "",
+            ]
+        )
+    t = r.get("saturate")
+    if t:
+        lat = t["alone"]["get_us"]
+        rows.append(["victim get, no hog", f"{ms(lat['p50_us']):.2f} / {ms(lat['p99_us']):.2f} ms", "", ""])
+    for mode in ("polite", "hostile") if t else ():
         if mode not in t:
             continue
         m = t[mode]
@@ -703,10 +854,29 @@ def report(r: dict[str, Any]) -> str:
                 "",
             ]
         )
-    title = (
-        f"{r['backend']}: {s['items']:,} items, agent reads {s['readable_prefixes']} prefixes; "
-        f"figures p50 / p99 (client-side, loopback HTTP); {r['seconds']:g} s"
-    )
+    b = r.get("broad")
+    if b:
+        sizes = b["sizes"]
+        base = sizes[0]
+        rows.append([f"broad reads: {b['counts']['access_rooms']:,} rooms, set up in {b['setup_s']} s", "", "", ""])
+        rows.append(["  first request (loads the scope), by rooms", ", ".join(
+            f"{n:,}: {b['first_request_ms'][n]:.0f} ms" for n in sizes), "", ""])  # fmt: skip
+        for name, read in b["reads"].items():
+            lat = read["latency_us"]
+            shown = ", ".join(f"{n:,}: {ms(lat[n]['p50_us']):.1f}" for n in sizes)
+            cpu = ", ".join(f"{read['server_cpu_ms'][n]:.1f}" for n in sizes)
+            rows.append([f"  {name} p50 ms (server CPU ms) by rooms", f"{shown} ({cpu})", "", ""])
+            if GOAL_BROAD_ROOMS in lat:
+                value = ratio(lat[GOAL_BROAD_ROOMS]["p50_us"], lat[base]["p50_us"])
+                slow = ms(lat[GOAL_BROAD_ROOMS]["p50_us"]) >= GOAL_BROAD_MS
+                met = "MISSED" if slow else status(GOAL_BROAD, value)
+                rows.append([f"  {name}: {GOAL_BROAD_ROOMS:,} rooms / {base}", f"{value:.2f}", GOAL_BROAD.label, met])
+    title = f"{r['backend']}: figures p50 / p99 (client-side, loopback HTTP); {r['seconds']:g} s"
+    if s:
+        title = (
+            f"{r['backend']}: {s['items']:,} items, agent reads {s['readable_prefixes']} prefixes; "
+            + title.split(": ", 1)[1]
+        )
     lines = [format_table(["figure", "value", "goal", "status"], rows, title=title)]
     problems = checks(r)
     lines.append("checks: " + ("all answers as expected" if not problems else "; ".join(problems)))
@@ -716,19 +886,20 @@ def report(r: dict[str, Any]) -> str:
 def checks(r: dict[str, Any]) -> list[str]:
     """Anything a correct service would not do: a non-200, a wrong item, a leak, health failing."""
     out = []
-    for mode in ("lexical", "hybrid"):
+    for mode in ("lexical", "hybrid") if "search" in r else ():
         m = r["search"][mode]
         if any(m["non_200"].values()):
             out.append(f"search {mode} non-200: {m['non_200']}")
         if m["agent_hits_outside_scope"]:
             out.append(f"search {mode}: {m['agent_hits_outside_scope']} agent hits outside its scope")
-    if any(r["rooms"]["wrong_or_non_200"].values()):
-        out.append(f"get wrong or non-200: {r['rooms']['wrong_or_non_200']}")
-    li = r["rooms"]["listing"]
-    want = r["rooms"]["counts"]["rooms_20k"]
-    if li["rooms"] != want["access_rooms"] or li["memberships"] != want["access_members"]:
-        out.append(f"listing saw {li['rooms']} rooms / {li['memberships']} members, store has {want}")
-    t = r["saturate"]
+    if "rooms" in r:
+        if any(r["rooms"]["wrong_or_non_200"].values()):
+            out.append(f"get wrong or non-200: {r['rooms']['wrong_or_non_200']}")
+        li = r["rooms"]["listing"]
+        want = r["rooms"]["counts"]["rooms_20k"]
+        if li["rooms"] != want["access_rooms"] or li["memberships"] != want["access_members"]:
+            out.append(f"listing saw {li['rooms']} rooms / {li['memberships']} members, store has {want}")
+    t = r.get("saturate", {})
     for mode in ("alone", "polite", "hostile"):
         if mode in t and t[mode]["bad"]:
             out.append(f"victim {mode}: {t[mode]['bad']} failed or wrong gets")
@@ -738,6 +909,9 @@ def checks(r: dict[str, Any]) -> list[str]:
             odd = {k: v for k, v in t[mode]["hog"]["answers"].items() if k not in ("200", "429", "400 time cap")}
             if odd:
                 out.append(f"{mode} hog got {odd}")
+    for name, read in r.get("broad", {}).get("reads", {}).items():
+        if not read["same_answer"]:
+            out.append(f"broad {name}: agents in different numbers of rooms got different answers")
     return out
 
 
@@ -763,6 +937,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--saturate-seconds", type=float, default=10.0, help="victim gets while the hog runs")
     ap.add_argument("--baseline-seconds", type=float, default=3.0, help="victim gets before the hog starts")
     ap.add_argument("--health-interval", type=float, default=0.02, help="seconds between health polls")
+    ap.add_argument("--broad-rooms", type=int, default=50_000, help="rooms in the broad-read store")
+    ap.add_argument("--broad-sizes", default="1,100,10000,50000", help="rooms each broad-reading agent is in")
+    ap.add_argument("--broad-rounds", type=int, default=10, help="interleaved blocks per broad read (order rotated)")
+    ap.add_argument("--broad-block", type=int, default=5, help="requests per agent in each block")
+    ap.add_argument("--phases", default="search,rooms,saturate,broad", help="comma list of the phases to run")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     ap.add_argument("--hog", help=argparse.SUPPRESS)  # internal: run as the saturating process
@@ -770,6 +949,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.hog:
         return hog_main(args.hog)
     args.hog_modes = [m for m in args.hog_modes.split(",") if m]
+    args.phases = sorted({p for p in args.phases.split(",") if p})
+    if not set(args.phases) <= {"search", "rooms", "saturate", "broad"}:
+        ap.error("--phases takes search, rooms, saturate and/or broad")
+    args.broad_sizes = sorted({int(n) for n in args.broad_sizes.split(",") if n})
     if any(m not in ("polite", "hostile") for m in args.hog_modes):
         ap.error("--hog-modes takes polite and/or hostile")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the services on the way out

@@ -63,6 +63,8 @@ MODULES: dict[str, Module] = {
             "tests/conformance/test_facts_access.py",
             "tests/test_service.py",
             "tests/test_access.py",
+            "tests/test_access_history.py",
+            "tests/test_scope_scale.py",
         ),
     ),
     "store-sqlite": Module(
@@ -122,10 +124,22 @@ MODULES: dict[str, Module] = {
     ),
     "where": Module(
         files=("src/memlane/where.py",),
-        tests=("tests/test_langgraph_rules.py", "tests/test_langgraph.py"),
+        tests=("tests/test_langgraph_rules.py", "tests/test_langgraph.py", "tests/conformance/test_budget.py"),
         select="not client",  # half of the module is PostgreSQL's jsonb rendering
         postgres=True,
         note="value filters compiled into SQL (select, the LangGraph adapter's search filter)",
+    ),
+    "langgraph": Module(
+        files=("src/memlane/langgraph.py",),
+        tests=(
+            "tests/test_langgraph.py",
+            "tests/test_langgraph_rules.py",
+            "tests/test_langgraph_guards.py",
+            "tests/test_langgraph_graph.py",
+        ),
+        # the adapter speaks to a Memory and to a Client alike: the client run is the HTTP path
+        select="not postgres",
+        note="LangGraph's ops on memlane: the reversible encoding, filters, deep prefixes, wildcards, TTL",
     ),
     "conversation": Module(
         files=("src/memlane/conversation.py",),
@@ -146,7 +160,12 @@ MODULES: dict[str, Module] = {
     ),
     "query": Module(
         files=("src/memlane/query/fence.py", "src/memlane/query/run.py"),
-        tests=("tests/test_query_fence.py", "tests/conformance/test_query.py", "tests/test_query_rules.py"),
+        tests=(
+            "tests/test_query_fence.py",
+            "tests/conformance/test_query.py",
+            "tests/test_query_rules.py",
+            "tests/test_query_public.py",
+        ),
         select=SQLITE_ONLY + " and not slow",
         note="the fence (validator) and the runner",
     ),

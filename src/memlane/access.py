@@ -30,7 +30,7 @@ import hashlib
 import secrets
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -49,14 +49,11 @@ if TYPE_CHECKING:
 RESERVED = v.RESERVED
 MODES = ("read", "write")
 MAX_PAGE = 10_000
+MAX_SCOPES = 1000  # agents' scopes remembered at once (each as large as the agent's rooms and grants)
 
 
 def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def _inside(ns: Namespace, prefix: Namespace) -> bool:
-    return ns[: len(prefix)] == prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,19 +95,37 @@ class Agent:
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """The prefixes an agent may read and write; ``admin`` sees everything."""
+    """The prefixes an agent may read and write; ``admin`` sees everything.
+
+    Every check costs the same whatever the number of rooms and grants: the
+    prefixes are kept as sets, a namespace is tested by looking up each of its
+    at most 8 heads, and the readable prefixes that no other readable prefix
+    contains (what a read over everything searches) are found once, when the
+    scope is made, in one pass.
+    """
 
     read: tuple[Namespace, ...]
     write: tuple[Namespace, ...]
     admin: bool = False
+    _readable: frozenset[Namespace] = field(init=False, repr=False, compare=False)
+    _writable: frozenset[Namespace] = field(init=False, repr=False, compare=False)
+    _outermost: tuple[Namespace, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        readable = frozenset(self.read)
+        object.__setattr__(self, "_readable", readable)
+        object.__setattr__(self, "_writable", frozenset(self.write))
+        # in the scope's own order, once each; a prefix inside another adds nothing to a read
+        outermost = (p for p in dict.fromkeys(self.read) if not _under_any(p, readable, len(p)))
+        object.__setattr__(self, "_outermost", tuple(outermost))
 
     def can_read(self, ns: Namespace) -> bool:
         """Whether ``ns`` lies inside a readable prefix."""
-        return self.admin or any(_inside(ns, p) for p in self.read)
+        return self.admin or _under_any(ns, self._readable, len(ns) + 1)
 
     def can_write(self, ns: Namespace) -> bool:
         """Whether ``ns`` lies inside a writable prefix (never the reserved one, unless admin)."""
-        return self.admin or (ns[0] != RESERVED and any(_inside(ns, p) for p in self.write))
+        return self.admin or (ns[0] != RESERVED and _under_any(ns, self._writable, len(ns) + 1))
 
     def narrow(self, prefix: Namespace) -> list[Namespace]:
         """The readable prefixes to search for a requested prefix.
@@ -119,15 +134,20 @@ class Scope:
         one is itself; a prefix that contains readable ones becomes those.
         A prefix that touches nothing readable is refused.
         """
-        if self.admin:
+        if self.admin or _under_any(prefix, self._readable, len(prefix) + 1):
             return [prefix]
-        if any(_inside(prefix, p) for p in self.read):
-            return [prefix]
-        below = [p for p in self.read if _inside(p, prefix)]
-        if not below and prefix:
+        if not prefix:
+            return list(self._outermost)
+        size = len(prefix)
+        below = [p for p in self._outermost if p[:size] == prefix]
+        if not below:
             raise ForbiddenError(f"namespace {namespace_text(prefix)!r} is outside what this agent may read")
-        # drop prefixes nested in others so nothing is returned twice
-        return [p for p in below if not any(q != p and _inside(p, q) for q in below)]
+        return below
+
+
+def _under_any(ns: Namespace, prefixes: frozenset[Namespace], heads: int) -> bool:
+    """Whether one of the first ``heads`` heads of ``ns`` (``()``, ``ns[:1]``, ...) is in ``prefixes``."""
+    return any(ns[:n] in prefixes for n in range(heads))
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +203,7 @@ class Access:
         self.gate = gate
         self._version = -1
         self._by_token: dict[str, tuple[int, Agent | None]] = {}  # token hash -> (log head, agent)
+        self._scopes: dict[int, tuple[Agent, Scope]] = {}
 
     # -- plumbing ---------------------------------------------------------
 
@@ -310,8 +331,8 @@ class Access:
             return None
         digest = _hash(token)
         version = self.mem.store.access_head()
-        if version != self._version:
-            self._by_token, self._version = {}, version
+        if version != self._version:  # the agents handed out so far may be stale: their scopes go too
+            self._by_token, self._scopes, self._version = {}, {}, version
         cached = self._by_token.get(digest)
         # an entry serves only the head it was loaded under: one loaded just before a change, and stored
         # after another thread moved the cache on, is never served after that change
@@ -483,13 +504,26 @@ class Access:
     # -- the rule ---------------------------------------------------------
 
     def scope(self, agent: Agent) -> Scope:
-        """What ``agent`` may read and write (an admin: everything)."""
+        """What ``agent`` may read and write (an admin: everything).
+
+        Remembered for the agent (an :class:`Agent` never changes, and :meth:`authenticate`
+        hands out the same one until the access log moves), so a request of an agent in
+        thousands of rooms does not rebuild its scope.
+        """
+        known = self._scopes.get(id(agent))
+        if known is not None and known[0] is agent:  # the entry holds the agent, so its id is not reused
+            return known[1]
         if agent.admin:
-            return Scope((), (), admin=True)
-        write = [agent.namespace, *(("room", r) for r in agent.rooms)]
-        write += [g.prefix for g in agent.grants if g.mode == "write"]
-        read = write + [g.prefix for g in agent.grants if g.mode == "read"]
-        return Scope(tuple(dict.fromkeys(read)), tuple(dict.fromkeys(write)), agent.admin)
+            scope = Scope((), (), admin=True)
+        else:
+            write = [agent.namespace, *(("room", r) for r in agent.rooms)]
+            write += [g.prefix for g in agent.grants if g.mode == "write"]
+            read = write + [g.prefix for g in agent.grants if g.mode == "read"]
+            scope = Scope(tuple(dict.fromkeys(read)), tuple(dict.fromkeys(write)), agent.admin)
+        if len(self._scopes) >= MAX_SCOPES:
+            self._scopes.clear()
+        self._scopes[id(agent)] = (agent, scope)
+        return scope
 
     def view(self, agent: Agent, *, gated: bool = True) -> AgentView:
         """The memory as ``agent`` sees it (``gated``: its expensive reads pass :attr:`gate`)."""

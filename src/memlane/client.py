@@ -60,15 +60,31 @@ def _json(value: Any) -> Any:
 _PATHS = {op.name: op.route for op in OPERATIONS}
 
 
+def _too_deep(field: str) -> errors.ValidationError:
+    return errors.ValidationError(
+        field, f"is nested more than {v.MAX_DEPTH} levels deep (lists and objects inside one another); nothing was sent"
+    )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _encode(body: dict[str, Any]) -> bytes:
-    """A request body as UTF-8 JSON (as httpx would write it); text no UTF-8 can carry is refused by field."""
+    """A request body as UTF-8 JSON (as httpx would write it); what JSON cannot carry is refused by field."""
     try:
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:  # NaN or Infinity somewhere in the body
-        field = next((name for name, value in body.items() if _non_finite(value)), "body")
-        raise errors.ValidationError(
-            field, "holds NaN or Infinity, which JSON cannot carry; nothing was sent"
-        ) from None
+        text = _dumps(body)
+    except (ValueError, RecursionError):  # NaN or Infinity, or nesting no decoder would follow: find the field
+        for name, value in body.items():
+            try:
+                _dumps(value)
+            except ValueError:
+                raise errors.ValidationError(
+                    name, "contains NaN or Infinity, which JSON cannot carry; nothing was sent"
+                ) from None
+            except RecursionError:
+                raise _too_deep(name) from None
+        raise  # pragma: no cover - the whole body failed, so one of its fields does
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -230,7 +246,14 @@ class Client:
 
     def _send(self, operation: str, args: dict[str, Any]) -> Any:
         """POST one operation of the table with a method's arguments (its ``locals()``) as the body."""
-        body = {k: _json(v) for k, v in args.items() if k != "self" and k not in UNSENDABLE}
+        body = {}
+        for name, arg in args.items():
+            if name == "self" or name in UNSENDABLE:
+                continue
+            try:
+                body[name] = _json(arg)
+            except RecursionError:  # far past the service's budget: refused here, as the service would
+                raise _too_deep(name) from None
         return self._call("POST", _PATHS[operation], body, safe=operation in _SAFE)
 
     # -- writes -----------------------------------------------------------

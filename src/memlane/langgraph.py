@@ -79,8 +79,10 @@ EMPTY_KEY = "%!"  # the empty key; escaping never makes it either
 _UNSAFE = re.compile(r"[%/\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _ESCAPED = re.compile(r"%u([0-9A-F]{4})|%([0-9A-F]{2})")
 _LABELS_KEPT = v.MAX_SEGMENTS - 1
-# a query's ranked candidates a filter is then applied to: this many times the page, at least 50
+# a query's ranked candidates a filter is then applied to: this many times the page, at least 50, and this
+# many times more while the filtered page is not full, up to the most hits one memlane search returns
 FILTER_OVERFETCH = 4
+MAX_FETCH = 1000
 
 
 # -- the reversible encoding ----------------------------------------------------------------------
@@ -513,24 +515,30 @@ class _Adapter:
             return [_search_item(i, None) for i in found]
         wanted = op.offset + op.limit
         overfetch = conditions or deep or self._several_texts
-        fetch = min(1000, max(50, FILTER_OVERFETCH * wanted)) if overfetch else min(1000, wanted)
-        # no relevance floor: a LangGraph store answers the top matches, however weak, ranked by score
+        fetch = min(MAX_FETCH, max(50, FILTER_OVERFETCH * wanted)) if overfetch else min(MAX_FETCH, wanted)
         # one channel has nothing to fuse: it need nominate no more than it returns (as LangGraph asks its index)
         single = len(self._channels) == 1
-        env = self.memory.search(
-            op.query,
-            namespace_prefix=prefix,
-            limit=fetch,
-            channels=self._channels,
-            floor=False,
-            candidate_k=fetch if single else None,
-        )
-        hits = [
-            h
-            for h in env.hits
-            if (not conditions or w.matches(h.value, conditions))
-            and (not deep or decode_namespace(h.namespace)[: len(op.namespace_prefix)] == op.namespace_prefix)
-        ]
+        while True:
+            # no relevance floor: a LangGraph store answers the top matches, however weak, ranked by score
+            env = self.memory.search(
+                op.query,
+                namespace_prefix=prefix,
+                limit=fetch,
+                channels=self._channels,
+                floor=False,
+                candidate_k=fetch if single else None,
+            )
+            hits = [
+                h
+                for h in env.hits
+                if (not conditions or w.matches(h.value, conditions))
+                and (not deep or decode_namespace(h.namespace)[: len(op.namespace_prefix)] == op.namespace_prefix)
+            ]
+            # matches that rank below the items the filter refuses: look further down, until the page is full,
+            # the ranking has nothing more, or memlane's largest page was read
+            if len(hits) >= wanted or len(env.hits) < fetch or fetch >= MAX_FETCH:
+                break
+            fetch = min(MAX_FETCH, fetch * FILTER_OVERFETCH)
         semantic = "vector" in self._channels
         scores = {h.item.id: h.channel_scores.get("vector") if semantic else h.score for h in hits}
         if semantic and self._several_texts:
@@ -773,7 +781,8 @@ class MemlaneStore(_Adapter, BaseStore):
                     self.sweep_ttl()
                 except Exception:  # a failed sweep is retried at the next interval
                     logger.exception("memlane TTL sweep failed")
-            future.set_result(None)
+            if not future.cancelled():  # a cancelled future stopped the loop, and takes no result
+                future.set_result(None)
 
         self._sweeper = threading.Thread(target=loop, daemon=True, name="memlane-ttl-sweeper")
         self._sweeper.start()

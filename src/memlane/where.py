@@ -24,15 +24,20 @@ applies to ranked results).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import ValidationError
+from .validate import MAX_DEPTH
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 ORDERING = ("$gt", "$gte", "$lt", "$lte")
 MAX_CONDITIONS = 64
 MAX_PATH = 16
+# JSON values in all the operands of one ``where`` together (a list or object counts once, and so does each
+# value inside it): what an equality on SQLite compiles to grows with it, one flat test per value
+MAX_VALUES = 1000
 
 Condition = tuple[tuple[str, ...], str, Any]
 """``(path, operator, operand)``: one validated condition; the operand is a JSON value."""
@@ -43,20 +48,28 @@ _MISSING = object()
 def conditions(raw: Any, field: str = "where") -> list[Condition]:
     """Validate a ``where`` mapping into conditions, all of which must hold.
 
+    Operands are held to the budget of stored values: nested at most
+    :data:`~memlane.validate.MAX_DEPTH` levels, so a value at that depth can be
+    matched, and at most :data:`MAX_VALUES` values in all, which every backend
+    compiles into one statement it can parse.
+
     Raises:
         ValidationError: naming ``field``, for an unknown operator, an empty path
             segment, an operand that is not JSON (or NaN/Infinity), an ordering
-            operand that is neither a number nor a string, or more than 64 conditions.
+            operand that is neither a number nor a string, an operand nested more
+            than 100 levels deep, more than 1,000 values in the operands, or more
+            than 64 conditions.
     """
     if raw is None:
         return []
     if not isinstance(raw, Mapping):
         raise ValidationError(field, f"must be a mapping of field paths to values, not {type(raw).__name__}")
     out: list[Condition] = []
+    budget = [MAX_VALUES]
     for name, want in raw.items():
         if not isinstance(name, str) or not name:
             raise ValidationError(field, f"field path {name!r} must be a non-empty string")
-        _add(out, _split(name, field), want, field)
+        _add(out, _split(name, field), want, field, budget)
     if len(out) > MAX_CONDITIONS:
         raise ValidationError(field, f"has {len(out)} conditions; at most {MAX_CONDITIONS}")
     return out
@@ -74,9 +87,14 @@ def _check_segment(part: Any, name: str, field: str) -> None:
         raise ValidationError(field, f"field path {name!r} has an empty segment")
     if '"' in part or any(ord(ch) < 32 for ch in part):
         raise ValidationError(field, f"field path {name!r} contains a quote or a control character")
+    if _SURROGATE.search(part):
+        raise ValidationError(field, f"field path {name!r} contains a lone surrogate, which is not valid Unicode")
 
 
-def _add(out: list[Condition], path: tuple[str, ...], want: Any, field: str) -> None:
+_SURROGATE = re.compile("[\ud800-\udfff]")  # no UTF-8 carries one to a database
+
+
+def _add(out: list[Condition], path: tuple[str, ...], want: Any, field: str, budget: list[int]) -> None:
     if len(path) > MAX_PATH:
         raise ValidationError(field, f"field path {'.'.join(path)!r} is deeper than {MAX_PATH}")
     if isinstance(want, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in want):
@@ -85,7 +103,7 @@ def _add(out: list[Condition], path: tuple[str, ...], want: Any, field: str) -> 
                 raise ValidationError(
                     field, f"unknown operator {op!r} at {'.'.join(path)!r}; use {', '.join(OPERATORS)}"
                 )
-            operand = _json(operand, path, field)
+            operand = _json(operand, path, field, budget)
             if op in ORDERING and (isinstance(operand, bool) or not isinstance(operand, int | float | str)):
                 raise ValidationError(
                     field, f"{op} at {'.'.join(path)!r} compares numbers or strings, not {type(operand).__name__}"
@@ -99,32 +117,71 @@ def _add(out: list[Condition], path: tuple[str, ...], want: Any, field: str) -> 
             )
         for k, sub in want.items():
             _check_segment(k, f"{'.'.join(path)}.{k}", field)
-            _add(out, (*path, k), sub, field)
+            _add(out, (*path, k), sub, field, budget)
         return
-    out.append((path, "$eq", _json(want, path, field)))
+    out.append((path, "$eq", _json(want, path, field, budget)))
 
 
-def _json(value: Any, path: tuple[str, ...], field: str) -> Any:
-    """The operand as plain JSON (tuples become lists), refusing what JSON cannot hold."""
-    if isinstance(value, str):
-        if "\x00" in value:  # PostgreSQL's jsonb cannot hold it, so no backend compares it
-            raise ValidationError(field, f"value at {'.'.join(path)!r} contains a NUL character")
-        return value
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int | float):
-        try:
-            finite = math.isfinite(value)
-        except OverflowError:  # an integer no double can hold, so SQLite could not compare it
-            finite = False
-        if not finite:
-            raise ValidationError(field, f"value at {'.'.join(path)!r} is NaN, Infinity or beyond a double's range")
-        return value
+def _json(value: Any, path: tuple[str, ...], field: str, budget: list[int]) -> Any:
+    """The operand as plain JSON (tuples become lists), refusing what JSON cannot hold or the budget allows.
+
+    ``budget`` holds the values the ``where`` may still use; each value here takes one.
+    """
+    where = ".".join(path)
+    stack = [(value, 0)]  # walked without recursion: no operand's depth reaches Python's stack
+    while stack:
+        node, depth = stack.pop()
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ValidationError(
+                field,
+                f"has more than {MAX_VALUES:,} values in its operands (a list or object counts each value inside "
+                "it); compare fewer or smaller values",
+            )
+        if isinstance(node, str):
+            if "\x00" in node:  # PostgreSQL's jsonb cannot hold it, so no backend compares it
+                raise ValidationError(field, f"value at {where!r} contains a NUL character")
+            if _SURROGATE.search(node):
+                raise ValidationError(field, f"value at {where!r} holds a lone surrogate, which is not valid Unicode")
+        elif node is None or isinstance(node, bool):
+            pass
+        elif isinstance(node, int | float):
+            try:
+                finite = math.isfinite(node)
+            except OverflowError:  # an integer no double can hold, so SQLite could not compare it
+                finite = False
+            if not finite:
+                raise ValidationError(field, f"value at {where!r} is NaN, Infinity or beyond a double's range")
+        elif isinstance(node, list | tuple | Mapping):
+            if isinstance(node, Mapping):
+                for k in node:
+                    if not isinstance(k, str):
+                        raise ValidationError(field, f"value at {where!r} has an object key {k!r} that is not a string")
+                    if '"' in k or any(ord(ch) < 32 for ch in k) or _SURROGATE.search(k):  # the field path rule
+                        raise ValidationError(
+                            field,
+                            f"value at {where!r} has an object key {k!r} with a quote, a control character or a lone "
+                            "surrogate, which no field path can name",
+                        )
+            if depth == MAX_DEPTH:
+                raise ValidationError(
+                    field,
+                    f"value at {where!r} is nested more than {MAX_DEPTH} levels deep (lists and objects inside one "
+                    "another), deeper than any stored value",
+                )
+            stack.extend((x, depth + 1) for x in (node.values() if isinstance(node, Mapping) else node))
+        else:
+            raise ValidationError(field, f"value at {where!r} is a {type(node).__name__}, not JSON")
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    """A checked operand with its tuples made lists and its mappings dicts (at most MAX_DEPTH calls deep)."""
     if isinstance(value, list | tuple):
-        return [_json(x, path, field) for x in value]
-    if isinstance(value, Mapping) and all(isinstance(k, str) and "\x00" not in k for k in value):
-        return {k: _json(x, path, field) for k, x in value.items()}
-    raise ValidationError(field, f"value at {'.'.join(path)!r} is a {type(value).__name__}, not JSON")
+        return [_plain(x) for x in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(x) for k, x in value.items()}
+    return value
 
 
 def _at(value: Any, path: tuple[str, ...]) -> Any:
@@ -199,31 +256,48 @@ def _sqlite_number(x: Any) -> Any:
     return x if isinstance(x, float) or -_INT64 <= x < _INT64 else float(x)
 
 
-def _sqlite_equal(column: str, steps: tuple[str | int, ...], x: Any, params: list[Any]) -> str:
+def _sqlite_equal(column: str, steps: tuple[str | int, ...], x: Any, params: list[Any], out: list[str]) -> None:
+    """Append to ``out`` the flat tests that all hold when the JSON at ``steps`` equals ``x``.
+
+    One test per value of ``x``, none inside another: the statement nests no
+    deeper for a value nested 100 levels than for a number.
+    """
     p = _sqlite_path(steps)
     if x is None:
         params.append(p)
-        return f"COALESCE(json_type({column}, ?), 'null') = 'null'"
-    if isinstance(x, bool):
+        out.append(f"COALESCE(json_type({column}, ?), 'null') = 'null'")
+    elif isinstance(x, bool):
         params.extend((p, "true" if x else "false"))
-        return f"COALESCE(json_type({column}, ?) = ?, 0)"
-    if isinstance(x, int | float):
+        out.append(f"COALESCE(json_type({column}, ?) = ?, 0)")
+    elif isinstance(x, int | float):
         params.extend((p, p, _sqlite_number(x)))
-        return f"COALESCE(json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) = ?, 0)"
-    if isinstance(x, str):
+        out.append(f"COALESCE(json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) = ?, 0)")
+    elif isinstance(x, str):
         params.extend((p, p, x))
-        return f"COALESCE(json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?, 0)"
-    if isinstance(x, list):
+        out.append(f"COALESCE(json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?, 0)")
+    elif isinstance(x, list):
         params.extend((p, p, len(x)))
-        parts = [f"COALESCE(json_type({column}, ?) = 'array' AND json_array_length({column}, ?) = ?, 0)"]
-        parts += [_sqlite_equal(column, (*steps, i), e, params) for i, e in enumerate(x)]
+        out.append(f"COALESCE(json_type({column}, ?) = 'array' AND json_array_length({column}, ?) = ?, 0)")
+        for i, e in enumerate(x):
+            _sqlite_equal(column, (*steps, i), e, params, out)
     else:
         params.extend((p, p, len(x)))
-        parts = [
+        out.append(
             f"COALESCE(json_type({column}, ?) = 'object' AND (SELECT count(*) FROM json_each({column}, ?)) = ?, 0)"
-        ]
-        parts += [_sqlite_equal(column, (*steps, k), e, params) for k, e in x.items()]
-    return "(" + " AND ".join(parts) + ")"
+        )
+        for k, e in x.items():
+            _sqlite_equal(column, (*steps, k), e, params, out)
+
+
+def balanced(tests: Sequence[str], op: str = "AND") -> str:
+    """``tests`` joined by ``op`` as a balanced tree, in order: parsers and expression trees nest log2(n) deep.
+
+    A chain of n ANDs (or ORs) is an expression tree n deep, which SQLite refuses past 1,000.
+    """
+    if len(tests) == 1:
+        return tests[0]
+    half = len(tests) // 2
+    return f"({balanced(tests[:half], op)} {op} {balanced(tests[half:], op)})"
 
 
 _SQL_OP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -232,17 +306,21 @@ _SQL_OP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 def sqlite_sql(where: list[Condition], column: str = "items.value") -> tuple[str, list[Any]]:
     """``where`` as one SQLite condition over the JSON text in ``column`` (``1`` when empty), with its parameters."""
     params: list[Any] = []
-    parts = []
+    tests: list[str] = []
     for path, op, operand in where:
-        if op in ("$eq", "$ne"):
-            sql = _sqlite_equal(column, path, operand, params)
-            parts.append(sql if op == "$eq" else f"NOT {sql}")
+        if op == "$eq":
+            _sqlite_equal(column, path, operand, params, tests)
+            continue
+        if op == "$ne":
+            inner: list[str] = []
+            _sqlite_equal(column, path, operand, params, inner)
+            tests.append(f"NOT {balanced(inner)}")
             continue
         p = _sqlite_path(path)
         kinds = "'text'" if isinstance(operand, str) else "'integer', 'real'"
         params.extend((p, p, operand if isinstance(operand, str) else _sqlite_number(operand)))
-        parts.append(f"COALESCE(json_type({column}, ?) IN ({kinds}) AND json_extract({column}, ?) {_SQL_OP[op]} ?, 0)")
-    return (" AND ".join(parts) or "1"), params
+        tests.append(f"COALESCE(json_type({column}, ?) IN ({kinds}) AND json_extract({column}, ?) {_SQL_OP[op]} ?, 0)")
+    return (balanced(tests) if tests else "1"), params
 
 
 # jsonb refuses the escape of NUL (\u0000), which a stored string may hold: such a value is read as having no

@@ -137,6 +137,11 @@ def _ids(raw: Any, field: str, *, maximum: int, kind: str | None = None) -> buil
     return builtins.list(dict.fromkeys(raw))
 
 
+def _id_like(raw: Any) -> bool:
+    """Whether ``raw`` could name a record (any other text names none, and need not reach the database)."""
+    return isinstance(raw, str) and v.ID.fullmatch(raw) is not None
+
+
 def _bounded_int(raw: Any, field: str, low: int, high: int) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise ValidationError(field, f"must be an integer, not {type(raw).__name__}")
@@ -667,7 +672,7 @@ class FactsLayer:
             names = dict(s.rows("SELECT id, name FROM entities WHERE id IN (?, ?)", (subj, obj_entity or subj)))
             shown = names[obj_entity] if obj_entity else (loads_json(obj_value) if obj_value else "")
             text = f"{names[subj]} {pred.replace('_', ' ')} {shown if isinstance(shown, str) else obj_value}"
-            text = text[:MAX_FACT_TEXT_CHARS]
+            text = text.replace("\x00", " ")[:MAX_FACT_TEXT_CHARS]  # as an item's: text cannot hold NUL
             fid = _new_ids("fact", now)[0]
             self._insert_fact(s, fid, 1, ns, fact_key, subj, pred, obj_entity, obj_value, text, start, end, now)
             s.run(
@@ -880,7 +885,7 @@ class FactsLayer:
                                   for e in about_ids)
                 )  # fmt: skip
                 if chunk is not None and (
-                    not isinstance(chunk, str)
+                    not _id_like(chunk)
                     or not s.rows(f"SELECT 1 FROM chunks WHERE id = ? AND {scope}", [chunk, *scope_params])
                 ):
                     raise NotFoundError(f"no chunk {chunk!r} that you can see; chunk ids come from add_document")
@@ -906,14 +911,12 @@ class FactsLayer:
         """Mark a claim as no longer current testimony, optionally naming the claim that replaces it."""
         now = self._mem._now()
         with self._store.session(write=True) as s:
-            claim = self._claims(s, [claim_id], within).get(claim_id) if isinstance(claim_id, str) else None
+            claim = self._claims(s, [claim_id], within).get(claim_id) if _id_like(claim_id) else None
             if claim is None:
                 raise NotFoundError(f"no claim {claim_id!r} that you can see")
             if claim.superseded_at is not None:
                 raise ConflictError(f"claim {claim_id!r} was already superseded at {claim.superseded_at.isoformat()}")
-            if by is not None and (
-                not isinstance(by, str) or by == claim_id or by not in self._claims(s, [by], within)
-            ):
+            if by is not None and (not _id_like(by) or by == claim_id or by not in self._claims(s, [by], within)):
                 raise NotFoundError(f"no other claim {by!r} that you can see to supersede {claim_id!r} with")
             s.run("UPDATE claims SET superseded_by = ?, superseded_at = ? WHERE id = ?", (by, ts(now), claim_id))
             return self._claims(s, [claim_id], within)[claim_id]
@@ -1030,7 +1033,7 @@ class FactsLayer:
         before = _bounded_int(before, "before", 0, 50)
         after = _bounded_int(after, "after", 0, 50)
         with self._store.session() as s:
-            centre = self._chunks(s, [chunk_id], within).get(chunk_id) if isinstance(chunk_id, str) else None
+            centre = self._chunks(s, [chunk_id], within).get(chunk_id) if _id_like(chunk_id) else None
             if centre is None:
                 raise NotFoundError(f"no chunk {chunk_id!r} that you can see")
             rows = s.rows(

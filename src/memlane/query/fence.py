@@ -103,6 +103,7 @@ class Checked:
     functions: list[str]  # the functions it calls, sorted (as written, lowercase)
     uses_match: bool = False  # text_match() was rewritten into the full-text index (SQLite: index helpers)
     parameters: list[str] = field(default_factory=list)  # ["?1", "?2"] or [":name", ...] as the caller wrote them
+    shown: str = ""  # what runs as the caller may see it: the same, with text_match() as written
 
 
 def refuse(reason: str, message: str, part: str | None = None) -> QueryRefused:
@@ -247,8 +248,14 @@ def _number_positional(sql: str, dialect: str) -> tuple[str, int]:
             out.append(sql[last : tok.start])
             out.append(f":__p{count}")
             last = tok.end + 1
+    if count > MAX_PARAMS:  # before the parse, whose cost grows with every placeholder
+        raise _too_many_params(count)
     out.append(sql[last:])
     return "".join(out), count
+
+
+def _too_many_params(count: int) -> QueryRefused:
+    return refuse("placeholder", f"the statement has {count} parameters; at most {MAX_PARAMS}")
 
 
 _DOLLAR = re.compile(r"\$[A-Za-z0-9_]")  # SQLite binds $name; sqlglot reads it as a word
@@ -265,7 +272,7 @@ def _number(tree: exp.Expression, positional: int, dialect: str) -> tuple[list[s
             if written not in generated or written in seen:  # the caller wrote :__x
                 raise refuse("placeholder", "parameter names may not start with __", ":" + written)
             seen.add(written)
-    names: list[str] = []  # parameter names by number, in first-seen order
+    first_seen: dict[str, None] = {}  # parameter names by number, in first-seen order
     # depth first, the order named ones are shown in; not always textual (a CTE comes after its SELECT)
     nodes: list[exp.Expression] = list(tree.find_all(exp.Placeholder, exp.Parameter, bfs=False))
     for node in nodes:
@@ -277,8 +284,8 @@ def _number(tree: exp.Expression, positional: int, dialect: str) -> tuple[list[s
                 "or :name (bound from a dict)",
                 node.sql(dialect=_GLOT[dialect]),
             )
-        if name not in names:
-            names.append(name)
+        first_seen[name] = None
+    names = list(first_seen)
     user_named = [n for n in names if n not in generated]
     if positional and user_named:
         raise refuse(
@@ -287,7 +294,7 @@ def _number(tree: exp.Expression, positional: int, dialect: str) -> tuple[list[s
             f":{user_named[0]}",
         )
     if len(names) > MAX_PARAMS:
-        raise refuse("placeholder", f"the statement has {len(names)} parameters; at most {MAX_PARAMS}")
+        raise _too_many_params(len(names))
     if positional:  # the list binds in textual order, which the rewrite's numbers keep, whatever the tree's shape
         names.sort(key=lambda n: int(n[3:]))
     number = {name: i + 1 for i, name in enumerate(names)}
@@ -335,7 +342,17 @@ def bind_values(names: Sequence[str], shown: Sequence[str], params: Any) -> list
             raise ValidationError("params", "NaN and Infinity cannot be bound")
         if v is not None and not isinstance(v, str | int | float | bool):
             raise ValidationError("params", f"a {type(v).__name__} cannot be bound; use strings, numbers, booleans")
+        # what every backend can bind, the same on each: no driver error reaches the caller as a 500
+        if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+            raise ValidationError("params", f"{v} does not fit in 64 bits; pass it as a float or as text")
+        if isinstance(v, str) and ("\x00" in v or _SURROGATE.search(v)):
+            raise ValidationError(
+                "params", "a string holding a NUL character or a lone surrogate cannot be bound (no text holds one)"
+            )
     return values
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # -- the check ----------------------------------------------------------------------------
@@ -436,6 +453,7 @@ class Prepared:
     views: tuple[str, ...]
     functions: tuple[str, ...]
     uses_match: bool
+    shown: str  # ``sql`` before text_match() is rewritten onto the query space's internal helpers
 
 
 def check(sql: Any, dialect: str, params: Any = None, *, bind: bool = True, tsconfig: str = "memlane") -> Checked:
@@ -462,7 +480,7 @@ def check(sql: Any, dialect: str, params: Any = None, *, bind: bool = True, tsco
         )
     p = prepare(sql, dialect, tsconfig)
     values = bind_values(p.names, p.parameters, params) if bind else [None] * len(p.names)
-    return Checked(p.sql, values, list(p.views), list(p.functions), p.uses_match, list(p.parameters))
+    return Checked(p.sql, values, list(p.views), list(p.functions), p.uses_match, list(p.parameters), p.shown)
 
 
 @lru_cache(maxsize=256)
@@ -536,11 +554,8 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
     hidden = space.NAMES | set(space.MATCH_HELPERS) | {"memlane_ctx", "memlane_scope"}
     for name in sorted(ctes):
         if name in hidden:
-            raise refuse(
-                "cte_shadows_view",
-                f"the CTE {name!r} has the name of a view of the query space; rename the CTE",
-                name,
-            )
+            what = "the name of a view of the query space" if name in space.NAMES else "a name the query space keeps"
+            raise refuse("cte_shadows_view", f"the CTE {name!r} has {what}; rename the CTE", name)
     views_of: dict[int, str] = {}
     tables = [t for t in nodes if isinstance(t, exp.Table)]
     for table in tables:
@@ -616,8 +631,6 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
                 name.upper(),
             )
         functions.add(name)
-    for node in matches:
-        node.replace(_rewrite_match(node, dialect, views_of, tsconfig))
     for table in tables:
         view_name = views_of.get(id(table))
         if view_name is None:
@@ -633,6 +646,10 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
             if col.args.get("db") is not None and str(col.db).lower() == space.SCHEMA:
                 col.set("db", None)
     names, shown = _number(tree, positional, dialect)
+    # rendered for the caller before text_match() becomes a use of helpers that no statement may name
+    public = tree.sql(dialect=glot, comments=False, normalize_functions="lower")
+    for node in matches:
+        node.replace(_rewrite_match(node, dialect, views_of, tsconfig))
     return Prepared(
         tree.sql(dialect=glot, comments=False, normalize_functions="lower", copy=False),
         tuple(names),
@@ -640,6 +657,7 @@ def _check_tree(tree: exp.Expression, dialect: str, positional: int, tsconfig: s
         tuple(sorted(set(views_of.values()))),
         tuple(sorted(functions)),
         uses_match=bool(matches) and dialect == "sqlite",
+        shown=public,
     )
 
 

@@ -49,7 +49,7 @@ from ..errors import (
     ValidationError,
 )
 from ..model import Namespace
-from ..store._common import ns_range, ns_text, ts
+from ..store._common import ns_text, ts
 from . import fence, space
 from .model import QueryPlan, QueryResult, SavedQuery
 
@@ -146,6 +146,51 @@ class _Fetch:
         if self.cut is None and time.monotonic() > self.deadline:
             self.cut = "timeout"
         return self.cut is None
+
+
+def _public_plan(rows: Sequence[tuple[int, int, str]]) -> builtins.list[str]:
+    """SQLite's plan rows ``(node, parent, detail)`` as indented lines, without the visibility rule's steps.
+
+    The steps that read the caller's scope and clock go, with their subqueries once nothing else is left
+    in them; every other line is shown in the query space's own words (:func:`space.public`).
+    """
+    children: dict[int, builtins.list[int]] = {}
+    for node, parent, _ in rows:
+        children.setdefault(parent, []).append(node)
+    detail = {node: text for node, _, text in rows}
+    hidden: set[int] = set()
+
+    def hide(node: int) -> None:
+        hidden.add(node)
+        for child in children.get(node, ()):
+            hide(child)
+
+    for node, _, text in rows:
+        if space.public(text) is None:
+            hide(node)
+    for node, _, _ in reversed(rows):  # children come after their parents: subqueries emptied by the above
+        kids = children.get(node, ())
+        if kids and all(k in hidden for k in kids) and "SUBQUERY" in detail[node]:
+            hidden.add(node)
+    depth: dict[int, int] = {0: -1}
+    lines = []
+    for node, parent, text in rows:
+        depth[node] = depth.get(parent, -1) + 1
+        if node not in hidden:
+            lines.append("  " * depth[node] + str(space.public(text)))
+    return lines
+
+
+def _public_error(e: QueryRefused) -> QueryRefused:
+    """``e`` with its message and part in the query space's own words (a database's message may name more)."""
+    message, part = space.public(str(e)), None if e.part is None else space.public(e.part)
+    if message is not None and (part is not None or e.part is None):
+        return e if (message, part) == (str(e), e.part) else QueryRefused(message, reason=e.reason, part=part)
+    return QueryRefused(
+        "the database refused the statement; its message named the query space's internals and is withheld: "
+        "check the statement against describe_query_space()",
+        reason=e.reason,
+    )
 
 
 def _time_cap(timeout_ms: int) -> QueryRefused:
@@ -265,12 +310,13 @@ class _SqliteConnection:
         self._mode = "internal"
         conn.execute("PRAGMA query_only = 0" + tag)  # TEMP tables only: the file itself is opened read-only
         try:
-            conn.execute("UPDATE temp.memlane_ctx SET everything = ?" + tag, (int(scope is None),))
-            conn.execute("DELETE FROM temp.memlane_scope" + tag)
-            conn.executemany(
-                "INSERT INTO temp.memlane_scope (exact, low, high) VALUES (?, ?, ?)" + tag,
-                [ns_range(p) for p in scope or ()],
+            conn.execute(
+                "UPDATE temp.memlane_ctx SET everything = ?, depths = ?" + tag,
+                (int(scope is None), space.scope_depths(scope or ())),
             )
+            conn.execute("DELETE FROM temp.memlane_scope" + tag)
+            rows = [(ns_text(p),) for p in scope or ()]
+            conn.executemany("INSERT OR IGNORE INTO temp.memlane_scope (prefix) VALUES (?)" + tag, rows)
         finally:
             conn.execute("PRAGMA query_only = 1" + tag)
         self._scope_key = key
@@ -341,12 +387,7 @@ class _SqliteConnection:
             finally:
                 self._mode = "internal"
                 self._deadline = float("inf")
-        depth: dict[int, int] = {0: -1}
-        lines = []
-        for node, parent, _, detail in rows:
-            depth[node] = depth.get(parent, -1) + 1
-            lines.append("  " * depth[node] + str(detail))
-        return lines
+        return _public_plan([(node, parent, str(detail)) for node, parent, _, detail in rows])
 
 
 class SqliteRunner:
@@ -471,9 +512,10 @@ class PostgresRunner:
         return hashlib.sha256((self._secret + inner).encode()).hexdigest()
 
     def _begin(self, conn: Any, now: str, scope: Scope, timeout_ms: int) -> None:
-        prefixes = space.EVERYTHING if scope is None else "\n".join(ns_text(p) for p in scope)
+        prefixes = space.EVERYTHING if scope is None else "\n".join(dict.fromkeys(ns_text(p) for p in scope))
         signature = self._sign(prefixes, now, conn.info.backend_pid)
         settings = [("memlane.now", now), ("memlane.scope", prefixes), ("memlane.sig", signature)]
+        settings.append(("memlane.depths", space.scope_depths(scope or ())))
         settings.append(("statement_timeout", str(timeout_ms)))
         settings += [("search_path", space.SCHEMA), ("lock_timeout", str(timeout_ms))]
         if self._temp_cap:
@@ -541,7 +583,7 @@ class PostgresRunner:
                 rows = cursor.execute(sql, None if generic else checked.params).fetchall()
             except psycopg.Error as e:
                 raise self._error(e, timeout_ms) from None
-        return [str(r[0]) for r in rows]
+        return [line for line in (space.public(str(r[0])) for r in rows) if line is not None]
 
 
 def runner(mem: Memory) -> SqliteRunner | PostgresRunner:
@@ -571,7 +613,10 @@ def query(
     timeout_ms = _limit(timeout_ms, "timeout_ms", MAX_TIMEOUT_MS)
     run = runner(mem)
     checked = fence.check(sql, run.dialect, params, tsconfig=run.tsconfig)
-    columns, fetched = run.run(checked, ts(mem._now()), _scope(scope), max_rows, timeout_ms)
+    try:
+        columns, fetched = run.run(checked, ts(mem._now()), _scope(scope), max_rows, timeout_ms)
+    except QueryRefused as e:
+        raise _public_error(e) from None
     notes = list(getattr(run, "notes", []))
     if fetched.cut == "timeout":
         notes.append(f"stopped by the time cap ({timeout_ms:,} ms) after {len(fetched.rows):,} rows")
@@ -599,8 +644,11 @@ def explain(mem: Memory, sql: Any, params: Any = None, *, scope: Scope = None) -
         checked = fence.check(sql, run.dialect, params, bind=params is not None, tsconfig=run.tsconfig)
     except QueryRefused as e:
         return QueryPlan(False, text, reason=e.reason, message=str(e), part=e.part)
-    plan = run.explain(checked, ts(mem._now()), _scope(scope), DEFAULT_TIMEOUT_MS)
-    return QueryPlan(True, text, checked.sql, checked.views, checked.functions, checked.parameters, plan)
+    try:
+        plan = run.explain(checked, ts(mem._now()), _scope(scope), DEFAULT_TIMEOUT_MS)
+    except QueryRefused as e:
+        raise _public_error(e) from None
+    return QueryPlan(True, text, checked.shown, checked.views, checked.functions, checked.parameters, plan)
 
 
 def _scope(scope: Scope) -> Scope:
@@ -679,6 +727,8 @@ def get_saved(mem: Memory, name: Any) -> SavedQuery:
     """One saved query, or :class:`NotFoundError` naming how to list them."""
     if not isinstance(name, str):
         raise ValidationError("name", f"must be a string, not {type(name).__name__}")
+    if not _SAVED_NAME.fullmatch(name):  # no query was saved under it, and no driver need bind it
+        raise NotFoundError(f"no saved query named {name!r}; saved_queries() lists them")
     with mem.store.session() as s:
         rows = s.rows(
             "SELECT name, sql, description, author, created_at, updated_at FROM saved_queries WHERE name = ?", (name,)
@@ -692,6 +742,8 @@ def delete_saved(mem: Memory, name: Any, *, may_replace: Any) -> bool:
     """Delete a saved query; ``False`` if there was none."""
     if not isinstance(name, str):
         raise ValidationError("name", f"must be a string, not {type(name).__name__}")
+    if not _SAVED_NAME.fullmatch(name):
+        return False
     with mem.store.session(write=True) as s:
         found = s.rows("SELECT author FROM saved_queries WHERE name = ?", (name,))
         if not found:

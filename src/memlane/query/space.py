@@ -362,26 +362,87 @@ _SQLITE_NOW = "(SELECT memlane_now())"
 _PG_NOW = "(current_setting('memlane.now', true) COLLATE \"C\")"
 
 
+# A namespace lies under a readable prefix when it or one of its heads (its first 1, 2, ... 7 segments) is
+# one. The caller's prefixes are a set each head is looked up in (an index on SQLite, a hash a statement
+# builds once on PostgreSQL), and only the heads as deep as some prefix are made, so each row costs a few
+# lookups whatever the number of rooms and grants. Every head is the namespace's own ancestor, so no
+# lookup can admit a row that lies under no readable prefix.
+MAX_DEPTH = 8  # segments of a namespace (memlane.validate.MAX_SEGMENTS)
+
+
+def scope_depths(prefixes: Sequence[Sequence[str]]) -> str:
+    """The depths (segment counts) of ``prefixes`` as digits, each once, e.g. ``"23"``."""
+    return "".join(str(n) for n in sorted({len(p) for p in prefixes}))
+
+
+def _sqlite_head(col: str, depth: int) -> str:
+    """SQLite: the text before the ``depth``-th '/' of ``col`` (an ancestor of it, or '' when it has none)."""
+    end = f"instr({col}, '/')"
+    for _ in range(depth - 1):  # a missing '/' adds 0: the head stays the shallower ancestor
+        end = f"{end} + instr(substr({col}, {end} + 1), '/')"
+    return f"substr({col}, 1, {end} - 1)"
+
+
 def _sqlite_visible(col: str) -> str:
+    scope = "(SELECT prefix FROM temp.memlane_scope)"
+    heads = " ".join(
+        f"OR ((SELECT instr(depths, '{n}') > 0 FROM temp.memlane_ctx) AND {_sqlite_head(col, n)} IN {scope})"
+        for n in range(1, MAX_DEPTH)
+    )
     return (
         f"(substr({col}, 1, 9) <> '{RESERVED}/' AND {col} <> '{RESERVED}' AND "
-        "((SELECT everything FROM temp.memlane_ctx) = 1 OR EXISTS (SELECT 1 FROM temp.memlane_scope s "
-        f"WHERE {col} = s.exact OR ({col} >= s.low AND {col} < s.high))))"
+        f"((SELECT everything FROM temp.memlane_ctx) = 1 OR {col} IN {scope} {heads}))"
     )
 
 
 EVERYTHING = "\t"  # the scope "everything but _memlane": a namespace never holds a control character
 _PG_SCOPE = f"(SELECT {SCHEMA}.visible_scope())"
+# the signed setting holds the prefixes, one a line (visible_scope() returns it only with a valid signature);
+# each lookup in it is a hashed SubPlan, built once per statement. The depths to look at need no signature:
+# whatever they say, only the namespace's own ancestors are looked up, among the signed prefixes
+_PG_PREFIXES = f"(SELECT unnest(string_to_array({_PG_SCOPE}, E'\\n')))"
+_PG_DEPTHS = "(current_setting('memlane.depths', true))"
+
+
+def _pg_head(col: str, depth: int) -> str:
+    """PostgreSQL: the first ``depth`` segments of ``col`` joined again (ending in '/' when it has fewer)."""
+    return " || '/' || ".join(f"split_part({col}, '/', {k})" for k in range(1, depth + 1))
 
 
 def _pg_visible(col: str) -> str:
-    # prefixes are joined with newlines; visible_scope() returns them only with a valid signature
+    heads = " ".join(
+        f"OR ((SELECT strpos({_PG_DEPTHS}, '{n}') > 0) AND ({_pg_head(col, n)}) IN {_PG_PREFIXES})"
+        for n in range(1, MAX_DEPTH)
+    )
     return (
         f"(substr({col}, 1, 9) <> '{RESERVED}/' AND {col} <> '{RESERVED}' AND "
-        f"({_PG_SCOPE} = E'\\t' OR EXISTS (SELECT 1 FROM "
-        f"unnest(string_to_array({_PG_SCOPE}, E'\\n')) AS p(prefix) "
-        f"WHERE {col} = p.prefix OR starts_with({col}, p.prefix || '/'))))"
+        f"({_PG_SCOPE} = E'\\t' OR {col} IN {_PG_PREFIXES} {heads}))"
     )
+
+
+# -- what a caller sees -------------------------------------------------------------------
+# The machinery behind the views has names no answer shows (explain's plan, errors, notes): the inner views
+# named with each SQLite connection's random token (a second guard, after the fence: a statement cannot name
+# what it cannot know), the context tables and their indexes, the helpers behind text_match(), the settings
+# and the function that check the caller's scope on PostgreSQL.
+INTERNAL = re.compile(
+    r"memlane_[0-9a-f]{16}|memlane_(?:ctx|scope|now|fts_query|match_)|visible_scope|memlane_query_secret"
+    r"|memlane\.(?:now|scope|sig|depths)"
+)
+_INNER = re.compile(r"(?:temp\.)?memlane_[0-9a-f]{16}_")
+_HELPER = re.compile(r"memlane_match_(items|facts|claims|chunks)\b")
+_CLOCK = re.compile(r"\(?current_setting\('memlane\.now'(?:::text)?, true\)\)?(?:::text)?")
+
+
+def public(text: str) -> str | None:
+    """``text`` in the query space's own words, or ``None`` when it names machinery no words stand for.
+
+    An inner view becomes the view it holds, a text_match() helper the view it searches, PostgreSQL's
+    reading of the memory's clock ``(the memory's clock)``.
+    """
+    text = _HELPER.sub(r"\1", _INNER.sub("", text))
+    text = _CLOCK.sub("(the memory's clock)", text)
+    return None if INTERNAL.search(text) else text
 
 
 def scope_message(scope: str, now: str, pid: int) -> str:
@@ -433,9 +494,9 @@ def sqlite_setup(token: str) -> tuple[list[str], dict[str, str]]:
     inner = {name: f"memlane_{token}_{name}" for name in [*NAMES, *MATCH_HELPERS]}
     prefix = f"memlane_{token}_"
     out = [
-        "CREATE TEMP TABLE memlane_ctx (everything INTEGER NOT NULL)",
-        "INSERT INTO temp.memlane_ctx (everything) VALUES (0)",
-        "CREATE TEMP TABLE memlane_scope (exact TEXT NOT NULL, low TEXT NOT NULL, high TEXT NOT NULL)",
+        "CREATE TEMP TABLE memlane_ctx (everything INTEGER NOT NULL, depths TEXT NOT NULL)",
+        "INSERT INTO temp.memlane_ctx (everything, depths) VALUES (0, '')",
+        "CREATE TEMP TABLE memlane_scope (prefix TEXT PRIMARY KEY) WITHOUT ROWID",
     ]
     bodies = [(v.name, v.body) for v in VIEWS] + list(MATCH_HELPERS.items())
     for name, body in bodies:
@@ -510,6 +571,11 @@ def postgres_migration() -> list[str]:
         END $$"""
     )
     return out
+
+
+def postgres_views() -> list[str]:
+    """Every view again (migration ``m012_scope_heads``: a row's visibility is a lookup of its heads)."""
+    return [f"CREATE OR REPLACE VIEW {SCHEMA}.{v.name} AS {view_sql(v.body, 'postgres')}" for v in VIEWS]
 
 
 def postgres_item_views() -> list[str]:
@@ -684,6 +750,8 @@ def describe(dialect: str) -> dict[str, Any]:
             "index), on items.text, facts.fact_text, facts_current.fact_text, claims.claim_text, "
             "claims_live.claim_text and chunks.chunk_text.",
             "Rows are what the caller may see: the reserved _memlane namespace never appears.",
+            "explain_query shows the statement as it runs (text_match as written) and the database's plan in "
+            "the views' own names; the steps that apply what the caller may see are left out of the plan.",
         ],
     }
 

@@ -66,7 +66,7 @@ class VectorCache:
         self._pos: dict[int, int] = {}
         self._ids: list[str] = []
         self._ns_ids: dict[str, int] = {}
-        self._allowed: dict[tuple[str, ...], tuple[int, np.ndarray]] = {}
+        self._allowed: dict[frozenset[tuple[str, ...]], tuple[int, np.ndarray]] = {}
 
     def __len__(self) -> int:
         return self._n
@@ -125,13 +125,13 @@ class VectorCache:
         Worked out once per scope and kept until a new namespace appears, so an
         agent's repeated searches do not rescan every namespace.
         """
-        if any(not prefix for prefix in within):
+        if not all(within):  # the root prefix () among them
             return None
-        texts = tuple(sorted({"/".join(prefix) for prefix in within}))
-        known = self._allowed.get(texts)
+        key = frozenset(map(tuple, within))  # a scope of 10,000 prefixes is not joined and sorted each time
+        known = self._allowed.get(key)
         if known is not None and known[0] == len(self._ns_ids):
             return known[1]
-        wanted = set(texts)
+        wanted = {"/".join(prefix) for prefix in within}
         found = []
         for ns, i in self._ns_ids.items():
             parts = ns.split("/")
@@ -140,7 +140,7 @@ class VectorCache:
         allowed = np.array(found, dtype=np.int32)
         if len(self._allowed) > 256:  # many distinct scopes: start over rather than grow without bound
             self._allowed.clear()
-        self._allowed[texts] = (len(self._ns_ids), allowed)
+        self._allowed[key] = (len(self._ns_ids), allowed)
         return allowed
 
     def search(self, query: Any, within: Sequence[tuple[str, ...]], k: int) -> list[tuple[str, float, int]]:

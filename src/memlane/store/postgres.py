@@ -250,6 +250,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("m011_chunk_context", facts_schema.POSTGRES_CHUNK_CONTEXT),
+    ("m012_scope_heads", query_space.postgres_views()),
     (
         "m013_index_opt_out",
         [
@@ -346,6 +347,7 @@ _LEXICAL_SETTINGS = (
     "SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)"
 )
 LEXICAL_CAP = 2000
+_PIPELINED_CHARS = 64 * 1024  # prefixes' characters in a ranking statement sent in a pipeline, at most
 # a lexeme in this share of the rows (column statistics) is skipped while the query has a rarer one (``skipped``)
 COMMON_SHARE = 0.9
 _LEXICAL = """
@@ -424,7 +426,7 @@ def _lexical_in_prefixes(lengths: tuple[int, ...]) -> str:
     """
     return _LEXICAL.format(
         scope="\n      AND " + c.under_any("i.namespace", lengths, "postgres", lambda i: f"%(w{i})s"),
-        total="SELECT count(*) AS n FROM unnest(%(w0)s::text[]) AS s(p) JOIN items "
+        total="SELECT count(*) AS n FROM unnest(string_to_array(%(prefixes)s, E'\\n')) AS s(p) JOIN items "
         'ON items.namespace = s.p COLLATE "C" OR (items.namespace >= (s.p || \'/\') COLLATE "C" '
         "AND items.namespace < (s.p || '0') COLLATE \"C\")",
     )
@@ -969,13 +971,22 @@ class PostgresStore(Store):
             lengths, arrays = c.under_any_params(within, "postgres")
             statement = _lexical_in_prefixes(lengths)
             params.update((f"w{i}", a) for i, a in enumerate(arrays))
-        with self._read() as conn, conn.pipeline() as pipeline:
-            # both statements go out before one Sync, so they run in one implicit transaction: the
-            # settings hold for the ranking statement only, and the answer takes one round trip
-            conn.execute(_LEXICAL_SETTINGS, prepare=True)
-            cur = conn.execute(statement, params, prepare=True)
-            pipeline.sync()
-            rows = cur.fetchall()
+            params["prefixes"] = c.prefix_lines(within)
+        if sum(len(x) for x in params.values() if isinstance(x, str)) > _PIPELINED_CHARS:
+            # psycopg's pipeline can wait forever on a message larger than the socket's buffer (seen
+            # with 3.3.9 and the prefixes of 50,000 rooms; psycopg/psycopg#685): a large scope takes
+            # one more round trip instead, in a transaction of its own
+            with self._read() as conn, conn.transaction():
+                conn.execute(_LEXICAL_SETTINGS, prepare=True)
+                rows = conn.execute(statement, params, prepare=True).fetchall()
+        else:
+            with self._read() as conn, conn.pipeline() as pipeline:
+                # both statements go out before one Sync, so they run in one implicit transaction: the
+                # settings hold for the ranking statement only, and the answer takes one round trip
+                conn.execute(_LEXICAL_SETTINGS, prepare=True)
+                cur = conn.execute(statement, params, prepare=True)
+                pipeline.sync()
+                rows = cur.fetchall()
         return [(item_id, float(score), version) for item_id, score, version in rows]
 
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:

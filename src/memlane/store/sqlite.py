@@ -354,6 +354,7 @@ MIGRATIONS: builtins.list[tuple[str, Sequence[Step]]] = [
     ),
     ("m010_text_once", _M010),
     ("m011_chunk_context", facts_schema.SQLITE_CHUNK_CONTEXT),
+    ("m012_scope_heads", []),  # the query space's views are TEMP views of each read-only connection
     (
         "m013_index_opt_out",
         [
@@ -1328,8 +1329,8 @@ class SqliteStore(Store):
         """Marks of items inside ``within`` still waiting for a vector."""
         inside, params = c.within_filter(within, column="i.namespace")
         sql = "SELECT count(*) FROM item_pending p"
-        if inside:
-            sql += f" JOIN items i ON i.rowid = p.item_rowid WHERE {inside}"
+        if inside:  # marks first (CROSS JOIN keeps that order): the backlog is short, the table long
+            sql += f" CROSS JOIN items i ON i.rowid = p.item_rowid WHERE {inside}"
         with self._lock:
             self._check_open()
             return int(self._conn.execute(sql, params).fetchone()[0])
