@@ -1338,7 +1338,7 @@ def test_cli_agent_room_grant_and_serve(tmp_path):
         with memlane.Client(first.url, alice) as client:
             client.put("room/eng", "notes.first", "served by memlane serve")
     finally:
-        assert first.stop() in (0, -signal.SIGTERM)
+        assert first.stop() == 0  # a stop signal ends serving, closes the memory, exits 0
     served_log = first.log.read_text()
     assert alice not in served_log and served_log.count(admin) == 1  # printed once, at creation; never logged
     # the room change made by the CLI while no server runs shows on the next start

@@ -2057,12 +2057,13 @@ def serve(
         memlane serve --db memlane.db --port 8420
         memlane serve --db postgresql://memlane@db/memlane --host 0.0.0.0 --workers 8
     """
-    import uvicorn
+    import uvicorn  # noqa: F401  (first: without the server extra, fail before the store is opened)
 
     from .server import create_app
-    from .server.workers import UVICORN, cpu_count
+    from .server.workers import cpu_count
     from .server.workers import pool_size as worker_pool
     from .server.workers import run as run_workers
+    from .server.workers import single as single_server
 
     listener = _listen(host, port)  # first: a taken port fails before anything is created or printed
     count = workers or cpu_count()
@@ -2087,7 +2088,7 @@ def serve(
             else:
                 # the app is built before "serving" is said, and the socket already listens: a request sent
                 # the moment the line appears is queued, not refused
-                server = uvicorn.Server(uvicorn.Config(create_app(mem), host=host, port=port, **UVICORN))
+                server = single_server(create_app(mem), host, port)
                 err.print(f"memlane serving {where} (workers: 1)", highlight=False)
                 server.run(sockets=[listener])
                 started = server.started

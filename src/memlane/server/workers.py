@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
 import socket
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import memlane
@@ -37,6 +39,30 @@ MAX_POOL = 10
 # uvicorn as the service runs it: no access log (a line per request costs more than a point read) and no
 # X-Forwarded-* rewriting (nothing in memlane reads the client's address)
 UVICORN: dict[str, Any] = {"log_level": "warning", "access_log": False, "proxy_headers": False}
+
+
+def single(app: Any, host: str, port: int) -> Any:
+    """A uvicorn server for one process whose stop signal ends serving and returns, so the caller closes its
+    memory (the indexer, the checkpoint thread) and exits 0, as the supervisor of several workers does.
+
+    uvicorn re-raises the signal after its shutdown, which would end the process before the memory is closed.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            before = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in before.items():
+                    signal.signal(sig, handler)
+
+    return Server(uvicorn.Config(app, host=host, port=port, **UVICORN))
 
 
 def cpu_count() -> int:
