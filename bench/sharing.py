@@ -159,7 +159,7 @@ class Server:
     The store already has an admin (made by the seeding), so the service prints no token.
     """
 
-    def __init__(self, url: str, workdir: Path) -> None:
+    def __init__(self, url: str, workdir: Path, workers: int = 1) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         src = str(Path(memlane.__file__).resolve().parents[1])
@@ -167,6 +167,7 @@ class Server:
         self._log = (workdir / f"serve-{self.port}.log").open("w")
         cmd = [sys.executable, "-c", "import sys; from memlane.cli import main; sys.argv[0] = 'memlane'; main()"]
         cmd += ["serve", "--db", url, "--host", "127.0.0.1", "--port", str(self.port), "--embedder", "fake"]
+        cmd += ["--workers", str(workers)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log, env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -752,7 +753,7 @@ def run_backend(backend: str, admin_url: str | None, workdir: Path, args: argpar
             url = stores.create("search")
             progress(f"{backend}: seeding {args.rooms} rooms x {args.room_items} items and other namespaces")
             seeded = seed_search(url, args, rng)
-            server = Server(url, workdir)
+            server = Server(url, workdir, args.workers)
             try:
                 if "search" in args.phases:
                     progress(f"{backend}: 1. search as an agent over {args.rooms} rooms vs as an admin")
@@ -941,6 +942,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--broad-sizes", default="1,100,10000,50000", help="rooms each broad-reading agent is in")
     ap.add_argument("--broad-rounds", type=int, default=10, help="interleaved blocks per broad read (order rotated)")
     ap.add_argument("--broad-block", type=int, default=5, help="requests per agent in each block")
+    ap.add_argument(
+        "--workers", type=int, default=1, help="worker processes of the service for search and saturate (broad: 1)"
+    )
     ap.add_argument("--phases", default="search,rooms,saturate,broad", help="comma list of the phases to run")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
