@@ -123,22 +123,22 @@ THREADS = 40
 def _parse(model: type[BaseModel], raw: bytes) -> Parsed:
     """Parse and validate a body in one pass (pydantic-core).
 
-    A body nested deeper than pydantic's parser goes (200 levels), or holding
-    a number it cannot carry, is read again by Python's own parser, as the API
-    always did: a value nested 300 levels deep is then refused by the core
-    naming its field, like one nested 101.
+    A body pydantic's parser refuses is read again by Python's own, as the API
+    always did, so that what Python reads is refused by field, not as "not
+    JSON": a value nested deeper than pydantic goes (200 levels) is refused by
+    the core like one nested 101, a number pydantic cannot carry or a lone
+    UTF-16 surrogate escape (``"\\ud800"``) by the field that holds it.
     """
     try:
         return model.model_validate_json(raw or b"null"), None, False
     except PydanticError as e:
         problems = e.errors(include_url=False)
     if problems and problems[0].get("type") == "json_invalid":
-        reason = str(problems[0].get("ctx", {}).get("error", ""))
-        if "recursion limit" not in reason and "out of range" not in reason:
-            return None, errors.ValidationError("body", "is not valid JSON"), True
         try:
             body = json.loads(raw)
-        except (ValueError, RecursionError):  # past what any parser carries
+        except json.JSONDecodeError:
+            return None, errors.ValidationError("body", "is not valid JSON"), True
+        except (ValueError, RecursionError):  # JSON past what any parser carries (depth, a number's digits)
             return None, errors.ValidationError("body", NOT_JSON), True
         try:
             return model.model_validate(body), None, False
