@@ -20,16 +20,8 @@ from starlette.testclient import TestClient
 
 import memlane
 from memlane.server import create_app
+from test_boundary import DEPTH, nested
 from test_mcp import call, fail, http_session, run
-
-DEPTH = 100
-
-
-def nested(depth: int, leaf: Any = "deep") -> Any:
-    value = leaf
-    for _ in range(depth):
-        value = [value]
-    return value
 
 
 class Surface:
