@@ -1266,8 +1266,10 @@ class Served:
             if self.proc.poll() is not None:
                 raise AssertionError(f"memlane serve exited {self.proc.returncode}: {self.log.read_text()}")
             try:
+                # it answers, and has said where (the line comes once a worker listens)
                 if httpx.get(f"{self.url}/v1/operations", timeout=1).status_code == 200:
-                    return self.log.read_text()
+                    if "memlane serving" in (said := self.log.read_text()):
+                        return said
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)

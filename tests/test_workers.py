@@ -206,6 +206,44 @@ def test_every_worker_sees_each_write_and_enforces_each_access_change_at_its_nex
         assert svc.stop() == 0
 
 
+def test_a_burst_of_connections_spreads_over_every_worker(db, tmp_path):
+    """64 connections opened at once (a fleet starting): every worker gets its part, none sits idle.
+
+    Each worker listens on its own socket of the port, and the kernel spreads connections by their addresses
+    (64 over 4: fewer than 4 for one worker is a chance of about 1 in 10,000). On one shared socket, the
+    worker that woke first accepted every connection waiting.
+    """
+    import socket
+
+    svc = Service(db, tmp_path, workers=4)
+    socks = []
+    try:
+        pids = svc.worker_pids()
+        for _ in range(64):
+            sock = socket.socket()
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", svc.port))
+            socks.append(sock)
+        mine = set()
+        for sock in socks:
+            sock.setblocking(True)
+            sock.settimeout(10)
+            sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")  # answered: accepted by a worker
+            assert b"200 OK" in sock.recv(4096)
+            mine.add(sock.getsockname()[1])
+        held = {pid: 0 for pid in pids}
+        for pid in pids:
+            for conn in psutil.Process(pid).net_connections(kind="tcp"):
+                if conn.raddr and conn.raddr.port in mine and conn.laddr.port == svc.port:
+                    held[pid] += 1
+        assert sum(held.values()) == 64, held
+        assert min(held.values()) >= 4, held
+    finally:
+        for sock in socks:
+            sock.close()
+        assert svc.stop() == 0
+
+
 def test_a_killed_worker_loses_nothing_acknowledged_and_is_replaced(db, tmp_path):
     tokens = _agents(db)
     svc = Service(db, tmp_path)

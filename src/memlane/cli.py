@@ -2065,8 +2065,9 @@ def serve(
     from .server.workers import run as run_workers
     from .server.workers import single as single_server
 
-    listener = _listen(host, port)  # first: a taken port fails before anything is created or printed
     count = workers or cpu_count()
+    # first: a taken port fails before anything is created or printed
+    listener = _listen(host, port, shared=count > 1)
     url = _db_url(db)
     pool = pool_size or (worker_pool(count) if count > 1 and _sqlite_file(url) is None else None)
     started = False
@@ -2083,8 +2084,11 @@ def serve(
                     err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
             where = f"{mem.store.location} at http://{host}:{port}"
             if count > 1:
-                err.print(f"memlane serving {where} (workers: {count})", highlight=False)
-                started = run_workers(mem, url, listener, workers=count, pool=pool, options={})
+
+                def ready() -> None:  # once a worker listens: a request sent then is answered
+                    err.print(f"memlane serving {where} (workers: {count})", highlight=False)
+
+                started = run_workers(mem, url, listener, workers=count, pool=pool, options={}, ready=ready)
             else:
                 # the app is built before "serving" is said, and the socket already listens: a request sent
                 # the moment the line appears is queued, not refused
@@ -2098,8 +2102,13 @@ def serve(
         raise typer.Exit(EXIT_FAILURE)
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` for the service; a port in use is one line naming it, and --port."""
+def _listen(host: str, port: int, *, shared: bool = False) -> socket.socket:
+    """A socket bound to ``host:port`` for the service; a port in use is one line naming it, and --port.
+
+    ``shared``: for several workers, a socket that holds the port without listening, which each worker's own
+    socket binds too (see :mod:`memlane.server.workers`); the port is checked free by a plain bind first, so a
+    port another service holds is refused even when that service shares its own.
+    """
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -2118,6 +2127,15 @@ def _listen(host: str, port: int) -> socket.socket:
                 f"choose another port with --port, e.g. --port {port + 1 if port < 65535 else 8420}"
             )
         _fail(f"cannot listen on {host}:{port}: {e.strerror or e}; check --host and --port")
+    if shared:
+        from .server.workers import shared_port
+
+        address = sock.getsockname()  # the port the system chose for --port 0
+        sock.close()
+        try:
+            return shared_port(family, address)
+        except OSError as e:
+            _fail(f"cannot listen on {host}:{port}: {e.strerror or e}; check --host and --port")
     sock.listen(2048)  # uvicorn's backlog
     return sock
 

@@ -66,11 +66,7 @@ def compact(obj: Any) -> Any:
     """Drop unset optional fields (``None``) from answer objects, recursively, never inside the caller's data."""
     kind = type(obj)  # exact types: the answers are plain dicts and lists, and this runs on every value
     if kind is dict:
-        return {
-            k: v if k in CALLERS_DATA else compact(v)
-            for k, v in obj.items()
-            if v is not None or k not in OPTIONAL
-        }
+        return {k: v if k in CALLERS_DATA else compact(v) for k, v in obj.items() if v is not None or k not in OPTIONAL}
     if kind is list:
         return [compact(v) for v in obj]
     return obj

@@ -1,10 +1,13 @@
 """``memlane serve --workers N``: several processes answer one store, and one of them indexes it.
 
 One Python process answers on one core (the interpreter's lock), so the service
-runs ``N`` worker processes on one listening socket; the kernel hands each new
-connection to one of them. This process, the supervisor, binds the socket,
-creates the admin agent on a new store, starts the workers (uvicorn's
-supervisor, which also restarts a worker that dies) and runs the store's one
+runs ``N`` worker processes. Each listens on the same port with its own socket
+(``SO_REUSEPORT``): the kernel spreads new connections evenly between them by
+their addresses. On one shared socket, the worker that woke first took every
+connection waiting (an event loop accepts as many as it can), so a fleet's
+long-lived connections piled on a few workers while others idled. This
+process, the supervisor, holds the port, creates the admin agent on a new
+store, starts the workers, replaces one that dies, and runs the store's one
 write-behind indexer: workers mark what they write and never embed in the
 background, so the model's work happens once per store, not once per worker.
 
@@ -20,13 +23,16 @@ acknowledged: an answer is sent only after its transaction committed.
 from __future__ import annotations
 
 import contextlib
-import functools
+import multiprocessing
 import os
 import signal
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
+
+import uvicorn
 
 import memlane
 
@@ -39,30 +45,42 @@ MAX_POOL = 10
 # uvicorn as the service runs it: no access log (a line per request costs more than a point read) and no
 # X-Forwarded-* rewriting (nothing in memlane reads the client's address)
 UVICORN: dict[str, Any] = {"log_level": "warning", "access_log": False, "proxy_headers": False}
+BACKLOG = 2048  # uvicorn's default
+STARTUP_FAILURE = 3  # a worker's exit code when it could not start (uvicorn's own)
+WATCH_S = 0.2  # how often the supervisor looks at its workers
+STOP_S = 30.0  # how long workers may take to finish their requests after a stop signal
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, whose stop signal ends serving and returns (uvicorn re-raises it after its shutdown,
+    which would end the process before the caller closes its memory: the indexer, the checkpoint thread)."""
+
+    def __init__(self, config: uvicorn.Config, ready: Any = None) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        before = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self._ready is not None:
+            self._ready.set()
 
 
 def single(app: Any, host: str, port: int) -> Any:
-    """A uvicorn server for one process whose stop signal ends serving and returns, so the caller closes its
-    memory (the indexer, the checkpoint thread) and exits 0, as the supervisor of several workers does.
-
-    uvicorn re-raises the signal after its shutdown, which would end the process before the memory is closed.
-    """
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            if threading.current_thread() is not threading.main_thread():
-                yield
-                return
-            before = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                yield
-            finally:
-                for sig, handler in before.items():
-                    signal.signal(sig, handler)
-
-    return Server(uvicorn.Config(app, host=host, port=port, **UVICORN))
+    """A uvicorn server for one process: on a stop signal it returns, so the caller closes its memory and
+    exits 0, as the supervisor of several workers does."""
+    return _Server(uvicorn.Config(app, host=host, port=port, **UVICORN))
 
 
 def cpu_count() -> int:
@@ -79,7 +97,7 @@ def pool_size(workers: int) -> int:
 
 
 def worker_app(url: str, embedder: str | None, pool: int | None, options: dict[str, Any]) -> Any:
-    """The service of one worker process (uvicorn calls this in each new worker).
+    """The service of one worker process.
 
     The worker opens the store itself, indexes nothing in the background (the
     supervisor does) and closes the store when uvicorn shuts it down.
@@ -102,21 +120,96 @@ def worker_app(url: str, embedder: str | None, pool: int | None, options: dict[s
     return app
 
 
-def run(
-    mem: Memory, url: str, listener: socket.socket, *, workers: int, pool: int | None, options: dict[str, Any]
-) -> bool:
-    """Serve the store at ``url`` from ``workers`` processes on ``listener`` until SIGINT or SIGTERM.
+def shared_port(family: int, address: Any) -> socket.socket:
+    """A socket bound to ``address`` that other sockets of this user may bind too (``SO_REUSEPORT``).
 
-    This process keeps ``mem`` (the same store) open to run its write-behind
-    indexer. Returns whether the workers started.
+    The supervisor binds one to hold the port and never listens on it (a socket that does not listen gets no
+    connections); each worker binds one and listens.
     """
-    import uvicorn
-    from uvicorn.supervisors import Multiprocess
+    if not hasattr(socket, "SO_REUSEPORT"):  # pragma: no cover - Linux, the BSDs and macOS have it
+        raise OSError("several workers need SO_REUSEPORT, which this system lacks; run with --workers 1")
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
+
+def _work(
+    url: str, embedder: str | None, pool: int | None, options: dict[str, Any], family: int, address: Any, ready: Any
+) -> None:
+    """One worker process: its own socket on the shared port, the service, until a stop signal."""
+    sock = shared_port(family, address)
+    sock.listen(BACKLOG)
+    server = _Server(uvicorn.Config(worker_app(url, embedder, pool, options), lifespan="on", **UVICORN), ready)
+    server.run(sockets=[sock])
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)
+
+
+def run(
+    mem: Memory,
+    url: str,
+    holder: socket.socket,
+    *,
+    workers: int,
+    pool: int | None,
+    options: dict[str, Any],
+    ready: Callable[[], None] = lambda: None,
+) -> bool:
+    """Serve the store at ``url`` from ``workers`` processes on ``holder``'s port until SIGINT or SIGTERM.
+
+    ``holder`` is a :func:`shared_port` socket that keeps the port; this process
+    keeps ``mem`` (the same store) open to run its write-behind indexer, calls
+    ``ready`` once a worker listens (the kernel gives connections only to
+    sockets that listen), and replaces a worker that dies.
+    Returns whether the workers started.
+    """
+    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: no thread or connection of this one
     embedder = mem.embedder.name if mem.embedder is not None else None
-    app = functools.partial(worker_app, url, embedder, pool, options)
-    config = uvicorn.Config(app, factory=True, workers=workers, lifespan="on", **UVICORN)
-    mem.start_indexing()
-    supervisor = Multiprocess(config, sockets=[listener])
-    supervisor.run()
-    return not any(p.exitcode == 3 for p in supervisor.processes)  # uvicorn's STARTUP_FAILURE
+    address = holder.getsockname()
+
+    def start() -> tuple[Any, Any]:
+        started = spawn.Event()
+        process = spawn.Process(
+            target=_work, args=(url, embedder, pool, options, holder.family, address, started), daemon=False
+        )
+        process.start()
+        return process, started
+
+    stopping = threading.Event()
+    before = {sig: signal.signal(sig, lambda *_: stopping.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    processes = [start() for _ in range(workers)]
+    failed = False
+    try:
+        mem.start_indexing()
+        announced = False
+        while not stopping.wait(WATCH_S if announced else 0.01):
+            if not announced and any(started.is_set() for _, started in processes):
+                announced = True  # a worker listens: connections go to the workers that listen
+                ready()
+            for i, (process, started) in enumerate(processes):
+                if process.is_alive():
+                    continue
+                if not started.is_set() and process.exitcode == STARTUP_FAILURE:
+                    failed = True  # it could not open the store or serve: its log says why; stop them all
+                    stopping.set()
+                    break
+                processes[i] = start()  # killed or crashed while serving: a new one takes its place
+    finally:
+        for process, _ in processes:
+            if process.is_alive():
+                process.terminate()  # SIGTERM: uvicorn finishes the requests under way, then the worker exits
+        deadline = time.monotonic() + STOP_S
+        for process, _ in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    return not failed
