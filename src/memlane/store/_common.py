@@ -130,6 +130,27 @@ def within_filter(
     return under_any(column, lengths, dialect, lambda _: p), arrays
 
 
+# a scope of up to this many prefixes is counted through the (namespace, key) index, one range a prefix
+SMALL_SCOPE = 16
+
+
+def scope_ranges(
+    within: Sequence[Namespace], p: str = "?", column: str = "namespace", dialect: str | None = None
+) -> tuple[str, list[Any]]:
+    """:func:`within_filter`, with a small scope as one index range per prefix, OR-ed.
+
+    For statements that visit every row of the scope (counting it): each range
+    reads just its own rows from the index, where the prefix sets of
+    :func:`within_filter` are tested on every row of the table (an agent with
+    its namespace and one room: 3,900 rows read to count 556). A large scope
+    keeps the sets: a list of thousands of ranges costs more than the sets.
+    """
+    if not within or not all(within) or len(within) > SMALL_SCOPE:
+        return within_filter(within, p, column, dialect)
+    tests = " OR ".join(f"{column} = {p} OR ({column} >= {p} AND {column} < {p})" for _ in within)
+    return f"({tests})", [bound for prefix in within for bound in ns_range(prefix)]
+
+
 def under_any_params(within: Sequence[Namespace], dialect: str) -> tuple[tuple[int, ...], list[Any]]:
     """The prefix lengths and array parameters :func:`under_any` takes for ``within``."""
     lengths, arrays, _ = _under_any_params(tuple(within), dialect)

@@ -991,7 +991,7 @@ class PostgresStore(Store):
 
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
         """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
-        inside, inside_params = c.within_filter(within, p="%s", column="namespace")
+        inside, inside_params = c.scope_ranges(within, p="%s", column="namespace")
         with self._read() as conn, conn.pipeline() as pipeline:
             # one round trip, planned for its parameters (the read connection plans generically; _LEXICAL_SETTINGS)
             conn.execute(_LEXICAL_SETTINGS, prepare=True)

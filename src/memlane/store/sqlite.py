@@ -1124,7 +1124,7 @@ class SqliteStore(Store):
 
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
         """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
-        inside, inside_params = c.within_filter(within, column="items.namespace")
+        inside, inside_params = c.scope_ranges(within, column="items.namespace")
         where = f"WHERE {inside}" if inside else ""
         counts: dict[str, int] = {}
         with self._lock:
