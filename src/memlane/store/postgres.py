@@ -418,17 +418,28 @@ _LEXICAL_IN_PREFIX = _LEXICAL.format(
 
 
 @lru_cache(maxsize=256)
-def _lexical_in_prefixes(lengths: tuple[int, ...]) -> str:
+def _lexical_in_prefixes(lengths: tuple[int, ...], ranges: int = 0) -> str:
     """The ranking statement over several prefixes (an agent's rooms and grants), one per set of prefix lengths.
 
     The scope's size for IDF is summed over the prefixes' index ranges (narrowed
-    prefixes never nest, so nothing counts twice).
+    prefixes never nest, so nothing counts twice): for a small scope, ``ranges``
+    prefixes written out as ranges (parameters ``r<i>``, ``r<i>_lo``, ``r<i>_hi``),
+    which the planner reads off the index whatever the table's size (joined to
+    the prefixes' lines, it scanned a small table whole: 2.7 ms of a 7 ms search).
     """
+    if ranges:
+        tests = " OR ".join(
+            f"namespace = %(r{i})s OR (namespace >= %(r{i}_lo)s AND namespace < %(r{i}_hi)s)" for i in range(ranges)
+        )
+        total = f"SELECT count(*) AS n FROM items WHERE {tests}"
+    else:
+        total = (
+            "SELECT count(*) AS n FROM unnest(string_to_array(%(prefixes)s, E'\\n')) AS s(p) JOIN items "
+            'ON items.namespace = s.p COLLATE "C" OR (items.namespace >= (s.p || \'/\') COLLATE "C" '
+            "AND items.namespace < (s.p || '0') COLLATE \"C\")"
+        )
     return _LEXICAL.format(
-        scope="\n      AND " + c.under_any("i.namespace", lengths, "postgres", lambda i: f"%(w{i})s"),
-        total="SELECT count(*) AS n FROM unnest(string_to_array(%(prefixes)s, E'\\n')) AS s(p) JOIN items "
-        'ON items.namespace = s.p COLLATE "C" OR (items.namespace >= (s.p || \'/\') COLLATE "C" '
-        "AND items.namespace < (s.p || '0') COLLATE \"C\")",
+        scope="\n      AND " + c.under_any("i.namespace", lengths, "postgres", lambda i: f"%(w{i})s"), total=total
     )
 
 
@@ -969,9 +980,14 @@ class PostgresStore(Store):
             params.update(zip(("ns", "ns_lo", "ns_hi"), c.ns_range(within[0]), strict=True))
         else:
             lengths, arrays = c.under_any_params(within, "postgres")
-            statement = _lexical_in_prefixes(lengths)
             params.update((f"w{i}", a) for i, a in enumerate(arrays))
-            params["prefixes"] = c.prefix_lines(within)
+            if len(within) <= c.SMALL_SCOPE:
+                statement = _lexical_in_prefixes(lengths, len(within))
+                for i, prefix in enumerate(within):
+                    params.update(zip((f"r{i}", f"r{i}_lo", f"r{i}_hi"), c.ns_range(prefix), strict=True))
+            else:
+                statement = _lexical_in_prefixes(lengths)
+                params["prefixes"] = c.prefix_lines(within)
         if sum(len(x) for x in params.values() if isinstance(x, str)) > _PIPELINED_CHARS:
             # psycopg's pipeline can wait forever on a message larger than the socket's buffer (seen
             # with 3.3.9 and the prefixes of 50,000 rooms; psycopg/psycopg#685): a large scope takes
@@ -1064,7 +1080,8 @@ class PostgresStore(Store):
         dim = len(query)
         literal = "[" + ",".join(repr(float(x)) for x in query) + "]"
         cast = f"::vector({dim})"
-        inside, inside_params = c.within_filter(within, "%s", column="items.namespace")
+        # a small scope as index ranges: the exact scan reads the scope's rows, not the table's
+        inside, inside_params = c.scope_ranges(within, "%s", column="items.namespace")
         ef = max(40, min(1000, 2 * k))
         with self._conn() as conn, conn.transaction():
             self._ensure_index(conn, dim)
@@ -1090,9 +1107,14 @@ class PostgresStore(Store):
     def _scope_exceeds(conn: Any, within: Within, rows: int) -> bool:
         """Whether more than ``rows`` items lie inside the scope, counting no further than that.
 
-        The span from the lowest to the highest prefix bounds the scan as one
-        range of the (namespace, key) index (no ``ORDER BY``: a sort would read the whole scope).
+        A small scope is its prefixes' index ranges; a larger one is bounded by the
+        span from the lowest to the highest prefix, one range of the (namespace, key)
+        index (no ``ORDER BY``: a sort would read the whole scope).
         """
+        if len(within) <= c.SMALL_SCOPE:
+            inside, params = c.scope_ranges(within, "%s")
+            sql = f"SELECT count(*) FROM (SELECT 1 FROM items WHERE {inside} LIMIT %s) AS s"
+            return int(conn.execute(sql, (*params, rows + 1)).fetchone()[0]) > rows
         inside, params = c.within_filter(within, "%s")
         ranges = [c.ns_range(prefix) for prefix in within]
         sql = (
