@@ -50,6 +50,7 @@ import os
 import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -119,6 +120,7 @@ class Postgres:
             url = self._server.get_uri()
         self.admin_url = url
         self.name = f"memlane_bench_serve_{os.getpid()}"
+        self.clones: list[str] = []
 
     def create(self) -> str:
         from urllib.parse import urlsplit, urlunsplit
@@ -128,9 +130,22 @@ class Postgres:
             conn.execute(f'CREATE DATABASE "{self.name}"')
         return urlunsplit(urlsplit(self.admin_url)._replace(path="/" + self.name))
 
+    def clone(self, tag: str) -> str:
+        """A copy of the seeded database (its template) for one run."""
+        from urllib.parse import urlsplit, urlunsplit
+
+        name = f"{self.name}_{tag}"
+        with self._psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.name}"')
+        self.clones.append(name)
+        return urlunsplit(urlsplit(self.admin_url)._replace(path="/" + name))
+
     def close(self) -> None:
         try:
             with self._psycopg.connect(self.admin_url, autocommit=True) as conn:
+                for name in self.clones:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
                 conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
         finally:
             if self._server is not None:
@@ -649,8 +664,23 @@ def bench_backend(backend: str, args: argparse.Namespace, workdir: Path) -> dict
         agents = max(args.clients)
         progress(f"{backend}: seeding {agents} agents")
         seeded = seed(url, agents, args.per_agent, args.room_items, rng)
-        core = run_core(url, seeded, args.sequential, random.Random(args.seed + 2)) if args.sequential else {}
-        runs = [bench_workers(url, backend, w, seeded, args, workdir, core) for w in args.workers]
+
+        def fresh(tag: str) -> str:
+            # every run starts from the seeded store: a run's writes (thousands of puts into the agents'
+            # namespaces) would make the next run's searches read more
+            if pg is not None:
+                return pg.clone(tag)
+            copy = workdir / f"serve-bench-{tag}.db"
+            source, target = sqlite3.connect(url), sqlite3.connect(copy)
+            try:
+                source.backup(target)
+            finally:
+                source.close()
+                target.close()
+            return str(copy)
+
+        core = run_core(fresh("core"), seeded, args.sequential, random.Random(args.seed + 2)) if args.sequential else {}
+        runs = [bench_workers(fresh(f"w{w}"), backend, w, seeded, args, workdir, core) for w in args.workers]
     finally:
         if pg is not None:
             pg.close()
