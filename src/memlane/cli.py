@@ -2032,7 +2032,7 @@ def serve(
             "--workers",
             min=1,
             help="Worker processes answering requests (one Python process uses one core). "
-            "Default: one per CPU this process may use.",
+            "Default on Linux: one per CPU this process may use (elsewhere 1).",
         ),
     ] = None,
     pool_size: Annotated[
@@ -2060,12 +2060,12 @@ def serve(
     import uvicorn  # noqa: F401  (first: without the server extra, fail before the store is opened)
 
     from .server import create_app
-    from .server.workers import cpu_count
+    from .server.workers import default_workers
     from .server.workers import pool_size as worker_pool
     from .server.workers import run as run_workers
     from .server.workers import single as single_server
 
-    count = workers or cpu_count()
+    count = workers or default_workers()
     # first: a taken port fails before anything is created or printed
     listener = _listen(host, port, shared=count > 1)
     url = _db_url(db)

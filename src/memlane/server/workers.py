@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -89,6 +90,12 @@ def cpu_count() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
+
+
+def default_workers() -> int:
+    """``memlane serve``'s worker count: one per CPU where the kernel spreads connections over the workers'
+    sockets (Linux); one elsewhere (without ``SO_REUSEPORT``, or where it does not balance: macOS, Windows)."""
+    return cpu_count() if sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT") else 1
 
 
 def pool_size(workers: int) -> int:
