@@ -440,3 +440,22 @@ def test_serve_refuses_a_worker_count_below_one(tmp_path):
     )
     assert done.returncode != 0 and "--workers" in done.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def test_workers_that_cannot_open_the_store_stop_the_service_each_saying_why(tmp_path, capfd):
+    """The first workers fail to start (their store cannot be opened): the supervisor stops, nothing serves."""
+    import socket
+
+    from memlane.server.workers import run, shared_port
+
+    holder = shared_port(socket.AF_INET, ("127.0.0.1", 0))
+    said: list[str] = []
+    unreachable = str(tmp_path / "no-such-folder" / "x.db")  # the workers' store: its folder does not exist
+    try:
+        with memlane.open(str(tmp_path / "ok.db"), embedder=None) as mem:
+            started = run(mem, unreachable, holder, workers=2, pool=None, options={}, ready=lambda: said.append("x"))
+    finally:
+        holder.close()
+    assert started is False and said == []  # never announced
+    errors = capfd.readouterr().err
+    assert errors.count("Error: a worker could not start:") >= 1 and "no-such-folder" in errors

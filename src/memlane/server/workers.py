@@ -23,6 +23,7 @@ acknowledged: an answer is sent only after its transaction committed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
@@ -50,6 +51,7 @@ BACKLOG = 2048  # uvicorn's default
 STARTUP_FAILURE = 3  # a worker's exit code when it could not start (uvicorn's own)
 WATCH_S = 0.2  # how often the supervisor looks at its workers
 STOP_S = 30.0  # how long workers may take to finish their requests after a stop signal
+RETRY_S = 1.0  # before starting again a worker that could not start while others serve
 
 
 class _Server(uvicorn.Server):
@@ -150,9 +152,15 @@ def _work(
     url: str, embedder: str | None, pool: int | None, options: dict[str, Any], family: int, address: Any, ready: Any
 ) -> None:
     """One worker process: its own socket on the shared port, the service, until a stop signal."""
-    sock = shared_port(family, address)
-    sock.listen(BACKLOG)
-    server = _Server(uvicorn.Config(worker_app(url, embedder, pool, options), lifespan="on", **UVICORN), ready)
+    try:
+        sock = shared_port(family, address)
+        sock.listen(BACKLOG)
+        app = worker_app(url, embedder, pool, options)
+    except (memlane.MemlaneError, OSError) as e:  # the store or the port: one line, as the supervisor's own
+        sys.stderr.write(f"Error: a worker could not start: {e}\n")  # one write: workers fail side by side
+        sys.stderr.flush()
+        raise SystemExit(STARTUP_FAILURE) from None
+    server = _Server(uvicorn.Config(app, lifespan="on", **UVICORN), ready)
     server.run(sockets=[sock])
     if not server.started:
         raise SystemExit(STARTUP_FAILURE)
@@ -192,6 +200,8 @@ def run(
     before = {sig: signal.signal(sig, lambda *_: stopping.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     processes = [start() for _ in range(workers)]
     failed = False
+    log = logging.getLogger("uvicorn.error")
+    not_before = [0.0] * workers  # when a worker that failed to start may be tried again
     try:
         mem.start_indexing()
         announced = False
@@ -202,11 +212,19 @@ def run(
             for i, (process, started) in enumerate(processes):
                 if process.is_alive():
                     continue
-                if not started.is_set() and process.exitcode == STARTUP_FAILURE:
-                    failed = True  # it could not open the store or serve: its log says why; stop them all
+                if not started.is_set() and not announced:
+                    failed = True  # the first workers could not open the store or serve (each said why): stop
                     stopping.set()
                     break
-                processes[i] = start()  # killed or crashed while serving: a new one takes its place
+                if not started.is_set():  # a replacement that could not start (the store away?): again soon
+                    if not not_before[i]:
+                        not_before[i] = time.monotonic() + RETRY_S
+                    if time.monotonic() < not_before[i]:
+                        continue
+                    not_before[i] = 0.0
+                else:
+                    log.warning("memlane: worker %s exited (%s); starting another", process.pid, process.exitcode)
+                processes[i] = start()
     finally:
         for process, _ in processes:
             if process.is_alive():
