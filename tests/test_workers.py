@@ -459,3 +459,19 @@ def test_workers_that_cannot_open_the_store_stop_the_service_each_saying_why(tmp
     assert started is False and said == []  # never announced
     errors = capfd.readouterr().err
     assert errors.count("Error: a worker could not start:") >= 1 and "no-such-folder" in errors
+
+
+def test_workers_end_when_their_supervisor_is_killed(db, tmp_path):
+    """A supervisor killed outright (SIGKILL: no handler runs) takes its workers with it: none goes on serving."""
+    svc = Service(db, tmp_path)
+    workers = svc.worker_pids()
+    assert len(workers) == 2
+    svc.proc.kill()
+    svc.proc.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in workers):
+        assert time.monotonic() < deadline, "a worker outlived its killed supervisor"
+        time.sleep(0.05)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{svc.url}/v1/health", timeout=2)
+    svc._log_file.close()

@@ -52,6 +52,7 @@ STARTUP_FAILURE = 3  # a worker's exit code when it could not start (uvicorn's o
 WATCH_S = 0.2  # how often the supervisor looks at its workers
 STOP_S = 30.0  # how long workers may take to finish their requests after a stop signal
 RETRY_S = 1.0  # before starting again a worker that could not start while others serve
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
 class _Server(uvicorn.Server):
@@ -148,10 +149,34 @@ def shared_port(family: int, address: Any) -> socket.socket:
     return sock
 
 
+def _end_with(supervisor: int) -> None:
+    """Have the kernel stop this worker (SIGTERM) when its supervisor dies, even by SIGKILL (Linux): a
+    worker left behind would go on serving the port with nobody to replace or stop it."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+        return
+    if os.getppid() != supervisor:  # it died before the request was made
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _work(
-    url: str, embedder: str | None, pool: int | None, options: dict[str, Any], family: int, address: Any, ready: Any
+    url: str,
+    embedder: str | None,
+    pool: int | None,
+    options: dict[str, Any],
+    family: int,
+    address: Any,
+    ready: Any,
+    supervisor: int,
 ) -> None:
     """One worker process: its own socket on the shared port, the service, until a stop signal."""
+    _end_with(supervisor)
     try:
         sock = shared_port(family, address)
         sock.listen(BACKLOG)
@@ -191,7 +216,9 @@ def run(
     def start() -> tuple[Any, Any]:
         started = spawn.Event()
         process = spawn.Process(
-            target=_work, args=(url, embedder, pool, options, holder.family, address, started), daemon=False
+            target=_work,
+            args=(url, embedder, pool, options, holder.family, address, started, os.getpid()),
+            daemon=False,
         )
         process.start()
         return process, started
