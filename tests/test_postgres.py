@@ -275,6 +275,46 @@ def test_lexical_skips_the_index_scan_of_a_word_in_nearly_every_row(pg_url, monk
         assert len(store.lexical(["value", "text"], [()], 3)) == 3
 
 
+def test_lexical_finds_the_rows_of_a_scope_of_several_prefixes_through_their_index(pg_url):
+    """An agent's namespace and its rooms: a word common in the table is tested on the scope's rows, which the
+    (namespace, key) index finds, one range a prefix. Found through the prefix sets, the scope's rows were the
+    whole table's (the full-text index read as a list of every row: 180 ms at 100,000 rows for 450 in scope)."""
+    with memlane.open(pg_url, embedder=None) as mem:
+        mem.put_many(
+            [
+                {"namespace": f"n{i % 6}", "key": f"k{i}", "value": f"value {i} text {'odd' * (i % 2)}"}
+                for i in range(180)
+            ]
+        )
+        store = mem.store
+        with store._conn() as conn:
+            conn.execute("ANALYZE items")
+        within = [("n1",), ("n4",)]
+        params: dict[str, Any] = {"text": "value text", "k": 5, "cap": pg.LEXICAL_CAP, "common": pg.COMMON_SHARE}
+        for i, prefix in enumerate(within):
+            params.update(zip((f"r{i}", f"r{i}_lo", f"r{i}_hi"), c.ns_range(prefix), strict=True))
+        with store._conn() as conn, conn.transaction():
+            conn.execute(pg._LEXICAL_SETTINGS)
+            (plan,) = conn.execute(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + pg._lexical_in_prefixes((), len(within)), params
+            ).fetchone()
+        gin = []
+
+        def walk(node: Any) -> None:
+            if node.get("Index Name") == "items_tsv" and node.get("Actual Loops", 0):
+                gin.append(node)
+            for child in node.get("Plans", []):
+                walk(child)
+
+        walk(plan[0]["Plan"])
+        assert gin == []  # 60 rows in scope, 180 postings a word: row by row, never the postings or every row
+        for terms in (["value", "text"], ["value", "17", "text"], ["odd", "text"]):
+            got = store.lexical(terms, within, 15)
+            want = _reference_lexical(pg_url, terms, within, 15)
+            assert [r for r, _, _ in got] == [r for r, _ in want], terms
+            assert [s for _, s, _ in got] == pytest.approx([s for _, s in want], rel=1e-6), terms
+
+
 def test_an_empty_batch_of_vectors_changes_nothing(pg_url):
     with memlane.open(pg_url, embedder=None) as mem:
         store = mem.store
