@@ -31,7 +31,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -106,30 +106,6 @@ def pool_size(workers: int) -> int:
     return max(2, min(MAX_POOL, PG_CONNECTIONS // max(1, workers)))
 
 
-def worker_app(url: str, embedder: str | None, pool: int | None, options: dict[str, Any]) -> Any:
-    """The service of one worker process.
-
-    The worker opens the store itself, indexes nothing in the background (the
-    supervisor does) and closes the store when uvicorn shuts it down.
-    """
-    from .app import create_app
-
-    mem = memlane.open(url, embedder=embedder, indexing="external", pool_size=pool)
-    app = create_app(mem, index=False, **options)
-    original = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(a: Any) -> AsyncIterator[Any]:
-        async with original(a) as state:
-            try:
-                yield state
-            finally:
-                mem.close()
-
-    app.router.lifespan_context = lifespan
-    return app
-
-
 def shared_port(family: int, address: Any) -> socket.socket:
     """A socket bound to ``address`` that other sockets of this user may bind too (``SO_REUSEPORT``).
 
@@ -176,17 +152,23 @@ def _work(
     supervisor: int,
 ) -> None:
     """One worker process: its own socket on the shared port, the service, until a stop signal."""
+    from .app import create_app
+
     _end_with(supervisor)
     try:
         sock = shared_port(family, address)
         sock.listen(BACKLOG)
-        app = worker_app(url, embedder, pool, options)
+        # the worker's own store; it indexes nothing in the background (the supervisor does)
+        mem = memlane.open(url, embedder=embedder, indexing="external", pool_size=pool)
     except (memlane.MemlaneError, OSError) as e:  # the store or the port: one line, as the supervisor's own
         sys.stderr.write(f"Error: a worker could not start: {e}\n")  # one write: workers fail side by side
         sys.stderr.flush()
         raise SystemExit(STARTUP_FAILURE) from None
-    server = _Server(uvicorn.Config(app, lifespan="on", **UVICORN), ready)
-    server.run(sockets=[sock])
+    try:
+        server = _Server(uvicorn.Config(create_app(mem, index=False, **options), lifespan="on", **UVICORN), ready)
+        server.run(sockets=[sock])  # returns on a stop signal, after the requests under way
+    finally:
+        mem.close()
     if not server.started:
         raise SystemExit(STARTUP_FAILURE)
 

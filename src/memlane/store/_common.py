@@ -124,7 +124,7 @@ def within_filter(
     if not within:
         return "1 = 0", []
     if len(within) == 1:
-        return f"({column} = {p} OR ({column} >= {p} AND {column} < {p}))", list(ns_range(within[0]))
+        return _ranges(within, p, column)
     dialect = dialect or ("sqlite" if p == "?" else "postgres")
     lengths, arrays = under_any_params(within, dialect)
     return under_any(column, lengths, dialect, lambda _: p), arrays
@@ -147,6 +147,11 @@ def scope_ranges(
     """
     if not within or not all(within) or len(within) > SMALL_SCOPE:
         return within_filter(within, p, column, dialect)
+    return _ranges(within, p, column)
+
+
+def _ranges(within: Sequence[Namespace], p: str, column: str) -> tuple[str, list[Any]]:
+    """Each prefix as its namespace or the index range under it, OR-ed."""
     tests = " OR ".join(f"{column} = {p} OR ({column} >= {p} AND {column} < {p})" for _ in within)
     return f"({tests})", [bound for prefix in within for bound in ns_range(prefix)]
 
