@@ -94,16 +94,6 @@ def _encode(body: dict[str, Any]) -> bytes:
         ) from None
 
 
-def _non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return value != value or value in (float("inf"), float("-inf"))
-    if isinstance(value, dict):
-        return any(_non_finite(v) for v in value.values())
-    if isinstance(value, builtins.list):
-        return any(_non_finite(v) for v in value)
-    return False
-
-
 def _unencodable(value: Any) -> bool:
     if isinstance(value, str):
         try:
@@ -213,9 +203,7 @@ class Client:
             try:
                 resp = self._http.request(method, f"{url}/v1/{path}", content=content, headers=headers)
             except self._httpx.HTTPError as e:
-                never_sent = isinstance(
-                    e, self._httpx.ConnectError | self._httpx.ConnectTimeout | self._httpx.PoolTimeout
-                )
+                never_sent = isinstance(e, self._unsent)
                 if len(self.urls) > 1:
                     self._current = (self._current + 1) % len(self.urls)  # the next service, for this try and later
                 if attempt < self.retries and (never_sent or repeatable):

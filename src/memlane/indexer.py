@@ -39,6 +39,9 @@ GATHER_S = 0.02  # after a write wakes the idle thread, before it claims: the ne
 CATCH_UP_ITEMS = 256  # a search embeds at most this many of its scope's waiting items first (CatchUp)...
 CATCH_UP_MS = 1000.0  # ... for about this long
 CATCH_UP_FIRST = 8  # a search's first batch of its own scope's marks, before it knows the embedder's rate
+# after a search waited its whole bound for marks others hold and none finished (an indexer that died holding its
+# lease, LEASE_S), searches skip that wait for this long
+HELD_STILL_S = 10.0
 CATCH_UP_POLL_S = 0.01  # how often a search waiting for marks another process holds looks again
 
 
@@ -96,6 +99,7 @@ class Indexer:
         self._thread: threading.Thread | None = None
         self._started = threading.Lock()
         self._scanned = False
+        self._held_still_until = 0.0  # see HELD_STILL_S
         self.error: BaseException | None = None  # the thread's last failure, cleared by a batch that works
 
     @property
@@ -163,6 +167,7 @@ class Indexer:
             return pending
         deadline = time.monotonic() + seconds
         done, per_item = 0, None
+        waited_for: int | None = None  # marks held by others when this call began to wait for them
         while done < items:
             left = deadline - time.monotonic()
             if left <= 0 or not self._embedding.acquire(timeout=left):
@@ -183,11 +188,20 @@ class Indexer:
                 per_item = max(time.monotonic() - started, 1e-4) / len(claimed)
                 continue
             # nothing free to claim: what is left is another indexer's batch (or none is left)
-            if not store.count_pending(within):
+            held = store.count_pending(within)
+            if not held:
                 return 0
+            if waited_for is None:
+                if time.monotonic() < self._held_still_until:
+                    return held  # they did not move at the last wait either (a dead indexer's lease): no wait
+                waited_for = held
             with self._batch_done:  # this memory's thread says when its batch ends; other processes are polled
                 self._batch_done.wait(min(CATCH_UP_POLL_S, max(0.0, deadline - time.monotonic())))
-        return store.count_pending(within)
+        left = store.count_pending(within)
+        if waited_for is not None and left >= waited_for:
+            # a whole wait and nothing of theirs finished: the next searches do not wait for them for a while
+            self._held_still_until = time.monotonic() + HELD_STILL_S
+        return left
 
     def drain(self, *, limit: int | None = None) -> int:
         """Drain batches in the caller's thread until no mark is free to claim (or ``limit`` items); returns count."""

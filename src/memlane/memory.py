@@ -27,6 +27,7 @@ from .errors import (
     EmbedderError,
     EmbedderMismatchError,
     ForbiddenError,
+    StoreError,
     ValidationError,
 )
 from .facts import transfer
@@ -833,7 +834,7 @@ class Memory:
         t = time.perf_counter()
         try:
             left = self._indexer.catch_up(within, items=self.catch_up.items, seconds=self.catch_up.ms / 1000)
-        except EmbedderError as e:
+        except (EmbedderError, StoreError) as e:  # StoreError: a read-only store cannot claim or write vectors
             notes.append(f"could not embed the items in scope still waiting for vectors: {e}")
             left = self._store.count_pending(within)
         timings["catch_up_ms"] = _ms(t)
@@ -1496,6 +1497,7 @@ def open(  # noqa: A001
             (default 10).
     """
     indexing = _indexing(indexing)  # before anything is opened
+    catch_up = CatchUp.from_env()  # the environment's bound too: a bad value creates no database
     if url is not None and not isinstance(url, str | os.PathLike):
         raise ValidationError("url", f"must be a path or a database URL, not {type(url).__name__}")
     named = _named_embedder(embedder) if migrate else None  # a missing extra fails here: nothing is created
@@ -1519,13 +1521,13 @@ def open(  # noqa: A001
 
         store = SqliteStore(parse_url(url), migrate=migrate, read_only=read_only)
     if not migrate:
-        return Memory(store, clock=clock, author=author, embedder=None)
+        return Memory(store, clock=clock, author=author, embedder=None, catch_up=catch_up)
     try:
         chosen = _choose_embedder(store, named)
     except BaseException:
         store.close()
         raise
-    mem = Memory(store, clock=clock, author=author, embedder=chosen, indexing=indexing)
+    mem = Memory(store, clock=clock, author=author, embedder=chosen, indexing=indexing, catch_up=catch_up)
     if not read_only:
         try:
             mem._facts.backfill_context()  # once, for documents stored before m011_chunk_context

@@ -213,3 +213,43 @@ def test_searches_of_two_memories_embed_each_waiting_item_once(backend: str, sto
         assert all(env.hits[0].key == "k7" and env.pending_vectors == 0 for env in results)
         stored = sorted(t for t in texts if t != "7 note waiting")
         assert stored == sorted(f"waiting note {i}" for i in range(60))  # each embedded exactly once
+
+
+# -- what a search cannot or need not wait for ------------------------------------------------------
+
+
+def test_a_read_only_store_searches_what_it_has_and_says_what_waits(tmp_path: Any) -> None:
+    """Items written and not embedded yet, then the file opened read-only: the search cannot claim or embed
+    them (both are writes), so it finds them by their words and says how many wait."""
+    path = str(tmp_path / "ro.db")
+    with memlane.open(path, embedder=FakeEmbedder(), indexing="external") as mem:
+        mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"harbour crane {i}"} for i in range(3)])
+    with memlane.open(path, embedder=FakeEmbedder(), read_only=True) as ro:
+        env = ro.search("harbour crane")
+    assert sorted(h.key for h in env.hits) == ["k0", "k1", "k2"]
+    assert env.pending_vectors == 3
+    assert any("could not embed" in n for n in env.notes)
+
+
+def test_a_dead_indexers_lease_costs_one_search_its_wait_not_every_search(store_url: str) -> None:
+    """Another indexer claimed the marks and died holding its lease: the first search waits its bound for them,
+    the searches after it do not wait again while nothing of theirs moves."""
+    mem = memlane.open(store_url, embedder=FakeEmbedder(), indexing="external")
+    try:
+        mem.catch_up = memlane.CatchUp(items=256, ms=400)
+        mem.put("n", "k", "harbour crane lifts containers")
+        assert len(mem.store.claim_pending(64, "a-dead-indexer", 120)) == 1
+        first = mem.search("harbour crane")
+        second = mem.search("harbour crane")
+        assert first.pending_vectors == second.pending_vectors == 1
+        assert first.timings["catch_up_ms"] >= 350  # waited its bound
+        assert second.timings["catch_up_ms"] < 200  # did not wait again
+    finally:
+        mem.close()
+
+
+def test_a_bad_catch_up_bound_in_the_environment_creates_no_database(tmp_path: Any, monkeypatch: Any) -> None:
+    monkeypatch.setenv("MEMLANE_SEARCH_EMBED_MS", "soon")
+    with pytest.raises(memlane.ValidationError, match="MEMLANE_SEARCH_EMBED"):
+        memlane.open(str(tmp_path / "new.db"), embedder=None)
+    assert not (tmp_path / "new.db").exists()
