@@ -237,6 +237,7 @@ class _SqliteConnection:
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _VALUE_LIMIT)
             conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 4 * fence.MAX_SQL_CHARS + 65_536)
             statements, inner_of = space.sqlite_setup(token)
+            conn.create_function("memlane_head", 2, space.sqlite_head, deterministic=True)  # the views use it
             for sql in statements:
                 conn.execute(sql)
             conn.create_function("memlane_fts_query", 1, fts_query, deterministic=True)
@@ -248,7 +249,7 @@ class _SqliteConnection:
         outer = frozenset(inner_of)  # what statements name: the views and the text_match helpers
         inner = frozenset(inner_of.values())  # what holds the bodies: the only readers of the base tables
         context = ("memlane_ctx", "memlane_scope")
-        functions = fence.allowed("sqlite").sqlite_names | {"memlane_now"}
+        functions = fence.allowed("sqlite").sqlite_names | {"memlane_now", "memlane_head"}  # the views call them
         base = space.BASE_TABLES
         shadows = tuple(f"{t}_" for t in ("items_fts", "fact_fts", "claim_fts", "chunk_fts"))
         ok, deny = sqlite3.SQLITE_OK, sqlite3.SQLITE_DENY
