@@ -248,8 +248,9 @@ _INT64 = 2**63
 
 
 def _sqlite_path(steps: tuple[str | int, ...]) -> str:
-    # segments never hold '"' (refused in _check_segment), so quoting each one is exact
-    return "$" + "".join(f"[{s}]" if isinstance(s, int) else f'."{s}"' for s in steps)
+    # segments never hold '"' (refused in _check_segment); SQLite reads a backslash in a quoted step as an
+    # escape, so one is doubled (a field "a\\b" was never matched)
+    return "$" + "".join(f"[{s}]" if isinstance(s, int) else '."' + s.replace("\\", "\\\\") + '"' for s in steps)
 
 
 def _sqlite_number(x: Any) -> Any:

@@ -183,3 +183,12 @@ def test_budget_values_of_any_shape_up_to_the_limit_are_stored_and_matched(mem: 
     with pytest.raises(ValidationError) as e:
         mem.put("gen", key + ".deeper", [value] if depth == DEPTH else nested(DEPTH - depth + 1, value))
     assert e.value.field == "value"
+
+
+def test_a_field_name_with_a_backslash_is_matched_like_any_other(mem: Any) -> None:
+    """A backslash is an escape inside SQLite's quoted JSON path step: a field holding one was never found."""
+    value = {"a\\b": 1, "o": {"x\\\\y": [1, "c:\\temp"]}}
+    mem.put("slashes", "k", value)
+    mem.put("slashes", "other", {"ab": 1, "a\\c": 1})
+    for where in ({"a\\b": 1}, {"o.x\\\\y": {"$eq": [1, "c:\\temp"]}}, {"o": {"$eq": value["o"]}}):
+        assert [i.key for i in mem.select("slashes", where=where)] == ["k"], where

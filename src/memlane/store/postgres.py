@@ -1184,7 +1184,7 @@ class PostgresStore(Store):
         only marks of items under those prefixes (a search embedding its own scope first).
         """
         free = "(q.claimed_until IS NULL OR q.claimed_until < clock_timestamp())"
-        inside, inside_params = c.within_filter(within or [()], "%s", column="i.namespace")
+        inside, inside_params = c.within_filter([()] if within is None else within, "%s", column="i.namespace")
         scoped = f" AND {inside}" if inside else ""
         marks_in = f"item_pending q JOIN items i ON i.ref = q.item_ref WHERE {free}{scoped}"
         with self._read() as conn:  # an idle indexer looks without a write transaction

@@ -1273,7 +1273,7 @@ class SqliteStore(Store):
         """
         now = time.time()
         free = "(p.claimed_until IS NULL OR p.claimed_until < ?)"
-        inside, inside_params = c.within_filter(within or [()], column="i.namespace")
+        inside, inside_params = c.within_filter([()] if within is None else within, column="i.namespace")
         scoped = f" AND {inside}" if inside else ""
         with self._lock:  # an idle indexer looks without taking the writer lock
             self._check_open()
