@@ -766,7 +766,8 @@ def describe(dialect: str) -> dict[str, Any]:
             "claims_live.claim_text and chunks.chunk_text.",
             "Rows are what the caller may see: the reserved _memlane namespace never appears.",
             "explain_query shows the statement as it runs (text_match as written) and the database's plan in "
-            "the views' own names; on SQLite the steps that apply what the caller may see are left out of the plan (PostgreSQL shows them as InitPlan and SubPlan steps, without the machinery's names).",
+            "the views' own names; on SQLite the steps that apply what the caller may see are left out of the "
+            "plan (PostgreSQL shows them as InitPlan and SubPlan steps, without the machinery's names).",
         ],
     }
 
