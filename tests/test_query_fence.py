@@ -28,6 +28,7 @@ import memlane
 from memlane import QueryRefused
 from memlane.access import Access
 from memlane.query import fence, run, space
+from memlane.store import runner as qrunner
 
 pytestmark = pytest.mark.embedded
 
@@ -250,7 +251,7 @@ class HeldClock:
 @pytest.fixture
 def held_clock(monkeypatch: pytest.MonkeyPatch) -> HeldClock:
     clock = HeldClock()
-    monkeypatch.setattr(run, "time", clock)
+    monkeypatch.setattr(qrunner, "time", clock)
     return clock
 
 
@@ -361,7 +362,7 @@ def test_time_cap_during_fetch_returns_what_was_read(filled, backend, held_clock
     filled.put_many([{"namespace": "bulk", "key": f"k{i}", "value": i} for i in range(600)])
     keys = {r[0] for r in filled.query("SELECT key FROM items", max_rows=10_000).rows}
     admin = _pg_admin(request) if backend == "postgres" else None
-    take = run._Fetch.take
+    take = qrunner._Fetch.take
     batches: list[int] = []
 
     def first_batch_then_the_cap(self: Any, batch: Any) -> bool:
@@ -376,7 +377,7 @@ def test_time_cap_during_fetch_returns_what_was_read(filled, backend, held_clock
                 threading.Thread(target=lambda: _pg_cancel(admin, _pg_fetching(admin)), daemon=True).start()
         return more
 
-    monkeypatch.setattr(run._Fetch, "take", first_batch_then_the_cap)
+    monkeypatch.setattr(qrunner._Fetch, "take", first_batch_then_the_cap)
     sql = "SELECT a.key FROM items a"
     if when == "mid_batch":
         sql += " UNION ALL SELECT CAST(count(*) AS text) FROM items a, items b, items c, items d"
@@ -529,7 +530,7 @@ def test_postgres_queries_run_as_the_read_only_role(filled, backend):
     if backend != "postgres":
         pytest.skip("a PostgreSQL role")
     runner = run.runner(filled)
-    assert isinstance(runner, run.PostgresRunner) and runner.role
+    assert isinstance(runner, qrunner.PostgresRunner) and runner.role
     got = runner.run(fence.Checked("SELECT current_user, current_setting('transaction_read_only')", [], [], []),
                      "2026", None, 10, 2000)[1].rows  # fmt: skip
     assert got == [[space.QUERY_ROLE, "on"]]

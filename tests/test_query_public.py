@@ -25,7 +25,8 @@ import pytest
 import memlane
 from memlane import QueryRefused, ValidationError
 from memlane.access import AgentView, Scope
-from memlane.query import run, space
+from memlane.query import space
+from memlane.store import runner as qrunner
 
 # written out, not read from memlane: a new piece of machinery must be added here on purpose
 MACHINERY = [
@@ -141,12 +142,12 @@ def test_the_words_shown_for_machinery_are_the_query_spaces_own() -> None:
     assert space.public(clock) == "(expires_at > (the memory's clock))"
     for hidden in ("SCAN temp.memlane_ctx", "USING INDEX sqlite_autoindex_memlane_scope_1", "visible_scope()"):
         assert space.public(hidden) is None
-    refused = run._public_error(QueryRefused("no such table: temp.memlane_ctx", reason="database_error", part="x"))
+    refused = qrunner._public_error(QueryRefused("no such table: temp.memlane_ctx", reason="database_error", part="x"))
     assert "memlane_ctx" not in str(refused) and refused.reason == "database_error" and refused.part is None
     plain = QueryRefused("no such column: nope", reason="database_error", part="nope")
-    assert run._public_error(plain) is plain
+    assert qrunner._public_error(plain) is plain
     inner = QueryRefused("no such table: temp.memlane_0123456789abcdef_items", reason="database_error", part="x")
-    renamed = run._public_error(inner)
+    renamed = qrunner._public_error(inner)
     assert (str(renamed), renamed.reason, renamed.part) == ("no such table: items", "database_error", "x")
 
 

@@ -30,6 +30,7 @@ from memlane import QueryRefused, ValidationError
 from memlane.access import Access
 from memlane.errors import ForbiddenError, NotFoundError, StoreError
 from memlane.query import fence, run, space
+from memlane.store import runner as qrunner
 
 pytestmark = pytest.mark.embedded
 
@@ -388,9 +389,9 @@ def test_accepted_statement_lists_its_views_functions_and_parameters():
 
 
 def test_text_match_words_quote_every_word_and_match_nothing_when_empty(db):
-    assert run.fts_query("Billing  MIGRATION billing") == '"billing" "migration"'
-    assert run.fts_query("") == '""' and run.fts_query(None) == '""' and run.fts_query("?!") == '""'
-    assert run.fts_query('a"b') == '"a" "b"'
+    assert qrunner.fts_query("Billing  MIGRATION billing") == '"billing" "migration"'
+    assert qrunner.fts_query("") == '""' and qrunner.fts_query(None) == '""' and qrunner.fts_query("?!") == '""'
+    assert qrunner.fts_query('a"b') == '"a" "b"'
     db.add_claim("team/a", "the billing migration slips", speaker="Dana")
     db.add_claim("team/a", "billing is fine", speaker="Ravi")
     got = db.query("SELECT speaker FROM claims WHERE text_match(claim_text, ?) ORDER BY 1", ["migration BILLING"])
@@ -502,7 +503,7 @@ def test_named_parameters_are_listed_in_the_order_written():
 def test_a_view_over_a_table_the_schema_lacks_says_to_migrate():
     import sqlite3
 
-    e = run._SqliteConnection._error(None, sqlite3.OperationalError("no such table: main.claims"), 5)  # type: ignore[arg-type]
+    e = qrunner._SqliteConnection._error(None, sqlite3.OperationalError("no such table: main.claims"), 5)  # type: ignore[arg-type]
     assert e.reason == "database_error"
     assert str(e) == (
         "this memory's schema predates a view's tables (no such table: main.claims); run `memlane migrate` "
@@ -679,7 +680,7 @@ ROWS = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n <
 
 @pytest.fixture
 def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run, "time", FrozenClock())
+    monkeypatch.setattr(qrunner, "time", FrozenClock())
 
 
 def test_max_rows_exactly_reached_is_not_truncated(db, frozen):
@@ -752,49 +753,49 @@ def test_size_cap_keeps_the_rows_that_fit_and_says_so(db, frozen):
 
 def test_fetch_caps_row_by_row():
     far = float("inf")
-    f = run._Fetch(3, far)
+    f = qrunner._Fetch(3, far)
     assert f.batch() == 50
     assert f.take([[1], [2]]) is True and f.cut is None and f.rows == [[1], [2]]
     assert f.size == len(repr([[1], [2]]))
     assert f.batch() == 2  # one more than the cap allows, to see whether more rows exist
     assert f.take([[3], [4]]) is False and f.cut == "max_rows" and f.rows == [[1], [2], [3]]
-    exact = run._Fetch(2, far)
+    exact = qrunner._Fetch(2, far)
     assert exact.take([[1], [2]]) is True and exact.cut is None
-    big = run._Fetch(10, far)
+    big = qrunner._Fetch(10, far)
     row = ["y" * (run.MAX_BYTES // 3)]
     assert big.take([row, row, row, row]) is False and big.cut == "max_bytes"
     assert len(big.rows) == 2 and big.size == 2 * len(repr(row)) and all(isinstance(r, list) for r in big.rows)
-    late = run._Fetch(10, -1.0)
+    late = qrunner._Fetch(10, -1.0)
     assert late.take([(1,), (2,)]) is False and late.cut == "timeout" and late.rows == [[1], [2]]
-    sized = run._Fetch(run._FETCH * 10, far)
+    sized = qrunner._Fetch(qrunner._FETCH * 10, far)
     sized.take([["z" * 1000]])
-    assert sized.batch() == run._FETCH
-    near = run._Fetch(10**6, far)
+    assert sized.batch() == qrunner._FETCH
+    near = qrunner._Fetch(10**6, far)
     near.take([["z" * (run.MAX_BYTES // 4)]])
     assert near.batch() == 2 and type(near.batch()) is int  # two more rows of that size fit under the cap
     assert type(f.batch()) is int and type(sized.batch()) is int
-    values = run._Fetch(5, far)
+    values = qrunner._Fetch(5, far)
     values.take([[decimal.Decimal("2"), b"\x01"]])
     assert values.rows == [[2, "01"]]
 
 
 def test_database_values_become_json_ready():
-    assert run._value(decimal.Decimal("3")) == 3 and run._value(decimal.Decimal("2.5")) == 2.5
-    assert run._value(decimal.Decimal(2**64)) == float(2**64)
-    assert run._value(dt.datetime(2026, 1, 2, 3, 4, 5)) == "2026-01-02T03:04:05"
-    assert run._value(dt.date(2026, 1, 2)) == "2026-01-02" and run._value(dt.time(1, 2)) == "01:02:00"
-    assert run._value(dt.timedelta(minutes=1)) == 60.0
-    assert run._value(memoryview(b"\xff")) == "ff" and run._value(bytearray(b"\x00")) == "00"
-    assert run._value({"b": 1, "a": dt.date(2026, 1, 1)}) == '{"a": "2026-01-01", "b": 1}'
-    assert run._value(["é"]) == '["é"]'
-    assert run._value(None) is None and run._value("s") == "s" and run._value(True) is True
+    assert qrunner._value(decimal.Decimal("3")) == 3 and qrunner._value(decimal.Decimal("2.5")) == 2.5
+    assert qrunner._value(decimal.Decimal(2**64)) == float(2**64)
+    assert qrunner._value(dt.datetime(2026, 1, 2, 3, 4, 5)) == "2026-01-02T03:04:05"
+    assert qrunner._value(dt.date(2026, 1, 2)) == "2026-01-02" and qrunner._value(dt.time(1, 2)) == "01:02:00"
+    assert qrunner._value(dt.timedelta(minutes=1)) == 60.0
+    assert qrunner._value(memoryview(b"\xff")) == "ff" and qrunner._value(bytearray(b"\x00")) == "00"
+    assert qrunner._value({"b": 1, "a": dt.date(2026, 1, 1)}) == '{"a": "2026-01-01", "b": 1}'
+    assert qrunner._value(["é"]) == '["é"]'
+    assert qrunner._value(None) is None and qrunner._value("s") == "s" and qrunner._value(True) is True
 
     class Odd:
         def __str__(self) -> str:
             return "odd"
 
-    assert run._value({1, 2}) == "{1, 2}" or run._value({1, 2}) == '"{1, 2}"'
-    assert run._value(Odd()) == '"odd"'
+    assert qrunner._value({1, 2}) == "{1, 2}" or qrunner._value({1, 2}) == '"{1, 2}"'
+    assert qrunner._value(Odd()) == '"odd"'
 
 
 def test_time_cap_before_any_row_is_refused_naming_the_cap(db, monkeypatch):
@@ -806,7 +807,7 @@ def test_time_cap_before_any_row_is_refused_naming_the_cap(db, monkeypatch):
             self.calls += 1
             return 0.0 if self.calls == 1 else 10_000.0
 
-    monkeypatch.setattr(run, "time", Jumping())
+    monkeypatch.setattr(qrunner, "time", Jumping())
     with pytest.raises(QueryRefused) as e:
         db.query(ROWS.replace("SELECT n FROM r", "SELECT count(*) FROM r"), {"k": 100_000}, timeout_ms=7)
     assert e.value.reason == "time_cap" and e.value.part is None
@@ -877,9 +878,9 @@ def test_a_match_query_runs_on_the_index(db):
 
 def test_connections_are_bounded_and_reused(db):
     r = run.runner(db)
-    assert isinstance(r, run.SqliteRunner)
-    held = [r._borrow() for _ in range(run.SQLITE_CONNECTIONS)]
-    assert len({id(c) for c in held}) == run.SQLITE_CONNECTIONS
+    assert isinstance(r, qrunner.SqliteRunner)
+    held = [r._borrow() for _ in range(qrunner.SQLITE_CONNECTIONS)]
+    assert len({id(c) for c in held}) == qrunner.SQLITE_CONNECTIONS
     got: list[Any] = []
     waiter = threading.Thread(target=lambda: got.append(r._borrow()), daemon=True)
     waiter.start()
@@ -896,7 +897,7 @@ def test_connections_are_bounded_and_reused(db):
 def test_a_closed_runner_refuses_new_statements(tmp_path, clock):
     m = memlane.open(str(tmp_path / "c.db"), clock=clock, embedder="fake")
     r = run.runner(m)
-    held = [r._borrow() for _ in range(run.SQLITE_CONNECTIONS)]
+    held = [r._borrow() for _ in range(qrunner.SQLITE_CONNECTIONS)]
     r.close()
     with pytest.raises(StoreError, match="closed"):
         r._borrow()
@@ -1121,33 +1122,33 @@ class FakeConn:
 
 def test_pg_runner_reads_its_role_config_and_version():
     store = FakeStore(pg_answers())
-    r = run.PostgresRunner(store)
+    r = qrunner.PostgresRunner(store)
     assert r.role is True and r.notes == [] and r.tsconfig == "public.memlane"
     assert r._generic is True and r._secret == "s3cret" and r._temp_cap is True
     assert store.log[0] == ("SELECT to_regnamespace(?)::text", ("memory_v1",))
     assert ("SELECT 1 FROM pg_roles WHERE rolname = ?", (space.QUERY_ROLE,)) in store.log
     assert (HAS_ROLE, (space.QUERY_ROLE,)) in store.log
-    old = run.PostgresRunner(FakeStore(pg_answers(**{TS_CONFIG: [], VERSION: [[150004]], SUPER: [[False]]})))
+    old = qrunner.PostgresRunner(FakeStore(pg_answers(**{TS_CONFIG: [], VERSION: [[150004]], SUPER: [[False]]})))
     assert old.tsconfig == "english" and old._generic is False and old._temp_cap is False
     r.close()
 
 
 def test_pg_runner_without_the_role_says_so():
-    r = run.PostgresRunner(FakeStore(pg_answers(**{HAS_ROLE: [[False]]})))
+    r = qrunner.PostgresRunner(FakeStore(pg_answers(**{HAS_ROLE: [[False]]})))
     assert r.role is False and len(r.notes) == 1 and space.QUERY_ROLE in r.notes[0]
     assert "the read-only transaction and the fence still apply" in r.notes[0]
-    missing = run.PostgresRunner(FakeStore(pg_answers(**{ROLE_EXISTS: []})))
+    missing = qrunner.PostgresRunner(FakeStore(pg_answers(**{ROLE_EXISTS: []})))
     assert missing.role is False
 
 
 def test_pg_runner_without_the_schema_asks_for_a_migration():
     with pytest.raises(StoreError) as e:
-        run.PostgresRunner(FakeStore(pg_answers(**{SCHEMA: [[None]]})))
+        qrunner.PostgresRunner(FakeStore(pg_answers(**{SCHEMA: [[None]]})))
     assert str(e.value) == "pg://fake has no memory_v1 schema; run `memlane migrate` (migration m004_query_space)"
 
 
 def test_pg_runner_sets_signed_scope_clock_caps_and_role():
-    r = run.PostgresRunner(FakeStore(pg_answers()))
+    r = qrunner.PostgresRunner(FakeStore(pg_answers()))
     conn = FakeConn()
     r._begin(conn, "2026-01-01", [("user", "1"), ("room",)], 1234)
     ((sql, params),) = conn.executed
@@ -1156,13 +1157,13 @@ def test_pg_runner_sets_signed_scope_clock_caps_and_role():
     assert pairs["memlane.now"] == "2026-01-01" and pairs["memlane.scope"] == "user/1\nroom"
     assert pairs["memlane.sig"] == r._sign("user/1\nroom", "2026-01-01", 4242)
     assert pairs["statement_timeout"] == "1234" and pairs["lock_timeout"] == "1234"
-    assert pairs["search_path"] == "memory_v1" and pairs["temp_file_limit"] == run.TEMP_FILE_LIMIT
+    assert pairs["search_path"] == "memory_v1" and pairs["temp_file_limit"] == qrunner.TEMP_FILE_LIMIT
     assert pairs["role"] == space.QUERY_ROLE
     import hashlib
 
     inner = hashlib.sha256(b"s3cret" + space.scope_message("user/1\nroom", "2026-01-01", 4242).encode()).hexdigest()
     assert pairs["memlane.sig"] == hashlib.sha256(("s3cret" + inner).encode()).hexdigest()
-    plain = run.PostgresRunner(FakeStore(pg_answers(**{HAS_ROLE: [[False]], SUPER: [[False]]})))
+    plain = qrunner.PostgresRunner(FakeStore(pg_answers(**{HAS_ROLE: [[False]], SUPER: [[False]]})))
     conn = FakeConn()
     plain._begin(conn, "now", None, 5)
     pairs = {k.lower(): v for k, v in zip(conn.executed[0][1][::2], conn.executed[0][1][1::2], strict=True)}
@@ -1171,7 +1172,7 @@ def test_pg_runner_sets_signed_scope_clock_caps_and_role():
 
 def test_pg_runner_maps_database_errors():
     psycopg = pytest.importorskip("psycopg")
-    r = run.PostgresRunner(FakeStore(pg_answers()))
+    r = qrunner.PostgresRunner(FakeStore(pg_answers()))
     cap = r._error(psycopg.errors.QueryCanceled("canceling"), 250)
     assert cap.reason == "time_cap" and "after 250 ms" in str(cap)
     for err in (
@@ -1217,9 +1218,9 @@ def test_pg_runner_runs_and_explains_through_cursors(monkeypatch):
     psycopg = pytest.importorskip("psycopg")
     monkeypatch.setattr(psycopg, "RawServerCursor", FakeCursor)
     monkeypatch.setattr(psycopg, "RawCursor", FakeCursor)
-    monkeypatch.setattr(run, "time", FrozenClock())
+    monkeypatch.setattr(qrunner, "time", FrozenClock())
     conn = FakeConn()
-    r = run.PostgresRunner(FakeStore(pg_answers(), conn))
+    r = qrunner.PostgresRunner(FakeStore(pg_answers(), conn))
     checked = fence.check("SELECT n FROM items WHERE key = ?", "postgres", ["k"])
     columns, fetched = r.run(checked, "now", None, 3, 900)
     assert columns == ["n"] and fetched.rows == [[1], [2], [3]] and fetched.cut == "max_rows"
@@ -1251,8 +1252,8 @@ def test_pg_runner_fetches_until_a_short_batch(monkeypatch, available, fetches):
             return super().fetchmany(n)
 
     monkeypatch.setattr(psycopg, "RawServerCursor", Counting)
-    monkeypatch.setattr(run, "time", FrozenClock())
-    r = run.PostgresRunner(FakeStore(pg_answers(), FakeConn()))
+    monkeypatch.setattr(qrunner, "time", FrozenClock())
+    r = qrunner.PostgresRunner(FakeStore(pg_answers(), FakeConn()))
     columns, fetched = r.run(fence.check("SELECT 1", "postgres"), "now", None, 1000, 900)
     assert fetched.rows == [[i] for i in range(available)] and fetched.cut is None and columns == ["n"]
     assert len(asked) == fetches and asked[0] == 50
@@ -1272,8 +1273,8 @@ def test_pg_runner_keeps_the_rows_fetched_before_a_cancel(monkeypatch):
             return super().fetchmany(n)
 
     monkeypatch.setattr(psycopg, "RawServerCursor", SlowSecondBatch)
-    monkeypatch.setattr(run, "time", FrozenClock())
-    r = run.PostgresRunner(FakeStore(pg_answers(), FakeConn()))
+    monkeypatch.setattr(qrunner, "time", FrozenClock())
+    r = qrunner.PostgresRunner(FakeStore(pg_answers(), FakeConn()))
     columns, fetched = r.run(fence.check("SELECT 1", "postgres"), "now", None, 1000, 900)
     assert fetched.rows == [[i] for i in range(50)] and fetched.cut == "timeout" and columns == ["n"]
 
@@ -1287,7 +1288,7 @@ def test_pg_runner_turns_a_cancel_into_the_time_cap(monkeypatch):
 
     monkeypatch.setattr(psycopg, "RawServerCursor", Cancelling)
     monkeypatch.setattr(psycopg, "RawCursor", Cancelling)
-    r = run.PostgresRunner(FakeStore(pg_answers(), FakeConn()))
+    r = qrunner.PostgresRunner(FakeStore(pg_answers(), FakeConn()))
     with pytest.raises(QueryRefused) as e:
         r.run(fence.check("SELECT 1", "postgres"), "now", None, 3, 77)
     assert e.value.reason == "time_cap" and "77 ms" in str(e.value)
@@ -1307,7 +1308,7 @@ def test_query_checks_with_the_runners_dialect_and_text_search_config(monkeypatc
 
         def run(self, checked: Any, now: str, scope: Any, max_rows: int, timeout_ms: int) -> Any:
             seen.append((checked.sql, checked.params, scope, max_rows, timeout_ms))
-            fetched = run._Fetch(max_rows, float("inf"))
+            fetched = qrunner._Fetch(max_rows, float("inf"))
             fetched.take([["x"]])
             return ["c"], fetched
 

@@ -29,7 +29,7 @@ from .errors import ValidationError
 from .model import Item, Namespace
 
 if TYPE_CHECKING:
-    from .memory import Memory
+    from .ports import Reader
 
 # Measured on shared/data LoCoMo with bench/conversation.py (default recall, MiniLM):
 # hit@10 0.739 for the turn alone, 0.832 at +/-1 turn, 0.863 at +/-2, 0.835 at +/-3.
@@ -228,7 +228,7 @@ def record(namespace: Namespace, turns: Sequence[Turn], i: int, window: int) -> 
     }
 
 
-def tail(mem: Memory, namespace: Namespace, session: str, count: int) -> tuple[int, list[tuple[Turn, str]]]:
+def tail(mem: Reader, namespace: Namespace, session: str, count: int) -> tuple[int, list[tuple[Turn, str]]]:
     """The highest turn number of a session (0 if new) and its last ``count`` turns with their indexed text."""
     last = 0
     kept: list[tuple[Turn, str]] = []

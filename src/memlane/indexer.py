@@ -29,7 +29,7 @@ from .errors import ValidationError
 from .store.base import EVERYTHING, Within
 
 if TYPE_CHECKING:
-    from .memory import Memory
+    from .ports import Core
 
 BATCH_SIZE = 64
 LEASE_S = 120.0  # far above one batch's embedding time: a claim outlives it only when its holder died
@@ -87,7 +87,7 @@ class Indexer:
         lease_s: how long a claim keeps other indexers off its items.
     """
 
-    def __init__(self, mem: Memory, *, batch_size: int = BATCH_SIZE, lease_s: float = LEASE_S) -> None:
+    def __init__(self, mem: Core, *, batch_size: int = BATCH_SIZE, lease_s: float = LEASE_S) -> None:
         self._mem = mem
         self.batch_size = batch_size
         self.lease_s = lease_s

@@ -13,7 +13,6 @@ import builtins
 import json
 import math
 import os
-import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -34,6 +33,7 @@ from .facts import transfer
 from .facts.layer import FactsLayer
 from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record
 from .facts.text import DEFAULT_CHUNK_CHARS
+from .ids import new_ids
 from .indexer import LEASE_S, POLL_S, CatchUp, Indexer
 from .model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from .query.model import QueryPlan, QueryResult, SavedQuery
@@ -51,7 +51,7 @@ from .search.embedders import (
 from .store.base import EVERYTHING, PutRow, Store
 
 if TYPE_CHECKING:
-    from .access import Scope
+    from .agents import Scope
     from .extract import Extractor
     from .search.choose import Chooser
 
@@ -73,13 +73,6 @@ RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl
 
 def _system_clock() -> datetime:
     return datetime.now(UTC)
-
-
-def new_ids(now: datetime, count: int) -> builtins.list[str]:
-    """``count`` 32-hex-digit ids that sort by creation time (48-bit ms + 80 random bits)."""
-    prefix = f"{int(now.timestamp() * 1000) & 0xFFFFFFFFFFFF:012x}"
-    rand = secrets.token_hex(10 * count)
-    return [prefix + rand[i : i + 20] for i in range(0, 20 * count, 20)]
 
 
 def _prefix(raw: Any) -> Namespace:

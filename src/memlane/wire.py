@@ -87,6 +87,14 @@ def encode(exc: errors.MemlaneError) -> dict[str, Any]:
     return body
 
 
+def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
+    """The one error shape, for an error that is no memlane exception (an unknown path, a body too large)."""
+    err: dict[str, Any] = {"type": kind, "message": message}
+    if field is not None:
+        err["field"] = field
+    return {"error": err}
+
+
 def decode(error: Any, status: int, *, suffix: str = "") -> errors.MemlaneError:
     """The exception an error object (or, without one, a status) stands for.
 

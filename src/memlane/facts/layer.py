@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import validate as v
 from ..errors import ConflictError, NotFoundError, ValidationError
+from ..ids import new_ids
 from ..model import Namespace
 from ..search import rank
 from ..store._common import SqlSession, loads_json, ns_text, ns_tuple, ts, within_filter
@@ -31,7 +32,7 @@ from .model import Candidate, Chunk, Claim, ClaimGroup, Context, Document, Entit
 from .schema import CONTEXT_MARK, CONTEXT_WEIGHT, index_chunks
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ..ports import Core
 
 MAX_ENTITY_IDS = 20
 MAX_HOPS = 3
@@ -77,8 +78,6 @@ def _dt(raw: str | None) -> datetime | None:
 
 
 def _new_ids(kind: str, now: datetime, count: int = 1) -> builtins.list[str]:
-    from ..memory import new_ids
-
     return [f"{kind}_{i}" for i in new_ids(now, count)]
 
 
@@ -237,7 +236,7 @@ _INDEXES_LOCK = threading.Lock()
 class FactsLayer:
     """Entities, facts, documents and claims of one :class:`~memlane.memory.Memory`."""
 
-    def __init__(self, mem: Memory) -> None:
+    def __init__(self, mem: Core) -> None:
         self._mem = mem
         self._store = mem.store
         self._query_vectors: dict[str, builtins.list[float]] = {}

@@ -27,8 +27,7 @@ from ..errors import ChooserError, ValidationError
 from ..model import Envelope, Hit, namespace_text
 
 if TYPE_CHECKING:
-    from ..client import Client
-    from ..memory import Memory
+    from ..ports import Reader
 
 MAX_OPTIONS = 200
 MAX_DEPTH = 16
@@ -67,7 +66,7 @@ def _addresses(mem: Any, prefix: Any) -> list[tuple[str, str]]:
 
 
 def choose(
-    mem: Memory | Client,
+    mem: Reader,
     query: str,
     chooser: Chooser,
     *,

@@ -34,6 +34,7 @@ from .. import errors, validate, wire
 from ..access import Access, Agent, AgentView
 from ..gate import DEFAULT_CAPACITY, DEFAULT_MAX_WAIT, DEFAULT_PER_AGENT, Gate
 from ..memory import Memory
+from ..wire import error_body
 from .dispatch import Dispatch, Prepare, compact, encode, error_answer
 from .routes import Body, register
 
@@ -103,14 +104,6 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             schema["components"].get("schemas", {}).pop(unused, None)
         app.openapi_schema = schema
     return app.openapi_schema
-
-
-def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
-    """The one error shape."""
-    err: dict[str, Any] = {"type": kind, "message": message}
-    if field is not None:
-        err["field"] = field
-    return {"error": err}
 
 
 # -- administration bodies (the data operations' bodies are built from the table: routes.py) --

@@ -1342,10 +1342,10 @@ class PostgresStore(Store):
     # -- query space (memlane.query) ----------------------------------------
 
     def query_runner(self) -> Any:
-        """The query space's runner (:class:`memlane.query.run.PostgresRunner`), made once per store."""
+        """The query space's runner (:class:`memlane.store.runner.PostgresRunner`), made once per store."""
         runner = getattr(self, "_query_runner", None)
         if runner is None:
-            from ..query.run import PostgresRunner
+            from .runner import PostgresRunner
 
             runner = self._query_runner = PostgresRunner(self)
         return runner

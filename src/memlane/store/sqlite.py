@@ -1433,12 +1433,12 @@ class SqliteStore(Store):
             raise StoreError(f"cannot open {self._path!r} read-only for the query space: {e}") from e
 
     def query_runner(self) -> Any:
-        """The query space's runner (:class:`memlane.query.run.SqliteRunner`), made once, closed with the store."""
+        """The query space's runner (:class:`memlane.store.runner.SqliteRunner`), made once, closed with the store."""
         with self._lock:
             self._check_open()
             runner = getattr(self, "_query_runner", None)
             if runner is None:
-                from ..query.run import SqliteRunner
+                from .runner import SqliteRunner
 
                 runner = self._query_runner = SqliteRunner(self)
             return runner

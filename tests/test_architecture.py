@@ -1,0 +1,189 @@
+"""The house's shape: dependencies point one way, with nothing hidden (docs/architecture.md).
+
+Every import counts: at the top of a module, inside a function, and under
+``TYPE_CHECKING``. A cycle dodged by an import inside a function is still a
+cycle. Each module sits in one layer; a module imports only its own layer or
+those below, and the surfaces do not import one another except where
+:data:`SURFACE_EDGES` says why.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import memlane
+
+SRC = Path(memlane.__file__).parent
+
+# bottom to top; a module is placed by its longest matching name (a package places its modules)
+LAYERS: dict[str, tuple[str, ...]] = {
+    # plain values, checks and encodings: import nothing above them
+    "values": (
+        "errors", "model", "validate", "where", "wire", "ids", "agents", "chat", "gate", "retention",
+        "facts", "facts.model", "facts.text", "query", "query.model", "search", "search.stopwords", "search.vectors",
+    ),
+    # all SQL: the stores, their tables, the query space's views and fence
+    "store": ("store", "query.space", "query.fence", "facts.schema"),
+    # the domain parts, handed the composing memory as a protocol (memlane.ports)
+    "domain": (
+        "ports", "facts.layer", "facts.transfer", "search.rank", "search.relevance", "search.embedders",
+        "search.minilm", "search.minilm_onnx", "search.choose", "indexer", "conversation", "extract", "query.run",
+    ),
+    # the composition: Memory, the agents' view of it, the operations table read from it
+    "core": ("memory", "access", "operations", "surface"),
+    # what callers touch
+    "surfaces": ("client", "aio", "cli", "mcp", "langgraph", "server"),
+}  # fmt: skip
+ORDER = list(LAYERS)
+
+# surface -> surface imports, each with its reason
+SURFACE_EDGES = {
+    ("cli", "server"): "`memlane serve` starts the service (imported inside the command)",
+    ("cli", "mcp"): "`memlane mcp` starts the MCP server (imported inside the command)",
+    ("server", "mcp"): "the service mounts the MCP endpoint at /mcp beside the HTTP API",
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path  # "" is the package root
+    return found
+
+
+def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the memlane modules it imports, anywhere in its text (the package root left out: a facade)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        package = [p for p in package if p]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name.removeprefix("memlane.") for a in node.names if a.name.startswith("memlane.")]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package[: len(package) - (node.level - 1)]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                elif (node.module or "").startswith("memlane"):
+                    module = (node.module or "").removeprefix("memlane").lstrip(".")
+                else:
+                    continue
+                targets = [module] + [f"{module}.{a.name}".strip(".") for a in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def _layer(module: str) -> str | None:
+    best, found = -1, None
+    for layer, names in LAYERS.items():
+        for placed in names:
+            if (module == placed or module.startswith(placed + ".")) and len(placed) > best:
+                best, found = len(placed), layer
+    return found
+
+
+def _surface(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+MODULES = _modules()
+GRAPH = _imports(MODULES)
+
+
+def test_no_import_cycle_counting_imports_inside_functions_and_for_type_checking() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_the_cycle_finder_finds_a_cycle_made_by_an_import_inside_a_function() -> None:
+    graph = {k: set(v) for k, v in GRAPH.items()}
+    graph["store.base"].add("memory")  # what `def f(): from ..memory import Memory` in the store would add
+    assert any({"memory", "store.base"} <= set(c) for c in _cycles(graph))
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = sorted(m for m in MODULES if m and _layer(m) is None)
+    assert unplaced == [], f"place these in LAYERS (and in docs/architecture.md): {unplaced}"
+
+
+def test_imports_point_down_the_layers() -> None:
+    upward = []
+    for module, targets in GRAPH.items():
+        if not module:
+            continue
+        for target in targets:
+            if ORDER.index(str(_layer(target))) > ORDER.index(str(_layer(module))):
+                upward.append(f"{module} ({_layer(module)}) -> {target} ({_layer(target)})")
+    assert sorted(upward) == []
+
+
+def test_surfaces_do_not_import_one_another_except_as_stated() -> None:
+    crossing = {
+        (_surface(m), _surface(t))
+        for m, targets in GRAPH.items()
+        for t in targets
+        if _layer(m) == _layer(t) == "surfaces" and _surface(m) != _surface(t)
+    }
+    assert crossing == set(SURFACE_EDGES)
+
+
+@pytest.mark.parametrize("module", ["memlane.client", "memlane.aio", "memlane"])
+def test_the_client_is_imported_without_any_backend_or_driver(module: str) -> None:
+    code = (
+        f"import sys, {module}\n"
+        "heavy = [m for m in sys.modules if m.partition('.')[0] in ('sqlite3', 'psycopg', 'numpy', 'fastapi', 'mcp') "
+        "or m in ('memlane.store.sqlite', 'memlane.store.postgres', 'memlane.store.runner', 'memlane.cli', "
+        "'memlane.mcp', 'memlane.langgraph') or m.startswith('memlane.server')]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
