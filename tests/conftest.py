@@ -41,7 +41,51 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-BACKENDS = ["sqlite", "postgres", "client"]
+# "client": SQLite behind a live service; "async": AsyncMemory over SQLite; "async_client": AsyncClient to a service
+BACKENDS = ["sqlite", "postgres", "client", "async", "async_client"]
+SURFACES = ("client", "async", "async_client")  # a surface over a SQLite memory, not a backend of its own
+
+
+class Blocking:
+    """An async memlane object (AsyncMemory, AsyncClient) driven from a synchronous test, on its own loop.
+
+    Each coroutine method becomes a call that waits for its answer; anything
+    else (a property) is the async object's own. What the async class lacks
+    is an AttributeError, as it would be for its users.
+    """
+
+    def __init__(self, target: Any) -> None:
+        import asyncio
+        import threading
+
+        self.target = target
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def __getattr__(self, name: str) -> Any:
+        import asyncio
+        import inspect
+
+        attr = getattr(self.target, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return asyncio.run_coroutine_threadsafe(attr(*args, **kwargs), self._loop).result()
+
+        return call
+
+    def stop(self) -> None:
+        self.call_close()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def call_close(self) -> None:
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(self.target.close(), self._loop).result()
 
 
 class PostgresServer:
@@ -124,7 +168,7 @@ def postgres() -> Iterator[PostgresServer]:
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """Which backend a conformance test runs on; ``client`` is SQLite behind a live service."""
-    if request.param == "client" and "mem" not in request.fixturenames:
+    if request.param in SURFACES and "mem" not in request.fixturenames:
         pytest.skip("opens the store directly; the sqlite run covers it")
     return str(request.param)
 
@@ -132,7 +176,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def store_url(request: pytest.FixtureRequest, backend: str, tmp_path) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The URL of a fresh, empty database on each backend."""
-    if backend in ("sqlite", "client"):
+    if backend == "sqlite" or backend in SURFACES:
         yield str(tmp_path / "memory.db")
         return
     server: PostgresServer = request.getfixturevalue("postgres")
@@ -156,7 +200,7 @@ def old_store_url(request: pytest.FixtureRequest, backend: str, tmp_path, monkey
         migrations = [m for m in module.MIGRATIONS if m[0] != "m010_text_once"]
         monkeypatch.setattr(module, "MIGRATIONS", migrations)
     monkeypatch.setattr(_common, "stored_text", lambda value_json, value_type, text: text)
-    if backend in ("sqlite", "client"):
+    if backend == "sqlite" or backend in SURFACES:
         yield str(tmp_path / "old.db")
         return
     server: PostgresServer = request.getfixturevalue("postgres")
@@ -182,22 +226,32 @@ def mem(request: pytest.FixtureRequest, backend: str, store_url: str, clock: Fak
     """
     indexing = "background" if request.node.get_closest_marker("background_indexing") else "sync"
     m = memlane.open(store_url, clock=clock, embedder="fake", indexing=indexing)
-    if backend != "client":
+    if backend not in SURFACES:
         yield m
         m.close()
         return
     if request.node.get_closest_marker("embedded"):
         m.close()
-        pytest.skip("reaches into the embedded store; not a client operation")
+        pytest.skip("reaches into the embedded store; not an operation of this surface")
+    if backend == "async":
+        driven = Blocking(memlane.AsyncMemory(m))
+        yield driven
+        driven.stop()  # closes the memory
+        return
     from live import LiveServer
     from memlane.access import Access
     from memlane.server import create_app
 
     _, token = Access(m).create_agent("tester", admin=True)
     server = LiveServer(create_app(m))
-    client = memlane.Client(server.url, token)
-    yield client
-    client.close()
+    if backend == "async_client":
+        driven = Blocking(memlane.AsyncClient(server.url, token))
+        yield driven
+        driven.stop()
+    else:
+        client = memlane.Client(server.url, token)
+        yield client
+        client.close()
     server.stop()
     m.close()
 

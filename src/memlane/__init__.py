@@ -5,6 +5,7 @@ Two verbs for two questions: exact lookup when the agent knows the address
 (``search``). One SQLite file by default.
 """
 
+from .aio import AsyncClient, AsyncMemory
 from .client import Client
 from .errors import (
     BackendUnavailableError,
@@ -32,6 +33,8 @@ from .search.choose import Chooser, OpenAIChooser
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
+    "AsyncMemory",
     "BackendUnavailableError",
     "BusyError",
     "CatchUp",

@@ -3,6 +3,11 @@
 An agent on another machine talks to a ``memlane serve`` process with its
 token and sees exactly what the service's visibility rule lets it see. HTTP
 errors come back as the same memlane exceptions the library raises.
+
+Every operation of :data:`memlane.operations.OPERATIONS` is a method made
+from the table and ``Memory``'s signature (:mod:`memlane.surface`): it sends
+the arguments given and turns the answer back into ``Memory``'s return type
+(:data:`DECODE`). The few written here say why in :attr:`Client.DIFFERS`.
 """
 
 from __future__ import annotations
@@ -11,26 +16,28 @@ import builtins
 import json
 import random
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import errors, wire
+from . import errors, surface, wire
 from . import validate as v
-from .access import Agent, Change, Grant, Listing
+from .agents import Agent, Change, Grant, Listing
 from .conversation import DEFAULT_WINDOW, message_list
-from .facts.model import Chunk, Claim, Context, Document, Entity, Fact, Record, record_from_dict
-from .facts.text import DEFAULT_CHUNK_CHARS
-from .memory import CHANNELS, RECORD_FIELDS
+from .facts.model import Chunk, Claim, Context, record_from_dict
+from .memory import RECORD_FIELDS
 from .model import Envelope, Item, Namespace, Page, Stats, Version
-from .operations import OPERATIONS, UNSENDABLE
+from .model import namespace_tuple as ns_tuple
+from .operations import OPERATIONS, UNSENDABLE, Operation
 from .query.model import QueryPlan, QueryResult, SavedQuery
 from .retention import RetentionRule
-from .store._common import ns_tuple
 
 if TYPE_CHECKING:
     from .extract import Extractor
+    from .memory import Memory as _Operations  # a type checker sees Memory's operations, typed as Memory's
     from .search.choose import Chooser
+else:
+    _Operations = object
 
 
 def _rule(d: Mapping[str, Any]) -> RetentionRule:
@@ -54,6 +61,8 @@ def _json(value: Any) -> Any:
         return [_json(v) for v in value]
     if hasattr(value, "tolist"):  # a numpy array or scalar
         return value.tolist()
+    if isinstance(value, Iterator):  # a generator of addresses or claims: what the core would iterate
+        return [_json(v) for v in value]
     return value
 
 
@@ -122,7 +131,7 @@ RETRIES = 3
 MAX_RETRY_WAIT = 30.0
 
 
-class Client:
+class Client(_Operations):
     """A memlane service seen through one agent's token.
 
     Args:
@@ -140,6 +149,15 @@ class Client:
         backoff: seconds before the first retry after a lost connection,
             doubled at each next one; every wait is at most 30 seconds.
     """
+
+    # the operations written here rather than made from the table, and why
+    DIFFERS = {
+        "put": "refuses what JSON cannot carry (NaN, sets) before sending, naming the field",
+        "put_many": "refuses unknown record fields before sending (the service ignores them: additive API)",
+        "add_conversation": "the extractor is a Python object: it runs here and files through this client",
+        "recall": "a chooser runs here; key, embedding, floor and min_score are sent only when given, "
+        "so servers before 0.2 keep working",
+    }
 
     def __init__(
         self,
@@ -304,90 +322,11 @@ class Client:
             run(self, v.namespace(namespace), items, extractor)
         return items
 
-    def delete(self, namespace: Namespace | str, key: str) -> bool:
-        """Delete an item; ``False`` if there was none."""
-        try:
-            self._send("delete", locals())
-        except errors.NotFoundError:
-            return False
-        return True
-
-    def clear(self, namespace_prefix: Namespace | str) -> int:
-        """Delete everything under a prefix the agent may write."""
-        return int(self._send("clear", locals())["deleted"])
-
-    def set_retention(
-        self, prefix: Namespace | str, *, keep_versions: int | None = None, keep_days: float | None = None
-    ) -> RetentionRule:
-        """Set a history retention rule (an admin token); see :meth:`Memory.set_retention`."""
-        return _rule(self._send("set_retention", locals()))
-
-    def retention_rules(self) -> builtins.list[RetentionRule]:
-        """Every history retention rule (an admin token)."""
-        return [_rule(r) for r in self._send("retention_rules", {})["rules"]]
-
-    def clear_retention(self, prefix: Namespace | str) -> bool:
-        """Remove the rule at exactly ``prefix`` (an admin token); ``False`` if there was none."""
-        return bool(self._send("clear_retention", locals())["cleared"])
-
     def cleanup(self) -> int:
         """Physically delete expired rows (admin tokens only)."""
         return int(self._call("POST", "cleanup")["deleted"])
 
-    # -- exact reads ------------------------------------------------------
-
-    def get(self, namespace: Namespace | str, key: str) -> Item | None:
-        """The item, or ``None``."""
-        try:
-            return Item.from_dict(self._send("get", locals()))
-        except errors.NotFoundError:
-            return None
-
-    def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
-        """Many addresses in one request, in input order."""
-        sent = {"addresses": builtins.list(addresses)}
-        return [None if i is None else Item.from_dict(i) for i in self._send("get_many", sent)["items"]]
-
-    def fetch(self, key: str, *, namespace_prefix: Namespace | str = (), limit: int = 10) -> builtins.list[Item]:
-        """Every visible item under exactly ``key``, newest first."""
-        return [Item.from_dict(i) for i in self._send("fetch", locals())["items"]]
-
-    def list(
-        self,
-        namespace_prefix: Namespace | str = (),
-        *,
-        key_prefix: str = "",
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> Page:
-        """Items in address order, one page at a time."""
-        return Page.from_dict(self._send("list", locals()))
-
-    def namespaces(self, prefix: Namespace | str = (), *, max_depth: int | None = None) -> builtins.list[Namespace]:
-        """Namespaces the agent may see."""
-        return [tuple(ns) for ns in self._send("namespaces", locals())["namespaces"]]
-
-    def select(
-        self,
-        namespace_prefix: Namespace | str = (),
-        *,
-        where: Mapping[str, Any] | None = None,
-        order: str = "updated_desc",
-        limit: int = 10,
-        offset: int = 0,
-    ) -> builtins.list[Item]:
-        """Items whose value meets field conditions, evaluated in the service's database; see :meth:`Memory.select`."""
-        return [Item.from_dict(i) for i in self._send("select", locals())["items"]]
-
-    def summarize(
-        self, namespace_prefix: Namespace | str = (), *, depth: int = 3, key_prefix: str = ""
-    ) -> dict[str, dict[str, int]]:
-        """The taxonomy map."""
-        return self._send("summarize", locals())["summary"]  # type: ignore[no-any-return]
-
-    def history(self, namespace: Namespace | str, key: str) -> builtins.list[Version]:
-        """Past versions, newest first."""
-        return [Version.from_dict(x) for x in self._send("history", locals())["versions"]]
+    # -- reads outside the table ------------------------------------------
 
     def stats(self) -> Stats:
         """Store counts (admin tokens only)."""
@@ -399,25 +338,6 @@ class Client:
         for line in text.splitlines():
             if line.strip():
                 yield json.loads(line)
-
-    # -- ranked reads -----------------------------------------------------
-
-    def search(
-        self,
-        query: str,
-        *,
-        namespace_prefix: Namespace | str = (),
-        limit: int = 10,
-        channels: Sequence[str] | None = CHANNELS,
-        candidate_k: int | None = None,
-        embedding: Sequence[float] | None = None,
-        rrf_k: int = 10,
-        weights: Mapping[str, float] | None = None,
-        floor: bool = False,
-        min_score: float | None = None,
-    ) -> Envelope:
-        """Ranked search; see :meth:`Memory.search`."""
-        return Envelope.from_dict(self._send("search", {k: v for k, v in locals().items() if v is not None}))
 
     def recall(
         self,
@@ -477,197 +397,6 @@ class Client:
             hits.sort(key=lambda h: (-h.item.updated_at.timestamp(), "/".join(h.namespace)))
         env.hits = hits[:limit]
         return env
-
-    # -- facts, claims and sources ------------------------------------------
-
-    def add_entity(
-        self,
-        namespace: Namespace | str,
-        name: str,
-        *,
-        kind: str = "thing",
-        aliases: Sequence[str] = (),
-        profile: str = "",
-    ) -> Entity:
-        """Create an entity; see :meth:`Memory.add_entity`."""
-        return Entity.from_dict(self._send("add_entity", locals()))
-
-    def add_alias(self, entity_id: str, alias: str) -> Entity:
-        """Another name for an entity."""
-        return Entity.from_dict(self._send("add_alias", locals()))
-
-    def merge_entities(self, survivor: str, merged: str) -> Entity:
-        """Merge ``merged`` into ``survivor``."""
-        return Entity.from_dict(self._send("merge_entities", locals()))
-
-    def assert_fact(
-        self,
-        namespace: Namespace | str,
-        subject: str,
-        predicate: str,
-        object: Any,  # noqa: A002 - the word of the domain
-        *,
-        valid_from: datetime | str | None = None,
-        valid_to: datetime | str | None = None,
-        source: str | None = None,
-        supersedes: str | None = None,
-    ) -> Fact:
-        """Assert a fact; see :meth:`Memory.assert_fact`."""
-        return Fact.from_dict(self._send("assert_fact", locals()))
-
-    def retract_fact(self, fact_id: str) -> Fact:
-        """End belief in a fact."""
-        return Fact.from_dict(self._send("retract_fact", locals()))
-
-    def end_fact(self, fact_id: str, valid_to: datetime | str) -> Fact:
-        """Record that a fact stopped holding in the world."""
-        return Fact.from_dict(self._send("end_fact", locals()))
-
-    def add_document(
-        self,
-        namespace: Namespace | str,
-        title: str,
-        text: str | Sequence[str],
-        *,
-        source: str | None = None,
-        created_at: datetime | str | None = None,
-        chunk_chars: int = DEFAULT_CHUNK_CHARS,
-    ) -> Document:
-        """Store a source as ordered chunks."""
-        return Document.from_dict(self._send("add_document", locals()))
-
-    def add_claim(
-        self,
-        namespace: Namespace | str,
-        text: str,
-        *,
-        speaker: str | None = None,
-        asserted_at: datetime | str | None = None,
-        chunk: str | None = None,
-        about: Sequence[str] = (),
-    ) -> Claim:
-        """Record what a source said."""
-        return Claim.from_dict(self._send("add_claim", locals()))
-
-    def add_claims(self, namespace: Namespace | str, claims: Iterable[Mapping[str, Any]]) -> builtins.list[Claim]:
-        """Record many claims in one transaction; see :meth:`Memory.add_claims`."""
-        answer = self._send("add_claims", {"namespace": namespace, "claims": builtins.list(claims)})
-        out = answer["claims"] if "claims" in answer else answer["records"]  # "records" before 0.2
-        return [Claim.from_dict(c) for c in out]
-
-    def supersede_claim(self, claim_id: str, by: str | None = None) -> Claim:
-        """Mark a claim as no longer current testimony."""
-        return Claim.from_dict(self._send("supersede_claim", locals()))
-
-    def resolve_entity(self, name: str, *, namespace_prefix: Namespace | str = ()) -> Context:
-        """A name to one entity, several candidates, or none."""
-        return Context.from_dict(self._send("resolve_entity", locals()))
-
-    def facts_context(
-        self,
-        query: str,
-        *,
-        entity_ids: Sequence[str] | None = None,
-        hops: int = 1,
-        predicate: str | None = None,
-        time: str | Mapping[str, Any] = "current",
-        limit: int = 20,
-        namespace_prefix: Namespace | str = (),
-    ) -> Context:
-        """What is true; see :meth:`Memory.facts_context`."""
-        return Context.from_dict(self._send("facts_context", locals()))
-
-    def claims_and_sources_context(
-        self,
-        query: str,
-        *,
-        entity_ids: Sequence[str] | None = None,
-        k: int = 50,
-        candidate_k: int = 200,
-        namespace_prefix: Namespace | str = (),
-    ) -> Context:
-        """What was said; see :meth:`Memory.claims_and_sources_context`."""
-        return Context.from_dict(self._send("claims_and_sources_context", locals()))
-
-    def combined_context(
-        self,
-        query: str,
-        *,
-        entity_ids: Sequence[str] | None = None,
-        hops: int = 1,
-        predicate: str | None = None,
-        time: str | Mapping[str, Any] = "current",
-        k: int = 50,
-        namespace_prefix: Namespace | str = (),
-    ) -> Context:
-        """Facts and claims side by side; see :meth:`Memory.combined_context`."""
-        return Context.from_dict(self._send("combined_context", locals()))
-
-    def lookup(self, ids: Sequence[str]) -> builtins.list[Record | None]:
-        """Records by id, in order (``None`` if unknown or unseen)."""
-        return [record_from_dict(r) for r in self._send("lookup", locals())["records"]]
-
-    def hydrate(self, ids: Sequence[str]) -> builtins.list[Record | None]:
-        """``lookup`` keeping only what is current."""
-        return [record_from_dict(r) for r in self._send("hydrate", locals())["records"]]
-
-    def traverse(
-        self, entity_ids: Sequence[str], *, hops: int = 2, time: str | Mapping[str, Any] = "current"
-    ) -> Context:
-        """Paths of entity-to-entity facts, whole or not at all."""
-        return Context.from_dict(self._send("traverse", locals()))
-
-    def neighbours(self, chunk_id: str, before: int = 1, after: int = 1) -> builtins.list[Chunk]:
-        """A chunk with its neighbouring passages."""
-        return [Chunk.from_dict(c) for c in self._send("neighbours", locals())["chunks"]]
-
-    # -- query space ------------------------------------------------------
-
-    def query(
-        self,
-        sql: str,
-        params: Sequence[Any] | Mapping[str, Any] | None = None,
-        *,
-        max_rows: int = 1000,
-        timeout_ms: int = 2000,
-    ) -> QueryResult:
-        """Run one read-only SELECT over the memory_v1 views; see :meth:`Memory.query`."""
-        return QueryResult.from_dict(self._send("query", locals()))
-
-    def explain_query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> QueryPlan:
-        """Whether a statement passes the fence, what it touches, and its plan."""
-        return QueryPlan.from_dict(self._send("explain_query", locals()))
-
-    def describe_query_space(self) -> dict[str, Any]:
-        """The views with their columns, the allowed functions and the limits."""
-        return self._send("describe_query_space", {})  # type: ignore[no-any-return]
-
-    def search_query_space(self, text: str) -> builtins.list[dict[str, Any]]:
-        """Views and columns matching ``text``'s words."""
-        return self._send("search_query_space", locals())["matches"]  # type: ignore[no-any-return]
-
-    def save_query(self, name: str, sql: str, description: str = "") -> SavedQuery:
-        """Check and save a statement under ``name``."""
-        return SavedQuery.from_dict(self._send("save_query", locals()))
-
-    def run_saved_query(
-        self,
-        name: str,
-        params: Sequence[Any] | Mapping[str, Any] | None = None,
-        *,
-        max_rows: int = 1000,
-        timeout_ms: int = 2000,
-    ) -> QueryResult:
-        """Run a saved query by name, over what this agent may see."""
-        return QueryResult.from_dict(self._send("run_saved_query", locals()))
-
-    def saved_queries(self) -> builtins.list[SavedQuery]:
-        """Every saved query."""
-        return [SavedQuery.from_dict(q) for q in self._send("saved_queries", {})["queries"]]
-
-    def delete_saved_query(self, name: str) -> bool:
-        """Delete a saved query this agent wrote; ``False`` if there was none."""
-        return bool(self._send("delete_saved_query", locals())["deleted"])
 
     # -- administration (an admin agent's token) ------------------------------
     #
@@ -754,6 +483,56 @@ def _query(**params: Any) -> str:
     from urllib.parse import urlencode
 
     return urlencode({k: v for k, v in params.items() if v is not None})
+
+
+# the answer of each result shape (operations.Operation.result) as Memory returns it
+DECODE: dict[str, Callable[[Any], Any]] = {
+    "item": Item.from_dict,
+    "found": Item.from_dict,
+    "items": lambda a: [None if i is None else Item.from_dict(i) for i in a["items"]],
+    "page": Page.from_dict,
+    "gone": lambda a: True,
+    "deleted": lambda a: a["deleted"],  # a count (clear) or a bool (delete_saved_query), as JSON carries it
+    "namespaces": lambda a: [tuple(ns) for ns in a["namespaces"]],
+    "summary": lambda a: a["summary"],
+    "versions": lambda a: [Version.from_dict(x) for x in a["versions"]],
+    "envelope": Envelope.from_dict,
+    "record": record_from_dict,
+    "records": lambda a: [record_from_dict(r) for r in a["records"]],
+    "context": Context.from_dict,
+    "claims": lambda a: [Claim.from_dict(c) for c in (a["claims"] if "claims" in a else a["records"])],  # 0.1: records
+    "chunks": lambda a: [Chunk.from_dict(c) for c in a["chunks"]],
+    "retention_rule": lambda a: _rule(a),
+    "retention_rules": lambda a: [_rule(r) for r in a["rules"]],
+    "cleared": lambda a: bool(a["cleared"]),
+    "query_result": QueryResult.from_dict,
+    "query_plan": QueryPlan.from_dict,
+    "query_space": lambda a: a,
+    "space_matches": lambda a: a["matches"],
+    "saved_query": SavedQuery.from_dict,
+    "saved_queries": lambda a: [SavedQuery.from_dict(q) for q in a["queries"]],
+}
+# shapes whose 404 is an answer: nothing there
+ABSENT = {"found": None, "gone": False}
+
+
+def _remote(op: Operation) -> Callable[..., Any]:
+    decode = DECODE[op.result]
+    absent = op.result in ABSENT
+
+    def method(self: Client, *args: Any, **kwargs: Any) -> Any:
+        try:
+            answer = self._send(op.name, surface.arguments(op.name, args, kwargs))
+        except errors.NotFoundError:
+            if absent:
+                return ABSENT[op.result]
+            raise
+        return decode(answer)
+
+    return method
+
+
+surface.fill(Client, _remote)
 
 
 def _agent(d: Mapping[str, Any]) -> Agent:

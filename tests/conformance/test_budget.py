@@ -136,7 +136,8 @@ def test_equal_numbers_written_differently_match_at_depth(mem: Any) -> None:
 # -- generated ------------------------------------------------------------------------
 
 SCALARS = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
-SCALARS |= st.text(st.characters(exclude_characters="\x00"), max_size=6)  # NUL: no operand can hold it
+SCALARS |= st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=6)  # NUL: no operand
+# can hold it; a lone surrogate is not text (refused: tests/conformance/test_limits_property.py)
 
 
 # what a field path may name: no quote, no control character (each object key of an operand is a path step)

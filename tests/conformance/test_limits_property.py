@@ -30,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from conformance import OVER_HTTP
 from memlane import ValidationError
 
 EXAMPLES = int(os.environ.get("LIMITS_EXAMPLES", "30"))
@@ -170,7 +171,7 @@ def test_a_nul_in_stored_text_is_refused_naming_the_field_on_every_backend(mem):
 @given(address=addresses(), dotted=st.booleans())
 def test_addresses_near_their_limits_are_stored_exactly_or_refused_naming_the_field(mem, backend, address, dotted):
     segments, key = address
-    if backend == "client":  # the Client cannot encode a lone surrogate at all: pinned below
+    if backend in OVER_HTTP:  # the Client cannot encode a lone surrogate at all: pinned below
         assume(not any(_surrogate(s) for s in (*segments, key)))
     if dotted and len(key) > 2:  # a taxonomy key, a.b
         key = key[: len(key) // 2] + "." + key[len(key) // 2 + 1 :]
@@ -230,7 +231,7 @@ names = st.one_of(
 @SETTINGS
 @given(name=names, alias=names, claim=names)
 def test_names_near_their_limits_are_stored_exactly_or_refused_naming_the_field(mem, backend, name, alias, claim):
-    if backend == "client":
+    if backend in OVER_HTTP:
         assume(not any(_surrogate(s) for s in (name, alias, claim)))
     ns = ("names", str(next(EXAMPLE)))  # resolve_entity looks only at this example's entities
     if not (name_ok(name, matched=True) and name_ok(alias, matched=True)):
@@ -326,7 +327,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def test_a_fact_about_the_largest_object_is_stored_whole_and_its_text_cut_for_search(backend, request):
-    if backend == "client":
+    if backend in OVER_HTTP:
         pytest.skip("megabytes over loopback add nothing: the cut is the facts layer's, checked on both stores")
     mem = request.getfixturevalue("mem")
     rng = random.Random(5)
@@ -341,7 +342,7 @@ def test_a_fact_about_the_largest_object_is_stored_whole_and_its_text_cut_for_se
 
 
 def test_an_imported_item_id_too_long_for_an_index_is_refused(backend, request):
-    if backend == "client":
+    if backend in OVER_HTTP:
         pytest.skip("the Client has no import_records (the service's import is the CLI's)")
     mem = request.getfixturevalue("mem")
     mem.put("n", "k", 1)

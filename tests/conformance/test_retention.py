@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memlane
+from conformance import OVER_HTTP
 from memlane import CleanupReport, RetentionRule, ValidationError
 from memlane.retention import MAX_KEEP_DAYS, MAX_KEEP_VERSIONS
 
@@ -27,7 +28,7 @@ DAY = 86400
 @pytest.fixture
 def owner(mem, backend, store_url, clock):
     """Who sets the rules: ``mem`` itself, or (client) another Memory on the same database."""
-    if backend != "client":
+    if backend not in OVER_HTTP:
         yield mem
         return
     with memlane.open(store_url, clock=clock, embedder=None) as other:

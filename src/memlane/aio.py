@@ -1,0 +1,140 @@
+"""``AsyncMemory`` and ``AsyncClient``: memlane for asyncio, from the same declaration.
+
+One class per mode, with the same method names: ``await mem.get(ns, key)``
+where the synchronous API has ``mem.get(ns, key)``, as httpx's ``AsyncClient``
+mirrors its ``Client``. Every operation of the table is made from
+``Memory``'s signature and docstring (:mod:`memlane.surface`), so the async
+twins cannot drift from the core.
+
+Each call runs the synchronous core in a worker thread
+(:func:`asyncio.to_thread`): the event loop never waits on SQLite, PostgreSQL
+or the network, and calls from many tasks run side by side (``Memory`` and
+``Client`` are safe to share between threads). ``.sync`` is the wrapped
+object, for what has no twin (``export_records``, an iterator).
+
+    async with await memlane.aio.open("memory.db") as mem:
+        await mem.put("notes", "pets.cat", {"name": "Miso"})
+        env = await mem.search("cat")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import surface
+from .client import Client
+from .memory import Memory
+from .memory import open as _open
+from .operations import OPERATIONS
+
+# beyond the table: the methods each sync class has that an async program needs too
+MEMORY_EXTRAS = (
+    "cleanup",
+    "cleanup_report",
+    "retention_for",
+    "stats",
+    "reindex",
+    "wait_indexed",
+    "index",
+    "migration_status",
+    "migrate",
+    "import_records",
+)
+CLIENT_EXTRAS = (
+    "cleanup",
+    "stats",
+    "recall_keyed",
+    "me",
+    "create_agent",
+    "rotate_token",
+    "delete_agent",
+    "agent",
+    "agent_page",
+    "agents",
+    "create_room",
+    "room_page",
+    "rooms",
+    "add_member",
+    "remove_member",
+    "grant",
+    "revoke",
+    "access_log",
+)
+
+
+class _Async:
+    """What both async classes share: the wrapped object, closing, ``async with``."""
+
+    sync: Any
+
+    async def close(self) -> None:
+        """Close the wrapped object (its store, or its connection pool)."""
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    if TYPE_CHECKING:  # the twins are made at import: to a type checker, each is a coroutine of Any
+
+        def __getattr__(self, name: str) -> Any: ...
+
+
+class AsyncMemory(_Async):
+    """A :class:`~memlane.memory.Memory` for asyncio: every operation a coroutine, run off the event loop.
+
+    Make one with ``await memlane.aio.open(...)`` (same arguments as
+    :func:`memlane.open`), or wrap a memory you opened: ``AsyncMemory(mem)``.
+    """
+
+    def __init__(self, memory: Memory) -> None:
+        if not isinstance(memory, Memory):
+            raise TypeError(f"AsyncMemory wraps a memlane Memory (memlane.open(...)), not {type(memory).__name__}")
+        self.sync = memory
+
+    @property
+    def author(self) -> str | None:
+        """Who this memory's writes are recorded as (see :func:`memlane.open`)."""
+        return self.sync.author
+
+    @property
+    def embedder(self) -> Any:
+        """The embedder that makes vectors, or ``None`` (lexical search only)."""
+        return self.sync.embedder
+
+    def __repr__(self) -> str:
+        return f"<AsyncMemory {self.sync!r}>"
+
+
+class AsyncClient(_Async):
+    """A :class:`~memlane.client.Client` for asyncio: the same arguments, every method a coroutine.
+
+    Requests run in worker threads over the client's connection pool, so
+    concurrent tasks share its connections and its retries.
+    """
+
+    def __init__(self, url: str | Sequence[str], token: str, **options: Any) -> None:
+        self.sync = Client(url, token, **options)
+
+    @property
+    def url(self) -> str:
+        """The service this client talks to now."""
+        return self.sync.url
+
+    def __repr__(self) -> str:  # never the token
+        return f"<AsyncClient {self.sync.url}>"
+
+
+_TABLE = tuple(op.name for op in OPERATIONS)
+surface.off_loop(AsyncMemory, Memory, _TABLE + MEMORY_EXTRAS)
+surface.off_loop(AsyncClient, Client, _TABLE + CLIENT_EXTRAS)
+
+
+async def open(url: str | os.PathLike[str] | None = None, **options: Any) -> AsyncMemory:  # noqa: A001
+    """Open a memory for asyncio; the arguments of :func:`memlane.open`, opened off the event loop."""
+    return AsyncMemory(await asyncio.to_thread(_open, url, **options))

@@ -1,0 +1,103 @@
+"""Surfaces made from the operations table: one declaration, every method.
+
+An operation is declared once: its entry in :data:`memlane.operations.OPERATIONS`
+and its method on :class:`~memlane.memory.Memory` (signature, defaults,
+docstring). :func:`fill` gives a surface class (the Client, the async twins) a
+method for every operation it does not write itself, with the core's
+signature and docstring, so ``help()``, ``inspect.signature`` and editors see
+the same parameters everywhere. A method a surface writes itself is a
+deliberate difference, and must say why in the class's ``DIFFERS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .operations import OPERATIONS, Operation
+
+
+@functools.cache
+def signature(name: str) -> inspect.Signature:
+    """``Memory.<name>``'s signature, ``self`` included."""
+    from .memory import Memory
+
+    return inspect.signature(getattr(Memory, name))
+
+
+def doc(name: str) -> str:
+    """``Memory.<name>``'s docstring."""
+    from .memory import Memory
+
+    return inspect.getdoc(getattr(Memory, name)) or ""
+
+
+def arguments(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments a caller gave, by name, checked against the core's signature (a ``TypeError`` as Python's)."""
+    bound = signature(name).bind(None, *args, **kwargs)
+    given = dict(bound.arguments)
+    given.pop("self", None)
+    return given
+
+
+def dress(method: Callable[..., Any], name: str, owner: type, *, asynchronous: bool = False) -> Callable[..., Any]:
+    """``method`` named ``name`` on ``owner``, with the core's signature and docstring."""
+    sig = signature(name)
+    if asynchronous:
+        sig = sig.replace(return_annotation=f"Awaitable[{sig.return_annotation}]")
+    method.__name__ = name
+    method.__qualname__ = f"{owner.__name__}.{name}"
+    method.__module__ = owner.__module__
+    method.__doc__ = doc(name)
+    method.__signature__ = sig  # type: ignore[attr-defined]
+    return method
+
+
+def fill(owner: type, build: Callable[[Operation], Callable[..., Any]]) -> None:
+    """Give ``owner`` a method for every operation it does not define itself."""
+    differs: Mapping[str, str] = getattr(owner, "DIFFERS", {})
+    for op in OPERATIONS:
+        written = op.name in vars(owner)
+        if written and op.name not in differs:
+            raise TypeError(f"{owner.__name__}.{op.name} is written by hand: say why in {owner.__name__}.DIFFERS")
+        if not written:
+            setattr(owner, op.name, dress(build(op), op.name, owner))
+
+
+def _offloaded(name: str, attribute: str) -> Callable[..., Any]:
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(getattr(getattr(self, attribute), name), *args, **kwargs)
+
+    return method
+
+
+def off_loop(owner: type, sync: type, names: Iterable[str], *, attribute: str = "sync") -> None:
+    """Give ``owner`` a coroutine twin of each of ``sync``'s methods ``names``, run in a worker thread.
+
+    The twin calls ``self.<attribute>.<name>`` through :func:`asyncio.to_thread`:
+    the event loop never waits on the database or the network, and the call
+    sees the caller's context variables.
+    """
+    operations = {op.name for op in OPERATIONS}
+    for name in names:
+        if name in vars(owner):
+            continue
+        method = _offloaded(name, attribute)
+        if name in operations:
+            dress(method, name, owner, asynchronous=True)
+        else:
+            original = getattr(sync, name)
+            sig = inspect.signature(original)
+            method.__name__, method.__qualname__, method.__module__ = (
+                name,
+                f"{owner.__qualname__}.{name}",
+                owner.__module__,
+            )
+            method.__doc__ = inspect.getdoc(original)
+            method.__signature__ = sig.replace(  # type: ignore[attr-defined]
+                return_annotation=f"Awaitable[{sig.return_annotation}]"
+            )
+        setattr(owner, name, method)
