@@ -263,10 +263,12 @@ def test_scope_and_view_match_the_reference_rule(shared: Any, steps: list[tuple[
             assert {i.namespace for i in view.list(q, limit=1000).items} == {n for n in visible if covers(q, n)}, q
     for n in universe:
         if model.can_read(n):
-            assert view.get(n, "topic") is not None
+            assert view.get(n, "topic") is not None and view.exists(n, "topic") is True
         else:
             with pytest.raises(ForbiddenError, match="outside what this agent may read"):
                 view.get(n, "topic")
+            with pytest.raises(ForbiddenError, match="outside what this agent may read"):
+                view.exists(n, "topic")
         if model.can_write(n):
             assert view.put(n, "written", 1).author == name
         else:
@@ -618,6 +620,7 @@ def test_refused_reads_and_writes_say_why_and_change_nothing(world: Access, mem:
     before = state(mem)
     read_calls = [
         lambda: alice.get("room/ops", "topic"),
+        lambda: alice.exists("room/ops", "topic"),  # no answer about what it may not read, not even False
         lambda: alice.get_many([("agent/alice", "topic"), ("room/ops", "topic")]),
         lambda: alice.history("agent/bob", "topic"),
         lambda: alice.fetch("topic", namespace_prefix="room/ops"),

@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 
 import memlane
 from memlane import Client, operations
+from memlane.access import AgentView
 from memlane.mcp import ALIASES, build_server
 from memlane.memory import Memory
 from memlane.server import create_app
@@ -228,3 +229,68 @@ def test_the_clients_json_carries_numpy_values_and_names_a_field_no_utf8_can_car
     with pytest.raises(ValidationError) as e:
         client_module._encode({"metadata": {"bad \ud800": 1}})
     assert e.value.field == "metadata"
+
+
+# every Python surface of the operations table; the async ones answer with coroutines
+PYTHON_SURFACES = {
+    "Memory": (Memory, False),
+    "AgentView": (AgentView, False),
+    "Client": (Client, False),
+    "AsyncMemory": (memlane.AsyncMemory, True),
+    "AsyncClient": (memlane.AsyncClient, True),
+}
+
+
+def _parameters(method: Any) -> list[tuple[str, Any, Any]]:
+    return [
+        (p.name, p.kind, p.default)
+        for p in inspect.signature(method).parameters.values()
+        if p.name != "self" and p.kind is not p.VAR_KEYWORD
+    ]
+
+
+@pytest.mark.parametrize("surface", PYTHON_SURFACES)
+def test_every_operation_is_a_method_of_every_python_surface_with_the_cores_parameters(surface: str) -> None:
+    cls, asynchronous = PYTHON_SURFACES[surface]
+    for op in operations.OPERATIONS:
+        if op.admin and surface == "AgentView":
+            continue  # an owner setting: the service runs it on the whole memory, for an admin agent only
+        method = getattr(cls, op.name, None)
+        assert method is not None, f"{surface} has no {op.name}"
+        assert inspect.iscoroutinefunction(method) is asynchronous, (surface, op.name)
+        core = _parameters(getattr(Memory, op.name))
+        mine = _parameters(method)
+        if surface == "AgentView":
+            # written by hand around the agent's scope: what it names, it names as the core does; the rest
+            # passes through **kwargs
+            assert [p for p in mine if p not in core] == [], (surface, op.name)
+            continue
+        assert mine == core, (surface, op.name)
+        assert inspect.getdoc(method) == inspect.getdoc(getattr(Memory, op.name)) or (
+            op.name in getattr(cls, "DIFFERS", {})
+        ), (surface, op.name)
+
+
+def test_a_surface_method_written_by_hand_must_say_why() -> None:
+    from memlane import surface
+
+    class Quiet:
+        def get(self, namespace: Any, key: str) -> Any:
+            return None
+
+    with pytest.raises(TypeError, match=r"Quiet.get is written by hand: say why in Quiet.DIFFERS"):
+        surface.fill(Quiet, lambda op: lambda self, *a, **k: None)
+
+    class Said(Quiet):
+        DIFFERS = {"get": "a reason"}
+
+    Said.get = Quiet.get  # type: ignore[method-assign]
+    surface.fill(Said, lambda op: lambda self, *a, **k: op.name)
+    assert Said().get("n", "k") is None and Said().put("n", "k", 1) == "put"  # type: ignore[attr-defined]
+    assert inspect.signature(Said.put) == inspect.signature(Memory.put)  # type: ignore[attr-defined]
+
+
+def test_the_client_differs_only_where_it_says_and_every_reason_is_still_needed() -> None:
+    made = {name for name, method in vars(Client).items() if hasattr(method, "__signature__")}
+    written = {op.name for op in operations.OPERATIONS if op.name in vars(Client)} - made
+    assert written == set(Client.DIFFERS)

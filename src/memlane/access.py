@@ -479,6 +479,10 @@ class AgentView:
         """``Memory.get`` inside the readable scope."""
         return self._mem.get(self._readable(namespace), key)
 
+    def exists(self, namespace: Any, key: str) -> bool:
+        """``Memory.exists`` inside the readable scope."""
+        return self._mem.exists(self._readable(namespace), key)
+
     def get_many(self, addresses: Iterable[tuple[Any, str]]) -> builtins.list[Item | None]:
         """``Memory.get_many``; every address must be readable."""
         checked = []

@@ -492,6 +492,7 @@ DECODE: dict[str, Callable[[Any], Any]] = {
     "items": lambda a: [None if i is None else Item.from_dict(i) for i in a["items"]],
     "page": Page.from_dict,
     "gone": lambda a: True,
+    "exists": lambda a: bool(a["exists"]),
     "deleted": lambda a: a["deleted"],  # a count (clear) or a bool (delete_saved_query), as JSON carries it
     "namespaces": lambda a: [tuple(ns) for ns in a["namespaces"]],
     "summary": lambda a: a["summary"],

@@ -570,6 +570,10 @@ class Memory:
         """The item at ``(namespace, key)``, or ``None`` if missing or expired."""
         return self._store.get(v.namespace(namespace), v.key(key), self._now)  # the clock, read if the row expires
 
+    def exists(self, namespace: Namespace | str, key: str) -> bool:
+        """Whether a live item is at ``(namespace, key)`` (``False`` if missing or expired); over the wire, no value."""
+        return self.get(namespace, key) is not None
+
     def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
         """Items for many addresses in one round trip, in input order (``None`` where missing)."""
         checked: builtins.list[tuple[Namespace, str]] = []

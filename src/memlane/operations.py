@@ -133,6 +133,7 @@ OPERATIONS: tuple[Operation, ...] = (
     _op("add_conversation", "items",
         "Store a conversation: one item per turn (<session>.t<turn>), indexed with its neighbouring turns."),
     _op("get", "found", "Exact lookup of one address; 404 when missing.", safe=True),
+    _op("exists", "exists", "Whether a live item is at an address, without its value.", safe=True),
     _op("get_many", "items", "Exact lookup of many addresses, in input order (null where missing).",
         from_wire=_addresses, safe=True),
     _op("fetch", "items", "Every visible item under exactly this key, newest first.", safe=True),

@@ -164,3 +164,24 @@ def test_select_orders_newest_first_by_default_and_by_address_when_asked(mem, cl
     assert [i.key for i in mem.select("sel", where={"kind": "note"}, order="address")] == ["a", "b", "c"]
     mem.put("sel", "a", {"kind": "note", "v": 2})  # now the newest
     assert [i.key for i in mem.select("sel")] == ["a", "c", "b"]
+
+
+def test_exists_says_whether_a_live_item_is_at_the_address(mem, clock):
+    mem.put("a", "k", {"big": "x" * 1000})
+    mem.put("a", "short", 1, ttl=5)
+    mem.put("a", "gone", 1)
+    mem.delete("a", "gone")
+    assert mem.exists("a", "k") is True
+    assert mem.exists(("a",), "short") is True
+    assert mem.exists("a", "missing") is False and mem.exists("b", "k") is False
+    assert mem.exists("a", "gone") is False  # deleted: only in history
+    clock.advance(6)
+    assert mem.exists("a", "short") is False  # expired
+    assert mem.exists("a", "k") == (mem.get("a", "k") is not None)
+
+
+@pytest.mark.parametrize(("namespace", "key", "field"), [("", "k", "namespace"), ("a", "", "key"), ("a", 7, "key")])
+def test_exists_refuses_a_bad_address_naming_the_field(mem, namespace, key, field):
+    with pytest.raises(ValidationError) as e:
+        mem.exists(namespace, key)
+    assert e.value.field == field

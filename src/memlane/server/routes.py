@@ -176,6 +176,10 @@ class SummaryOut(BaseModel):
     summary: dict[str, dict[str, int]]
 
 
+class ExistsOut(BaseModel):
+    exists: bool
+
+
 class DeletedOut(BaseModel):
     deleted: bool | int
 
@@ -247,6 +251,7 @@ RESULTS: dict[str, tuple[type[BaseModel], Callable[[Any, dict[str, Any]], Any]]]
     "items": (ItemsOut, _nullable("items")),
     "page": (PageOut, _as_dict),
     "gone": (DeletedOut, _gone),
+    "exists": (ExistsOut, lambda found, args: {"exists": found}),
     "deleted": (DeletedOut, lambda n, args: {"deleted": n}),
     "namespaces": (NamespacesOut, lambda nss, args: {"namespaces": [list(ns) for ns in nss]}),
     "summary": (SummaryOut, lambda s, args: {"summary": s}),
