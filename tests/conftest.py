@@ -165,6 +165,20 @@ def postgres() -> Iterator[PostgresServer]:
     shutil.rmtree(base, ignore_errors=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The async surfaces run the conformance suite; other tests that take ``mem`` want a Memory or a Client."""
+    keep, drop = [], []
+    for item in items:
+        param = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
+        if param in ("async", "async_client") and "conformance" not in item.nodeid:
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """Which backend a conformance test runs on; ``client`` is SQLite behind a live service."""

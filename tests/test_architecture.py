@@ -47,6 +47,7 @@ SURFACE_EDGES = {
     ("cli", "server"): "`memlane serve` starts the service (imported inside the command)",
     ("cli", "mcp"): "`memlane mcp` starts the MCP server (imported inside the command)",
     ("server", "mcp"): "the service mounts the MCP endpoint at /mcp beside the HTTP API",
+    ("aio", "client"): "AsyncClient runs the Client's methods off the event loop",
 }
 
 
