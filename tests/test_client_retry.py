@@ -33,7 +33,8 @@ ITEM = {
 
 
 class Scripted:
-    """Answers requests in the order of ``script``: ``"ok"``, ``("busy", retry_after)`` or ``"drop"``."""
+    """Answers requests in the order of ``script``: ``"ok"``, ``("busy", retry_after)``, ``"drop"`` or ``"slow"``
+    (answers after half a second)."""
 
     def __init__(self) -> None:
         self.script: list[Any] = []
@@ -50,6 +51,8 @@ class Scripted:
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 owner.received.append(self.path)
                 step = owner.script.pop(0) if owner.script else "ok"
+                if step == "slow":
+                    threading.Event().wait(0.5)  # not time.sleep: the tests record the Client's sleeps there
                 if step == "drop":  # the request arrived; no answer will
                     self.close_connection = True
                     self.connection.close()
@@ -181,3 +184,26 @@ def test_bad_transport_settings_are_refused_naming_them(kwargs: dict[str, Any], 
     with pytest.raises(errors.ValidationError) as refused:
         memlane.Client(**args)
     assert refused.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("send", "path"),
+    [(lambda c: c.get("agent/alice", "k"), "/v1/get"), (lambda c: c.put("agent/alice", "k", 1), "/v1/put")],
+)
+def test_a_request_the_service_is_slow_to_answer_is_never_sent_again(
+    served: Scripted, sleeps: list[float], send: Any, path: str
+) -> None:
+    """A timeout means the service is still at work on it: a copy would only add to its load (a read as well)."""
+    served.script = ["slow", "slow", "slow", "slow"]
+    with memlane.Client(served.url, "t", timeout=0.1, retries=3) as client:
+        with pytest.raises(errors.StoreError, match=r"did not answer within 0\.1s"):
+            send(client)
+    assert served.received == [path] and sleeps == []
+
+
+def test_what_json_cannot_carry_is_refused_by_field_before_sending(served: Scripted) -> None:
+    with memlane.Client(served.url, "t") as client:
+        with pytest.raises(errors.ValidationError) as e:
+            client.get_many({("agent/alice", "k")})  # a set
+    assert e.value.field == "addresses" and "JSON cannot carry" in str(e.value)
+    assert served.received == []

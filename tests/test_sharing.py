@@ -540,6 +540,46 @@ def test_one_agent_cannot_take_every_worker(tmp_path):
             server.stop()
 
 
+def test_point_reads_leave_the_event_loop_when_the_store_is_held_or_they_ask_for_many_rows(tmp_path, monkeypatch):
+    """The event loop serves every connection: a point read runs on it only when the store is free at once and
+    it asks for few rows; otherwise it waits in a worker thread while the loop answers others."""
+    from live import LiveServer
+    from memlane.memory import Memory
+    from memlane.server import create_app
+    from memlane.server.dispatch import INLINE_ROWS
+
+    threads: list[str] = []
+    get_many = Memory.get_many
+
+    def recorded(self, addresses):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return get_many(self, addresses)
+
+    monkeypatch.setattr(Memory, "get_many", recorded)
+    with memlane.open(str(tmp_path / "loop.db"), embedder=None) as mem:
+        app = create_app(mem)
+        token = app.state.access.create_agent("alice")[1]
+        mem.put("agent/alice", "k", 1)
+        server = LiveServer(app)
+        try:
+            with memlane.Client(server.url, token) as client:
+                client.get_many([("agent/alice", "k")] * INLINE_ROWS)
+                client.get_many([("agent/alice", "k")] * (INLINE_ROWS + 1))
+                assert not threads[0].startswith("memlane-request") and threads[1].startswith("memlane-request")
+                answers: list[Any] = []
+                with mem.store._lock:  # another thread holds the store
+                    reading = threading.Thread(target=lambda: answers.append(client.get("agent/alice", "k")))
+                    reading.start()
+                    time.sleep(0.2)
+                    started = time.monotonic()
+                    assert httpx.get(server.url + "/v1/health", timeout=5).json()["status"] == "ok"
+                    assert time.monotonic() - started < 1.0 and not answers  # the loop answered; the read waits
+                reading.join(timeout=10)
+                assert answers and answers[0].value == 1
+        finally:
+            server.stop()
+
+
 def test_an_agent_sending_one_request_at_a_time_is_never_refused(tmp_path):
     """A caller that has read its answer may ask again at once: its finished request no longer counts."""
     from live import LiveServer

@@ -475,3 +475,14 @@ def test_workers_end_when_their_supervisor_is_killed(db, tmp_path):
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{svc.url}/v1/health", timeout=2)
     svc._log_file.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="one worker by default elsewhere")
+def test_the_default_over_postgresql_stays_within_its_default_connection_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memlane.server import workers
+
+    monkeypatch.setattr(workers, "cpu_count", lambda: 128)
+    assert workers.default_workers() == 128  # SQLite: one per CPU
+    count = workers.default_workers(postgres=True)
+    assert count == workers.MAX_PG_WORKERS
+    assert (count + 1) * (workers.pool_size(count) + 1) <= 100  # each pool and reader: the workers, the supervisor

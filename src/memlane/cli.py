@@ -2065,10 +2065,10 @@ def serve(
     from .server.workers import run as run_workers
     from .server.workers import single as single_server
 
-    count = workers or default_workers()
+    url = _db_url(db)
+    count = workers or default_workers(postgres=_sqlite_file(url) is None)
     # first: a taken port fails before anything is created or printed
     listener = _listen(host, port, shared=count > 1)
-    url = _db_url(db)
     pool = pool_size or (worker_pool(count) if count > 1 and _sqlite_file(url) is None else None)
     started = False
     try:

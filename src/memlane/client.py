@@ -83,10 +83,14 @@ def _encode(body: dict[str, Any]) -> bytes:
     """A request body as UTF-8 JSON (as httpx would write it); what JSON cannot carry is refused by field."""
     try:
         text = _dumps(body)
-    except (ValueError, RecursionError):  # NaN or Infinity, or nesting no decoder would follow: find the field
+    except (ValueError, RecursionError, TypeError):  # NaN or Infinity, nesting, a set: find the field
         for name, value in body.items():
             try:
                 _dumps(value)
+            except TypeError as e:
+                raise errors.ValidationError(
+                    name, f"holds what JSON cannot carry ({e}); send a list, a dict, text or a number"
+                ) from None
             except ValueError:
                 raise errors.ValidationError(
                     name, "contains NaN or Infinity, which JSON cannot carry; nothing was sent"
@@ -222,6 +226,16 @@ class Client(_Operations):
                 resp = self._http.request(method, f"{url}/v1/{path}", content=content, headers=headers)
             except self._httpx.HTTPError as e:
                 never_sent = isinstance(e, self._unsent)
+                if not never_sent and isinstance(e, self._httpx.TimeoutException):
+                    # the service is still working on it: sending it again would only add to its load
+                    raise errors.StoreError(
+                        f"the memlane service at {url} did not answer within {self._http.timeout.read}s; "
+                        + (
+                            "raise the Client's timeout or ask for less"
+                            if repeatable
+                            else "a write may or may not have been applied: read it back before sending it again"
+                        )
+                    ) from None
                 if len(self.urls) > 1:
                     self._current = (self._current + 1) % len(self.urls)  # the next service, for this try and later
                 if attempt < self.retries and (never_sent or repeatable):

@@ -96,6 +96,9 @@ class Operation:
         from_wire: turns JSON's shapes into the core's (a list where the core takes a tuple).
         safe: it only reads, so sending it again changes nothing: a client may repeat it after a lost
             connection (a write may have been applied before the connection broke, so it is never repeated).
+        point: a read by address of at most ``limit`` rows (``recall`` with a key): the service may answer it on
+            its event loop when the store is free at once.
+        expensive: its work can take long (ranked reads, the query space): each agent has a fair share of it.
     """
 
     name: str
@@ -107,6 +110,8 @@ class Operation:
     aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     from_wire: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     safe: bool = False
+    point: bool = False
+    expensive: bool = False
 
     @property
     def route(self) -> str:
@@ -132,11 +137,11 @@ OPERATIONS: tuple[Operation, ...] = (
     _op("put_many", "items", "Write many records in one transaction.", from_wire=_known_fields),
     _op("add_conversation", "items",
         "Store a conversation: one item per turn (<session>.t<turn>), indexed with its neighbouring turns."),
-    _op("get", "found", "Exact lookup of one address; 404 when missing.", safe=True),
-    _op("exists", "exists", "Whether a live item is at an address, without its value.", safe=True),
+    _op("get", "found", "Exact lookup of one address; 404 when missing.", safe=True, point=True),
+    _op("exists", "exists", "Whether a live item is at an address, without its value.", safe=True, point=True),
     _op("get_many", "items", "Exact lookup of many addresses, in input order (null where missing).",
-        from_wire=_addresses, safe=True),
-    _op("fetch", "items", "Every visible item under exactly this key, newest first.", safe=True),
+        from_wire=_addresses, safe=True, point=True),
+    _op("fetch", "items", "Every visible item under exactly this key, newest first.", safe=True, point=True),
     _op("delete", "gone", "Delete one item (kept in history); 404 when missing."),
     _op("clear", "deleted", "Delete every item under a writable namespace prefix."),
     _op("list", "page", "Items in address order, one page at a time.", safe=True),
@@ -146,9 +151,9 @@ OPERATIONS: tuple[Operation, ...] = (
     _op("summarize", "summary", "The taxonomy map: key paths cut at depth, with counts, per namespace.", safe=True),
     _op("history", "versions", "Past versions of an address, newest first.", safe=True),
     _op("search", "envelope", "Ranked search: nominate, fuse (RRF), confirm against live rows.",
-        from_wire=_default_channels, safe=True),
+        from_wire=_default_channels, safe=True, expensive=True),
     _op("recall", "envelope", "The agent's entry point: with key, the exact keyed fetch; without, search.",
-        optional={"query": ""}, aliases={"namespace": "namespace_prefix"}, safe=True),
+        optional={"query": ""}, aliases={"namespace": "namespace_prefix"}, safe=True, point=True, expensive=True),
     # -- the facts layer
     _op("add_entity", "record", "Create an entity (person, project, thing); names need not be unique."),
     _op("add_alias", "record", "Give an entity another name."),
@@ -163,31 +168,33 @@ OPERATIONS: tuple[Operation, ...] = (
         "Record many claims in one transaction: each {text, speaker?, asserted_at?, chunk?, about?}."),
     _op("supersede_claim", "record", "Mark a claim as no longer current testimony."),
     _op("resolve_entity", "context",
-        "A name to one entity, several candidates (with what tells them apart), or none.", safe=True),
+        "A name to one entity, several candidates (with what tells them apart), or none.", safe=True, expensive=True),
     _op("facts_context", "context", "What is true at a time, searched inside the entities' graph neighbourhood.",
-        safe=True),
+        safe=True, expensive=True),
     _op("claims_and_sources_context", "context",
-        "What was said: grouped claims with corroboration, and passages, kept apart.", safe=True),
+        "What was said: grouped claims with corroboration, and passages, kept apart.", safe=True, expensive=True),
     _op("combined_context", "context", "facts_context and claims_and_sources_context side by side, never blended.",
-        safe=True),
+        safe=True, expensive=True),
     _op("lookup", "records", "Entities, facts, documents, chunks and claims by id (null if unseen).", safe=True),
     _op("hydrate", "records", "lookup keeping only what is current now.", safe=True),
-    _op("traverse", "context", "Paths of entity-to-entity facts, whole or not at all.", safe=True),
+    _op("traverse", "context", "Paths of entity-to-entity facts, whole or not at all.", safe=True, expensive=True),
     _op("neighbours", "chunks", "A chunk with its neighbouring passages.", safe=True),
     # -- history retention: an owner setting
     _op("set_retention", "retention_rule", "Keep N history versions and/or D days under a prefix.", admin=True),
     _op("retention_rules", "retention_rules", "Every history retention rule (admin).", admin=True, safe=True),
     _op("clear_retention", "cleared", "Remove the retention rule at exactly a prefix (admin).", admin=True),
     # -- the query space (memlane.query)
-    _op("query", "query_result", "Run one read-only SELECT over the memory_v1 views, bounded.", safe=True),
+    _op("query", "query_result", "Run one read-only SELECT over the memory_v1 views, bounded.", safe=True,
+        expensive=True),
     _op("explain_query", "query_plan", "Whether a statement passes the fence, what it reads, its plan.",
-        path="query/explain", safe=True),
+        path="query/explain", safe=True, expensive=True),
     _op("describe_query_space", "query_space", "The memory_v1 views with their columns, functions and limits.",
         path="query/space", safe=True),
     _op("search_query_space", "space_matches", "Views and columns matching some words.", path="query/space/search",
         safe=True),
     _op("save_query", "saved_query", "Check a statement and save it under a name.", path="query/save"),
-    _op("run_saved_query", "query_result", "Run a saved query by name with parameters.", path="query/run", safe=True),
+    _op("run_saved_query", "query_result", "Run a saved query by name with parameters.", path="query/run", safe=True,
+        expensive=True),
     _op("saved_queries", "saved_queries", "Every saved query with the parameters it takes.", path="query/saved",
         safe=True),
     _op("delete_saved_query", "deleted", "Delete a saved query (its author or an admin).", path="query/delete"),

@@ -34,8 +34,9 @@ from .. import errors, validate, wire
 from ..access import Access, Agent, AgentView
 from ..gate import DEFAULT_CAPACITY, DEFAULT_MAX_WAIT, DEFAULT_PER_AGENT, Gate
 from ..memory import Memory
+from ..operations import OPERATIONS
 from ..wire import error_body
-from .dispatch import Dispatch, Prepare, compact, encode, error_answer
+from .dispatch import JSON_HEADERS, NOT_JSON, Dispatch, Prepare, compact, encode, error_answer, send_answer
 from .routes import Body, register
 
 API_VERSION = "v1"
@@ -150,15 +151,8 @@ class BodyLimit:
         self.limit = limit
 
     async def _refuse(self, send: Any) -> None:
-        body = json.dumps(error_body("payload_too_large", f"request body is over {self.limit:,} bytes")).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        body = encode(error_body("payload_too_large", f"request body is over {self.limit:,} bytes"))
+        await send_answer(send, 413, body, list(JSON_HEADERS))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -193,13 +187,7 @@ class BodyLimit:
 
 
 # routes whose work can take long (ranked reads, the query space): each agent has a share of them
-EXPENSIVE = frozenset(
-    f"/{API_VERSION}/{op}"
-    for op in (
-        "search", "recall", "query", "query/run", "query/explain", "resolve_entity", "facts_context",
-        "claims_and_sources_context", "combined_context", "traverse",
-    )
-)  # fmt: skip
+EXPENSIVE = frozenset(f"/{API_VERSION}/{op.route}" for op in OPERATIONS if op.expensive)
 
 
 class WorkGate:
@@ -231,10 +219,7 @@ class WorkGate:
         try:
             await self.gate.acquire(caller)
         except errors.BusyError as e:
-            status, body, headers = error_answer(e)
-            headers.append((b"content-length", str(len(body)).encode()))
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await send_answer(send, *error_answer(e))
             return
         started = time.monotonic()
         released = False
@@ -284,6 +269,11 @@ class Service:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.api, name)
+
+    def add_middleware(self, middleware_class: Any, *args: Any, **kwargs: Any) -> None:
+        """Wrap the whole service in an ASGI middleware, outermost: it sees every request, the table's
+        operations too (FastAPI's own ``add_middleware`` would see only what reaches FastAPI)."""
+        self._front = middleware_class(self._front, *args, **kwargs)
 
 
 def create_app(
@@ -338,8 +328,8 @@ def create_app(
 
     @app.exception_handler(errors.MemlaneError)
     async def memlane_error(request: Request, exc: errors.MemlaneError) -> Response:
-        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, errors.BusyError) else None
-        return JSONResponse({"error": wire.encode(exc)}, status_code=wire.kind_of(exc).status, headers=headers)
+        status, body, headers = error_answer(exc)
+        return Response(body, status_code=status, headers={k.decode(): v.decode() for k, v in headers})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -347,7 +337,7 @@ def create_app(
         message = exc.detail if isinstance(exc.detail, str) else "request refused"
         field = None
         if exc.status_code == 400:  # the body did not parse; a JSON decoder gives up on deep nesting too
-            message = f"could not be parsed as JSON (malformed, or nested more than {validate.MAX_DEPTH} levels deep)"
+            message = NOT_JSON
             field = "body"
         return JSONResponse(
             error_body(kinds.get(exc.status_code, "error"), message, field),
@@ -412,8 +402,6 @@ def create_app(
 
     @app.get(f"/{API_VERSION}/export", summary="Every item the caller may see, as JSON lines.")
     def export(v: AgentView = Depends(view)) -> PlainTextResponse:  # noqa: B008
-        import json
-
         lines = []
         cursor = None
         while True:

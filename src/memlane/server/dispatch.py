@@ -131,10 +131,12 @@ Answer = tuple[int, bytes, list[tuple[bytes, bytes]]]
 Parsed = tuple[BaseModel | None, errors.ValidationError | None, bool]
 """A parsed body, or why it was refused and whether it was not JSON at all."""
 
-# bounded reads by address (recall only with a key: without one it is a search), small enough to answer
-# on the event loop when the store is free
-POINT_READS = frozenset({"get", "get_many", "fetch", "recall"})
+# bounded reads by address (recall only with a key: without one it is a search), answered on the event loop
+# when the store is free and they ask for few rows (the loop serves every connection: a 1,000-row fetch
+# goes to a thread)
+POINT_READS = frozenset(op.name for op in OPERATIONS if op.point)
 INLINE_BODY = 64 * 1024
+INLINE_ROWS = 10
 # worker threads per process: requests mostly wait (the store's lock, PostgreSQL), so as many as Starlette's
 THREADS = 40
 
@@ -167,6 +169,19 @@ def _parse(model: type[BaseModel], raw: bytes) -> Parsed:
     return None, wire.refusal([{**p, "loc": ("body", *p.get("loc", ()))} for p in problems]), False
 
 
+def _few_rows(operation: str, body: BaseModel | None) -> bool:
+    """Whether a parsed point read asks for at most :data:`INLINE_ROWS` rows (a recall only with a key)."""
+    if body is None:
+        return True  # refused before any read
+    if operation == "recall" and getattr(body, "key", None) is None:
+        return False
+    addresses = getattr(body, "addresses", None)
+    if isinstance(addresses, list) and len(addresses) > INLINE_ROWS:
+        return False
+    limit = getattr(body, "limit", None)
+    return not (isinstance(limit, int) and limit > INLINE_ROWS)
+
+
 @functools.cache
 def _threads() -> ThreadPoolExecutor:
     """The process's threads for the table's operations (one pool, whatever the number of apps): a hop to one
@@ -174,7 +189,8 @@ def _threads() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(THREADS, thread_name_prefix="memlane-request")
 
 
-async def _send(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+async def send_answer(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    """Send a whole answer: its status, headers with its length, and its body."""
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -215,7 +231,7 @@ class Dispatch:
         if route is None or scope["method"] != "POST":
             if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == self.health_path:
                 # the lightest answer of the stack: load balancers poll it, bench/serve.py takes it as the floor
-                await _send(send, 200, self.health, list(JSON_HEADERS))
+                await send_answer(send, 200, self.health, list(JSON_HEADERS))
                 return
             await self.app(scope, receive, send)
             return
@@ -236,7 +252,7 @@ class Dispatch:
             # a point read costs tens of microseconds, a hop to a worker thread more: answer it here when the
             # store is free at once (never while it waits on anything), else in a thread like the rest
             parsed = _parse(model, raw)
-            if op.name != "recall" or getattr(parsed[0], "key", None) is not None:
+            if _few_rows(op.name, parsed[0]):
                 with self.mem.store.at_hand() as free:
                     if free:
                         answer = self._answer(op, parsed, prepare, token)
@@ -244,7 +260,7 @@ class Dispatch:
                 answer = await self._in_thread(self._answer, op, parsed, prepare, token)
         else:
             answer = await self._in_thread(self._parse_and_answer, op, model, raw, prepare, token)
-        await _send(send, *answer)
+        await send_answer(send, *answer)
 
     async def _in_thread(self, fn: Callable[..., Answer], *args: Any) -> Answer:
         return await asyncio.get_running_loop().run_in_executor(_threads(), fn, *args)

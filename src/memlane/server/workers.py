@@ -44,6 +44,7 @@ from ..memory import Memory
 # the supervisor's pool, 16 workers stay under the server's default max_connections (100)
 PG_CONNECTIONS = 64
 MAX_POOL = 10
+MAX_PG_WORKERS = 16  # 16 workers x (4 pooled + 1 reader) connections: 80, under PostgreSQL's default 100
 # uvicorn as the service runs it: no access log (a line per request costs more than a point read) and no
 # X-Forwarded-* rewriting (nothing in memlane reads the client's address)
 UVICORN: dict[str, Any] = {"log_level": "warning", "access_log": False, "proxy_headers": False}
@@ -95,10 +96,15 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def default_workers() -> int:
+def default_workers(*, postgres: bool = False) -> int:
     """``memlane serve``'s worker count: one per CPU where the kernel spreads connections over the workers'
-    sockets (Linux); one elsewhere (without ``SO_REUSEPORT``, or where it does not balance: macOS, Windows)."""
-    return cpu_count() if sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT") else 1
+    sockets (Linux); one elsewhere (without ``SO_REUSEPORT``, or where it does not balance: macOS, Windows).
+
+    Over PostgreSQL at most :data:`MAX_PG_WORKERS`: each worker holds at least :func:`pool_size` connections
+    and a reader, and PostgreSQL's default ``max_connections`` is 100.
+    """
+    count = cpu_count() if sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT") else 1
+    return min(count, MAX_PG_WORKERS) if postgres else count
 
 
 def pool_size(workers: int) -> int:
