@@ -229,7 +229,7 @@ class Client(_Operations):
                 if not never_sent and isinstance(e, self._httpx.TimeoutException):
                     # the service is still working on it: sending it again would only add to its load
                     raise errors.StoreError(
-                        f"the memlane service at {url} did not answer within {self._http.timeout.read}s; "
+                        f"cannot reach the memlane service at {url}: no answer within {self._http.timeout.read}s; "
                         + (
                             "raise the Client's timeout or ask for less"
                             if repeatable

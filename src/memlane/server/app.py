@@ -151,7 +151,7 @@ class BodyLimit:
         self.limit = limit
 
     async def _refuse(self, send: Any) -> None:
-        body = encode(error_body("payload_too_large", f"request body is over {self.limit:,} bytes"))
+        body = json.dumps(error_body("payload_too_large", f"request body is over {self.limit:,} bytes")).encode()
         await send_answer(send, 413, body, list(JSON_HEADERS))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
