@@ -572,7 +572,7 @@ class Memory:
 
     def exists(self, namespace: Namespace | str, key: str) -> bool:
         """Whether a live item is at ``(namespace, key)`` (``False`` if missing or expired); over the wire, no value."""
-        return self.get(namespace, key) is not None
+        return self._store.exists(v.namespace(namespace), v.key(key), self._now)
 
     def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
         """Items for many addresses in one round trip, in input order (``None`` where missing)."""

@@ -118,6 +118,10 @@ class Store(ABC):
         the store records an embedder (a lexical-only writer's case).
         """
 
+    def exists(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> bool:
+        """Whether a live item is at an address; a store reads no value for it where it can."""
+        return self.get(namespace, key, now) is not None
+
     @abstractmethod
     def get(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
         """The live item at an address, or ``None``.

@@ -314,6 +314,7 @@ _STAGE_COPY = "COPY pg_temp.memlane_put_rows FROM STDIN"
 _COPY_ROWS = 64  # from this many rows a batch goes through COPY
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = %s AND key = %s"
+_EXISTS = "SELECT expires_at FROM items WHERE namespace = %s AND key = %s"
 _MARK = (
     "INSERT INTO item_pending (item_ref, version) VALUES (%s, %s) ON CONFLICT (item_ref) DO UPDATE "
     "SET version = excluded.version, claimed_until = NULL, claimed_by = NULL"
@@ -842,6 +843,12 @@ class PostgresStore(Store):
         """The access log's head in one autocommit statement (a read session would take four round trips)."""
         with self._read() as conn:
             return int(conn.execute(ACCESS_HEAD, prepare=True).fetchone()[0])
+
+    def exists(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> bool:
+        """Whether a live item is at an address: its expiry read, never its value."""
+        with self._read() as conn:
+            row = conn.execute(_EXISTS, ("/".join(namespace), key), prepare=True).fetchone()
+        return row is not None and (row[0] is None or row[0] > c.ts(now if isinstance(now, datetime) else now()))
 
     def get(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
         """The live item at an address."""

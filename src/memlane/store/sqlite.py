@@ -394,6 +394,7 @@ _MISSING = (
 )
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = ? AND key = ?"
+_EXISTS = "SELECT expires_at FROM items WHERE namespace = ? AND key = ?"
 # a batch's rows, each as a new item; an address already taken is skipped (and then updated by put_many)
 _INSERT_NEW = (
     f"INSERT INTO items ({c.ITEM_COLUMNS}) VALUES ({','.join('?' * 13)}) ON CONFLICT (namespace, key) DO NOTHING"
@@ -909,6 +910,13 @@ class SqliteStore(Store):
             ).rowcount
 
     # -- exact reads ------------------------------------------------------
+
+    def exists(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> bool:
+        """Whether a live item is at an address: its expiry read, never its value."""
+        with self._lock:
+            self._check_open()
+            row = self._conn.execute(_EXISTS, ("/".join(namespace), key)).fetchone()
+        return row is not None and (row[0] is None or row[0] > c.ts(now if isinstance(now, datetime) else now()))
 
     def get(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
         """The live item at an address."""
