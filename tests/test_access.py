@@ -1698,3 +1698,33 @@ def test_an_agents_select_passes_every_condition_and_page_argument(acc: Access, 
     assert [i.key for i in view.select(ns, where={"n": {"$gte": 3}}, order="address")] == ["k3", "k4"]
     assert [i.key for i in view.select(ns, order="address", limit=2, offset=1)] == ["k1", "k2"]
     assert [i.key for i in view.select(ns, where={"n": 0})] == ["k0"]
+
+
+@pytest.mark.parametrize("embedder", [None, "fake"])
+def test_what_an_agent_cannot_read_never_moves_its_searchs_verdicts(tmp_path: Path, embedder: str | None) -> None:
+    """The relevance decision counts words in the searched scope only: a store whose unreadable namespaces are
+    full of the query's words answers alice exactly as one without them (notes, verdicts, reasons), so no
+    answer tells her what another agent's notes say."""
+    answers = []
+    for name, others in (("plain", 0), ("crowded", 40)):
+        with memlane.open(str(tmp_path / f"{name}.db"), embedder=embedder) as m:
+            acc = Access(m)
+            acc.create_agent("alice")
+            acc.create_agent("bob")
+            m.put_many(
+                [{"namespace": "agent/alice", "key": f"n{i}", "value": text} for i, text in enumerate(ALICE_NOTES)]
+            )
+            m.put_many(
+                [{"namespace": "agent/bob", "key": f"z{i}", "value": f"zebra tomato note {i}"} for i in range(others)]
+            )
+            alice = view_of(acc, "alice")
+            for query in ("zebra", "tomato zebra", "tomato soup"):
+                env = alice.search(query, floor=False)
+                answers.append(
+                    (name, query, env.notes, env.status, [(h.key, h.relevant, h.relevance, h.why) for h in env.hits])
+                )
+    half = len(answers) // 2
+    assert [a[1:] for a in answers[:half]] == [a[1:] for a in answers[half:]]
+
+
+ALICE_NOTES = ("tomato soup with basil", "the garden needs water", "tomato plants grow tall", "call the plumber")

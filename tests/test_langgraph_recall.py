@@ -58,3 +58,30 @@ def test_a_vector_search_answers_the_k_nearest_however_far(mem: Any) -> None:
     assert len(results) == 3  # never "nothing relevant": a store answers its top matches
     expected = sorted(_cosine("quarterly tax paperwork", t) for t in ["alpine lake", "desert wind", "city traffic"])
     assert [r.score for r in results] == pytest.approx(expected[::-1], abs=1e-5)
+
+
+class Counting(FakeEmbedder):
+    """The fake embedder, recording every text it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__(FAKE_DIMS)
+        self.texts: list[str] = []
+
+    def embed_batch(self, texts: Any) -> list[list[float]]:
+        self.texts.extend(texts)
+        return super().embed_batch(texts)
+
+
+@pytest.mark.parametrize("fields", [["text"], ["title", "text"]])
+def test_a_search_embeds_its_query_once_however_many_pages_its_filter_reads(tmp_path: Any, fields: list[str]) -> None:
+    import memlane
+
+    counting = Counting()
+    with memlane.open(str(tmp_path / "lg.db"), embedder=counting, indexing="sync") as mem:
+        store = MemlaneStore(mem, index={"dims": FAKE_DIMS, "fields": fields})
+        for i in range(120):  # one in ten passes the filter: the search reads page after page
+            store.put(("docs",), f"d{i}", {"title": f"note {i}", "text": f"red car number {i}", "keep": i % 10 == 0})
+        counting.texts.clear()
+        results = store.search(("docs",), query="red car", filter={"keep": True}, limit=12)
+        assert len(results) == 12 and all(r.value["keep"] for r in results)
+        assert counting.texts.count("red car") == 1

@@ -33,6 +33,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
+import numpy as np
+
 try:
     from langgraph.store.base import (
         BaseStore,
@@ -58,6 +60,7 @@ from . import where as w
 from .errors import ValidationError
 from .model import Item as MemlaneItem
 from .search.embedders import Embedder, resolve_embedder
+from .search.vectors import normalise
 from .store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 
 __all__ = [
@@ -377,7 +380,7 @@ class _Adapter:
         self._fields = _index_fields(index)
         # LangGraph's stores expose the index config's embed as a LangChain Embeddings
         self.embeddings = _embeddings(index, memory)
-        self._field_vectors: dict[str, builtins.list[float]] = {}  # text -> unit vector, for _best_field_scores
+        self._field_vectors: dict[str, np.ndarray] = {}  # text -> unit vector, for _best_field_scores
         self._channels = tuple(channels) if channels else (("vector",) if index else ("lexical",))
         self._owns = owns_memory
         self._sweeper: threading.Thread | None = None
@@ -518,6 +521,10 @@ class _Adapter:
         fetch = min(MAX_FETCH, max(50, FILTER_OVERFETCH * wanted)) if overfetch else min(MAX_FETCH, wanted)
         # one channel has nothing to fuse: it need nominate no more than it returns (as LangGraph asks its index)
         single = len(self._channels) == 1
+        semantic = "vector" in self._channels
+        # the query embedded once, here where its vector also scores the fields, for every page asked below
+        embedder = getattr(self.memory, "embedder", None) if semantic and op.query.strip() else None
+        asked = np.asarray(self.memory._embed_query(op.query), dtype=np.float32) if embedder is not None else None
         while True:
             # no relevance floor: a LangGraph store answers the top matches, however weak, ranked by score
             env = self.memory.search(
@@ -527,6 +534,7 @@ class _Adapter:
                 channels=self._channels,
                 floor=False,
                 candidate_k=fetch if single else None,
+                embedding=None if asked is None else asked.tolist(),
             )
             hits = [
                 h
@@ -539,10 +547,9 @@ class _Adapter:
             if len(hits) >= wanted or len(env.hits) < fetch or fetch >= MAX_FETCH:
                 break
             fetch = min(MAX_FETCH, fetch * FILTER_OVERFETCH)
-        semantic = "vector" in self._channels
         scores = {h.item.id: h.channel_scores.get("vector") if semantic else h.score for h in hits}
-        if semantic and self._several_texts:
-            scores |= self._best_field_scores(op.query, hits)
+        if asked is not None and self._several_texts:
+            scores |= self._best_field_scores(asked, hits)
             if single:  # LangGraph ranks an item by its best field
                 hits.sort(key=lambda h: -(scores[h.item.id] or 0.0))
         hits = hits[op.offset : wanted]
@@ -555,25 +562,24 @@ class _Adapter:
         """Whether the index config may give an item more than one text (several fields, or a wildcard path)."""
         return self.index_config is not None and (len(self._fields) > 1 or any("*" in f for f in self._fields))
 
-    def _best_field_scores(self, query: str, hits: Sequence[Any]) -> dict[str, float]:
+    def _best_field_scores(self, query: np.ndarray, hits: Sequence[Any]) -> dict[str, float]:
         """Each hit's best cosine similarity over its fields' texts embedded one by one, as LangGraph scores an
         item with several fields (memlane stores one vector of their joined text, which nominates it).
 
-        Needs the memory's embedder here (a Client embeds on the service: its scores stay the joined text's).
+        ``query`` is the query's unit vector, made by the memory's embedder here (a Client embeds on the service:
+        its scores stay the joined text's).
         """
-        embedder = getattr(self.memory, "embedder", None)
+        embedder = self.memory.embedder
         several = {h.item.id: texts for h in hits if len(texts := self._texts_of(h.item)) > 1}
-        if embedder is None or not several:
+        if not several:
             return {}
         missing = list(dict.fromkeys(t for texts in several.values() for t in texts if t not in self._field_vectors))
         for text, vector in zip(missing, embedder.embed_batch(missing) if missing else [], strict=True):
             if len(self._field_vectors) >= 4096:
                 self._field_vectors.pop(next(iter(self._field_vectors)))
-            self._field_vectors[text] = _unit(vector)
-        (asked,) = embedder.embed_batch([query])
-        q = _unit(asked)
+            self._field_vectors[text] = normalise(vector)
         return {
-            item_id: max(sum(a * b for a, b in zip(q, self._field_vectors[t], strict=True)) for t in texts)
+            item_id: max(float(np.dot(query, self._field_vectors[t])) for t in texts)
             for item_id, texts in several.items()
         }
 
@@ -676,11 +682,6 @@ def _search_item(
         ranks,
         channel_scores,
     )
-
-
-def _unit(vector: Sequence[float]) -> builtins.list[float]:
-    norm = math.sqrt(math.fsum(float(x) * float(x) for x in vector))
-    return [float(x) / norm for x in vector] if norm else [0.0 for _ in vector]
 
 
 def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
