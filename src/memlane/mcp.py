@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
@@ -955,8 +956,13 @@ def tool_selection(spec: str | Iterable[str] | None = None) -> tuple[str, ...]:
 class _Server(MCPServer):
     """memlane's MCP server: answers a tool's earlier name (:data:`TOOL_ALIASES`) as the tool."""
 
+    @functools.cached_property
+    def _tool_names(self) -> frozenset[str]:
+        # read at the first call, once every tool is added (build_server adds them all before serving)
+        return frozenset(t.name for t in self._tool_manager.list_tools())
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        if name not in {t.name for t in self._tool_manager.list_tools()}:
+        if name not in self._tool_names:
             name = TOOL_ALIASES.get(name, name)
         return await super().call_tool(name, arguments, context)
 

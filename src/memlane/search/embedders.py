@@ -544,15 +544,13 @@ def unavailable(embedder: Embedder) -> str | None:
 
     Looks packages up without importing them, so it is cheap enough for every open.
     """
-    modules = ["numpy"]  # memlane.search.vectors: every vector is packed and compared with it
-    onnx = isinstance(embedder, OnnxMiniLMEmbedder)
-    if onnx:
-        modules += ["tokenizers", "onnxruntime"]
-    for module in modules:
-        if importlib.util.find_spec(module) is None:
-            return f"the module {module!r} is not installed"
-    if onnx and getattr(embedder, "_model_path", None) is None and minilm_onnx._package_file(minilm_onnx.MODEL) is None:
-        return f"the package {minilm_onnx.MODEL.distribution!r}, which ships the model, is not installed"
+    if isinstance(embedder, OnnxMiniLMEmbedder):
+        return minilm_onnx.missing(
+            model_given=getattr(embedder, "_model_path", None) is not None,
+            tokenizer_given=getattr(embedder, "_tokenizer_path", None) is not None,
+        )
+    if importlib.util.find_spec("numpy") is None:  # memlane.search.vectors: every vector is packed and compared
+        return "the module 'numpy' is not installed"
     return None
 
 

@@ -126,12 +126,25 @@ def find_tokenizer() -> Path:
     raise _missing(f"the model's tokenizer.json from the `{TOKENIZERS[0].distribution}` package")
 
 
+def missing(*, model_given: bool = False, tokenizer_given: bool = False) -> str | None:
+    """What of the embedder's packages this install lacks (files not yet verified), or ``None``.
+
+    Looks packages up without importing them. ``model_given``, ``tokenizer_given``: the caller passed that
+    file's path, so its package is not needed.
+    """
+    for module in ("numpy", "tokenizers", "onnxruntime"):
+        if importlib.util.find_spec(module) is None:
+            return f"the module {module!r} is not installed"
+    if not model_given and _package_file(MODEL) is None:
+        return f"the package {MODEL.distribution!r}, which ships the model, is not installed"
+    if not tokenizer_given and all(_package_file(t) is None for t in TOKENIZERS):
+        return f"the package {TOKENIZERS[0].distribution!r}, which ships the tokenizer, is not installed"
+    return None
+
+
 def available() -> bool:
     """Whether everything the embedder loads is installed (files not yet verified)."""
-    modules = ("numpy", "tokenizers", "onnxruntime")
-    if any(importlib.util.find_spec(m) is None for m in modules):
-        return False
-    return _package_file(MODEL) is not None and any(_package_file(t) is not None for t in TOKENIZERS)
+    return missing() is None
 
 
 def read_verified(path: Path, pinned: PinnedFile) -> bytes:
