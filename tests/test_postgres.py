@@ -365,3 +365,34 @@ def test_lexical_reads_a_small_scope_row_by_row_for_a_word_common_in_the_table(p
                 want = _reference_lexical(pg_url, terms, within, 15)
                 assert [r for r, _, _ in got] == [r for r, _ in want], (terms, within)
                 assert [s for _, s, _ in got] == pytest.approx([s for _, s in want], rel=1e-6), (terms, within)
+
+
+@pytest.mark.parametrize("read", ["lexical", "document_counts"])
+def test_a_scope_too_large_for_one_pipeline_message_is_read_in_a_transaction(pg_url: str, read: str) -> None:
+    """psycopg's pipeline can wait forever on a message larger than the socket's buffer (psycopg#685): the
+    statements of a search over 50,000 long room prefixes (about 1 MB each) must answer, and answer right.
+    In a process of its own, so that a hang fails this test instead of holding the suite."""
+    script = textwrap.dedent(
+        f"""
+        import memlane
+        from memlane.store.base import EVERYTHING
+
+        with memlane.open({pg_url!r}, embedder=None) as mem:
+            mem.put("room/r00007-abcdefgh", "k", "zebra crossing")
+            mem.put("elsewhere", "k", "zebra")
+            within = [("room", f"r{{i:05d}}-abcdefgh") for i in range(50_000)]
+            if {read!r} == "lexical":
+                found = [n[0] for n in mem.store.lexical(["zebra"], within, 10)]
+                assert found == [mem.get("room/r00007-abcdefgh", "k").id], found
+            else:
+                counts = mem.store.document_counts(["zebra"], within, 100)
+                assert counts == (1, {{"zebra": 1}}), counts
+            assert mem.store.document_counts(["zebra"], EVERYTHING, 100) == (2, {{"zebra": 2}})
+        print("answered")
+        """
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{read} over a large scope never answered")
+    assert done.returncode == 0 and done.stdout.strip() == "answered", done.stderr

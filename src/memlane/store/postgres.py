@@ -348,7 +348,12 @@ _LEXICAL_SETTINGS = (
     "SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)"
 )
 LEXICAL_CAP = 2000
-_PIPELINED_CHARS = 64 * 1024  # prefixes' characters in a ranking statement sent in a pipeline, at most
+_PIPELINED_CHARS = 64 * 1024  # parameters' characters in the statements of one pipeline, at most
+
+
+def _chars(values: Iterable[Any]) -> int:
+    """The characters of the text in statement parameters (text, and lists of text)."""
+    return sum(len(v) if isinstance(v, str) else _chars(v) if isinstance(v, list | tuple) else 0 for v in values)
 # a lexeme in this share of the rows (column statistics) is skipped while the query has a rarer one (``skipped``)
 COMMON_SHARE = 0.9
 _LEXICAL = """
@@ -1000,28 +1005,36 @@ class PostgresStore(Store):
                 statement = _lexical_in_prefixes(lengths)
                 params.update((f"w{i}", a) for i, a in enumerate(arrays))
                 params["prefixes"] = c.prefix_lines(within)
-        if sum(len(x) for x in params.values() if isinstance(x, str)) > _PIPELINED_CHARS:
-            # psycopg's pipeline can wait forever on a message larger than the socket's buffer (seen
-            # with 3.3.9 and the prefixes of 50,000 rooms; psycopg/psycopg#685): a large scope takes
-            # one more round trip instead, in a transaction of its own
+        with self._one_trip(_chars(params.values())) as (conn, sync):
+            # the settings hold for the ranking statement only (one transaction)
+            conn.execute(_LEXICAL_SETTINGS, prepare=True)
+            cur = conn.execute(statement, params, prepare=True)
+            sync()
+            rows = cur.fetchall()
+        return [(item_id, float(score), version) for item_id, score, version in rows]
+
+    @contextmanager
+    def _one_trip(self, chars: int) -> Iterator[tuple[Any, Callable[[], None]]]:
+        """The read connection and a ``sync`` for a few statements in one transaction and one round trip.
+
+        They go out in a pipeline before one Sync, so they run in one implicit transaction. Statements that
+        carry more than :data:`_PIPELINED_CHARS` characters of parameters (the prefixes of a large scope) run
+        one after another in a transaction of their own instead: psycopg's pipeline can wait forever on a
+        message larger than the socket's buffer (seen with 3.3.9 and 50,000 rooms; psycopg/psycopg#685).
+        """
+        if chars > _PIPELINED_CHARS:
             with self._read() as conn, conn.transaction():
-                conn.execute(_LEXICAL_SETTINGS, prepare=True)
-                rows = conn.execute(statement, params, prepare=True).fetchall()
+                yield conn, lambda: None
         else:
             with self._read() as conn, conn.pipeline() as pipeline:
-                # both statements go out before one Sync, so they run in one implicit transaction: the
-                # settings hold for the ranking statement only, and the answer takes one round trip
-                conn.execute(_LEXICAL_SETTINGS, prepare=True)
-                cur = conn.execute(statement, params, prepare=True)
-                pipeline.sync()
-                rows = cur.fetchall()
-        return [(item_id, float(score), version) for item_id, score, version in rows]
+                yield conn, pipeline.sync
 
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
         """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
         inside, inside_params = c.scope_ranges(within, p="%s", column="namespace")
-        with self._read() as conn, conn.pipeline() as pipeline:
-            # one round trip, planned for its parameters (the read connection plans generically; _LEXICAL_SETTINGS)
+        # every statement carries the scope's parameters
+        with self._one_trip(_chars(inside_params) * (1 + len(terms))) as (conn, sync):
+            # planned for its parameters (the read connection plans generically; _LEXICAL_SETTINGS)
             conn.execute(_LEXICAL_SETTINGS, prepare=True)
             total = conn.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM items {'WHERE ' + inside if inside else ''} LIMIT %s) s",
@@ -1037,7 +1050,7 @@ class PostgresStore(Store):
                 )
                 for term in terms
             }
-            pipeline.sync()
+            sync()
             counts = {term: int(cur.fetchone()[0]) for term, cur in each.items()}
             return int(total.fetchone()[0]), counts
 
