@@ -396,3 +396,25 @@ def test_a_scope_too_large_for_one_pipeline_message_is_read_in_a_transaction(pg_
     except subprocess.TimeoutExpired:
         pytest.fail(f"{read} over a large scope never answered")
     assert done.returncode == 0 and done.stdout.strip() == "answered", done.stderr
+
+
+def test_ids_are_indexed_whole_and_a_partial_index_from_m013_is_made_whole(pg_url: str) -> None:
+    """Every read by id (the query space's WHERE id = ..., an import's check) uses the unique index on ids,
+    whatever the row's index=False; a store whose first m013 made the index partial has it whole again."""
+    import psycopg
+
+    def plan(mem: Any) -> str:
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("SET enable_seqscan = off")  # a small table: ask whether the index can serve at all
+            rows = conn.execute("EXPLAIN SELECT * FROM items WHERE id = %s", (mem.get("a", "off").id,)).fetchall()
+        return "\n".join(r[0] for r in rows)
+
+    with memlane.open(pg_url, embedder=None) as mem:
+        mem.put("a", "off", 1, index=False)
+        assert "items_id" in plan(mem)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("DROP INDEX items_id")
+            conn.execute("CREATE UNIQUE INDEX items_id ON items (id) WHERE indexed")
+        assert "items_id" not in plan(mem)
+    with memlane.open(pg_url, embedder=None) as mem:
+        assert "items_id" in plan(mem)

@@ -278,16 +278,6 @@ def _one_prefix_list(key_prefix: bool, after: bool, p: str) -> str:
     return f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY namespace, key LIMIT {p}"
 
 
-def shared_id(imported: dict[str, tuple[str, str]]) -> tuple[str, list[Any]]:
-    """PostgreSQL for an imported item id that names two rows now (one statement, after the import's writes).
-
-    There the unique index on ids covers the rows search indexes only (the ones
-    it confirms by id): an id shared with an item written with ``index=False``
-    is refused here instead.
-    """
-    return "SELECT id FROM items WHERE id = ANY(%s) GROUP BY id HAVING count(*) > 1 LIMIT 1", [list(imported)]
-
-
 def unique_spans(addresses: Sequence[tuple[str, str]]) -> Iterator[tuple[int, int]]:
     """``(start, stop)`` runs of a batch that repeat no address, in order, so a later write replaces an earlier one.
 

@@ -362,8 +362,8 @@ MIGRATIONS: builtins.list[tuple[str, Sequence[Step]]] = [
             # indexed (the default is read from the schema: no row is rewritten)
             "ALTER TABLE items ADD COLUMN indexed INTEGER NOT NULL DEFAULT 1",
             *_ITEM_INDEXING,
-            # items_id stays whole here (on PostgreSQL it leaves unindexed rows out): the query space's
-            # text_match() reads the items its full-text matches name by id, unindexed or not in its view
+            # items_id stays whole: the query space's text_match() reads the items its full-text matches name by
+            # id, and callers' queries read by id
         ],
     ),
 ]
