@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import memlane
@@ -31,6 +31,11 @@ def under(namespace: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
     scope=st.lists(st.sampled_from(PREFIXES), min_size=1, max_size=SMALL_SCOPE + 8, unique=True),
     limit=st.sampled_from([1, 3, 1000]),
 )
+# the look-alikes the docstring names, on both sides of the small-scope line, whatever the seed draws
+@example(scope=[("a",)], limit=1000)
+@example(scope=[("a",), ("c",)], limit=1000)
+@example(scope=[("a", "a-b"), ("ab",)], limit=1000)
+@example(scope=[("a",), *[(x, y, "z") for x in SEGMENTS for y in SEGMENTS[:3]][:SMALL_SCOPE]], limit=1000)
 def test_scope_and_word_counts_match_a_count_by_hand(store_url: str, scope: list[Any], limit: int) -> None:
     with memlane.open(store_url, embedder=None) as mem:
         if not mem.list("", limit=1).items:  # the first example writes the items, the others read them

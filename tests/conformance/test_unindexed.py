@@ -5,6 +5,8 @@ Runs on every backend and through the HTTP client (the ``mem`` fixture).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -83,7 +85,9 @@ def test_put_many_takes_index_per_record(mem):
     )
     assert [(i.key, i.indexed, i.version) for i in items] == [("a", False, 1), ("b", True, 1), ("c", True, 1)]
     assert [i.value for i in items] == [f"{WORD} one", f"{WORD} two", {"w": WORD}]
-    assert sorted(_keys(mem.search(WORD, channels=["lexical"]))) == ["b", "c"]
+    lexical = mem.search(WORD, channels=["lexical"])
+    assert sorted(_keys(lexical)) == ["b", "c"]
+    assert lexical.dropped_by_hydration == 0  # "a" never entered the full-text index to be dropped later
     assert sorted(_keys(mem.search(WORD, channels=["vector"], floor=False))) == ["b", "c"]
     assert [i.indexed for i in mem.get_many([("bulk", "a"), ("bulk", "b")])] == [False, True]
 
@@ -198,8 +202,13 @@ def test_search_finds_exactly_the_live_indexed_items(mem, steps):
             mem.put_many([{"namespace": ns, "key": key, "value": value, "index": index}])
         model[(ns, key)] = index
     for channels in (["lexical"], ["vector"]):
-        hits = mem.search(WORD, channels=channels, limit=10, floor=False).hits
+        env = mem.search(WORD, channels=channels, limit=10, floor=False)
+        hits = env.hits
         assert sorted((namespace_text(h.namespace), h.key) for h in hits) == sorted(a for a, i in model.items() if i)
+        assert env.dropped_by_hydration == 0  # each index holds indexed items only: none nominated, then dropped
+    # and the confirm step alone refuses an unindexed item, should an index ever nominate one
+    unindexed = [i.id for i in mem.list("m").items if not i.indexed]
+    assert mem.store.hydrate(unindexed, [()], datetime.now(UTC)) == {}
     assert {(namespace_text(i.namespace), i.key): i.indexed for i in mem.list("m").items} == model
     with mem.store.session() as s:  # every vector is an indexed item's: un-indexing dropped it
         assert s.rows("SELECT count(*) FROM item_vectors")[0][0] == sum(model.values())
