@@ -49,6 +49,11 @@ def decode_json(text: str) -> Any:
     return _scan_json(text, 0)[0]
 
 
+def parse_metadata(text: str) -> dict[str, Any]:
+    """Stored metadata JSON to a dict (a fresh ``{}`` for the common empty case)."""
+    return {} if text == "{}" else decode_json(text)  # type: ignore[no-any-return]
+
+
 class Item:
     """One stored value at an address ``(namespace, key)``.
 
@@ -210,8 +215,7 @@ class Item:
         """A JSON object stored beside the value."""
         metadata = self._metadata
         if metadata is _UNSET:
-            raw = self._row[6]
-            metadata = self._metadata = {} if raw == "{}" else decode_json(raw)
+            metadata = self._metadata = parse_metadata(self._row[6])
         return metadata  # type: ignore[no-any-return]
 
     @metadata.setter

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import ValidationError
-from ..model import Item, Namespace, Version, decode_json, namespace_tuple
+from ..model import Item, Namespace, Version, decode_json, namespace_tuple, parse_metadata
 from ..where import balanced
 
 # the columns an item and each of its history versions share
@@ -300,11 +300,6 @@ def id_taken(item_id: str, namespace: str, key: str) -> str:
         f"item id {item_id!r} (for {namespace}/{key}) already names another item in this store; "
         "nothing was imported: import into an empty store, or drop the id from the record"
     )
-
-
-def parse_metadata(text: str) -> dict[str, Any]:
-    """Stored metadata JSON to a dict (a fresh ``{}`` for the common empty case)."""
-    return {} if text == "{}" else loads_json(text)
 
 
 row_to_item = Item.stored
