@@ -486,3 +486,15 @@ def test_the_default_over_postgresql_stays_within_its_default_connection_limit(m
     count = workers.default_workers(postgres=True)
     assert count == workers.MAX_PG_WORKERS
     assert (count + 1) * (workers.pool_size(count) + 1) <= 100  # each pool and reader: the workers, the supervisor
+
+
+def test_a_slot_whose_workers_keep_dying_waits_longer_each_time_and_a_settled_one_not_at_all() -> None:
+    from memlane.server.workers import MAX_RETRY_S, RETRY_S, SETTLED_S, next_start
+
+    delay, waits = RETRY_S, []
+    for n in range(8):  # each worker dies a moment after it started
+        at, delay = next_start(100.0 * n, 100.0 * n - 0.5, True, delay)
+        waits.append(at - 100.0 * n)
+    assert waits == [min(MAX_RETRY_S, RETRY_S * 2**n) for n in range(8)]
+    assert next_start(500.0, 500.0 - SETTLED_S, True, delay) == (500.0, RETRY_S)  # served a while: at once, reset
+    assert next_start(500.0, 499.0, False, RETRY_S) == (500.0 + RETRY_S, 2 * RETRY_S)  # never started: a wait

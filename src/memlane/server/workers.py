@@ -52,7 +52,9 @@ BACKLOG = 2048  # uvicorn's default
 STARTUP_FAILURE = 3  # a worker's exit code when it could not start (uvicorn's own)
 WATCH_S = 0.2  # how often the supervisor looks at its workers
 STOP_S = 30.0  # how long workers may take to finish their requests after a stop signal
-RETRY_S = 1.0  # before starting again a worker that could not start while others serve
+RETRY_S = 1.0  # before starting again a worker that could not start, or died soon after, while others serve
+MAX_RETRY_S = 30.0  # the longest wait: each quick death in a row doubles it
+SETTLED_S = 10.0  # a worker that served this long died of something else than its start: replaced at once
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
@@ -179,6 +181,17 @@ def _work(
         raise SystemExit(STARTUP_FAILURE)
 
 
+def next_start(now: float, born: float, started: bool, delay: float) -> tuple[float, float]:
+    """When a dead worker's slot starts another, and the wait after the next quick death there.
+
+    A worker that served :data:`SETTLED_S` is replaced at once; one that could not start or died sooner
+    waits ``delay``, which doubles (up to :data:`MAX_RETRY_S`) while its slot keeps dying quickly.
+    """
+    if started and now - born >= SETTLED_S:
+        return now, RETRY_S
+    return now + delay, min(MAX_RETRY_S, delay * 2)
+
+
 def run(
     mem: Memory,
     url: str,
@@ -216,7 +229,9 @@ def run(
     processes = [start() for _ in range(workers)]
     failed = False
     log = logging.getLogger("uvicorn.error")
-    not_before = [0.0] * workers  # when a worker that failed to start may be tried again
+    born = [time.monotonic()] * workers
+    not_before = [0.0] * workers  # when a dead worker's slot may start another (0: not decided yet)
+    delay = [RETRY_S] * workers  # how long the next quick death in a slot waits
     try:
         mem.start_indexing()
         announced = False
@@ -231,15 +246,20 @@ def run(
                     failed = True  # the first workers could not open the store or serve (each said why): stop
                     stopping.set()
                     break
-                if not started.is_set():  # a replacement that could not start (the store away?): again soon
-                    if not not_before[i]:
-                        not_before[i] = time.monotonic() + RETRY_S
-                    if time.monotonic() < not_before[i]:
-                        continue
-                    not_before[i] = 0.0
-                else:
-                    log.warning("memlane: worker %s exited (%s); starting another", process.pid, process.exitcode)
+                now = time.monotonic()
+                if not not_before[i]:
+                    # one that could not start (the store away?) or died soon after is tried again after a
+                    # wait that doubles while it keeps dying: never a loop of interpreters spawned 5 times a second
+                    not_before[i], delay[i] = next_start(now, born[i], started.is_set(), delay[i])
+                    if started.is_set():
+                        wait = f" in {not_before[i] - now:.0f} s" if not_before[i] > now else ""
+                        log.warning("memlane: worker %s exited (%s); starting another%s", process.pid,
+                                    process.exitcode, wait)  # fmt: skip
+                if now < not_before[i]:
+                    continue
+                not_before[i] = 0.0
                 processes[i] = start()
+                born[i] = now
     finally:
         for process, _ in processes:
             if process.is_alive():
