@@ -118,6 +118,8 @@ class AsyncClient(_Async):
     concurrent tasks share its connections and its retries.
     """
 
+    DIFFERS = Client.DIFFERS  # its twins show the Client's methods, which differ from Memory's there
+
     def __init__(self, url: str | Sequence[str], token: str, **options: Any) -> None:
         self.sync = Client(url, token, **options)
 

@@ -20,19 +20,17 @@ from typing import Any
 from .operations import OPERATIONS, Operation
 
 
+def core(name: str) -> Callable[..., Any]:
+    """``Memory.<name>``: the declaration of an operation's parameters and documentation."""
+    from .memory import Memory
+
+    return getattr(Memory, name)  # type: ignore[no-any-return]
+
+
 @functools.cache
 def signature(name: str) -> inspect.Signature:
     """``Memory.<name>``'s signature, ``self`` included."""
-    from .memory import Memory
-
-    return inspect.signature(getattr(Memory, name))
-
-
-def doc(name: str) -> str:
-    """``Memory.<name>``'s docstring."""
-    from .memory import Memory
-
-    return inspect.getdoc(getattr(Memory, name)) or ""
+    return inspect.signature(core(name))
 
 
 def arguments(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,15 +41,17 @@ def arguments(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> di
     return given
 
 
-def dress(method: Callable[..., Any], name: str, owner: type, *, asynchronous: bool = False) -> Callable[..., Any]:
-    """``method`` named ``name`` on ``owner``, with the core's signature and docstring."""
-    sig = signature(name)
+def dress(
+    method: Callable[..., Any], owner: type, source: Callable[..., Any], *, asynchronous: bool = False
+) -> Callable[..., Any]:
+    """``method`` as ``owner``'s method of ``source``'s name, with ``source``'s signature and docstring."""
+    sig = inspect.signature(source)
     if asynchronous:
         sig = sig.replace(return_annotation=f"Awaitable[{sig.return_annotation}]")
-    method.__name__ = name
-    method.__qualname__ = f"{owner.__name__}.{name}"
+    method.__name__ = source.__name__
+    method.__qualname__ = f"{owner.__qualname__}.{source.__name__}"
     method.__module__ = owner.__module__
-    method.__doc__ = doc(name)
+    method.__doc__ = inspect.getdoc(source)
     method.__signature__ = sig  # type: ignore[attr-defined]
     return method
 
@@ -64,7 +64,7 @@ def fill(owner: type, build: Callable[[Operation], Callable[..., Any]]) -> None:
         if written and op.name not in differs:
             raise TypeError(f"{owner.__name__}.{op.name} is written by hand: say why in {owner.__name__}.DIFFERS")
         if not written:
-            setattr(owner, op.name, dress(build(op), op.name, owner))
+            setattr(owner, op.name, dress(build(op), owner, core(op.name)))
 
 
 def _offloaded(name: str, attribute: str) -> Callable[..., Any]:
@@ -79,25 +79,8 @@ def off_loop(owner: type, sync: type, names: Iterable[str], *, attribute: str = 
 
     The twin calls ``self.<attribute>.<name>`` through :func:`asyncio.to_thread`:
     the event loop never waits on the database or the network, and the call
-    sees the caller's context variables.
+    sees the caller's context variables. It shows ``sync``'s signature and docstring.
     """
-    operations = {op.name for op in OPERATIONS}
     for name in names:
-        if name in vars(owner):
-            continue
-        method = _offloaded(name, attribute)
-        if name in operations:
-            dress(method, name, owner, asynchronous=True)
-        else:
-            original = getattr(sync, name)
-            sig = inspect.signature(original)
-            method.__name__, method.__qualname__, method.__module__ = (
-                name,
-                f"{owner.__qualname__}.{name}",
-                owner.__module__,
-            )
-            method.__doc__ = inspect.getdoc(original)
-            method.__signature__ = sig.replace(  # type: ignore[attr-defined]
-                return_annotation=f"Awaitable[{sig.return_annotation}]"
-            )
-        setattr(owner, name, method)
+        if name not in vars(owner):
+            setattr(owner, name, dress(_offloaded(name, attribute), owner, getattr(sync, name), asynchronous=True))
