@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import binascii
 import builtins
-import functools
 import json
 import math
 import os
@@ -1431,7 +1430,6 @@ def _choose_embedder(store: Store, named: Any) -> Embedder | None:
     return named  # type: ignore[no-any-return]
 
 
-@functools.cache  # every search of a memory without an embedder says it: the packages are looked up once
 def no_embedder_note() -> str:
     """The note of a search whose vector channel had no embedder: what would give it one."""
     if default_available():
