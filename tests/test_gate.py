@@ -239,3 +239,31 @@ def test_async_and_thread_callers_share_one_gate() -> None:
 
     asyncio.run(scenario())
     assert done.is_set() and gate.running() == 0
+
+
+def test_the_process_queues_a_bounded_number_of_requests_whoever_sends_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Callers are told apart before their token is checked: made-up tokens, each a caller of its own, must not
+    queue without bound."""
+    import memlane.gate
+
+    monkeypatch.setattr(memlane.gate, "MAX_QUEUED", 3)
+    gate = Gate(per_agent=1, capacity=1, max_wait=10)
+
+    def wait_as(caller: str) -> None:
+        with gate.enter(caller):
+            pass
+
+    with gate.enter("holder"):
+        threads = [threading.Thread(target=wait_as, args=(f"made-up-{i}",)) for i in range(3)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 5
+        while gate.waiting() < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        with pytest.raises(BusyError, match=r"3 searches or queries are waiting in this process \(at most 3\)"):
+            with gate.enter("made-up-3"):
+                pass
+    for t in threads:
+        t.join(timeout=5)
+    assert gate.running() == 0 and gate.waiting() == 0

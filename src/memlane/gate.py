@@ -12,7 +12,8 @@ another agent's one search by at most one turn. A request is refused
 * its agent already has ``per_agent`` requests running or waiting while other
   agents wait: it is over its fair share, and waiting would only lengthen
   everyone's queue;
-* its agent has ``max_waiting`` requests waiting (memory is bounded); or
+* its agent has ``max_waiting`` requests waiting, or the process
+  :data:`MAX_QUEUED` (memory is bounded, also against many made-up tokens); or
 * it has waited ``max_wait`` seconds without starting (waiting is bounded in
   time).
 
@@ -38,6 +39,9 @@ DEFAULT_PER_AGENT = 4
 DEFAULT_CAPACITY = 16
 DEFAULT_MAX_WAIT = 10.0
 DEFAULT_MAX_WAITING = 64
+# requests waiting in one process, every caller's together: the callers are told apart before their token is
+# checked, so many callers with made-up tokens must not queue without bound
+MAX_QUEUED = 1024
 
 
 class _Waiter:
@@ -174,6 +178,12 @@ class Gate:
                 raise BusyError(
                     f"this agent already has {self._running.get(caller, 0) + mine_waiting} searches or queries "
                     f"running or waiting while other agents wait (its fair share is {self.per_agent}); "
+                    "retry after the time given",
+                    retry_after=self._retry_after(),
+                )
+            if self._waiting >= MAX_QUEUED:
+                raise BusyError(
+                    f"{self._waiting} searches or queries are waiting in this process (at most {MAX_QUEUED}); "
                     "retry after the time given",
                     retry_after=self._retry_after(),
                 )
