@@ -243,9 +243,15 @@ def test_a_scoped_fetch_of_a_key_many_namespaces_hold_reads_the_scope_and_answer
             "_fetch_by_namespace",
             staticmethod(lambda *a: chosen.append(real(*a)) or chosen[-1]),
         )
+        statements: list[str] = []
+        mem.store._conn.set_trace_callback(statements.append)
         got = mem.fetch("profile", namespace_prefix=("users", "u0007"), limit=10)
+        mem.store._conn.set_trace_callback(None)
         everywhere = mem.fetch("profile", limit=3)
         monkeypatch.undo()
+        (read,) = [s for s in statements if "ORDER BY updated_at DESC" in s]  # with its parameters, as run
+        plan = " ".join(r[3] for r in mem.store._conn.execute("EXPLAIN QUERY PLAN " + read).fetchall())
+        assert "items_key" not in plan and "(namespace>? AND namespace<?)" in plan, plan  # the scope's range
         assert isinstance(store_module.SqliteStore.__dict__["_fetch_by_namespace"], staticmethod)  # as it was
         assert chosen == [True]  # the common key, the small scope: the namespace range
         assert [(i.namespace, i.value) for i in got] == [
