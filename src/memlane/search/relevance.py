@@ -232,6 +232,7 @@ class Judge:
         self.vector_mean = sum(vector_scores) / len(vector_scores) if vector_scores else None
         self.model = VECTOR_MODEL if vector_ran else LEXICAL_MODEL
         self._scope: tuple[int, dict[str, int]] | None = None
+        self._weights: tuple[dict[str, float], float, float, list[str]] | None = None
 
     def scope(self) -> tuple[int, dict[str, int]]:
         """``(rows in scope, {word: rows holding it})`` for the query's content words, counted once."""
@@ -243,19 +244,27 @@ class Judge:
 
     def absent_words(self) -> list[str]:
         """The query's content words that no item in scope holds."""
-        _, dfs = self.scope()
-        return [w for w in self.content if dfs.get(w, 0) == 0]
+        return self._query_weights()[3]
+
+    def _query_weights(self) -> tuple[dict[str, float], float, float, list[str]]:
+        """What depends on the query and the scope only, worked out once: each content word's IDF, their sum,
+        the evidence of the absent words, and those words."""
+        if self._weights is None:
+            rows, dfs = self.scope()
+            idf = {w: _idf(dfs.get(w, 0), rows) for w in self.content}
+            total = sum(idf.values()) or 1.0
+            missing = [w for w in self.content if dfs.get(w, 0) == 0]
+            weight = min(1.0, math.log1p(rows) / math.log1p(SCOPE_REFERENCE))
+            self._weights = (idf, total, weight * sum(idf[w] for w in missing) / total, missing)
+        return self._weights
 
     def evidence(self, hit: Hit) -> dict[str, float]:
         """The features the decision reads for ``hit`` (see the module docstring)."""
         rows, dfs = self.scope()
-        idf = {w: _idf(dfs.get(w, 0), rows) for w in self.content}
-        total = sum(idf.values()) or 1.0
+        idf, total, absent, _ = self._query_weights()
         held = [w for w in hit.matched if w in idf]
         coverage = sum(idf[w] for w in held) / total
         rarity = max((1.0 - math.log1p(dfs.get(w, 0)) / math.log1p(max(rows, 1)) for w in held), default=0.0)
-        weight = min(1.0, math.log1p(rows) / math.log1p(SCOPE_REFERENCE))
-        absent = weight * sum(idf[w] for w in self.content if dfs.get(w, 0) == 0) / total
         out = {"coverage": round(coverage, 4), "rarity": round(max(0.0, rarity), 4), "absent": round(absent, 4)}
         if self.vector_ran:
             sim = hit.similarity if hit.similarity is not None else self.vector_floor
