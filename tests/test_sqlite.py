@@ -290,3 +290,24 @@ def test_an_in_memory_store_runs_no_checkpoint_thread():
     with memlane.open(":memory:", embedder=None) as mem:
         mem.put("a", "k", 1)
         assert mem.store._checkpointer is None
+
+
+@pytest.mark.parametrize("long_backlog", [1, 10**9])
+def test_marks_in_a_scope_are_counted_alike_from_either_side(tmp_path, monkeypatch, long_backlog):
+    """Marks first for a short backlog, the scope's rows first for a long one: the same counts, look-alike
+    namespaces (``a-b``, ``a0`` beside ``a``) left out either way."""
+    from memlane.store import sqlite as store_module
+
+    monkeypatch.setattr(store_module, "_LONG_BACKLOG", long_backlog)
+    namespaces = [("a",), ("a", "x"), ("a-b",), ("a0",), ("b",), ("b", "a")]
+    with memlane.open(str(tmp_path / "p.db"), embedder="fake", indexing="external") as mem:  # marks stay
+        mem.put_many(
+            [
+                {"namespace": ns, "key": f"k{i}", "value": f"note {i}", "index": i % 3 != 0}  # a third: no mark
+                for ns in namespaces
+                for i in range(6)
+            ]
+        )
+        for scope in ([("a",)], [("a", "x")], [("a-b",), ("b",)], [("a0",), ("b", "a"), ("c",)], [()]):
+            inside = [ns for ns in namespaces if any(ns[: len(p)] == p for p in scope)]
+            assert mem.store.count_pending(scope) == 4 * len(inside), scope
