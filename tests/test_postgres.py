@@ -418,3 +418,21 @@ def test_ids_are_indexed_whole_and_a_partial_index_from_m013_is_made_whole(pg_ur
         assert "items_id" not in plan(mem)
     with memlane.open(pg_url, embedder=None) as mem:
         assert "items_id" in plan(mem)
+
+
+def test_marks_in_a_scope_are_counted_through_the_scopes_ranges(pg_url: str) -> None:
+    """A small scope's waiting marks, counted from its index ranges (planned for their values): look-alike
+    namespaces (``a-b``, ``a0`` beside ``a``) left out, a larger scope and everything counted as before."""
+    namespaces = [("a",), ("a", "x"), ("a-b",), ("a0",), ("b",), ("b", "a")] + [(f"r{i}",) for i in range(20)]
+    with memlane.open(pg_url, embedder="fake", indexing="external") as mem:  # marks stay
+        mem.put_many(
+            [
+                {"namespace": ns, "key": f"k{i}", "value": f"note {i}", "index": i % 3 != 0}  # a third: no mark
+                for ns in namespaces
+                for i in range(6)
+            ]
+        )
+        big = [(f"r{i}",) for i in range(20)]  # past the small-scope line: the prefix sets
+        for scope in ([("a",)], [("a", "x")], [("a-b",), ("b",)], [("a0",), ("b", "a"), ("c",)], big, [()]):
+            inside = [ns for ns in namespaces if any(ns[: len(p)] == p for p in scope)]
+            assert mem.store.count_pending(scope) == 4 * len(inside), scope

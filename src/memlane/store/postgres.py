@@ -343,6 +343,7 @@ _MARK_ARRAYS = _MARK.replace("VALUES (%s, %s)", "SELECT * FROM unnest(%s::bigint
 _LEXICAL_SETTINGS = (
     "SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)"
 )
+_CUSTOM_PLAN = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)"
 LEXICAL_CAP = 2000
 _PIPELINED_CHARS = 64 * 1024  # parameters' characters in the statements of one pipeline, at most
 
@@ -1266,13 +1267,25 @@ class PostgresStore(Store):
             )
 
     def count_pending(self, within: Within) -> int:
-        """Marks of items inside ``within`` still waiting for a vector."""
-        inside, params = c.within_filter(within, "%s", column="i.namespace")
+        """Marks of items inside ``within`` still waiting for a vector.
+
+        A small scope is written as index ranges, so the planner may read the scope's rows and look each up
+        among the marks, instead of every mark of a long backlog (a bulk load being embedded).
+        """
+        inside, params = c.scope_ranges(within, p="%s", column="i.namespace")
         sql = "SELECT count(*) FROM item_pending p"
         if inside:
             sql += f" JOIN items i ON i.ref = p.item_ref WHERE {inside}"
-        with self._read() as conn:
-            return int(conn.execute(sql, params).fetchone()[0])
+        if not inside:
+            with self._read() as conn:
+                return int(conn.execute(sql, prepare=True).fetchone()[0])
+        with self._one_trip(_chars(params)) as (conn, sync):
+            # planned for its values (the read connection plans generically, and its generic plan reads every
+            # mark: 8.4 ms beside the 300,000 of a bulk load, where the scope's 5 rows take 0.05)
+            conn.execute(_CUSTOM_PLAN, prepare=True)
+            cur = conn.execute(sql, params, prepare=True)
+            sync()
+            return int(cur.fetchone()[0])
 
     def drop_vectors(self) -> None:
         """Delete every vector and any HNSW index.
