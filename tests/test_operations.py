@@ -294,3 +294,28 @@ def test_the_client_differs_only_where_it_says_and_every_reason_is_still_needed(
     made = {name for name, method in vars(Client).items() if hasattr(method, "__signature__")}
     written = {op.name for op in operations.OPERATIONS if op.name in vars(Client)} - made
     assert written == set(Client.DIFFERS)
+
+
+def test_the_tables_meanings_name_real_parameters() -> None:
+    """A meaning for a parameter the core does not take (a typo, a renamed argument) describes nothing."""
+    every = {p.name for op in operations.OPERATIONS for p in operations.params(op.name)}
+    assert set(operations.MEANINGS) <= every
+    for op in operations.OPERATIONS:
+        assert set(op.meanings) <= {p.name for p in operations.params(op.name)}, op.name
+
+
+def test_every_mcp_parameter_is_described_by_the_table(mem: Any) -> None:
+    """A tool parameter that is a core parameter says what the table says it means, and nothing else:
+    the description is written once, beside the operation."""
+    checked = 0
+    for tool in mcp_tools(mem):
+        method = MCP_METHOD.get(tool.name, tool.name.removeprefix("memory_"))
+        op = operations.OPERATION["search_query_space" if tool.name == "memory_query_space" else method]
+        core = {p.name for p in operations.params(op.name)} | {"search"}
+        for name, schema in tool.input_schema["properties"].items():
+            if name not in core:
+                continue  # the tool's own argument (memory_query's saved, explain)
+            meaning = op.meaning("text" if name == "search" else name)
+            assert schema.get("description") == meaning, (tool.name, name)
+            checked += 1
+    assert checked >= 100

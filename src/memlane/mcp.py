@@ -7,9 +7,14 @@ eighteen for the facts layer (:class:`FactTools`: resolve, the assured reads, pr
 writes) and two for the query space. A server offers a *profile* of them (:data:`PROFILES`,
 :func:`tool_selection`): by default the nine item tools an agent uses every turn, so that
 ``tools/list`` stays small in the agent's context; facts, conversations and the query space
-are added on request (``memlane mcp --tools default,facts``, ``/mcp?tools=all``). Like every
-interface, they are thin: parse the arguments, call the core, render
-``to_dict()`` as structured content (and the same JSON as text), and turn a
+are added on request (``memlane mcp --tools default,facts``, ``/mcp?tools=all``).
+
+The item and facts tools are made from the operations table (:mod:`memlane.operations`): an
+:class:`Offer` names the operation and the parameters an agent sees; their defaults are the
+core's and their descriptions the table's. The two query-space tools are written out, since
+each answers for several operations. Like every interface, they are thin: parse the
+arguments, call the core, render the answer as the service does (as structured content, and
+the same JSON as text), and turn a
 :class:`~memlane.errors.MemlaneError` into an MCP tool error carrying memlane's
 message (the type and field in structured content), never a traceback.
 
@@ -30,9 +35,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import json
+import typing
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
@@ -47,9 +54,8 @@ from pydantic import ValidationError as PydanticValidationError
 from starlette.responses import Response
 
 from . import wire
-from .conversation import DEFAULT_WINDOW
 from .errors import MemlaneError, UnauthorizedError, ValidationError
-from .model import Namespace
+from .operations import ANSWERS, MEANINGS, OPERATION, REQUIRED, wire_default
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -92,24 +98,8 @@ INSTRUCTIONS = instructions(n for needs, _ in GUIDE for n in needs)  # every too
 
 # -- inputs --------------------------------------------------------------------------
 
-NamespaceIn = Annotated[
-    str | list[str],
-    Field(description="e.g. 'user/123' or ['user', '123']."),
-]
-PrefixIn = Annotated[
-    str | list[str],
-    Field(description="Whole segments: 'user' holds 'user/123'; '' is all you may see."),
-]
-KeyIn = Annotated[str, Field(description="e.g. 'preferences.ui.theme'.")]
-KeyPrefixIn = Annotated[
-    str, Field(description="Only keys under this taxonomy path (whole segments), e.g. 'preferences.ui'.")
-]
-LimitIn = Annotated[int, Field(description="At most this many results.")]
-FloorIn = Annotated[bool, Field(description="true: only the hits judged relevant; false: the k nearest.")]
-RecallFloorIn = Annotated[
-    bool | None,
-    Field(description="true: only the hits judged relevant; null: so, except a vector recall with an embedding."),
-]
+NamespaceIn = Annotated[str | list[str], Field(description=MEANINGS["namespace"])]
+KeyIn = Annotated[str, Field(description=MEANINGS["key"])]
 
 
 class Address(BaseModel):
@@ -264,11 +254,6 @@ DESCRIPTIONS.update({name: " ".join(text.split()) for name, text in FACT_DESCRIP
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
-def _ns(namespace: str | list[str]) -> Namespace | str:
-    """A namespace argument for the core: text as it is, a list of segments as a tuple."""
-    return tuple(namespace) if isinstance(namespace, list) else namespace
-
-
 def _text(namespace: Any) -> str:
     return "/".join(namespace) if isinstance(namespace, list | tuple) else str(namespace)
 
@@ -349,16 +334,16 @@ def _compact(schema: Any) -> Any:
     return out
 
 
-# one template per tool function: building a tool's argument model and schema costs about 7 ms,
+# one template per tool: building a tool's argument model and schema costs about 7 ms,
 # and every server (one per service, one per test) would otherwise build all of them again
-_TEMPLATES: dict[Callable[..., Any], Tool] = {}
+_TEMPLATES: dict[str, Tool] = {}
 
 
 def _tool(fn: Callable[..., Any], annotations: ToolAnnotations) -> Tool:
-    """The tool for a bound tool method: the function's cached template, bound to this instance."""
-    template = _TEMPLATES.get(fn.__func__)  # type: ignore[attr-defined]
+    """The tool for a tool function bound to one server's resolver: the tool's cached template, calling ``fn``."""
+    template = _TEMPLATES.get(fn.__name__)
     if template is None:
-        template = _TEMPLATES[fn.__func__] = _template(fn, annotations)  # type: ignore[attr-defined]
+        template = _TEMPLATES[fn.__name__] = _template(fn, annotations)
     return template.model_copy(update={"fn": fn, "annotations": annotations})
 
 
@@ -398,427 +383,241 @@ class _Tools:
             return tool_error(e)
 
 
-class MemoryTools(_Tools):
+# the JSON shape an agent sends for each parameter (the core's annotations are Python's: a namespace is a tuple)
+SHAPES: dict[str, Any] = {
+    "namespace": str | list[str],
+    "namespace_prefix": str | list[str],
+    "key": str,
+    "key_prefix": str,
+    "limit": int,
+    "cursor": str,
+    "floor": bool,
+    "query": str,
+    "value": Any,
+    "text": str,
+    "metadata": dict[str, Any],
+    "ttl": float,
+    "index": bool,
+    "messages": list[dict[str, Any]],
+    "session": str,
+    "at": str,
+    "window": int,
+    "addresses": list[AddressIn],
+    "depth": int,
+    "channels": list[Literal["lexical", "vector"]] | None,  # null: both, as on HTTP (the table's from_wire)
+    "mode": Literal["hybrid", "lexical", "vector"],  # the chooser's modes need a Python object
+    "name": str,
+    "entity_ids": list[str],
+    "hops": int,
+    "predicate": str,
+    "time": str | dict[str, str],
+    "k": int,
+    "ids": list[str],
+    "chunk_id": str,
+    "before": int,
+    "after": int,
+    "kind": str,
+    "aliases": list[str],
+    "profile": str,
+    "entity_id": str,
+    "alias": str,
+    "survivor": str,
+    "merged": str,
+    "subject": str,
+    "object": Any,
+    "valid_from": str,
+    "valid_to": str,
+    "source": str,
+    "supersedes": str,
+    "title": str,
+    "created_at": str,
+    "speaker": str,
+    "asserted_at": str,
+    "chunk": str,
+    "about": list[str],
+    "claims": list[dict[str, Any]],
+    "claim_id": str,
+    "fact_id": str,
+    "by": str,
+}
+
+
+@dataclass(frozen=True)
+class Offer:
+    """An MCP tool made from one operation of the table (:mod:`memlane.operations`).
+
+    Its parameters' defaults are the core's and their descriptions the table's; what it says about
+    itself is in :data:`DESCRIPTIONS`, and its hints follow from the operation (a safe read, a delete,
+    another write).
+
+    Attributes:
+        operation: the core method it calls; the tool is ``memory_<operation>``.
+        params: what it offers an agent, in order. The core's other parameters keep their defaults: every
+            parameter's schema is in the agent's context on every turn, so expert knobs stay out.
+        shapes: a parameter's JSON shape where this tool's differs from :data:`SHAPES`.
+        answer: how the core's answer reads to an agent, where it differs from the service's body.
+        prepare: the validated arguments as the core takes them (and a refusal the core would not make).
+    """
+
+    operation: str
+    params: tuple[str, ...]
+    shapes: dict[str, Any] = field(default_factory=dict)
+    answer: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"memory_{self.operation}"
+
+    def signature(self) -> inspect.Signature:
+        """The tool function's signature, which the SDK reads to build the argument model and the schema."""
+        op = OPERATION[self.operation]
+        defaults = {p.name: p.default for p in op.params()}
+        parameters = []
+        for name in self.params:
+            shape = self.shapes.get(name, SHAPES[name])
+            default = defaults[name]
+            if default is None and shape is not Any and not _nullable(shape):
+                shape = shape | None
+            meaning = op.meaning(name)
+            if meaning is not None:
+                shape = Annotated[shape, Field(description=meaning)]
+            if default is REQUIRED:
+                default = inspect.Parameter.empty
+            elif name == "namespace_prefix" and default == ():
+                default = ""  # the everything-prefix, as an agent writes it
+            else:
+                default = wire_default(default)
+            parameters.append(
+                inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=shape)
+            )
+        parameters.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+        return inspect.Signature(parameters, return_annotation=ToolResult)
+
+    def hints(self) -> ToolAnnotations:
+        op = OPERATION[self.operation]
+        if op.safe:
+            return READ
+        if op.result == "gone":
+            return DELETE
+        return WRITE  # not idempotent: a memory_put without key files a new note each time
+
+
+# not idempotent: a memory_put without key files a new note each time
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+
+
+def _nullable(shape: Any) -> bool:
+    return type(None) in typing.get_args(shape)
+
+
+def _found(item: Any, args: dict[str, Any]) -> dict[str, Any]:
+    if item is None:
+        namespace, key = _text(args["namespace"]), args["key"]
+        return {
+            "found": False,
+            "item": None,
+            "message": f"nothing is stored at namespace {namespace!r} key {key!r} (or it expired); "
+            "memory_recall with key finds the key in any namespace, memory_search finds by topic, "
+            "memory_summarize shows which keys exist",
+        }
+    return {"found": True, "item": item.to_dict()}
+
+
+def _deleted(deleted: bool, args: dict[str, Any]) -> dict[str, Any]:
+    # no error when nothing was there: an agent reads {deleted: false} and moves on
+    return {"deleted": deleted, "namespace": _text(args["namespace"]), "key": args["key"]}
+
+
+def _pairs(args: dict[str, Any]) -> dict[str, Any]:
+    addresses = [(a.namespace, a.key) if isinstance(a, Address) else (a[0], a[1]) for a in args["addresses"]]
+    return {"addresses": addresses}
+
+
+def _query_or_key(args: dict[str, Any]) -> dict[str, Any]:
+    if args["key"] is None and not args["query"].strip():
+        raise ValidationError("query", "give a query to search for, or a key for the keyed recall")
+    return args
+
+
+ITEM_OFFERS = (
+    Offer("get", ("namespace", "key"), answer=_found),
+    Offer("get_many", ("addresses",), prepare=_pairs),
+    Offer("put", ("namespace", "value", "key", "text", "metadata", "ttl", "index"),
+          answer=lambda item, args: {"item": item.to_dict()}),
+    Offer("add_conversation", ("namespace", "messages", "session", "at", "window")),
+    Offer("delete", ("namespace", "key"), answer=_deleted),
+    Offer("list", ("namespace_prefix", "key_prefix", "limit", "cursor")),
+    Offer("summarize", ("namespace_prefix", "depth", "key_prefix")),
+    Offer("search", ("query", "namespace_prefix", "limit", "channels", "floor")),
+    Offer("recall", ("query", "key", "namespace_prefix", "limit", "mode", "floor"), prepare=_query_or_key),
+    Offer("history", ("namespace", "key")),
+)  # fmt: skip
+FACT_OFFERS = (
+    # reads
+    Offer("resolve_entity", ("name", "namespace_prefix")),
+    Offer("facts_context", ("query", "entity_ids", "hops", "predicate", "time", "limit", "namespace_prefix")),
+    Offer("claims_and_sources_context", ("query", "entity_ids", "k", "namespace_prefix")),
+    Offer("combined_context", ("query", "entity_ids", "hops", "time", "k", "namespace_prefix")),
+    Offer("traverse", ("entity_ids", "hops", "time")),
+    Offer("lookup", ("ids",)),
+    Offer("hydrate", ("ids",)),
+    Offer("neighbours", ("chunk_id", "before", "after")),
+    # writes
+    Offer("add_entity", ("namespace", "name", "kind", "aliases", "profile")),
+    Offer("add_alias", ("entity_id", "alias")),
+    Offer("merge_entities", ("survivor", "merged")),
+    Offer("assert_fact",
+          ("namespace", "subject", "predicate", "object", "valid_from", "valid_to", "source", "supersedes")),
+    Offer("retract_fact", ("fact_id",)),
+    Offer("end_fact", ("fact_id", "valid_to")),
+    Offer("add_document", ("namespace", "title", "text", "source", "created_at"), shapes={"text": str | list[str]}),
+    Offer("add_claim", ("namespace", "text", "speaker", "asserted_at", "chunk", "about")),
+    Offer("add_claims", ("namespace", "claims")),
+    Offer("supersede_claim", ("claim_id", "by")),
+)  # fmt: skip
+
+
+class _Offered(_Tools):
+    """Tools made from :class:`Offer` entries."""
+
+    OFFERS: tuple[Offer, ...] = ()
+
+    def tools(self) -> list[Tool]:
+        """The tools, ready for ``MCPServer(tools=...)``."""
+        return [_tool(self._function(offer), offer.hints()) for offer in self.OFFERS]
+
+    def _function(self, offer: Offer) -> Callable[..., Any]:
+        op = OPERATION[offer.operation]
+        answer = offer.answer or ANSWERS[op.result]
+
+        def call(ctx: Context, **args: Any) -> CallToolResult:
+            def run(m: Backend) -> dict[str, Any]:
+                sent = offer.prepare(dict(args)) if offer.prepare else dict(args)
+                if op.from_wire is not None:
+                    sent = op.from_wire(sent)
+                return answer(getattr(m, op.name)(**sent), sent)
+
+            return self._run(ctx, run)
+
+        signature = offer.signature()
+        call.__name__ = call.__qualname__ = offer.name
+        call.__signature__ = signature  # type: ignore[attr-defined]
+        call.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+        return call
+
+
+class MemoryTools(_Offered):
     """The ten item tools."""
 
-    def tools(self) -> list[Tool]:
-        """The tools, ready for ``MCPServer(tools=...)``."""
-        # not idempotent: a memory_put without key files a new note each time
-        write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
-        delete = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
-        return [
-            _tool(self.memory_get, READ),
-            _tool(self.memory_get_many, READ),
-            _tool(self.memory_put, write),
-            _tool(self.memory_add_conversation, write),
-            _tool(self.memory_delete, delete),
-            _tool(self.memory_list, READ),
-            _tool(self.memory_summarize, READ),
-            _tool(self.memory_search, READ),
-            _tool(self.memory_recall, READ),
-            _tool(self.memory_history, READ),
-        ]
-
-    def memory_get(self, namespace: NamespaceIn, key: KeyIn, ctx: Context) -> ToolResult:
-        def op(m: Backend) -> dict[str, Any]:
-            item = m.get(_ns(namespace), key)
-            if item is None:
-                return {
-                    "found": False,
-                    "item": None,
-                    "message": f"nothing is stored at namespace {_text(namespace)!r} key {key!r} (or it expired); "
-                    "memory_recall with key finds the key in any namespace, memory_search finds by topic, "
-                    "memory_summarize shows which keys exist",
-                }
-            return {"found": True, "item": item.to_dict()}
-
-        return self._run(ctx, op)
-
-    def memory_get_many(
-        self,
-        addresses: Annotated[
-            list[AddressIn],
-            Field(description='e.g. [{"namespace": "user/123", "key": "preferences.ui.theme"}].'),
-        ],
-        ctx: Context,
-    ) -> ToolResult:
-        pairs: list[tuple[Any, Any]] = [
-            (_ns(a.namespace), a.key) if isinstance(a, Address) else (a[0], a[1]) for a in addresses
-        ]
-
-        def op(m: Backend) -> dict[str, Any]:
-            return {"items": [None if i is None else i.to_dict() for i in m.get_many(pairs)]}
-
-        return self._run(ctx, op)
-
-    def memory_put(
-        self,
-        namespace: NamespaceIn,
-        value: Annotated[Any, Field(description="Any JSON value; its type is kept exactly.")],
-        ctx: Context,
-        key: Annotated[
-            str | None,
-            Field(description="e.g. 'preferences.ui.theme'; omit for a note with a generated id."),
-        ] = None,
-        text: Annotated[str | None, Field(description="What search indexes instead of the value.")] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="A JSON object kept beside the value.")] = None,
-        ttl: Annotated[float | None, Field(description="Seconds until the item expires.")] = None,
-        index: Annotated[bool, Field(description="false: search never returns it (a cache entry).")] = True,
-    ) -> ToolResult:
-        def op(m: Backend) -> dict[str, Any]:
-            item = m.put(_ns(namespace), key, value, text=text, metadata=metadata, ttl=ttl, index=index)
-            return {"item": item.to_dict()}
-
-        return self._run(ctx, op)
-
-    def memory_add_conversation(
-        self,
-        namespace: NamespaceIn,
-        messages: Annotated[
-            list[dict[str, Any]],
-            Field(
-                description='The turns in order, e.g. [{"speaker": "Kim", "text": "...", "at": "2026-03-01T09:00Z"}].'
-            ),
-        ],
-        ctx: Context,
-        session: Annotated[
-            str | None, Field(description="The conversation to add to; omit to start a new one.")
-        ] = None,
-        at: Annotated[str | None, Field(description="ISO time of messages that carry none; now if omitted.")] = None,
-        window: Annotated[int, Field(description="Turns each side searched with a turn (0-10).")] = DEFAULT_WINDOW,
-    ) -> ToolResult:
-        def op(m: Backend) -> dict[str, Any]:
-            items = m.add_conversation(_ns(namespace), messages, session=session, at=at, window=window)
-            return {"items": [i.to_dict() for i in items]}
-
-        return self._run(ctx, op)
-
-    def memory_delete(self, namespace: NamespaceIn, key: KeyIn, ctx: Context) -> ToolResult:
-        def op(m: Backend) -> dict[str, Any]:
-            return {"deleted": m.delete(_ns(namespace), key), "namespace": _text(namespace), "key": key}
-
-        return self._run(ctx, op)
-
-    def memory_list(
-        self,
-        ctx: Context,
-        namespace_prefix: PrefixIn = "",
-        key_prefix: KeyPrefixIn = "",
-        limit: LimitIn = 100,
-        cursor: Annotated[
-            str | None, Field(description="next_cursor of the previous page; omit for the first.")
-        ] = None,
-    ) -> ToolResult:
-        def op(m: Backend) -> dict[str, Any]:
-            return m.list(_ns(namespace_prefix), key_prefix=key_prefix, limit=limit, cursor=cursor).to_dict()
-
-        return self._run(ctx, op)
-
-    def memory_summarize(
-        self,
-        ctx: Context,
-        namespace_prefix: PrefixIn = "",
-        depth: Annotated[
-            int, Field(description="Key segments to keep: 2 cuts preferences.ui.theme to preferences.ui.")
-        ] = 3,
-        key_prefix: KeyPrefixIn = "",
-    ) -> ToolResult:
-        def op(m: Backend) -> dict[str, Any]:
-            return {"summary": m.summarize(_ns(namespace_prefix), depth=depth, key_prefix=key_prefix)}
-
-        return self._run(ctx, op)
-
-    def memory_search(
-        self,
-        query: Annotated[str, Field(description="What you look for, in plain words.")],
-        ctx: Context,
-        namespace_prefix: PrefixIn = "",
-        limit: LimitIn = 10,
-        channels: Annotated[
-            list[Literal["lexical", "vector"]] | None,
-            Field(description="lexical (BM25) and/or vector."),
-        ] = ["lexical", "vector"],  # noqa: B006 - pydantic copies defaults; the schema shows this one
-        floor: FloorIn = False,
-    ) -> ToolResult:
-        extra: dict[str, Any] = {} if channels is None else {"channels": channels}
-
-        def op(m: Backend) -> dict[str, Any]:
-            return m.search(query, namespace_prefix=_ns(namespace_prefix), limit=limit, floor=floor, **extra).to_dict()
-
-        return self._run(ctx, op)
-
-    def memory_recall(
-        self,
-        ctx: Context,
-        query: Annotated[str, Field(description="A topic to search for (not needed with key).")] = "",
-        key: Annotated[
-            str | None,
-            Field(description="Exact key: every item filed under it, newest first, instead of searching."),
-        ] = None,
-        namespace_prefix: PrefixIn = "",
-        limit: LimitIn = 10,
-        mode: Annotated[
-            Literal["hybrid", "lexical", "vector"],
-            Field(description="Search mode without key."),
-        ] = "hybrid",
-        floor: RecallFloorIn = None,
-    ) -> ToolResult:
-        def op(m: Backend) -> dict[str, Any]:
-            if key is None and not query.strip():
-                raise ValidationError("query", "give a query to search for, or a key for the keyed recall")
-            ns = _ns(namespace_prefix)
-            return m.recall(query, key=key, namespace_prefix=ns, limit=limit, mode=mode, floor=floor).to_dict()
-
-        return self._run(ctx, op)
-
-    def memory_history(self, namespace: NamespaceIn, key: KeyIn, ctx: Context) -> ToolResult:
-        def op(m: Backend) -> dict[str, Any]:
-            return {"versions": [v.to_dict() for v in m.history(_ns(namespace), key)]}
-
-        return self._run(ctx, op)
+    OFFERS = ITEM_OFFERS
 
 
-EntityIdsIn = Annotated[list[str], Field(description="Entity ids (ent_...), e.g. from memory_resolve_entity.")]
-TimeIn = Annotated[
-    str | dict[str, str],
-    Field(description='"current", or {"valid_at": ISO time, "believed_at": ISO time} (either may be left out).'),
-]
-HopsIn = Annotated[int, Field(description="Graph steps to expand from the entities (0-3).")]
-
-
-class FactTools(_Tools):
+class FactTools(_Offered):
     """The facts layer's tools: resolve, the assured reads, primitives and writes."""
 
-    def tools(self) -> list[Tool]:
-        """The tools, ready for ``MCPServer(tools=...)``."""
-        write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
-        reads: list[Callable[..., Any]] = [
-            self.memory_resolve_entity,
-            self.memory_facts_context,
-            self.memory_claims_and_sources_context,
-            self.memory_combined_context,
-            self.memory_traverse,
-            self.memory_lookup,
-            self.memory_hydrate,
-            self.memory_neighbours,
-        ]
-        writes: list[Callable[..., Any]] = [
-            self.memory_add_entity,
-            self.memory_add_alias,
-            self.memory_merge_entities,
-            self.memory_assert_fact,
-            self.memory_retract_fact,
-            self.memory_end_fact,
-            self.memory_add_document,
-            self.memory_add_claim,
-            self.memory_add_claims,
-            self.memory_supersede_claim,
-        ]
-        return [_tool(fn, READ) for fn in reads] + [_tool(fn, write) for fn in writes]
-
-    # -- reads ------------------------------------------------------------
-
-    def memory_resolve_entity(
-        self,
-        name: Annotated[str, Field(description="The name as you heard it.")],
-        ctx: Context,
-        namespace_prefix: PrefixIn = "",
-    ) -> ToolResult:
-        return self._run(ctx, lambda m: m.resolve_entity(name, namespace_prefix=_ns(namespace_prefix)).to_dict())
-
-    def memory_facts_context(
-        self,
-        query: Annotated[str, Field(description="The question, in plain words.")],
-        ctx: Context,
-        entity_ids: EntityIdsIn | None = None,
-        hops: HopsIn = 1,
-        predicate: Annotated[str | None, Field(description="Only facts with this predicate.")] = None,
-        time: TimeIn = "current",
-        limit: LimitIn = 20,
-        namespace_prefix: PrefixIn = "",
-    ) -> ToolResult:
-        return self._run(
-            ctx,
-            lambda m: m.facts_context(
-                query,
-                entity_ids=entity_ids,
-                hops=hops,
-                predicate=predicate,
-                time=time,
-                limit=limit,
-                namespace_prefix=_ns(namespace_prefix),
-            ).to_dict(),
-        )
-
-    def memory_claims_and_sources_context(
-        self,
-        query: Annotated[str, Field(description="The question, in plain words.")],
-        ctx: Context,
-        entity_ids: EntityIdsIn | None = None,
-        k: Annotated[int, Field(description="Claim groups and passages to return (at most 100).")] = 50,
-        namespace_prefix: PrefixIn = "",
-    ) -> ToolResult:
-        return self._run(
-            ctx,
-            lambda m: m.claims_and_sources_context(
-                query, entity_ids=entity_ids, k=k, namespace_prefix=_ns(namespace_prefix)
-            ).to_dict(),
-        )
-
-    def memory_combined_context(
-        self,
-        query: Annotated[str, Field(description="The question, in plain words.")],
-        ctx: Context,
-        entity_ids: EntityIdsIn | None = None,
-        hops: HopsIn = 1,
-        time: TimeIn = "current",
-        k: Annotated[int, Field(description="Results per list (at most 100).")] = 50,
-        namespace_prefix: PrefixIn = "",
-    ) -> ToolResult:
-        return self._run(
-            ctx,
-            lambda m: m.combined_context(
-                query, entity_ids=entity_ids, hops=hops, time=time, k=k, namespace_prefix=_ns(namespace_prefix)
-            ).to_dict(),
-        )
-
-    def memory_traverse(
-        self, entity_ids: EntityIdsIn, ctx: Context, hops: HopsIn = 2, time: TimeIn = "current"
-    ) -> ToolResult:
-        return self._run(ctx, lambda m: m.traverse(entity_ids, hops=hops, time=time).to_dict())
-
-    def memory_lookup(
-        self, ids: Annotated[list[str], Field(description="Ids: ent_, fact_, doc_, chunk_ or claim_...")], ctx: Context
-    ) -> ToolResult:
-        return self._run(ctx, lambda m: {"records": [None if r is None else r.to_dict() for r in m.lookup(ids)]})
-
-    def memory_hydrate(
-        self, ids: Annotated[list[str], Field(description="Ids: ent_, fact_, doc_, chunk_ or claim_...")], ctx: Context
-    ) -> ToolResult:
-        return self._run(ctx, lambda m: {"records": [None if r is None else r.to_dict() for r in m.hydrate(ids)]})
-
-    def memory_neighbours(
-        self,
-        chunk_id: Annotated[str, Field(description="A chunk id (chunk_...).")],
-        ctx: Context,
-        before: Annotated[int, Field(description="Passages before it.")] = 1,
-        after: Annotated[int, Field(description="Passages after it.")] = 1,
-    ) -> ToolResult:
-        return self._run(ctx, lambda m: {"chunks": [c.to_dict() for c in m.neighbours(chunk_id, before, after)]})
-
-    # -- writes -----------------------------------------------------------
-
-    def memory_add_entity(
-        self,
-        namespace: NamespaceIn,
-        name: Annotated[str, Field(description="The entity's canonical name.")],
-        ctx: Context,
-        kind: Annotated[str, Field(description="person, project, team, place, ...")] = "thing",
-        aliases: Annotated[list[str], Field(description="Other names it goes by.")] = [],  # noqa: B006
-        profile: Annotated[str, Field(description="A short description that tells it apart.")] = "",
-    ) -> ToolResult:
-        return self._run(
-            ctx, lambda m: m.add_entity(_ns(namespace), name, kind=kind, aliases=aliases, profile=profile).to_dict()
-        )
-
-    def memory_add_alias(
-        self, entity_id: Annotated[str, Field(description="ent_...")], alias: str, ctx: Context
-    ) -> ToolResult:
-        return self._run(ctx, lambda m: m.add_alias(entity_id, alias).to_dict())
-
-    def memory_merge_entities(
-        self,
-        survivor: Annotated[str, Field(description="The entity id that stays.")],
-        merged: Annotated[str, Field(description="The duplicate entity id merged into it.")],
-        ctx: Context,
-    ) -> ToolResult:
-        return self._run(ctx, lambda m: m.merge_entities(survivor, merged).to_dict())
-
-    def memory_assert_fact(
-        self,
-        namespace: NamespaceIn,
-        subject: Annotated[str, Field(description="The subject's entity id (ent_...).")],
-        predicate: Annotated[str, Field(description="The relation, e.g. 'works on', 'cutover date'.")],
-        object: Annotated[Any, Field(description="An entity id (ent_...) or any JSON value.")],  # noqa: A002
-        ctx: Context,
-        valid_from: Annotated[str | None, Field(description="ISO time it became true.")] = None,
-        valid_to: Annotated[str | None, Field(description="ISO time it stopped being true.")] = None,
-        source: Annotated[str | None, Field(description="Where you learned it (evidence).")] = None,
-        supersedes: Annotated[str | None, Field(description="A fact id this one corrects.")] = None,
-    ) -> ToolResult:
-        return self._run(
-            ctx,
-            lambda m: m.assert_fact(
-                _ns(namespace),
-                subject,
-                predicate,
-                object,
-                valid_from=valid_from,
-                valid_to=valid_to,
-                source=source,
-                supersedes=supersedes,
-            ).to_dict(),
-        )
-
-    def memory_retract_fact(self, fact_id: Annotated[str, Field(description="fact_...")], ctx: Context) -> ToolResult:
-        return self._run(ctx, lambda m: m.retract_fact(fact_id).to_dict())
-
-    def memory_end_fact(
-        self,
-        fact_id: Annotated[str, Field(description="fact_...")],
-        valid_to: Annotated[str, Field(description="ISO time it stopped being true.")],
-        ctx: Context,
-    ) -> ToolResult:
-        return self._run(ctx, lambda m: m.end_fact(fact_id, valid_to).to_dict())
-
-    def memory_add_document(
-        self,
-        namespace: NamespaceIn,
-        title: str,
-        text: Annotated[str | list[str], Field(description="The text, or a list of passages (one chunk each).")],
-        ctx: Context,
-        source: Annotated[str | None, Field(description="Where it comes from (URL, file, meeting).")] = None,
-        created_at: Annotated[str | None, Field(description="ISO time the source was written.")] = None,
-    ) -> ToolResult:
-        return self._run(
-            ctx, lambda m: m.add_document(_ns(namespace), title, text, source=source, created_at=created_at).to_dict()
-        )
-
-    def memory_add_claim(
-        self,
-        namespace: NamespaceIn,
-        text: Annotated[str, Field(description="What was said, as one statement.")],
-        ctx: Context,
-        speaker: str | None = None,
-        asserted_at: Annotated[str | None, Field(description="ISO time it was said.")] = None,
-        chunk: Annotated[str | None, Field(description="The chunk id it came from.")] = None,
-        about: Annotated[list[str], Field(description="Entity ids it is about.")] = [],  # noqa: B006
-    ) -> ToolResult:
-        return self._run(
-            ctx,
-            lambda m: m.add_claim(
-                _ns(namespace), text, speaker=speaker, asserted_at=asserted_at, chunk=chunk, about=about
-            ).to_dict(),
-        )
-
-    def memory_add_claims(
-        self,
-        namespace: NamespaceIn,
-        claims: Annotated[
-            list[dict[str, Any]],
-            Field(description='Claims, e.g. [{"text": "...", "speaker": "Kim", "chunk": "chunk_...", "about": []}].'),
-        ],
-        ctx: Context,
-    ) -> ToolResult:
-        return self._run(ctx, lambda m: {"claims": [c.to_dict() for c in m.add_claims(_ns(namespace), claims)]})
-
-    def memory_supersede_claim(
-        self,
-        claim_id: Annotated[str, Field(description="claim_...")],
-        ctx: Context,
-        by: Annotated[str | None, Field(description="The claim id that replaces it.")] = None,
-    ) -> ToolResult:
-        return self._run(ctx, lambda m: m.supersede_claim(claim_id, by).to_dict())
+    OFFERS = FACT_OFFERS
 
 
 # -- the query space (memlane.query) -----------------------------------------------------
@@ -856,15 +655,15 @@ class QueryTools(_Tools):
         ctx: Context,
         sql: Annotated[
             str | None,
-            Field(description="One SELECT over the memory_v1 views, e.g. 'SELECT claim_text FROM claims_live'."),
+            Field(description=OPERATION["query"].meaning("sql")),
         ] = None,
         params: Annotated[
             list[Any] | dict[str, Any] | None,
-            Field(description="Values for ? (a list, in order) or :name (an object) placeholders."),
+            Field(description=OPERATION["query"].meaning("params")),
         ] = None,
         saved: Annotated[str | None, Field(description="Run this saved query instead of sql.")] = None,
-        max_rows: Annotated[int, Field(description="At most this many rows (1-100000).")] = 1000,
-        timeout_ms: Annotated[int, Field(description="Stop the statement after this long (1-60000).")] = 2000,
+        max_rows: Annotated[int, Field(description=OPERATION["query"].meaning("max_rows"))] = 1000,
+        timeout_ms: Annotated[int, Field(description=OPERATION["query"].meaning("timeout_ms"))] = 2000,
         explain: Annotated[
             bool, Field(description="Only check the statement and show its plan; nothing runs.")
         ] = False,
@@ -883,9 +682,7 @@ class QueryTools(_Tools):
     def memory_query_space(
         self,
         ctx: Context,
-        search: Annotated[
-            str | None, Field(description="Only views and columns whose name or meaning has these words.")
-        ] = None,
+        search: Annotated[str | None, Field(description=OPERATION["search_query_space"].meaning("text"))] = None,
     ) -> ToolResult:
         def op(m: Backend) -> dict[str, Any]:
             if search is not None:

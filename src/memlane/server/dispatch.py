@@ -34,8 +34,8 @@ from pydantic import ValidationError as PydanticError
 from .. import errors, validate, wire
 from ..access import Access, AgentView
 from ..memory import Memory
-from ..operations import OPERATIONS, Operation
-from .routes import RESULTS, bodies
+from ..operations import ANSWERS, OPERATIONS, Operation
+from .routes import bodies
 
 # optional answer fields left out when unset, so a newer server answers an older client the same way
 OPTIONAL = frozenset(
@@ -295,7 +295,7 @@ class Dispatch:
             if prepare is not None:
                 args = prepare(args)
             target: Memory | AgentView = self.mem if op.admin else self.access.view(agent, gated=False)
-            answer = RESULTS[op.result][1](getattr(target, op.name)(**args), args)
+            answer = ANSWERS[op.result](getattr(target, op.name)(**args), args)
         except errors.MemlaneError as e:
             return error_answer(e)
         except Exception:

@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, create_model
 
-from .. import errors
 from ..operations import OPERATIONS, Operation, wire_default
 
 REQUIRED = ...
@@ -216,61 +215,33 @@ class ChunksOut(BaseModel):
     chunks: list[RecordOut]
 
 
-def _dicts(key: str) -> Callable[[Any, dict[str, Any]], Any]:
-    return lambda rs, args: {key: [r.to_dict() for r in rs]}
-
-
-def _nullable(key: str) -> Callable[[Any, dict[str, Any]], Any]:
-    return lambda rs, args: {key: [None if r is None else r.to_dict() for r in rs]}
-
-
-def _as_dict(r: Any, args: dict[str, Any]) -> Any:
-    return r.to_dict()
-
-
-def _missing(args: dict[str, Any]) -> errors.NotFoundError:
-    return errors.NotFoundError(f"no item at {args.get('namespace')!r} key {args.get('key')!r}")
-
-
-def _found(item: Any, args: dict[str, Any]) -> Any:
-    if item is None:
-        raise _missing(args)
-    return item.to_dict()
-
-
-def _gone(deleted: bool, args: dict[str, Any]) -> Any:
-    if not deleted:
-        raise _missing(args)
-    return {"deleted": True}
-
-
-# result shape: (its model, how an answer of the core becomes JSON given the call's arguments)
-RESULTS: dict[str, tuple[type[BaseModel], Callable[[Any, dict[str, Any]], Any]]] = {
-    "item": (ItemOut, _as_dict),
-    "found": (ItemOut, _found),
-    "items": (ItemsOut, _nullable("items")),
-    "page": (PageOut, _as_dict),
-    "gone": (DeletedOut, _gone),
-    "exists": (ExistsOut, lambda found, args: {"exists": found}),
-    "deleted": (DeletedOut, lambda n, args: {"deleted": n}),
-    "namespaces": (NamespacesOut, lambda nss, args: {"namespaces": [list(ns) for ns in nss]}),
-    "summary": (SummaryOut, lambda s, args: {"summary": s}),
-    "versions": (VersionsOut, _dicts("versions")),
-    "envelope": (EnvelopeOut, _as_dict),
-    "record": (RecordOut, _as_dict),
-    "records": (RecordsOut, _nullable("records")),
-    "context": (ContextOut, _as_dict),
-    "claims": (ClaimsOut, _dicts("claims")),
-    "chunks": (ChunksOut, _dicts("chunks")),
-    "retention_rule": (RetentionRuleOut, _as_dict),
-    "retention_rules": (RetentionRulesOut, _dicts("rules")),
-    "cleared": (ClearedOut, lambda cleared, args: {"cleared": cleared}),
-    "query_result": (QueryResultOut, _as_dict),
-    "query_plan": (QueryPlanOut, _as_dict),
-    "query_space": (QuerySpaceOut, lambda space, args: space),
-    "space_matches": (SpaceMatchesOut, lambda matches, args: {"matches": matches}),
-    "saved_query": (SavedQueryOut, _as_dict),
-    "saved_queries": (SavedQueriesOut, _dicts("queries")),
+# result shape: its model, documenting what :data:`memlane.operations.ANSWERS` makes of the core's answer
+RESULTS: dict[str, type[BaseModel]] = {
+    "item": ItemOut,
+    "found": ItemOut,
+    "items": ItemsOut,
+    "page": PageOut,
+    "gone": DeletedOut,
+    "exists": ExistsOut,
+    "deleted": DeletedOut,
+    "namespaces": NamespacesOut,
+    "summary": SummaryOut,
+    "versions": VersionsOut,
+    "envelope": EnvelopeOut,
+    "record": RecordOut,
+    "records": RecordsOut,
+    "context": ContextOut,
+    "claims": ClaimsOut,
+    "chunks": ChunksOut,
+    "retention_rule": RetentionRuleOut,
+    "retention_rules": RetentionRulesOut,
+    "cleared": ClearedOut,
+    "query_result": QueryResultOut,
+    "query_plan": QueryPlanOut,
+    "query_space": QuerySpaceOut,
+    "space_matches": SpaceMatchesOut,
+    "saved_query": SavedQueryOut,
+    "saved_queries": SavedQueriesOut,
 }
 
 
@@ -333,4 +304,4 @@ def register(route: Route) -> None:
     """Declare every operation of the table through the app's ``route`` decorator (OpenAPI, /v1/operations)."""
     for op in OPERATIONS:
         body = bodies()[op.name]
-        route(op.route, body, RESULTS[op.result][0], op.summary)(_declared(op, body))
+        route(op.route, body, RESULTS[op.result], op.summary)(_declared(op, body))
