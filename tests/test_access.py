@@ -700,7 +700,8 @@ def test_malformed_namespaces_are_validation_errors_naming_the_argument(world: A
         assert e.value.field == field
     with pytest.raises(ValidationError) as e:
         alice.get_many([["agent/alice", "topic"], ("agent/alice",)])
-    assert str(e.value) == "addresses: each address must be a (namespace, key) pair"
+    # the owner's message, naming which address: the core checks both alike
+    assert str(e.value) == "addresses: address 1 must be a (namespace, key) pair"
 
 
 # -- AgentView: writes ----------------------------------------------------------------
@@ -917,6 +918,34 @@ def test_facts_changes_on_read_only_records_are_refused_and_change_nothing(world
         alice.add_claims("project/r", [{"text": "x"}])
     assert state(mem) == before
     assert alice.lookup([ro["fact"].id])[0].retracted_at is None
+
+
+def test_the_core_enforces_the_scope_not_only_the_view(world: Access, facts, mem) -> None:
+    """AgentView has no check of its own: the agent's copy of Memory refuses, so every surface built on the
+    core (the service, MCP, a Python caller holding that copy) refuses alike; the owner's Memory does not."""
+    scoped = view_of(world, "alice")._as_author()
+    assert scoped is not mem and scoped._scope is not None and mem._scope is None
+    ro = facts["project/r"]
+    before = state(mem)
+    refusals = [
+        (lambda: scoped.get("room/ops", "k"), "may read"),
+        (lambda: scoped.exists("room/ops", "k"), "may read"),
+        (lambda: scoped.history("room/ops", "k"), "may read"),
+        (lambda: scoped.get_many([("room/eng", "k"), ("room/ops", "k")]), "may read"),
+        (lambda: scoped.put("project/r", "k", 1), "may write"),
+        (lambda: scoped.put_many([{"namespace": "project/r", "value": 1}]), "may write"),
+        (lambda: scoped.add_conversation("project/r", [{"speaker": "a", "text": "b"}]), "may write"),
+        (lambda: scoped.delete("project/r", "k"), "may write"),
+        (lambda: scoped.clear("project/r"), "may write"),
+        (lambda: scoped.add_entity("project/r", "X"), "may write"),
+        (lambda: scoped.retract_fact(ro["fact"].id), "may read but not write"),
+        (lambda: scoped.supersede_claim(ro["claim"].id), "may read but not write"),
+    ]
+    for call, why in refusals:
+        with pytest.raises(ForbiddenError, match=why):
+            call()
+    assert state(mem) == before
+    assert mem.get("room/ops", "k") is None  # the owner reads anywhere: nothing there, and no refusal
 
 
 def test_facts_changes_on_writable_records_go_through_as_the_agent(world: Access, facts) -> None:

@@ -766,9 +766,10 @@ def test_add_claims_checks_every_field_and_names_it(store):
     kim = mem.add_entity(NS, "Kim")
     alice = agent_view(mem, "alice")
     for raw in ("x", {"text": "x"}, 7):  # as the service passes a body's field on
-        with pytest.raises(ValidationError) as err:
-            alice.add_claims("agent/alice", raw)
-        assert err.value.field == "claims" and "must be a list of claim objects" in str(err.value)
+        for caller, ns in ((alice, "agent/alice"), (mem, NS)):  # the owner too: 7 was a raw TypeError
+            with pytest.raises(ValidationError) as err:
+                caller.add_claims(ns, raw)
+            assert err.value.field == "claims" and "must be a list of claim objects" in str(err.value)
     cases = [
         ([1], "claims", "item 0 is not an object with a text"),
         ([{"text": "ok"}, {"text": " "}], "claims[1].text", "must not be empty"),

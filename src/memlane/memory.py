@@ -218,6 +218,53 @@ class Memory:
             return [prefix]
         return self._scope.narrow(prefix)
 
+    def _readable(self, namespace: Any, field: str = "namespace") -> Namespace:
+        """An explicit namespace to read: an agent's copy refuses one outside its scope (before any lookup)."""
+        ns = v.namespace(namespace, field)
+        if self._scope is not None and not self._scope.can_read(ns):
+            raise ForbiddenError(f"namespace {namespace_text(ns)!r} is outside what this agent may read")
+        return ns
+
+    def _writable(self, namespace: Any, field: str = "namespace") -> Namespace:
+        """An explicit namespace to write: an agent's copy refuses one outside its writable scope."""
+        ns = v.namespace(namespace, field)
+        if self._scope is not None and not self._scope.can_write(ns):
+            raise ForbiddenError(f"namespace {namespace_text(ns)!r} is outside what this agent may write")
+        return ns
+
+    def _facts_within(self, prefix: Any = ()) -> builtins.list[Namespace]:
+        """What a facts read (or a write that cites records) under ``prefix`` may see."""
+        # an admin's item reads list top-level item namespaces; the facts layer has namespaces of its own,
+        # so an admin reads them by prefix directly
+        if self._scope is None or self._scope.admin:
+            return [_prefix(prefix)]
+        return self._scope.narrow(_prefix(prefix))
+
+    def _changeable(self, record_id: Any, field: str) -> None:
+        """Refuse an agent's change to a record it may read but not write (unknown ids fail later, as any)."""
+        if self._scope is None or self._scope.admin or not isinstance(record_id, str):
+            return
+        try:
+            (record,) = self._facts.lookup([record_id], within=self._facts_within())
+        except ValidationError:
+            return
+        ns = getattr(record, "namespace", None)
+        if ns is not None and not self._scope.can_write(ns):
+            raise ForbiddenError(
+                f"{field} {record_id!r} lives in {namespace_text(ns)!r}, which this agent may read but not write"
+            )
+
+    def _query_scope(self) -> builtins.list[Namespace] | None:
+        # applied inside the memory_v1 views, so no join, subquery or function reaches further; None (the
+        # owner, an admin) is everything except the reserved namespace
+        if self._scope is None or self._scope.admin:
+            return None
+        return self._scope.narrow(())
+
+    def _owns(self, author: str | None) -> bool:
+        """Whether this caller may replace what ``author`` saved: the owner and admins anything, an agent its own."""
+        return self._scope is None or self._scope.admin or author == self.author
+
     def _searched(self, prefix: Namespace, within: Sequence[Namespace]) -> dict[str, Any]:
         """Envelope params saying what a scoped read covered (the v1 wire's shape)."""
         if self._scope is None:
@@ -264,7 +311,7 @@ class Memory:
         ttl: Any = None,
         index: Any = True,
     ) -> PutRow:
-        ns = v.namespace(namespace)
+        ns = self._writable(namespace)
         key = item_id if key is None else v.key(key)
         value_json, value_type = v.value(value)
         if text is None:
@@ -351,6 +398,11 @@ class Memory:
         if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
             raise ValidationError("records", f"must be a list of records (mappings), not {type(records).__name__}")
         records = records if isinstance(records, Sequence) else list(records)
+        if self._scope is not None:
+            # an agent learns first that a namespace is not its to write, whatever else is wrong
+            for rec in records:
+                if isinstance(rec, Mapping) and "namespace" in rec:
+                    self._writable(rec["namespace"])
         ids = new_ids(now, len(records))
         rows = []
         for n, rec in enumerate(records):
@@ -420,7 +472,7 @@ class Memory:
             ValidationError: a bad message (naming its position); nothing is written.
             ConflictError: another writer added the same turns meanwhile; nothing was written, retry.
         """
-        ns = v.namespace(namespace)
+        ns = self._writable(namespace)
         now = self._now()
         default_at = now if at is None else v.time(at, "at")
         incoming = conversation.messages(messages, default_at)
@@ -504,7 +556,7 @@ class Memory:
 
     def delete(self, namespace: Namespace | str, key: str) -> bool:
         """Delete an item (kept in history). Returns whether a live item was deleted."""
-        ns = v.namespace(namespace)
+        ns = self._writable(namespace)
         return self._store.delete(ns, v.key(key), self._now(), self.author)
 
     def clear(self, namespace_prefix: Namespace | str) -> int:
@@ -512,7 +564,7 @@ class Memory:
 
         The empty prefix is refused: clearing a whole store is never an accident.
         """
-        prefix = v.namespace(namespace_prefix, "namespace_prefix")
+        prefix = self._writable(namespace_prefix, "namespace_prefix")
         return self._store.clear(prefix, self._now(), self.author)
 
     def cleanup(self) -> int:
@@ -568,11 +620,11 @@ class Memory:
 
     def get(self, namespace: Namespace | str, key: str) -> Item | None:
         """The item at ``(namespace, key)``, or ``None`` if missing or expired."""
-        return self._store.get(v.namespace(namespace), v.key(key), self._now)  # the clock, read if the row expires
+        return self._store.get(self._readable(namespace), v.key(key), self._now)  # the clock, read if the row expires
 
     def exists(self, namespace: Namespace | str, key: str) -> bool:
         """Whether a live item is at ``(namespace, key)`` (``False`` if missing or expired); over the wire, no value."""
-        return self._store.exists(v.namespace(namespace), v.key(key), self._now)
+        return self._store.exists(self._readable(namespace), v.key(key), self._now)
 
     def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
         """Items for many addresses in one round trip, in input order (``None`` where missing)."""
@@ -580,7 +632,7 @@ class Memory:
         for n, addr in enumerate(addresses):
             if not isinstance(addr, tuple | list) or len(addr) != 2:
                 raise ValidationError("addresses", f"address {n} must be a (namespace, key) pair")
-            checked.append((v.namespace(addr[0]), v.key(addr[1])))
+            checked.append((self._readable(addr[0]), v.key(addr[1])))
         if not checked:
             return []
         return self._store.get_many(checked, self._now())
@@ -674,7 +726,7 @@ class Memory:
 
     def history(self, namespace: Namespace | str, key: str) -> builtins.list[Version]:
         """Past versions of an address (replaced, deleted, cleared), newest first."""
-        return self._store.history(v.namespace(namespace), v.key(key))
+        return self._store.history(self._readable(namespace), v.key(key))
 
     def stats(self) -> Stats:
         """Counts (active and expired items, namespaces, history, vectors), size and embedder."""
@@ -1061,15 +1113,18 @@ class Memory:
         profile: str = "",
     ) -> Entity:
         """Create an entity (a person, project, thing). Names need not be unique."""
-        return self._facts.add_entity(namespace, name, kind=kind, aliases=aliases, profile=profile)
+        return self._facts.add_entity(self._writable(namespace), name, kind=kind, aliases=aliases, profile=profile)
 
     def add_alias(self, entity_id: str, alias: str) -> Entity:
         """Give an entity another name ``resolve_entity`` will match."""
-        return self._facts.add_alias(entity_id, alias)
+        self._changeable(entity_id, "entity")
+        return self._facts.add_alias(entity_id, alias, within=self._facts_within())
 
     def merge_entities(self, survivor: str, merged: str) -> Entity:
         """Merge ``merged`` into ``survivor``; the merged-away id keeps resolving to the survivor."""
-        return self._facts.merge_entities(survivor, merged)
+        self._changeable(survivor, "survivor")
+        self._changeable(merged, "merged")
+        return self._facts.merge_entities(survivor, merged, within=self._facts_within())
 
     def assert_fact(
         self,
@@ -1090,8 +1145,11 @@ class Memory:
         sources). ``supersedes`` retracts another fact in the same transaction
         (a changed date, a corrected value).
         """
+        ns = self._writable(namespace)
+        if supersedes is not None:
+            self._changeable(supersedes, "supersedes")
         return self._facts.assert_fact(
-            namespace,
+            ns,
             subject,
             predicate,
             object,
@@ -1099,15 +1157,18 @@ class Memory:
             valid_to=valid_to,
             source=source,
             supersedes=supersedes,
+            within=self._facts_within(),
         )
 
     def retract_fact(self, fact_id: str) -> Fact:
         """End memlane's belief in a fact; it stays readable at an earlier ``believed_at``."""
-        return self._facts.retract_fact(fact_id)
+        self._changeable(fact_id, "fact")
+        return self._facts.retract_fact(fact_id, within=self._facts_within())
 
     def end_fact(self, fact_id: str, valid_to: datetime | str) -> Fact:
         """Record that a fact stopped holding in the world at ``valid_to``."""
-        return self._facts.end_fact(fact_id, valid_to)
+        self._changeable(fact_id, "fact")
+        return self._facts.end_fact(fact_id, valid_to, within=self._facts_within())
 
     def add_document(
         self,
@@ -1125,7 +1186,7 @@ class Memory:
         of it, and by vector with the title, so a word of either finds it; a hit is still the chunk's own text.
         """
         return self._facts.add_document(
-            namespace, title, text, source=source, created_at=created_at, chunk_chars=chunk_chars
+            self._writable(namespace), title, text, source=source, created_at=created_at, chunk_chars=chunk_chars
         )
 
     def add_claim(
@@ -1139,8 +1200,9 @@ class Memory:
         about: Sequence[str] = (),
     ) -> Claim:
         """Record what a source said: who said it, when, the chunk it came from, the entities it is about."""
+        ns = self._writable(namespace)
         return self._facts.add_claim(
-            namespace, text, speaker=speaker, asserted_at=asserted_at, chunk=chunk, about=about
+            ns, text, speaker=speaker, asserted_at=asserted_at, chunk=chunk, about=about, within=self._facts_within()
         )
 
     def add_claims(self, namespace: Namespace | str, claims: Iterable[Mapping[str, Any]]) -> builtins.list[Claim]:
@@ -1149,15 +1211,16 @@ class Memory:
         Each claim is a dict of ``add_claim``'s arguments: ``text`` and optional
         ``speaker``, ``asserted_at``, ``chunk``, ``about``. At most 10,000 per call.
         """
-        return self._facts.add_claims(namespace, builtins.list(claims))
+        return self._facts.add_claims(self._writable(namespace), claims, within=self._facts_within())
 
     def supersede_claim(self, claim_id: str, by: str | None = None) -> Claim:
         """Mark a claim as no longer current testimony, optionally naming its replacement."""
-        return self._facts.supersede_claim(claim_id, by)
+        self._changeable(claim_id, "claim")
+        return self._facts.supersede_claim(claim_id, by, within=self._facts_within())
 
     def resolve_entity(self, name: str, *, namespace_prefix: Namespace | str = ()) -> Context:
         """A name to one entity (``status`` resolved), several candidates (ambiguous) or none."""
-        return self._facts.resolve_entity(name, within=[_prefix(namespace_prefix)])
+        return self._facts.resolve_entity(name, within=self._facts_within(namespace_prefix))
 
     def facts_context(
         self,
@@ -1181,7 +1244,7 @@ class Memory:
             predicate=predicate,
             time=time,
             limit=limit,
-            within=[_prefix(namespace_prefix)],
+            within=self._facts_within(namespace_prefix),
         )
 
     def claims_and_sources_context(
@@ -1195,7 +1258,7 @@ class Memory:
     ) -> Context:
         """What was said: current claims grouped with a corroboration count, and passages, kept apart."""
         return self._facts.claims_and_sources_context(
-            query, entity_ids=entity_ids, k=k, candidate_k=candidate_k, within=[_prefix(namespace_prefix)]
+            query, entity_ids=entity_ids, k=k, candidate_k=candidate_k, within=self._facts_within(namespace_prefix)
         )
 
     def combined_context(
@@ -1217,26 +1280,26 @@ class Memory:
             predicate=predicate,
             time=time,
             k=k,
-            within=[_prefix(namespace_prefix)],
+            within=self._facts_within(namespace_prefix),
         )
 
     def lookup(self, ids: Sequence[str]) -> builtins.list[Record | None]:
         """Entities, facts, documents, chunks and claims by id, in order (``None`` if unknown)."""
-        return self._facts.lookup(ids, within=[()])
+        return self._facts.lookup(ids, within=self._facts_within())
 
     def hydrate(self, ids: Sequence[str]) -> builtins.list[Record | None]:
         """``lookup`` keeping only what is current: facts believed and valid now, claims not superseded."""
-        return self._facts.lookup(ids, within=[()], current=True)
+        return self._facts.lookup(ids, within=self._facts_within(), current=True)
 
     def traverse(
         self, entity_ids: Sequence[str], *, hops: int = 2, time: str | Mapping[str, Any] = "current"
     ) -> Context:
         """Paths of entity-to-entity facts, whole or not at all (broken paths are dropped and counted)."""
-        return self._facts.traverse(entity_ids, hops=hops, time=time, within=[()])
+        return self._facts.traverse(entity_ids, hops=hops, time=time, within=self._facts_within())
 
     def neighbours(self, chunk_id: str, before: int = 1, after: int = 1) -> builtins.list[Chunk]:
         """A chunk with its neighbouring passages, in document order."""
-        return self._facts.neighbours(chunk_id, before, after, within=[()])
+        return self._facts.neighbours(chunk_id, before, after, within=self._facts_within())
 
     # -- query space (see memlane.query) ----------------------------------------
 
@@ -1261,13 +1324,13 @@ class Memory:
         """
         from .query import run
 
-        return run.query(self, sql, params, max_rows=max_rows, timeout_ms=timeout_ms)
+        return run.query(self, sql, params, scope=self._query_scope(), max_rows=max_rows, timeout_ms=timeout_ms)
 
     def explain_query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> QueryPlan:
         """Whether ``sql`` passes the fence (and why not), the views and functions it touches, and its plan."""
         from .query import run
 
-        return run.explain(self, sql, params)
+        return run.explain(self, sql, params, scope=self._query_scope())
 
     def describe_query_space(self) -> dict[str, Any]:
         """The views with their columns, the allowed functions and the limits, for this backend."""
@@ -1285,7 +1348,7 @@ class Memory:
         """Check ``sql`` and save it under ``name`` (replacing a query of that name) for ``run_saved_query``."""
         from .query import run
 
-        return run.save(self, name, sql, description, author=self.author, may_replace=lambda _: True)
+        return run.save(self, name, sql, description, author=self.author, may_replace=self._owns)
 
     def run_saved_query(
         self,
@@ -1299,7 +1362,7 @@ class Memory:
         from .query import run
 
         saved = run.get_saved(self, name)
-        return run.query(self, saved.sql, params, max_rows=max_rows, timeout_ms=timeout_ms)
+        return self.query(saved.sql, params, max_rows=max_rows, timeout_ms=timeout_ms)
 
     def saved_queries(self) -> builtins.list[SavedQuery]:
         """Every saved query, by name, with the parameters it takes."""
@@ -1311,7 +1374,7 @@ class Memory:
         """Delete a saved query; ``False`` if there was none."""
         from .query import run
 
-        return run.delete_saved(self, name, may_replace=lambda _: True)
+        return run.delete_saved(self, name, may_replace=self._owns)
 
     def migration_status(self) -> builtins.list[dict[str, Any]]:
         """Every migration this memlane knows, with when it was applied (``None``: pending)."""

@@ -56,10 +56,14 @@ def dress(
     return method
 
 
-def fill(owner: type, build: Callable[[Operation], Callable[..., Any]]) -> None:
-    """Give ``owner`` a method for every operation it does not define itself."""
+def fill(
+    owner: type, build: Callable[[Operation], Callable[..., Any]], *, only: Callable[[Operation], bool] | None = None
+) -> None:
+    """Give ``owner`` a method for every operation (that ``only`` keeps) it does not define itself."""
     differs: Mapping[str, str] = getattr(owner, "DIFFERS", {})
     for op in OPERATIONS:
+        if only is not None and not only(op):
+            continue
         written = op.name in vars(owner)
         if written and op.name not in differs:
             raise TypeError(f"{owner.__name__}.{op.name} is written by hand: say why in {owner.__name__}.DIFFERS")

@@ -22,6 +22,7 @@ from ..errors import (
     QueryRefused,
     ValidationError,
 )
+from ..store import saved as saved_rows
 from ..store._common import ts
 from ..store.runner import MAX_BYTES, MAX_TIMEOUT_MS, PostgresRunner, Scope, SqliteRunner, _public_error
 from . import fence, space
@@ -151,23 +152,14 @@ def save(mem: Core, name: Any, sql: Any, description: Any = "", *, author: str |
     fence.check(sql, mem.store.backend, bind=False)  # refuse now what could never run
     now = ts(mem._now())
     with mem.store.session(write=True) as s:
-        found = s.rows("SELECT author, created_at FROM saved_queries WHERE name = ?", (name,))
-        if found:
-            if not may_replace(found[0][0]):
-                raise ForbiddenError(
-                    f"the saved query {name!r} belongs to {found[0][0]!r}; save yours under another name"
-                )
-            s.run(
-                "UPDATE saved_queries SET sql = ?, description = ?, author = ?, updated_at = ? WHERE name = ?",
-                (sql, description, author, now, name),
-            )
-            created = found[0][1]
+        found = saved_rows.owner(s, name)
+        if found is not None:
+            if not may_replace(found[0]):
+                raise ForbiddenError(f"the saved query {name!r} belongs to {found[0]!r}; save yours under another name")
+            saved_rows.update(s, name, sql, description, author, now)
+            created = found[1]
         else:
-            s.run(
-                "INSERT INTO saved_queries (name, sql, description, author, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (name, sql, description, author, now, now),
-            )
+            saved_rows.insert(s, name, sql, description, author, now)
             created = now
     return SavedQuery(name, sql, description, fence.parameters(sql, mem.store.backend), author, created, now)
 
@@ -175,7 +167,7 @@ def save(mem: Core, name: Any, sql: Any, description: Any = "", *, author: str |
 def saved(mem: Core) -> builtins.list[SavedQuery]:
     """Every saved query, by name."""
     with mem.store.session() as s:
-        rows = s.rows("SELECT name, sql, description, author, created_at, updated_at FROM saved_queries ORDER BY name")
+        rows = saved_rows.rows(s)
     return [_saved(r, mem.store.backend) for r in rows]
 
 
@@ -186,9 +178,7 @@ def get_saved(mem: Core, name: Any) -> SavedQuery:
     if not _SAVED_NAME.fullmatch(name):  # no query was saved under it, and no driver need bind it
         raise NotFoundError(f"no saved query named {name!r}; saved_queries() lists them")
     with mem.store.session() as s:
-        rows = s.rows(
-            "SELECT name, sql, description, author, created_at, updated_at FROM saved_queries WHERE name = ?", (name,)
-        )
+        rows = saved_rows.rows(s, name)
     if not rows:
         raise NotFoundError(f"no saved query named {name!r}; saved_queries() lists them")
     return _saved(rows[0], mem.store.backend)
@@ -201,10 +191,10 @@ def delete_saved(mem: Core, name: Any, *, may_replace: Any) -> bool:
     if not _SAVED_NAME.fullmatch(name):
         return False
     with mem.store.session(write=True) as s:
-        found = s.rows("SELECT author FROM saved_queries WHERE name = ?", (name,))
-        if not found:
+        found = saved_rows.owner(s, name)
+        if found is None:
             return False
-        if not may_replace(found[0][0]):
-            raise ForbiddenError(f"the saved query {name!r} belongs to {found[0][0]!r}; only its author may delete it")
-        s.run("DELETE FROM saved_queries WHERE name = ?", (name,))
+        if not may_replace(found[0]):
+            raise ForbiddenError(f"the saved query {name!r} belongs to {found[0]!r}; only its author may delete it")
+        saved_rows.delete(s, name)
     return True
