@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import memlane
+from conftest import Blocking
 from memlane import errors
 
 ITEM = {
@@ -94,6 +95,24 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return slept
 
 
+class _Driven(Blocking):
+    """An AsyncClient, each call awaited on its own loop: the same transport tests, through the async surface."""
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@pytest.fixture(params=["Client", "AsyncClient"])
+def connect(request: pytest.FixtureRequest) -> Any:
+    """Makes a client of either kind: the async one must retry, fail over and refuse exactly as the Client."""
+    if request.param == "Client":
+        return memlane.Client
+    return lambda *args, **kwargs: _Driven(memlane.AsyncClient(*args, **kwargs))
+
+
 def _dead_url() -> str:
     import socket
 
@@ -103,64 +122,70 @@ def _dead_url() -> str:
 
 
 @pytest.mark.parametrize("wait", [1, 3, 17])
-def test_a_429_is_sent_again_after_the_retry_after_it_gives(served: Scripted, sleeps: list[float], wait: int) -> None:
+def test_a_429_is_sent_again_after_the_retry_after_it_gives(
+    connect: Any, served: Scripted, sleeps: list[float], wait: int
+) -> None:
     served.script = [("busy", wait), ("busy", wait), "ok"]
-    with memlane.Client(served.url, "ml_t") as client:
+    with connect(served.url, "ml_t") as client:
         assert client.put("agent/alice", "k", 1).key == "k"  # a write too: a 429 means it did not run
     assert sleeps == [wait, wait] and served.received == ["/v1/put"] * 3
 
 
 @pytest.mark.parametrize("wait", [2, 7])
 def test_without_retries_a_429_raises_busy_with_the_servers_retry_after(
-    served: Scripted, sleeps: list[float], wait: int
+    connect: Any, served: Scripted, sleeps: list[float], wait: int
 ) -> None:
     served.script = [("busy", wait)]
-    with memlane.Client(served.url, "ml_t", retries=0) as client, pytest.raises(errors.BusyError) as busy:
+    with connect(served.url, "ml_t", retries=0) as client, pytest.raises(errors.BusyError) as busy:
         client.search("anything")
     assert busy.value.retry_after == wait and sleeps == [] and len(served.received) == 1
 
 
-def test_retries_are_bounded_and_every_wait_is_capped(served: Scripted, sleeps: list[float]) -> None:
+def test_retries_are_bounded_and_every_wait_is_capped(connect: Any, served: Scripted, sleeps: list[float]) -> None:
     served.script = [("busy", 3600)] * 3
-    with memlane.Client(served.url, "ml_t", retries=2) as client, pytest.raises(errors.BusyError) as busy:
+    with connect(served.url, "ml_t", retries=2) as client, pytest.raises(errors.BusyError) as busy:
         client.get("agent/alice", "k")
     assert sleeps == [30.0, 30.0] and len(served.received) == 3 and busy.value.retry_after == 3600
 
 
-def test_a_read_whose_connection_was_lost_is_sent_again(served: Scripted, sleeps: list[float]) -> None:
+def test_a_read_whose_connection_was_lost_is_sent_again(connect: Any, served: Scripted, sleeps: list[float]) -> None:
     served.script = ["drop", "drop", "ok"]
-    with memlane.Client(served.url, "ml_t", backoff=0.5) as client:
+    with connect(served.url, "ml_t", backoff=0.5) as client:
         assert client.get("agent/alice", "k").value == 1
     assert served.received == ["/v1/get"] * 3
     assert len(sleeps) == 2 and 0.25 <= sleeps[0] <= 0.5 and 0.5 <= sleeps[1] <= 1.0  # doubling, with jitter
 
 
-def test_a_write_whose_connection_was_lost_is_never_sent_again(served: Scripted, sleeps: list[float]) -> None:
+def test_a_write_whose_connection_was_lost_is_never_sent_again(
+    connect: Any, served: Scripted, sleeps: list[float]
+) -> None:
     served.script = ["drop"]
-    with memlane.Client(served.url, "ml_t") as client, pytest.raises(errors.StoreError) as lost:
+    with connect(served.url, "ml_t") as client, pytest.raises(errors.StoreError) as lost:
         client.put("agent/alice", "k", 1)
     assert served.received == ["/v1/put"] and sleeps == []
     assert "may or may not have been applied" in str(lost.value)
 
 
-def test_a_lost_read_gives_up_after_its_retries(served: Scripted, sleeps: list[float]) -> None:
+def test_a_lost_read_gives_up_after_its_retries(connect: Any, served: Scripted, sleeps: list[float]) -> None:
     served.script = ["drop"] * 4
-    with memlane.Client(served.url, "ml_t", retries=3) as client, pytest.raises(errors.StoreError) as lost:
+    with connect(served.url, "ml_t", retries=3) as client, pytest.raises(errors.StoreError) as lost:
         client.get("agent/alice", "k")
     assert len(served.received) == 4 and len(sleeps) == 3
     assert "cannot reach the memlane service" in str(lost.value) and "may or may not" not in str(lost.value)
 
 
-def test_a_refused_connection_moves_to_the_next_service_even_for_a_write(served: Scripted, sleeps: list[float]) -> None:
+def test_a_refused_connection_moves_to_the_next_service_even_for_a_write(
+    connect: Any, served: Scripted, sleeps: list[float]
+) -> None:
     dead = _dead_url()
-    with memlane.Client([dead, served.url], "ml_t") as client:
+    with connect([dead, served.url], "ml_t") as client:
         assert client.put("agent/alice", "k", 1).key == "k"  # never reached the first: safe on the second
         assert client.url == served.url
     assert served.received == ["/v1/put"] and len(sleeps) == 1
 
 
-def test_a_refused_connection_is_retried_then_reported(sleeps: list[float]) -> None:
-    with memlane.Client(_dead_url(), "ml_t", retries=2) as client, pytest.raises(errors.StoreError) as lost:
+def test_a_refused_connection_is_retried_then_reported(connect: Any, sleeps: list[float]) -> None:
+    with connect(_dead_url(), "ml_t", retries=2) as client, pytest.raises(errors.StoreError) as lost:
         client.put("agent/alice", "k", 1)
     assert len(sleeps) == 2 and "cannot reach the memlane service" in str(lost.value)
 
@@ -191,18 +216,18 @@ def test_bad_transport_settings_are_refused_naming_them(kwargs: dict[str, Any], 
     [(lambda c: c.get("agent/alice", "k"), "/v1/get"), (lambda c: c.put("agent/alice", "k", 1), "/v1/put")],
 )
 def test_a_request_the_service_is_slow_to_answer_is_never_sent_again(
-    served: Scripted, sleeps: list[float], send: Any, path: str
+    connect: Any, served: Scripted, sleeps: list[float], send: Any, path: str
 ) -> None:
     """A timeout means the service is still at work on it: a copy would only add to its load (a read as well)."""
     served.script = ["slow", "slow", "slow", "slow"]
-    with memlane.Client(served.url, "t", timeout=0.1, retries=3) as client:
+    with connect(served.url, "t", timeout=0.1, retries=3) as client:
         with pytest.raises(errors.StoreError, match=r"cannot reach the memlane service at .*: no answer within 0\.1s"):
             send(client)
     assert served.received == [path] and sleeps == []
 
 
-def test_what_json_cannot_carry_is_refused_by_field_before_sending(served: Scripted) -> None:
-    with memlane.Client(served.url, "t") as client:
+def test_what_json_cannot_carry_is_refused_by_field_before_sending(connect: Any, served: Scripted) -> None:
+    with connect(served.url, "t") as client:
         with pytest.raises(errors.ValidationError) as e:
             client.get_many({("agent/alice", "k")})  # a set
     assert e.value.field == "addresses" and "JSON cannot carry" in str(e.value)

@@ -68,7 +68,9 @@ def fill(
         if written and op.name not in differs:
             raise TypeError(f"{owner.__name__}.{op.name} is written by hand: say why in {owner.__name__}.DIFFERS")
         if not written:
-            setattr(owner, op.name, dress(build(op), owner, core(op.name)))
+            method = dress(build(op), owner, core(op.name))
+            method.made_from_table = True  # type: ignore[attr-defined]  # tells it from one written by hand
+            setattr(owner, op.name, method)
 
 
 def _offloaded(name: str, attribute: str) -> Callable[..., Any]:

@@ -1,0 +1,123 @@
+"""``memlane.AsyncClient`` against the raw transports it could use, over a live ``memlane serve``.
+
+Why the async client runs the Client in worker threads rather than on ``httpx.AsyncClient``: for a
+concurrency of C tasks, each doing ``get`` of one address, this measures requests/s of
+
+* ``AsyncClient``: memlane's async client (the synchronous Client in the loop's worker threads);
+* ``raw threads``: plain ``httpx.Client.post`` in ``asyncio.to_thread`` (the same design with no memlane code);
+* ``raw async``: plain ``await httpx.AsyncClient.post``, the best a native async client could do
+  (its connection pool sized to C, every connection kept alive).
+
+The server is a real ``memlane serve --workers 1`` on loopback over a temporary SQLite file; it shares the
+machine with this process, so the figures are about the client side's cost at a fixed server.
+
+Example::
+
+    python bench/async_client.py --concurrency 1,6,32,200 --requests 3000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+import memlane
+from memlane.access import Access
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _util import format_table, free_port, machine_info, progress, ratio, write_json  # noqa: E402
+
+
+async def _rate(send: Any, concurrency: int, requests: int) -> float:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one() -> None:
+        async with gate:
+            await send()
+
+    await asyncio.gather(*(one() for _ in range(min(requests, 300))))  # warm: connections open, caches full
+    start = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(requests)))
+    return requests / (time.perf_counter() - start)
+
+
+async def _measure(url: str, token: str, concurrency: int, requests: int) -> dict[str, float]:
+    body = {"namespace": "agent/bench", "key": "k"}
+    headers = {"Authorization": f"Bearer {token}"}
+    out: dict[str, float] = {}
+    async with memlane.AsyncClient(url, token) as client:
+        out["AsyncClient"] = await _rate(lambda: client.get("agent/bench", "k"), concurrency, requests)
+    with httpx.Client(headers=headers) as plain:
+        out["raw threads"] = await _rate(
+            lambda: asyncio.to_thread(plain.post, f"{url}/v1/get", json=body), concurrency, requests
+        )
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(headers=headers, limits=limits) as native:
+        out["raw async"] = await _rate(lambda: native.post(f"{url}/v1/get", json=body), concurrency, requests)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--concurrency", default="1,6,32,200", help="tasks in flight, comma-separated")
+    parser.add_argument("--requests", type=int, default=3000, help="requests per measurement")
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+
+    folder = Path(tempfile.mkdtemp())
+    db = folder / "bench.db"
+    with memlane.open(db, embedder=None) as mem:
+        _, token = Access(mem).create_agent("bench", admin=True)
+        mem.put("agent/bench", "k", {"v": 1})
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("memlane")), "serve", "--db", str(db), "--port", str(port)]
+        + ["--workers", "1", "--embedder", "none"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{url}/v1/health", timeout=1)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("memlane serve did not start") from None
+                time.sleep(0.1)
+        rows, results = [], []
+        for c in levels:
+            progress(f"concurrency {c}")
+            got = asyncio.run(_measure(url, token, c, args.requests))
+            results.append({"concurrency": c, **got})
+            rows.append(
+                [
+                    str(c),
+                    *(f"{got[k]:,.0f}" for k in ("AsyncClient", "raw threads", "raw async")),
+                    f"{ratio(got['raw async'], got['AsyncClient']):.2f}x",
+                ]
+            )
+        print(
+            format_table(["in flight", "AsyncClient /s", "raw threads /s", "raw async /s", "async / AsyncClient"], rows)
+        )
+        if args.json:
+            write_json(args.json, {"machine": machine_info(), "results": results})
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
