@@ -192,10 +192,7 @@ def test_the_client_is_imported_without_any_backend_or_driver(module: str) -> No
 
 
 # modules outside the store layer that still hold SQL statements, each with its reason (to move into the stores)
-SQL_OUTSIDE_THE_STORES = {
-    "facts.layer": "the facts layer's statements are still written beside its rules (store/facts.py is the plan)",
-    "facts.transfer": "export and import of the facts tables; moves with facts.layer",
-}
+SQL_OUTSIDE_THE_STORES: dict[str, str] = {}
 _STATEMENT = re.compile(r"^\s*(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|WITH \w+ AS|CREATE|DROP|ALTER)\b")
 
 
@@ -212,7 +209,8 @@ def _statements(path: Path) -> int:
 
 def test_sql_statements_live_in_the_store_layer() -> None:
     """The stores own the SQL: agents, rooms and grants (store/sharing.py), saved queries (store/saved.py), the
-    query space's views; a statement written anywhere else fails here unless listed with its reason."""
+    facts layer (store/facts.py) with its export and import (store/facts_transfer.py), the query space's views; a
+    statement written anywhere else fails here unless listed with its reason."""
     holding = {name for name, path in MODULES.items() if _layer(name) != "store" and _statements(path)}
     assert holding == set(SQL_OUTSIDE_THE_STORES)
     assert _statements(MODULES["store.sharing"]) >= 15  # the finder sees statements where they are

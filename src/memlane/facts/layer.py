@@ -26,10 +26,12 @@ from ..errors import ConflictError, NotFoundError, ValidationError
 from ..ids import new_ids
 from ..model import Namespace
 from ..search import rank
-from ..store._common import SqlSession, loads_json, ns_text, ns_tuple, ts, within_filter
+from ..store import facts as db
+from ..store._common import SqlSession, loads_json, ns_text, ns_tuple, ts
+from ..store.facts import in_sql as in_sql  # public here before the statements moved to the store
 from . import text as t
 from .model import Candidate, Chunk, Claim, ClaimGroup, Context, Document, Entity, Fact, Path, Record
-from .schema import CONTEXT_MARK, CONTEXT_WEIGHT, index_chunks
+from .schema import CONTEXT_MARK, index_chunks
 
 if TYPE_CHECKING:
     from ..ports import Core
@@ -54,19 +56,8 @@ MAX_BATCH = 10_000  # claims per add_claims call
 MAX_AREA = 5000  # facts a neighbourhood search restricts to by id
 _ENTITY_ID = re.compile(r"^ent_[0-9a-f]{32}$")
 _PREFIXES = {"ent": "entities", "fact": "facts", "doc": "documents", "chunk": "chunks", "claim": "claims"}
-_FTS = {"fact": ("fact_fts", "facts"), "claim": ("claim_fts", "claims"), "chunk": ("chunk_fts", "chunks")}
 _WEIGHTS = {"lexical": 1.0, "vector": 0.5}
 _RRF_K = 10
-
-_FACT_COLUMNS = (
-    "f.id, f.version, f.namespace, f.subject, f.predicate, f.object_entity, f.object_value, f.text, "
-    "f.valid_from, f.valid_to, f.recorded_at, f.retracted_at"
-)
-_BELIEVED = "f.recorded_at <= ? AND (f.retracted_at IS NULL OR f.retracted_at > ?)"
-_VALID = "(f.valid_from IS NULL OR f.valid_from <= ?) AND (f.valid_to IS NULL OR f.valid_to > ?)"
-_CLAIM_COLUMNS = (
-    "c.id, c.namespace, c.text, c.speaker, c.asserted_at, c.chunk_id, c.recorded_at, c.superseded_by, c.superseded_at"
-)
 
 
 def _ms(since: float) -> float:
@@ -79,13 +70,6 @@ def _dt(raw: str | None) -> datetime | None:
 
 def _new_ids(kind: str, now: datetime, count: int = 1) -> builtins.list[str]:
     return [f"{kind}_{i}" for i in new_ids(now, count)]
-
-
-def in_sql(column: str, values: Sequence[Any]) -> tuple[str, builtins.list[Any]]:
-    """``column IN (...)`` with one parameter per value (never empty SQL)."""
-    if not values:
-        return "1=0", []
-    return f"{column} IN ({','.join('?' * len(values))})", builtins.list(values)
 
 
 # -- input checks ------------------------------------------------------------
@@ -195,10 +179,9 @@ class _VectorIndex:
     def refresh(self, s: SqlSession, kind: str, dimension: int) -> None:
         import numpy as np
 
-        (count,) = s.rows("SELECT count(*) FROM graph_vectors WHERE kind = ?", (kind,))[0]
-        if count == len(self.refs) + self.skipped:
+        if db.vector_count(s, kind) == len(self.refs) + self.skipped:
             return
-        rows = s.rows("SELECT ref, vector FROM graph_vectors WHERE kind = ? ORDER BY ref", (kind,))
+        rows = db.vectors(s, kind)
         # a vector of another dimension (left by an older embedder) is skipped, never misread
         fitting = [r for r in rows if len(r[1]) == 4 * dimension]
         self.refs = [r[0] for r in fitting]
@@ -255,15 +238,11 @@ class FactsLayer:
     def _insert_vectors(self, s: SqlSession, kind: str, refs: Sequence[str], blobs: Sequence[bytes] | None) -> None:
         if blobs is None:
             return
-        s.many(
-            "INSERT INTO graph_vectors (kind, ref, vector) VALUES (?, ?, ?)",
-            [(kind, ref, blob) for ref, blob in zip(refs, blobs, strict=True)],
-        )
+        db.insert_vectors(s, kind, zip(refs, blobs, strict=True))
 
     def _index_text(self, s: SqlSession, kind: str, rows: Sequence[tuple[str, str, str]]) -> None:
-        """Full-text rows ``(ref, namespace, text)``; PostgreSQL indexes generated columns itself."""
-        if s.dialect == "sqlite" and rows:
-            s.many(f"INSERT INTO {kind}_fts (ref, namespace, text) VALUES (?, ?, ?)", rows)
+        """Full-text rows ``(ref, namespace, text)`` (SQLite's; PostgreSQL indexes generated columns itself)."""
+        db.index_text(s, kind, rows)
 
     def backfill_context(self) -> int:
         """Contexts for the chunks stored before ``m011_chunk_context``, once per store; returns how many.
@@ -276,20 +255,11 @@ class FactsLayer:
             return 0
         done = 0
         with self._store.session(write=True) as s:
-            documents = s.rows(
-                "SELECT d.id, d.title FROM documents d WHERE EXISTS "
-                "(SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.context IS NULL) ORDER BY d.id"
-            )
-            for did, title in documents:
-                chunks = s.rows(
-                    "SELECT id, namespace, text FROM chunks WHERE document_id = ? ORDER BY position", (did,)
-                )
+            for did, title in db.documents_without_context(s):
+                chunks = db.document_chunks(s, did)
                 pieces = [text for _, _, text in chunks]
                 rows = [(cid, ns, text, t.context(title, pieces, i)) for i, (cid, ns, text) in enumerate(chunks)]
-                s.many("UPDATE chunks SET context = ? WHERE id = ?", [(ctx, cid) for cid, _, _, ctx in rows])
-                if s.dialect == "sqlite":
-                    s.many("DELETE FROM chunk_fts WHERE ref = ?", [(cid,) for cid, _, _, _ in rows])
-                    index_chunks(s, rows)
+                db.set_contexts(s, rows)
                 done += len(rows)
         self._store.set_meta(CONTEXT_MARK, "complete")
         return done
@@ -299,39 +269,27 @@ class FactsLayer:
         if self._mem.embedder is None:
             return 0
         done = 0
-        for kind, table in (("fact", "facts"), ("claim", "claims"), ("chunk", "chunks")):
+        for kind in ("fact", "claim", "chunk"):
             while True:
                 with self._store.session() as s:
-                    context = "t.context" if kind == "chunk" else "NULL"
-                    rows = s.rows(
-                        f"SELECT DISTINCT t.id, t.text, {context} FROM {table} t WHERE NOT EXISTS "
-                        "(SELECT 1 FROM graph_vectors g WHERE g.kind = ? AND g.ref = t.id) ORDER BY t.id LIMIT ?",
-                        (kind, batch_size),
-                    )
+                    rows = db.unembedded(s, kind, batch_size)
                 if not rows:
                     break
                 blobs = self._embed([t.embedded(text, around) for _, text, around in rows])
                 with self._store.session(write=True) as s:
-                    s.many(
-                        "INSERT INTO graph_vectors (kind, ref, vector) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                        [(kind, ref, blob) for (ref, _, _), blob in zip(rows, blobs or [], strict=True)],
-                    )
+                    pairs = [(ref, blob) for (ref, _, _), blob in zip(rows, blobs or [], strict=True)]
+                    db.insert_vectors(s, kind, pairs, if_absent=True)
                 done += len(rows)
         return done
 
     def drop_vectors(self) -> None:
         """Forget every facts-layer vector (the embedder changed)."""
         with self._store.session(write=True) as s:
-            s.run("DELETE FROM graph_vectors")
+            db.delete_vectors(s)
         with _INDEXES_LOCK:
             _INDEXES.pop(self._store, None)
 
     # -- entities --------------------------------------------------------------
-
-    def _scope_sql(self, column: str, within: Sequence[Namespace]) -> tuple[str, builtins.list[Any]]:
-        """``WHERE`` text keeping rows whose namespace lies under one of ``within`` (never empty SQL)."""
-        where, params = within_filter(within, "?", column, self._store.backend)
-        return where or "1=1", params
 
     def _survivors(self, s: SqlSession, ids: Iterable[str]) -> dict[str, str]:
         """Each known id mapped to the entity it was (transitively) merged into, or itself.
@@ -344,8 +302,7 @@ class FactsLayer:
         wanted = set(ids)
         todo = set(wanted)
         while todo:
-            where, params = in_sql("id", sorted(todo))
-            rows = s.rows(f"SELECT id, merged_into, namespace FROM entities WHERE {where}", params)
+            rows = db.entity_links(s, sorted(todo))
             row.update((i, (m, ns)) for i, m, ns in rows)
             todo = {m for _, m, _ in rows if m is not None and m not in row}
         out = {}
@@ -369,12 +326,7 @@ class FactsLayer:
         family = {sid: sid for sid in survivors}
         frontier = builtins.list(family)
         while frontier:
-            where, params = in_sql("m.merged_into", frontier)
-            rows = s.rows(
-                f"SELECT m.id, m.merged_into FROM entities m JOIN entities p ON p.id = m.merged_into "
-                f"WHERE {where} AND m.namespace = p.namespace",
-                params,
-            )
+            rows = db.merged_into_any(s, frontier)
             frontier = [i for i, _ in rows if i not in family]
             for i, m in rows:
                 family.setdefault(i, family[m])
@@ -386,14 +338,9 @@ class FactsLayer:
         if not ids:
             return {}
         family = self._family(s, ids)
-        where, params = in_sql("id", builtins.list(family))
-        rows = s.rows(
-            f"SELECT id, namespace, kind, name, profile, merged_into, created_at FROM entities WHERE {where}", params
-        )
-        by_id = {r[0]: r for r in rows}
+        by_id = {r[0]: r for r in db.entity_rows(s, builtins.list(family))}
         aliases: dict[str, dict[str, None]] = {i: {} for i in ids}
-        where, params = in_sql("entity_id", builtins.list(family))
-        for eid, alias in s.rows(f"SELECT entity_id, alias FROM entity_aliases WHERE {where} ORDER BY alias", params):
+        for eid, alias in db.aliases(s, builtins.list(family)):
             aliases[family[eid]][alias] = None
         for member, sid in family.items():
             if member != sid and member in by_id:
@@ -415,10 +362,8 @@ class FactsLayer:
         if not isinstance(raw, str) or not _ENTITY_ID.match(raw):
             raise ValidationError(field, f"{raw!r} is not an entity id (ent_ followed by 32 hex digits)")
         sid = self._survivors(s, [raw]).get(raw)
-        if sid is not None:
-            where, params = self._scope_sql("namespace", within)
-            if s.rows(f"SELECT 1 FROM entities WHERE id = ? AND {where}", [sid, *params]):
-                return sid
+        if sid is not None and db.entity_visible(s, sid, within):
+            return sid
         raise NotFoundError(f"no entity {raw!r} that you can see; find one with resolve_entity or add_entity")
 
     def add_entity(
@@ -443,20 +388,12 @@ class FactsLayer:
         now = self._mem._now()
         eid = _new_ids("ent", now)[0]
         with self._store.session(write=True) as s:
-            s.run(
-                "INSERT INTO entities (id, namespace, kind, name, norm, profile, created_at, author) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (eid, ns_text(ns), kind, name, t.normalise(name), profile, ts(now), self._mem.author),
-            )
+            db.insert_entity(s, eid, ns_text(ns), kind, name, t.normalise(name), profile, ts(now), self._mem.author)
             self._insert_aliases(s, eid, alias_list, now)
         return Entity(eid, ns, kind, name, [a for a in alias_list if a != name], profile, None, now)
 
     def _insert_aliases(self, s: SqlSession, eid: str, aliases: Sequence[str], now: datetime) -> None:
-        s.many(
-            "INSERT INTO entity_aliases (entity_id, alias, norm, created_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT DO NOTHING",
-            [(eid, a, t.normalise(a), ts(now)) for a in aliases],
-        )
+        db.insert_aliases(s, [(eid, a, t.normalise(a), ts(now)) for a in aliases])
 
     def add_alias(self, entity_id: Any, alias: Any, *, within: Sequence[Namespace] = ((),)) -> Entity:
         """Another name for an entity (added to the survivor if it was merged away)."""
@@ -474,7 +411,7 @@ class FactsLayer:
             gone = self._visible_entity(s, merged, "merged", within)
             if keep == gone:
                 raise ConflictError(f"{merged!r} already is (or was merged into) {keep!r}; nothing to merge")
-            homes = dict(s.rows("SELECT id, namespace FROM entities WHERE id IN (?, ?)", (keep, gone)))
+            homes = db.entity_namespaces(s, [keep, gone])
             if homes[keep] != homes[gone]:
                 # a reader of the merged entity may not see the survivor's namespace: never redirect across
                 raise ValidationError(
@@ -483,7 +420,7 @@ class FactsLayer:
                     "within one namespace, so no reader is led to what it may not see: add the name as an alias "
                     "(add_alias) instead",
                 )
-            s.run("UPDATE entities SET merged_into = ? WHERE id = ?", (keep, gone))
+            db.set_merged_into(s, gone, keep)
             return self._entities(s, [keep])[keep]
 
     def resolve_entity(self, name: Any, *, within: Sequence[Namespace]) -> Context:
@@ -491,27 +428,12 @@ class FactsLayer:
         started = perf_counter()
         name = _name(name, "name")
         norm = t.normalise(name)
-        where, params = self._scope_sql("e.namespace", within)
-        stages = [
-            ("name", f"SELECT e.id FROM entities e WHERE e.name = ? AND {where}", [name, *params]),
-            (
-                "alias",
-                f"SELECT a.entity_id FROM entity_aliases a JOIN entities e ON e.id = a.entity_id "
-                f"WHERE a.alias = ? AND {where}",
-                [name, *params],
-            ),
-            (
-                "normalised",
-                f"SELECT e.id FROM entities e WHERE e.norm = ? AND {where} UNION "
-                f"SELECT a.entity_id FROM entity_aliases a JOIN entities e ON e.id = a.entity_id "
-                f"WHERE a.norm = ? AND {where}",
-                [norm, *params, norm, *params],
-            ),
-        ]
+        # the exact name, then an alias, then either normalised: the first stage that finds any decides
+        stages = [("name", name), ("alias", name), ("normalised", norm)]
         candidates: builtins.list[Candidate] = []
         with self._store.session() as s:
-            for matched, sql, args in stages:
-                found = [r[0] for r in s.rows(sql, args)] if norm or matched != "normalised" else []
+            for matched, value in stages:
+                found = db.matching_entities(s, matched, value, within) if norm or matched != "normalised" else []
                 if not found:
                     continue
                 survivors = builtins.list(dict.fromkeys(self._survivors(s, found).values()))
@@ -544,33 +466,15 @@ class FactsLayer:
 
     # -- facts -----------------------------------------------------------------
 
-    def _fact_rows(self, s: SqlSession, where: str, params: Sequence[Any], at: At | None) -> builtins.list[tuple]:
-        """Fact rows matching ``where``: at ``at`` the one version believed then, else the latest."""
-        if at is None:
-            sql = (
-                f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {where} AND f.version = "
-                "(SELECT max(g.version) FROM facts g WHERE g.id = f.id)"
-            )
-            return s.rows(sql, params)
-        return s.rows(
-            f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {where} AND {_BELIEVED}", [*params, at.believed, at.believed]
-        )
-
     def _facts(self, s: SqlSession, rows: Sequence[tuple], believed: str | None) -> builtins.list[Fact]:
         """Fact records for rows, with entity names and evidence as of ``believed``."""
         if not rows:
             return []
         ids = {r[3] for r in rows} | {r[5] for r in rows if r[5]}
         survivors = self._survivors(s, ids)
-        where, params = in_sql("id", builtins.list(set(survivors.values())))
-        names = dict(s.rows(f"SELECT id, name FROM entities WHERE {where}", params))
+        names = db.entity_names(s, builtins.list(set(survivors.values())))
         evidence: dict[str, builtins.list[str]] = {r[0]: [] for r in rows}
-        where, params = in_sql("fact_id", builtins.list(evidence))
-        sql = f"SELECT fact_id, source FROM evidence WHERE {where}"
-        if believed is not None:
-            sql += " AND recorded_at <= ?"
-            params.append(believed)
-        for fid, source in s.rows(sql + " ORDER BY recorded_at, source", params):
+        for fid, source in db.evidence(s, builtins.list(evidence), believed):
             evidence[fid].append(source)
         out = []
         for r in rows:
@@ -601,14 +505,7 @@ class FactsLayer:
 
     def _current_facts(self, s: SqlSession, eid: str, within: Sequence[Namespace], limit: int) -> builtins.list[Fact]:
         now = ts(self._mem._now())
-        family = builtins.list(self._family(s, [eid]))
-        subj, p1 = in_sql("f.subject", family)
-        where, p2 = self._scope_sql("f.namespace", within)
-        rows = s.rows(
-            f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {subj} AND {where} AND f.retracted_at IS NULL AND {_VALID} "
-            "ORDER BY f.recorded_at DESC, f.id LIMIT ?",
-            [*p1, *p2, now, now, limit],
-        )
+        rows = db.facts_about(s, builtins.list(self._family(s, [eid])), within, now, limit)
         return self._facts(s, rows, None)
 
     def assert_fact(
@@ -644,42 +541,26 @@ class FactsLayer:
                 obj_value, _ = v.value(object, "object")
                 key_object = obj_value
             fact_key = hashlib.sha256(json.dumps([ns_text(ns), subj, pred, key_object]).encode()).hexdigest()[:32]
-            if s.dialect == "postgres":  # two writers asserting one fact must not both create it
-                s.run("SELECT pg_advisory_xact_lock(hashtext(?))", (fact_key,))
+            db.lock_fact_key(s, fact_key)
             if supersedes is not None:
                 self._close(s, supersedes, "supersedes", within, now)
             # the same fact may have been asserted about an entity since merged into this one: its key holds
             # the merged-away id, so match on what the key stands for, through every id of each family
-            subjects, s_params = in_sql("f.subject", builtins.list(self._family(s, [subj])))
-            if obj_entity is not None:
-                objects, o_params = in_sql("f.object_entity", builtins.list(self._family(s, [obj_entity])))
-            else:
-                objects, o_params = "f.object_entity IS NULL AND f.object_value = ?", [obj_value]
-            existing = s.rows(
-                f"SELECT {_FACT_COLUMNS} FROM facts f WHERE f.namespace = ? AND {subjects} AND f.predicate = ? "
-                f"AND {objects} AND f.retracted_at IS NULL ORDER BY f.recorded_at, f.id",
-                [ns_text(ns), *s_params, pred, *o_params],
-            )
-            for row in existing:
+            subjects = builtins.list(self._family(s, [subj]))
+            objects = None if obj_entity is None else builtins.list(self._family(s, [obj_entity]))
+            for row in db.open_facts(s, ns_text(ns), subjects, pred, objects, obj_value):
                 if (start is None or _dt(row[8]) == start) and (end is None or _dt(row[9]) == end):
-                    s.run(
-                        "INSERT INTO evidence (fact_id, source, recorded_at, author) VALUES (?, ?, ?, ?) "
-                        "ON CONFLICT DO NOTHING",
-                        (row[0], src, ts(now), self._mem.author),
-                    )
-                    return self._facts(s, self._fact_rows(s, "f.id = ?", [row[0]], None), None)[0]
-            names = dict(s.rows("SELECT id, name FROM entities WHERE id IN (?, ?)", (subj, obj_entity or subj)))
+                    db.insert_evidence(s, row[0], src, ts(now), self._mem.author, if_absent=True)
+                    return self._facts(s, db.latest_fact(s, row[0]), None)[0]
+            names = db.entity_names(s, [subj, obj_entity or subj])
             shown = names[obj_entity] if obj_entity else (loads_json(obj_value) if obj_value else "")
             text = f"{names[subj]} {pred.replace('_', ' ')} {shown if isinstance(shown, str) else obj_value}"
             text = text.replace("\x00", " ")[:MAX_FACT_TEXT_CHARS]  # as an item's: text cannot hold NUL
             fid = _new_ids("fact", now)[0]
             self._insert_fact(s, fid, 1, ns, fact_key, subj, pred, obj_entity, obj_value, text, start, end, now)
-            s.run(
-                "INSERT INTO evidence (fact_id, source, recorded_at, author) VALUES (?, ?, ?, ?)",
-                (fid, src, ts(now), self._mem.author),
-            )
+            db.insert_evidence(s, fid, src, ts(now), self._mem.author)
             self._index_text(s, "fact", [(fid, ns_text(ns), text)])
-            fact = self._facts(s, self._fact_rows(s, "f.id = ?", [fid], None), None)[0]
+            fact = self._facts(s, db.latest_fact(s, fid), None)[0]
         # the text depends on names read in the transaction, so its vector follows it;
         # a fact without one is still found by the lexical channel
         blobs = self._embed([text])
@@ -704,42 +585,35 @@ class FactsLayer:
         end: datetime | None,
         now: datetime,
     ) -> None:
-        s.run(
-            "INSERT INTO facts (id, version, namespace, fact_key, subject, predicate, object_entity, object_value, "
-            "text, valid_from, valid_to, recorded_at, author) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                fid,
-                version,
-                ns_text(ns),
-                key,
-                subj,
-                pred,
-                obj_entity,
-                obj_value,
-                text,
-                None if start is None else ts(start),
-                None if end is None else ts(end),
-                ts(now),
-                self._mem.author,
-            ),
+        db.insert_fact(
+            s,
+            fid,
+            version,
+            ns_text(ns),
+            key,
+            subj,
+            pred,
+            obj_entity,
+            obj_value,
+            text,
+            None if start is None else ts(start),
+            None if end is None else ts(end),
+            ts(now),
+            self._mem.author,
         )
 
     def _close(self, s: SqlSession, fact_id: Any, field: str, within: Sequence[Namespace], now: datetime) -> tuple:
         """Stamp the end of belief on a fact's current row; returns that row."""
         if not isinstance(fact_id, str) or not fact_id.startswith("fact_"):
             raise ValidationError(field, f"{fact_id!r} is not a fact id (fact_...)")
-        where, params = self._scope_sql("f.namespace", within)
-        rows = s.rows(
-            f"SELECT {_FACT_COLUMNS} FROM facts f WHERE f.id = ? AND {where} ORDER BY f.version DESC",
-            [fact_id, *params],
-        )
+        rows = db.fact_versions(s, fact_id, within)
         if not rows:
             raise NotFoundError(f"no fact {fact_id!r} that you can see")
         if rows[0][11] is not None:
             raise ConflictError(
                 f"fact {fact_id!r} was already retracted at {rows[0][11]}; assert it again to revive it"
             )
-        s.run("UPDATE facts SET retracted_at = ? WHERE id = ? AND version = ?", (ts(now), fact_id, rows[0][1]))
+        db.retract(s, fact_id, rows[0][1], ts(now))
         return rows[0]
 
     def retract_fact(self, fact_id: Any, *, within: Sequence[Namespace] = ((),)) -> Fact:
@@ -747,7 +621,7 @@ class FactsLayer:
         now = self._mem._now()
         with self._store.session(write=True) as s:
             self._close(s, fact_id, "fact_id", within, now)
-            return self._facts(s, self._fact_rows(s, "f.id = ?", [fact_id], None), None)[0]
+            return self._facts(s, db.latest_fact(s, fact_id), None)[0]
 
     def end_fact(self, fact_id: Any, valid_to: Any, *, within: Sequence[Namespace] = ((),)) -> Fact:
         """Record that a fact stopped being true in the world at ``valid_to`` (a new version)."""
@@ -760,11 +634,11 @@ class FactsLayer:
             start = _dt(row[8])
             if start is not None and end <= start:
                 raise ValidationError("valid_to", f"must be later than the fact's valid_from ({row[8]})")
-            key = s.rows("SELECT fact_key FROM facts WHERE id = ? AND version = ?", (row[0], row[1]))[0][0]
+            key = db.fact_key(s, row[0], row[1])
             self._insert_fact(
                 s, row[0], row[1] + 1, ns_tuple(row[2]), key, row[3], row[4], row[5], row[6], row[7], start, end, now
             )
-            return self._facts(s, self._fact_rows(s, "f.id = ?", [row[0]], None), None)[0]
+            return self._facts(s, db.latest_fact(s, row[0]), None)[0]
 
     # -- documents and claims ----------------------------------------------------
 
@@ -805,25 +679,19 @@ class FactsLayer:
         chunk_ids = _new_ids("chunk", now, len(pieces))
         ns_t = ns_text(ns)
         with self._store.session(write=True) as s:
-            s.run(
-                "INSERT INTO documents (id, namespace, title, source, created_at, recorded_at, chunk_count, author) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    did,
-                    ns_t,
-                    title,
-                    src,
-                    None if created is None else ts(created),
-                    ts(now),
-                    len(pieces),
-                    self._mem.author,
-                ),
+            db.insert_document(
+                s,
+                did,
+                ns_t,
+                title,
+                src,
+                None if created is None else ts(created),
+                ts(now),
+                len(pieces),
+                self._mem.author,
             )
             rows = builtins.list(zip(chunk_ids, pieces, contexts, strict=True))
-            s.many(
-                "INSERT INTO chunks (id, document_id, namespace, position, text, context) VALUES (?, ?, ?, ?, ?, ?)",
-                [(cid, did, ns_t, i, p, c) for i, (cid, p, c) in enumerate(rows)],
-            )
+            db.insert_chunks(s, [(cid, did, ns_t, i, p, c) for i, (cid, p, c) in enumerate(rows)])
             index_chunks(s, [(cid, ns_t, p, c) for cid, p, c in rows])
             self._insert_vectors(s, "chunk", chunk_ids, blobs)
         return Document(did, ns, title, src, created, now, len(pieces), chunk_ids)
@@ -877,31 +745,24 @@ class FactsLayer:
         ids = _new_ids("claim", now, len(checked))
         out: builtins.list[Claim] = []
         with self._store.session(write=True) as s:
-            scope, scope_params = self._scope_sql("namespace", within)
+            visible_chunk = db.chunk_finder(s, within)
             for n, (cid, (text, who, when, chunk, about_ids)) in enumerate(zip(ids, checked, strict=True)):
                 entities = builtins.list(
                     dict.fromkeys(self._visible_entity(s, e, f"claims[{n}].about" if fields else "about", within)
                                   for e in about_ids)
                 )  # fmt: skip
-                if chunk is not None and (
-                    not _id_like(chunk)
-                    or not s.rows(f"SELECT 1 FROM chunks WHERE id = ? AND {scope}", [chunk, *scope_params])
-                ):
+                if chunk is not None and (not _id_like(chunk) or not visible_chunk(chunk)):
                     raise NotFoundError(f"no chunk {chunk!r} that you can see; chunk ids come from add_document")
                 out.append(Claim(cid, ns, text, who, when, chunk, entities, now))
-            s.many(
-                "INSERT INTO claims (id, namespace, text, norm, speaker, asserted_at, chunk_id, recorded_at, author) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            db.insert_claims(
+                s,
                 [
                     (c.id, ns_text(ns), c.text, t.normalise(c.text), c.speaker,
                      None if c.asserted_at is None else ts(c.asserted_at), c.chunk_id, ts(now), self._mem.author)
                     for c in out
                 ],
             )  # fmt: skip
-            s.many(
-                "INSERT INTO claim_entities (claim_id, entity_id) VALUES (?, ?)",
-                [(c.id, e) for c in out for e in c.about],
-            )
+            db.insert_claim_entities(s, [(c.id, e) for c in out for e in c.about])
             self._index_text(s, "claim", [(c.id, ns_text(ns), c.text) for c in out])
             self._insert_vectors(s, "claim", ids, blobs)
         return out
@@ -917,17 +778,14 @@ class FactsLayer:
                 raise ConflictError(f"claim {claim_id!r} was already superseded at {claim.superseded_at.isoformat()}")
             if by is not None and (not _id_like(by) or by == claim_id or by not in self._claims(s, [by], within)):
                 raise NotFoundError(f"no other claim {by!r} that you can see to supersede {claim_id!r} with")
-            s.run("UPDATE claims SET superseded_by = ?, superseded_at = ? WHERE id = ?", (by, ts(now), claim_id))
+            db.supersede(s, claim_id, by, ts(now))
             return self._claims(s, [claim_id], within)[claim_id]
 
     def _claims(self, s: SqlSession, ids: Sequence[str], within: Sequence[Namespace]) -> dict[str, Claim]:
-        where, params = in_sql("c.id", ids)
-        scope, p2 = self._scope_sql("c.namespace", within)
-        rows = s.rows(f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE {where} AND {scope}", [*params, *p2])
+        rows = db.claim_rows(s, ids, within)
         about: dict[str, builtins.list[str]] = {r[0]: [] for r in rows}
         if rows:
-            where, params = in_sql("claim_id", builtins.list(about))
-            for cid, eid in s.rows(f"SELECT claim_id, entity_id FROM claim_entities WHERE {where} ORDER BY 2", params):
+            for cid, eid in db.claim_entities(s, builtins.list(about)):
                 about[cid].append(eid)
         return {
             r[0]: Claim(
@@ -946,26 +804,13 @@ class FactsLayer:
         }
 
     def _chunks(self, s: SqlSession, ids: Sequence[str], within: Sequence[Namespace]) -> dict[str, Chunk]:
-        where, params = in_sql("k.id", ids)
-        scope, p2 = self._scope_sql("k.namespace", within)
-        rows = s.rows(
-            f"SELECT k.id, k.document_id, k.namespace, k.position, k.text, d.title FROM chunks k "
-            f"JOIN documents d ON d.id = k.document_id WHERE {where} AND {scope}",
-            [*params, *p2],
-        )
+        rows = db.chunk_rows(s, ids, within)
         return {r[0]: Chunk(r[0], r[1], ns_tuple(r[2]), r[3], r[4], r[5]) for r in rows}
 
     def _documents(self, s: SqlSession, ids: Sequence[str], within: Sequence[Namespace]) -> dict[str, Document]:
-        where, params = in_sql("id", ids)
-        scope, p2 = self._scope_sql("namespace", within)
-        rows = s.rows(
-            f"SELECT id, namespace, title, source, created_at, recorded_at, chunk_count FROM documents "
-            f"WHERE {where} AND {scope}",
-            [*params, *p2],
-        )
         out = {}
-        for r in rows:
-            chunk_ids = [c[0] for c in s.rows("SELECT id FROM chunks WHERE document_id = ? ORDER BY position", [r[0]])]
+        for r in db.document_rows(s, ids, within):
+            chunk_ids = db.chunk_ids(s, r[0])
             out[r[0]] = Document(
                 r[0], ns_tuple(r[1]), r[2], r[3], _dt(r[4]), datetime.fromisoformat(r[5]), r[6], chunk_ids
             )
@@ -990,31 +835,14 @@ class FactsLayer:
         now = ts(self._mem._now())
         with self._store.session() as s:
             if "ent" in by_kind:
-                where, params = self._scope_sql("namespace", within)
                 ents = self._entities(s, by_kind["ent"])
-                visible = (
-                    {
-                        r[0]
-                        for r in s.rows(
-                            f"SELECT id FROM entities WHERE {in_sql('id', builtins.list(ents))[0]} AND {where}",
-                            [*ents, *params],
-                        )
-                    }
-                    if ents
-                    else set()
-                )
+                visible = db.visible_entities(s, builtins.list(ents), within) if ents else set()
                 found.update((i, e) for i, e in ents.items() if i in visible and not (current and e.merged_into))
             if "fact" in by_kind:
-                where, params = in_sql("f.id", by_kind["fact"])
-                scope, p2 = self._scope_sql("f.namespace", within)
                 if current:
-                    rows = s.rows(
-                        f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {where} AND {scope} AND f.retracted_at IS NULL "
-                        f"AND {_VALID}",
-                        [*params, *p2, now, now],
-                    )
+                    rows = db.current_facts(s, by_kind["fact"], within, now)
                 else:
-                    rows = self._fact_rows(s, f"{where} AND {scope}", [*params, *p2], None)
+                    rows = db.latest_facts(s, by_kind["fact"], within)
                 found.update((f.id, f) for f in self._facts(s, rows, None))
             if "claim" in by_kind:
                 claims = self._claims(s, by_kind["claim"], within)
@@ -1035,19 +863,13 @@ class FactsLayer:
             centre = self._chunks(s, [chunk_id], within).get(chunk_id) if _id_like(chunk_id) else None
             if centre is None:
                 raise NotFoundError(f"no chunk {chunk_id!r} that you can see")
-            rows = s.rows(
-                "SELECT id FROM chunks WHERE document_id = ? AND position >= ? AND position <= ? ORDER BY position",
-                (centre.document_id, centre.position - before, centre.position + after),
-            )
-            chunks = self._chunks(s, [r[0] for r in rows], within)
-        return [chunks[r[0]] for r in rows]
+            ids = db.chunks_between(s, centre.document_id, centre.position - before, centre.position + after)
+            chunks = self._chunks(s, ids, within)
+        return [chunks[i] for i in ids]
 
     def _edges(self, s: SqlSession, nodes: Sequence[str], within: Sequence[Namespace], at: At) -> builtins.list[tuple]:
         """Entity-to-entity fact rows touching ``nodes``, as believed at ``at`` (validity not applied)."""
-        subj, p1 = in_sql("f.subject", nodes)
-        obj, p2 = in_sql("f.object_entity", nodes)
-        scope, p3 = self._scope_sql("f.namespace", within)
-        return self._fact_rows(s, f"f.object_entity IS NOT NULL AND ({subj} OR {obj}) AND {scope}", [*p1, *p2, *p3], at)
+        return db.edges(s, nodes, within, at.believed)
 
     def traverse(
         self, entity_ids: Any, *, hops: Any = 2, time: Any = "current", within: Sequence[Namespace]
@@ -1128,44 +950,21 @@ class FactsLayer:
         query: str,
         within: Sequence[Namespace],
         k: int,
-        restrict: tuple[str, builtins.list[Any]] | None,
-        lexical_only: str | None = None,
+        restrict: db.Narrowing | None,
+        current_only: bool = False,
     ) -> tuple[dict[str, builtins.list[tuple[str, float]]], builtins.list[str]]:
         """Per-channel candidates for one kind of text.
 
-        ``restrict`` is extra SQL on the table's ``id`` for both channels;
-        ``lexical_only`` (parameterless SQL such as a liveness test) narrows the
-        index scan, while the vector channel leaves it to the confirm step.
+        ``restrict`` (from :mod:`memlane.store.facts`: ``among``, ``claims_about``,
+        ``passages_about``) narrows both channels; ``current_only`` (claims not
+        superseded) narrows the index scan, while the vector channel leaves it
+        to the confirm step.
         """
-        fts, table = _FTS[kind]
         nominations: dict[str, builtins.list[tuple[str, float]]] = {}
         notes: builtins.list[str] = []
         words = rank.terms(query)
-        conditions = [c for c in (restrict[0] if restrict else None, lexical_only) if c]
-        extra = " AND ".join(conditions)
-        extra_params = restrict[1] if restrict else []
         if words:
-            scope, params = self._scope_sql("namespace", within)
-            if s.dialect == "sqlite":
-                match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-                narrowed = f"AND EXISTS (SELECT 1 FROM {table} WHERE id = {fts}.ref AND {extra}) " if extra else ""
-                # a chunk's context is its second column, weighed below its own words
-                bm25 = f"bm25({fts}, 1.0, {CONTEXT_WEIGHT})" if kind == "chunk" else f"bm25({fts})"
-                rows = s.rows(
-                    f"SELECT ref, {bm25} FROM {fts} WHERE {fts} MATCH ? AND {scope} {narrowed}ORDER BY {bm25} LIMIT ?",
-                    [match, *params, *extra_params, k],
-                )
-                nominations["lexical"] = [(r[0], -r[1]) for r in rows]
-            else:
-                tsquery = " | ".join("'" + w.replace("'", "''") + "'" for w in words)
-                # a chunk's context words are labelled C, weighed below its own (unlabelled, D)
-                weights = f"'{{1, {CONTEXT_WEIGHT}, 1, 1}}', " if kind == "chunk" else ""
-                rows = s.rows(
-                    f"SELECT id, max(ts_rank({weights}tsv, q)) FROM {table}, to_tsquery('memlane', ?) q "
-                    f"WHERE tsv @@ q AND {scope} AND {extra or '1=1'} GROUP BY id ORDER BY 2 DESC, id LIMIT ?",
-                    [tsquery, *params, *extra_params, k],
-                )
-                nominations["lexical"] = [(r[0], float(r[1])) for r in rows]
+            nominations["lexical"] = db.lexical(s, kind, words, within, k, restrict, current_only)
         else:
             notes.append("the query has no searchable words")
         embedder = self._mem.embedder
@@ -1173,11 +972,7 @@ class FactsLayer:
             index = self._vectors(kind)
             with index.lock:
                 index.refresh(s, kind, embedder.dimension)
-                scope, params = self._scope_sql("namespace", within)
-                allowed = None
-                if scope != "1=1" or restrict is not None:
-                    where = " AND ".join([scope, *([restrict[0]] if restrict else [])])
-                    allowed = {r[0] for r in s.rows(f"SELECT id FROM {table} WHERE {where}", [*params, *extra_params])}
+                allowed = db.allowed(s, kind, within, restrict)
                 nominations["vector"] = index.top(self._query_vector(query), allowed, k)
         return nominations, notes
 
@@ -1206,16 +1001,14 @@ class FactsLayer:
         notes: builtins.list[str] = []
         truncated: builtins.list[str] = []
         with self._store.session() as s:
-            hold = f"{_BELIEVED} AND {_VALID}"
-            hold_params = [at.believed, at.believed, at.valid, at.valid]
-            scope, scope_params = self._scope_sql("f.namespace", within)
-            where = [scope, hold]
-            params: builtins.list[Any] = [*scope_params, *hold_params]
-            if pred is not None:
-                where.append("f.predicate = ?")
-                params.append(pred)
             family: dict[str, str] = {}
             reached: dict[str, int] = {}
+            entities: builtins.list[str] | None = None  # the neighbourhood's, when there is one
+
+            def holding(**narrowed: Any) -> builtins.list[tuple]:
+                """Rows of the facts that hold at ``at`` in the scope, of ``pred`` and the neighbourhood."""
+                return db.holding_facts(s, within, at.believed, at.valid, pred, entities, **narrowed)
+
             if ids:
                 survivors = [self._visible_entity(s, e, "entity_ids", within) for e in ids]
                 reached = self._neighbourhood(s, survivors, hops, within, at)
@@ -1223,34 +1016,29 @@ class FactsLayer:
                 if len(reached) >= MAX_NEIGHBOURHOOD:
                     truncated.append("neighbourhood")
                 family = self._family(s, reached)
-                subj, p1 = in_sql("f.subject", builtins.list(family))
-                obj, p2 = in_sql("f.object_entity", builtins.list(family))
-                where.append(f"({subj} OR {obj})")
-                params.extend([*p1, *p2])
-            sql = f"SELECT {_FACT_COLUMNS} FROM facts f WHERE {' AND '.join(where)}"
+                entities = builtins.list(family)
             kept: builtins.list[tuple[tuple, Any]] = []
             dropped = 0
             if query.strip() and rank.terms(query):
                 # nominate inside the neighbourhood when there is one, then keep
                 # only candidates whose row holds at the requested time
-                area = s.rows(sql, params) if ids or pred is not None else None
+                area = holding() if ids or pred is not None else None
                 # a small area is searched inside; a large one (more ids than a statement
                 # should carry) is searched whole and filtered by the confirm step below
-                restrict = None if area is None or len(area) > MAX_AREA else in_sql("id", [r[0] for r in area])
+                restrict = None if area is None or len(area) > MAX_AREA else db.among([r[0] for r in area])
                 nominations, more = self._nominate(s, "fact", query, within, 4 * MAX_K, restrict)
                 notes.extend(more)
                 fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
                 counts.update({ch: len(n) for ch, n in nominations.items()})
-                refs, ref_params = in_sql("f.id", [c.ref for c in fused])
-                holding = {r[0]: r for r in s.rows(f"{sql} AND {refs}", [*params, *ref_params])}
-                kept = [(holding[c.ref], c) for c in fused if c.ref in holding]
+                held = {r[0]: r for r in holding(ids=[c.ref for c in fused])}
+                kept = [(held[c.ref], c) for c in fused if c.ref in held]
                 dropped = len(fused) - len(kept)
                 counts["matched"] = len(kept)
             if ids:
                 # the neighbourhood is the context: facts the query did not match
                 # follow the matched ones, nearest entities first, newest first
                 seen = {row[0] for row, _ in kept}
-                rest = [r for r in s.rows(sql + " ORDER BY f.recorded_at DESC, f.id", params) if r[0] not in seen]
+                rest = [r for r in holding(newest_first=True) if r[0] not in seen]
 
                 def distance(r: tuple) -> int:
                     ends = [family.get(r[3], r[3]), family.get(r[5], r[5]) if r[5] else None]
@@ -1258,9 +1046,7 @@ class FactsLayer:
 
                 kept += [(r, None) for r in sorted(rest, key=distance)]
             elif not kept and not (query.strip() and rank.terms(query)):
-                kept = [
-                    (r, None) for r in s.rows(sql + " ORDER BY f.recorded_at DESC, f.id LIMIT ?", [*params, limit + 1])
-                ]
+                kept = [(r, None) for r in holding(newest_first=True, limit=limit + 1)]
             if len(kept) > limit:
                 truncated.append("facts")
             kept = kept[:limit]
@@ -1324,31 +1110,17 @@ class FactsLayer:
             if ids:
                 survivors = [self._visible_entity(s, e, "entity_ids", within) for e in ids]
                 members = builtins.list(self._family(s, survivors))
-                about, params = in_sql("entity_id", members)
-                claim_filter = (f"id IN (SELECT claim_id FROM claim_entities WHERE {about})", params)
+                claim_filter = db.claims_about(members)
                 # the sources about the entities: every passage of a document that a
                 # current claim about them cites (not only the cited passages, which
                 # would hide the rest of a conversation or report)
-                chunk_filter = (
-                    "document_id IN (SELECT k.document_id FROM chunks k JOIN claims c ON c.chunk_id = k.id "
-                    f"JOIN claim_entities ce ON ce.claim_id = c.id WHERE c.superseded_at IS NULL AND ce.{about})",
-                    builtins.list(params),
-                )
+                chunk_filter = db.passages_about(members)
             t0 = perf_counter()
-            nominations, more = self._nominate(
-                s, "claim", query, within, candidate_k, claim_filter, lexical_only="superseded_at IS NULL"
-            )
+            nominations, more = self._nominate(s, "claim", query, within, candidate_k, claim_filter, current_only=True)
             notes.extend(more)
             fused = rank.fuse(nominations, rrf_k=_RRF_K, weights=_WEIGHTS)
             counts.update({f"claims_{ch}": len(n) for ch, n in nominations.items()})
-            refs, ref_params = in_sql("c.id", [c.ref for c in fused])
-            scope, scope_params = self._scope_sql("c.namespace", within)
-            live = dict(
-                s.rows(
-                    f"SELECT c.id, c.norm FROM claims c WHERE {refs} AND {scope} AND c.superseded_at IS NULL",
-                    [*ref_params, *scope_params],
-                )
-            )
+            live = db.current_claim_norms(s, [c.ref for c in fused], within)
             confirmed = [(live[c.ref], c) for c in fused if c.ref in live]
             dropped["claims"] = len(fused) - len(confirmed)
             groups = self._group(s, confirmed, within, k)
@@ -1409,13 +1181,7 @@ class FactsLayer:
                     break
         if not order:
             return []
-        where, params = in_sql("c.norm", builtins.list(order))
-        scope, p2 = self._scope_sql("c.namespace", within)
-        rows = s.rows(
-            f"SELECT c.id, c.norm FROM claims c WHERE {where} AND {scope} AND c.superseded_at IS NULL "
-            "ORDER BY c.recorded_at, c.id",
-            [*params, *p2],
-        )
+        rows = db.current_claims_saying(s, builtins.list(order), within)
         members: dict[str, builtins.list[str]] = {n: [] for n in order}
         for cid, norm in rows:
             members[norm].append(cid)

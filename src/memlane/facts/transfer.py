@@ -15,8 +15,10 @@ from typing import Any
 
 from .. import validate as v
 from ..errors import ValidationError
+from ..store import facts_transfer as db
 from ..store._common import SqlSession, loads_json, ns_text, ns_tuple
 from ..store.base import Store
+from ..store.facts import index_text
 from .schema import index_chunks
 
 # record kind: (table, columns, primary key columns, time columns, stamps applied to an existing row)
@@ -129,8 +131,7 @@ _REFERENCES = {
 def export_rows(store: Store) -> Iterator[dict[str, Any]]:
     """Every facts-layer row as a record, references first."""
     with store.session() as s:
-        batches = [(kind, s.rows(f"SELECT {', '.join(spec[1])} FROM {spec[0]} ORDER BY {', '.join(spec[2])}"))
-                   for kind, spec in TABLES.items()]  # fmt: skip
+        batches = [(kind, db.rows(s, table, columns, key)) for kind, (table, columns, key, _, _) in TABLES.items()]
     for kind, rows in batches:
         columns = TABLES[kind][1]
         for row in rows:
@@ -237,16 +238,11 @@ def _check_references(store: Store, by_kind: Parsed) -> None:
     with store.session() as s:
         for (kind, col), values in wanted.items():
             have = {x for _, x in _column(kind, by_kind[kind], col)}
-            missing = sorted(values - have)
-            for i in range(0, len(missing), 500):
-                part = missing[i : i + 500]
-                table = TABLES[kind][0]
-                found = s.rows(f"SELECT {col} FROM {table} WHERE {col} IN ({','.join('?' * len(part))})", part)
-                have.update(r[0] for r in found)
+            have.update(db.present(s, TABLES[kind][0], col, sorted(values - have)))
             known[(kind, col)] = have
         tokens = _column("access_agent", by_kind["access_agent"], "token_hash")
         names = _column("access_agent", by_kind["access_agent"], "name")
-        held = dict(s.rows("SELECT token_hash, name FROM access_agents")) if tokens else {}
+        held = db.token_holders(s) if tokens else {}
     for (kind, col), target in _REFERENCES.items():
         for n, x in _column(kind, by_kind[kind], col):
             if x is not None and x not in known[target]:
@@ -264,34 +260,30 @@ def import_rows(s: SqlSession, by_kind: Parsed) -> int:
         late = _LATE.get(kind, ())
         for _, row in rows:
             values = dict(zip(columns, row, strict=True))
-            if kind in _NULLABLE_KEYS:
-                where = " AND ".join(f"({k} = ? OR ({k} IS NULL AND ? IS NULL))" for k in key)
-                wanted = [x for k in key for x in (values[k], values[k])]
-            else:
-                where = " AND ".join(f"{k} = ?" for k in key)
-                wanted = [values[k] for k in key]
-            current = s.rows(f"SELECT {', '.join(stamps) or '1'} FROM {table} WHERE {where}", wanted)
-            if current:
-                for stamp, have in zip(stamps, current[0], strict=False):
+            wanted = [values[k] for k in key]
+            nullable = kind in _NULLABLE_KEYS
+            current = db.existing(s, table, key, wanted, stamps, nullable)
+            if current is not None:
+                for stamp, have in zip(stamps, current, strict=False):
                     if have is None and values[stamp] is not None and stamp not in late:
-                        s.run(f"UPDATE {table} SET {stamp} = ? WHERE {where}", [values[stamp], *wanted])
+                        db.set_stamp(s, table, key, wanted, nullable, stamp, values[stamp])
                         written += 1
                 continue
-            insert = [None if c in late else values[c] for c in columns]
-            s.run(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", insert)
+            db.insert(s, table, columns, [None if c in late else values[c] for c in columns])
             written += 1
-            if kind == "chunk" and s.dialect == "sqlite":
+            # SQLite's full-text rows (PostgreSQL indexes generated columns); a fact's later versions keep its
+            # text, indexed once under its id
+            if kind == "chunk":
                 index_chunks(s, [(values["id"], values["namespace"], values["text"], values["context"])])
-            elif kind in _SEARCHED and not (kind == "fact" and values["version"] > 1) and s.dialect == "sqlite":
-                s.run(f"INSERT INTO {kind}_fts (ref, namespace, text) VALUES (?, ?, ?)",
-                      (values["id"], values["namespace"], values["text"]))  # fmt: skip
+            elif kind in _SEARCHED and not (kind == "fact" and values["version"] > 1):
+                index_text(s, kind, [(values["id"], values["namespace"], values["text"])])
     for kind, columns_late in _LATE.items():
         table, columns, key, _, _ = TABLES[kind]
         for _, row in by_kind[kind]:
             values = dict(zip(columns, row, strict=True))
             for col in columns_late:
                 if values[col] is not None:
-                    s.run(f"UPDATE {table} SET {col} = ? WHERE id = ? AND {col} IS NULL", (values[col], values["id"]))
+                    db.set_reference(s, table, col, values[col], values["id"])
     return written
 
 
