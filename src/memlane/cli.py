@@ -2796,3 +2796,117 @@ def index(
                 f"{result.vectors_missing:,} missing"
             )
         )
+
+
+# -- every operation of the table: memlane op NAME ---------------------------------------------------
+#
+# The commands above are written for people: positional arguments, tables, hints. `memlane op` has one command
+# per operation of the table (memlane.operations), made from Memory's signature and the table's meanings, that
+# prints the JSON the HTTP API answers: a new operation is a command here with nothing written for it.
+
+
+def _kind(annotation: str) -> str:
+    """How a parameter is typed on the command line, from the core's annotation."""
+    if annotation in ("bool", "bool | None"):
+        return "flag"
+    if annotation in ("int", "int | None"):
+        return "int"
+    if annotation in ("float", "float | None"):
+        return "float"
+    if annotation in ("str", "str | None", "Namespace | str", "datetime | str", "datetime | str | None"):
+        return "text"
+    if annotation.startswith("str | "):
+        return "json or text"  # {"valid_at": ...} or "current"; ["a", "b"] or one text
+    return "json"
+
+
+_CLI_TYPES: dict[str, Any] = {"flag": bool | None, "int": int | None, "float": float | None}
+_JSON_HINT = {"json": "JSON", "json or text": "JSON or text"}
+
+
+def _argument(op: Any, name: str, raw: Any, kind: str) -> Any:
+    """One command-line value as the core takes it."""
+    if kind not in _JSON_HINT:
+        return raw
+    if kind == "json or text" and not raw.lstrip().startswith(("[", "{")):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        hint = " (a text value is quoted: '\"text\"')" if kind == "json" else ""
+        raise memlane.ValidationError(name, f"must be JSON, not {raw!r:.60}{hint}") from None
+
+
+def _operation_command(op: Any) -> Any:
+    """The ``memlane op`` command of one operation of the table."""
+    import inspect
+
+    from .memory import Memory
+    from .operations import ANSWERS, wire_default
+
+    core = inspect.signature(getattr(Memory, op.name)).parameters
+    kinds = {p.name: _kind(str(core[p.name].annotation)) for p in op.params()}
+    parameters = []
+    for param in op.params():
+        kind, flag = kinds[param.name], "--" + param.name.replace("_", "-")
+        helps = " ".join(h for h in (op.meaning(param.name), _JSON_HINT.get(kind, "") and f"({_JSON_HINT[kind]})") if h)
+        if param.required:
+            info: Any = typer.Argument(help=helps, show_default=False, metavar=param.name.upper())
+            default: Any = inspect.Parameter.empty
+        else:
+            names = (f"{flag}/--no-{flag[2:]}",) if kind == "flag" else (flag,)
+            # not in [brackets]: the help is rich markup
+            shown = f"Default: {json.dumps(wire_default(param.default))}." if param.default not in (None, ()) else ""
+            info = typer.Option(*names, help=" ".join(h for h in (helps, shown) if h), show_default=False)
+            default = None
+        cli_type = _CLI_TYPES.get(kind, str if param.required else str | None)
+        parameters.append(
+            inspect.Parameter(
+                param.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[cli_type, info]
+            )
+        )
+    for extra, annotation in (("db", Db), ("embedder", EmbedderName)):
+        parameters.append(inspect.Parameter(extra, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
+
+    def run(**given: Any) -> None:
+        db, embedder = given.pop("db"), given.pop("embedder")
+        # what the core requires and the wire may leave out (put's key) gets the wire's default, as over HTTP
+        args = dict(op.optional)
+        args |= {name: _argument(op, name, raw, kinds[name]) for name, raw in given.items() if raw is not None}
+        if op.from_wire is not None:
+            args = op.from_wire(args)
+        with _open(db, embedder, reads=op.safe) as mem:  # a read never creates the database
+            _print_json(ANSWERS[op.result](getattr(mem, op.name)(**args), args))
+
+    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in parameters}
+    doc = inspect.getdoc(getattr(Memory, op.name)) or ""
+    required = " ".join(p.name.upper() for p in op.params() if p.required)
+    run.__doc__ = f"{op.summary}\n\n{doc}\n\nExample:\n    memlane op {op.name} {required}".rstrip()
+    one = typer.Typer(add_completion=False)
+    _command(op.name, one)(run)
+    return typer.main.get_command(one)
+
+
+class _Operations(_Group):
+    """``memlane op``'s commands, each made when it is asked for: the CLI's start-up builds none of them."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        from .operations import OPERATIONS
+
+        return [op.name for op in OPERATIONS]
+
+    def get_command(self, ctx: Any, name: str) -> Any:
+        from .operations import OPERATION
+
+        op = OPERATION.get(name.replace("-", "_"))
+        return None if op is None else _operation_command(op)
+
+
+op_app = typer.Typer(
+    cls=_Operations,
+    help="Every operation of the memory, one command each, printing the JSON the HTTP API answers "
+    "(memlane op NAME --help; values of JSON parameters are JSON).",
+    no_args_is_help=True,
+)
+app.add_typer(op_app, name="op")
