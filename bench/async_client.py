@@ -1,4 +1,4 @@
-"""``memlane.AsyncClient`` against the raw transports it could use, over a live ``memlane serve``.
+"""memlane's async surfaces against the raw async drivers they could use instead of worker threads.
 
 Why the async client runs the Client in worker threads rather than on ``httpx.AsyncClient``: for a
 concurrency of C tasks, each doing ``get`` of one address, this measures requests/s of
@@ -11,9 +11,14 @@ concurrency of C tasks, each doing ``get`` of one address, this measures request
 The server is a real ``memlane serve --workers 1`` on loopback over a temporary SQLite file; it shares the
 machine with this process, so the figures are about the client side's cost at a fixed server.
 
+With ``--postgres``, the same for ``AsyncMemory.get`` over PostgreSQL (the synchronous core in worker threads)
+against a raw ``psycopg`` async pool running the same point ``SELECT`` with no memlane code at all (no
+validation, no scope, no decoding): an upper bound for a native async store.
+
 Example::
 
     python bench/async_client.py --concurrency 1,6,32,200 --requests 3000
+    python bench/async_client.py --postgres --concurrency 1,6,32
 """
 
 from __future__ import annotations
@@ -66,13 +71,53 @@ async def _measure(url: str, token: str, concurrency: int, requests: int) -> dic
     return out
 
 
+async def _memory(url: str, concurrency: int, requests: int) -> dict[str, float]:
+    from psycopg_pool import AsyncConnectionPool
+
+    out: dict[str, float] = {}
+    with memlane.open(url, embedder=None) as mem:
+        mem.put("user/1", "k", {"v": 1})
+        out["AsyncMemory"] = await _rate(lambda: memlane.AsyncMemory(mem).get("user/1", "k"), concurrency, requests)
+    async with AsyncConnectionPool(url, min_size=16, max_size=16) as pool:
+
+        async def raw() -> None:
+            async with pool.connection() as conn:
+                statement = "SELECT value FROM items WHERE namespace = %s AND key = %s"
+                await (await conn.execute(statement, ("user/1", "k"))).fetchone()
+
+        out["raw async"] = await _rate(raw, concurrency, requests)
+    return out
+
+
+def _postgres(levels: list[int], requests: int) -> None:
+    import psycopg
+
+    from _util import pg_url_for, postgres_server
+
+    with postgres_server() as admin:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS bench_async")
+            conn.execute("CREATE DATABASE bench_async")
+        rows = []
+        for c in levels:
+            progress(f"PostgreSQL, concurrency {c}")
+            got = asyncio.run(_memory(pg_url_for(admin, "bench_async"), c, requests))
+            rows.append([str(c), f"{got['AsyncMemory']:,.0f}", f"{got['raw async']:,.0f}",
+                         f"{ratio(got['raw async'], got['AsyncMemory']):.2f}x"])  # fmt: skip
+        print(format_table(["in flight", "AsyncMemory.get /s", "raw psycopg async /s", "raw / AsyncMemory"], rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", default="1,6,32,200", help="tasks in flight, comma-separated")
     parser.add_argument("--requests", type=int, default=3000, help="requests per measurement")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--postgres", action="store_true", help="AsyncMemory over PostgreSQL instead of the client")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
+    if args.postgres:
+        _postgres(levels, args.requests)
+        return
 
     folder = Path(tempfile.mkdtemp())
     db = folder / "bench.db"
