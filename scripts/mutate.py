@@ -88,6 +88,10 @@ MODULES: dict[str, Module] = {
             "tests/test_access.py",
             "tests/test_access_history.py",
             "tests/test_scope_scale.py",
+            # Memory's methods that check the scope do other work too: reads, conversations, extraction
+            "tests/conformance/test_reads.py",
+            "tests/test_conversation.py",
+            "tests/test_extract.py",
         ),
     ),
     "store-sqlite": Module(

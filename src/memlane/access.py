@@ -378,18 +378,19 @@ class AgentView(_Operations):
         return self._scoped
 
 
+def _on_scoped(view: AgentView, name: str, expensive: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """One operation on the agent's scoped copy of the memory, within its share of the gate when expensive."""
+    if expensive:
+        with view._expensive():
+            return getattr(view._scoped, name)(*args, **kwargs)
+    return getattr(view._scoped, name)(*args, **kwargs)
+
+
 def _through_scope(op: Operation) -> Callable[..., Any]:
-    name = op.name
-    if op.expensive:
-
-        def gated(self: AgentView, *args: Any, **kwargs: Any) -> Any:
-            with self._expensive():
-                return getattr(self._scoped, name)(*args, **kwargs)
-
-        return gated
+    name, expensive = op.name, op.expensive
 
     def method(self: AgentView, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self._scoped, name)(*args, **kwargs)
+        return _on_scoped(self, name, expensive, args, kwargs)
 
     return method
 

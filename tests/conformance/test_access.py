@@ -138,3 +138,19 @@ def test_list_pages_across_several_prefixes(access):
         if cursor is None:
             break
     assert len(seen) == 14 and seen == sorted(seen, key=lambda a: ("/".join(a[0]), a[1]))
+
+
+def test_deleting_an_agent_takes_its_rooms_grants_and_token_in_one_logged_change(access, mem):
+    """On PostgreSQL a change in a read-only session is refused: this runs the delete on every backend."""
+    _, token = access.create_agent("carol")
+    access.add_member("eng", "carol")
+    access.grant("carol", "project/x", "read")
+    assert access.delete_agent("carol") is True
+    assert access.authenticate(token) is None
+    assert "carol" not in access.create_room("eng")["members"]
+    with pytest.raises(NotFoundError):
+        access.agent("carol")
+    log = [(c.action, c.room) for c in access.history(agent="carol")]
+    assert log[-2:] == [("remove_member", "eng"), ("delete_agent", None)]
+    assert access.delete_agent("carol") is False  # nothing left to delete
+    assert mem.get("agent/alice", "notes.todo") is not None  # other agents' items untouched
