@@ -174,7 +174,13 @@ MODULES: dict[str, Module] = {
         note="turn keys, windows, appends and the index text of a turn",
     ),
     "facts": Module(
-        files=("src/memlane/facts/layer.py", "src/memlane/facts/model.py", "src/memlane/facts/text.py"),
+        # since #28 the facts layer's statements are in store/facts.py
+        files=(
+            "src/memlane/facts/layer.py",
+            "src/memlane/facts/model.py",
+            "src/memlane/facts/text.py",
+            "src/memlane/store/facts.py",
+        ),
         tests=(
             "tests/conformance/test_facts.py",
             "tests/conformance/test_facts_access.py",

@@ -702,6 +702,12 @@ def test_malformed_namespaces_are_validation_errors_naming_the_argument(world: A
         alice.get_many([["agent/alice", "topic"], ("agent/alice",)])
     # the owner's message, naming which address: the core checks both alike
     assert str(e.value) == "addresses: address 1 must be a (namespace, key) pair"
+    # as in put_many, the agent learns that an address is not its to read before any key is checked
+    with pytest.raises(ForbiddenError):
+        alice.get_many([("agent/alice", "bad..key"), ("room/ops", "k")])
+    for bad in (5, "agent/alice", {"agent/alice": "k"}):
+        with pytest.raises(ValidationError, match="must be a list of"):
+            alice.get_many(bad)
 
 
 # -- AgentView: writes ----------------------------------------------------------------

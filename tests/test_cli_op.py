@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 import typer
+from starlette.testclient import TestClient
 from typer.testing import CliRunner, Result
 
 import memlane
 from memlane import cli, operations
-from memlane.operations import ANSWERS
+from memlane.access import Access
+from memlane.server import create_app
 
 
 @pytest.fixture(autouse=True)
@@ -65,12 +67,17 @@ def test_what_a_command_prints_is_what_the_service_answers(tmp_path: Path) -> No
     put = answer(db, "put", "user/1", '{"theme": "dark"}', "--key", "prefs.ui")
     assert put["key"] == "prefs.ui" and put["value"] == {"theme": "dark"} and put["version"] == 1
     assert answer(db, "exists", "user/1", "prefs.ui") == {"exists": True}
-    with memlane.open(db, embedder=None) as mem:
-        item = mem.get("user/1", "prefs.ui")
-        expected = ANSWERS["found"](item, {})
-    assert answer(db, "get", "user/1", "prefs.ui") == expected
+    with memlane.open(db, embedder=None) as mem, TestClient(create_app(mem)) as http:
+        token = Access(mem).create_agent("root", admin=True)[1]
+        served = http.post(
+            "/v1/get", json={"namespace": "user/1", "key": "prefs.ui"}, headers={"Authorization": f"Bearer {token}"}
+        )
+    expected = served.json()  # unset optional fields (author, expires_at) left out, as the service does
+    assert "author" not in expected and answer(db, "get", "user/1", "prefs.ui") == expected
     many = answer(db, "get_many", '[["user/1", "prefs.ui"], ["user/1", "nothing"]]')
     assert many["items"][0] == expected and many["items"][1] is None
+    shown = answer(db, "get_many", '[{"namespace": "user/1", "key": "prefs.ui"}]')  # the form --help shows
+    assert shown["items"] == [expected]
     hits = answer(db, "search", "dark", "--limit", "3", "--channels", '["lexical"]', "--no-floor")
     assert [h["key"] for h in hits["hits"]] == ["prefs.ui"] and hits["params"]["channels"] == ["lexical"]
     note = answer(db, "put", "user/1", '"a note without a key"')
@@ -89,6 +96,8 @@ def test_json_or_text_parameters_take_either(tmp_path: Path) -> None:
     db = tmp_path / "op.db"
     one = answer(db, "add_document", "docs", "Notes", "First passage.\n\nSecond passage.")
     two = answer(db, "add_document", "docs", "Passages", '["one", "two", "three"]')
+    bracketed = answer(db, "add_document", "docs", "Draft", "[draft] notes: text that starts with a bracket")
+    assert bracketed["chunk_count"] == 1
     assert len(one["chunk_ids"]) >= 1 and len(two["chunk_ids"]) == 3
     ent = answer(db, "add_entity", "people", "Kim", "--kind", "person", "--aliases", '["K"]')
     fact = answer(db, "assert_fact", "people", ent["id"], "works on", '"billing"')

@@ -585,6 +585,7 @@ def test_end_fact_appends_a_version_and_keeps_the_old_one_readable(store):
     with pytest.raises(ValidationError) as err:
         mem.end_fact(fact.id, start)
     assert err.value.field == "valid_to" and "later than the fact's valid_from" in str(err.value)
+    assert f"({start.isoformat(timespec='microseconds')})" in str(err.value)  # the start it must come after
     assert mem.lookup([fact.id])[0].version == 3  # the refused end changed nothing
     with pytest.raises(ValidationError) as err:
         mem.end_fact(fact.id, None)

@@ -211,6 +211,9 @@ def test_addresses_and_records_from_a_body_are_normalised_and_unknown_fields_dro
     args = operations._addresses({"addresses": [["a", "k"], ("b", "k")]})
     assert args["addresses"] == [("a", "k"), ("b", "k")]
     assert operations._addresses({"addresses": "not a list"}) == {"addresses": "not a list"}  # refused later
+    # MCP's shape, which the table's description shows every surface: an object with exactly these two fields
+    objects = operations._addresses({"addresses": [{"namespace": "a", "key": "k"}, {"namespace": "a"}]})
+    assert objects["addresses"] == [("a", "k"), {"namespace": "a"}]  # the second is refused by the core
     records = operations._known_fields({"records": [{"namespace": "a", "key": "k", "value": 1, "extra": 2}, "x"]})
     assert records["records"] == [{"namespace": "a", "key": "k", "value": 1}, "x"]
     assert operations._known_fields({"records": "x"}) == {"records": "x"}

@@ -2824,7 +2824,7 @@ _CLI_TYPES: dict[str, Any] = {"flag": bool | None, "int": int | None, "float": f
 _JSON_HINT = {"json": "JSON", "json or text": "JSON or text"}
 
 
-def _argument(op: Any, name: str, raw: Any, kind: str) -> Any:
+def _argument(name: str, raw: Any, kind: str) -> Any:
     """One command-line value as the core takes it."""
     if kind not in _JSON_HINT:
         return raw
@@ -2833,8 +2833,11 @@ def _argument(op: Any, name: str, raw: Any, kind: str) -> Any:
     try:
         return json.loads(raw)
     except ValueError:
-        hint = " (a text value is quoted: '\"text\"')" if kind == "json" else ""
-        raise memlane.ValidationError(name, f"must be JSON, not {raw!r:.60}{hint}") from None
+        if kind == "json or text":
+            return raw  # text that merely starts with a bracket: "[draft] notes"
+        raise memlane.ValidationError(
+            name, f"must be JSON, not {raw!r:.60} (a text value is quoted: '\"text\"')"
+        ) from None
 
 
 def _operation_command(op: Any) -> Any:
@@ -2842,7 +2845,7 @@ def _operation_command(op: Any) -> Any:
     import inspect
 
     from .memory import Memory
-    from .operations import ANSWERS, wire_default
+    from .operations import ANSWERS, compact, wire_default
 
     core = inspect.signature(getattr(Memory, op.name)).parameters
     kinds = {p.name: _kind(str(core[p.name].annotation)) for p in op.params()}
@@ -2872,11 +2875,11 @@ def _operation_command(op: Any) -> Any:
         db, embedder = given.pop("db"), given.pop("embedder")
         # what the core requires and the wire may leave out (put's key) gets the wire's default, as over HTTP
         args = dict(op.optional)
-        args |= {name: _argument(op, name, raw, kinds[name]) for name, raw in given.items() if raw is not None}
+        args |= {name: _argument(name, raw, kinds[name]) for name, raw in given.items() if raw is not None}
         if op.from_wire is not None:
             args = op.from_wire(args)
         with _open(db, embedder, reads=op.safe) as mem:  # a read never creates the database
-            _print_json(ANSWERS[op.result](getattr(mem, op.name)(**args), args))
+            _print_json(compact(ANSWERS[op.result](getattr(mem, op.name)(**args), args)))
 
     run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     run.__annotations__ = {p.name: p.annotation for p in parameters}

@@ -75,6 +75,12 @@ def _system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+def _pair(address: Any, n: int) -> Any:
+    if not isinstance(address, tuple | builtins.list) or len(address) != 2:
+        raise ValidationError("addresses", f"address {n} must be a (namespace, key) pair")
+    return address
+
+
 def _prefix(raw: Any) -> Namespace:
     return v.namespace(raw, "namespace_prefix", allow_empty=True)
 
@@ -628,11 +634,16 @@ class Memory:
 
     def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
         """Items for many addresses in one round trip, in input order (``None`` where missing)."""
-        checked: builtins.list[tuple[Namespace, str]] = []
-        for n, addr in enumerate(addresses):
-            if not isinstance(addr, tuple | list) or len(addr) != 2:
-                raise ValidationError("addresses", f"address {n} must be a (namespace, key) pair")
-            checked.append((self._readable(addr[0]), v.key(addr[1])))
+        if isinstance(addresses, str | bytes | Mapping) or not isinstance(addresses, Iterable):
+            raise ValidationError(
+                "addresses", f"must be a list of (namespace, key) pairs, not {type(addresses).__name__}"
+            )
+        addresses = addresses if isinstance(addresses, Sequence) else builtins.list(addresses)
+        if self._scope is not None:
+            # an agent learns that an address is not its to read before any key is checked (as in put_many)
+            for n, addr in enumerate(addresses):
+                self._readable(_pair(addr, n)[0])
+        checked = [(self._readable(ns), v.key(key)) for ns, key in (_pair(a, n) for n, a in enumerate(addresses))]
         if not checked:
             return []
         return self._store.get_many(checked, self._now())

@@ -58,10 +58,18 @@ def params(method: str) -> tuple[Param, ...]:
 UNSENDABLE = frozenset({"chooser", "extractor"})
 
 
+def _address(a: Any) -> Any:
+    if isinstance(a, list):
+        return tuple(a)
+    if isinstance(a, dict) and a.keys() == {"namespace", "key"}:
+        return (a["namespace"], a["key"])
+    return a  # refused by the core, naming its position
+
+
 def _addresses(args: dict[str, Any]) -> dict[str, Any]:
-    # JSON has no tuples: an address arrives as a [namespace, key] list
+    # JSON has no tuples: an address arrives as a [namespace, key] list, or as {"namespace", "key"} (MCP's shape)
     if isinstance(args.get("addresses"), list):
-        args["addresses"] = [tuple(a) if isinstance(a, list) else a for a in args["addresses"]]
+        args["addresses"] = [_address(a) for a in args["addresses"]]
     return args
 
 
@@ -346,3 +354,48 @@ ANSWERS: Mapping[str, Callable[[Any, dict[str, Any]], Any]] = MappingProxyType(
         "saved_queries": _dicts("queries"),
     }
 )
+
+
+# optional answer fields left out when unset, so a newer server answers an older client the same way
+OPTIONAL = frozenset(
+    {
+        "author",
+        "expires_at",
+        "changed_by",
+        "next_cursor",
+        "embedding",
+        "pending_vectors",
+        "relevant",
+        "relevance",
+        "why",
+    }
+)
+
+
+# answer fields that hold the caller's own JSON (a value, metadata, the query space's rows): passed through
+# whole, a null in them is data (``{"author": null}`` stays)
+CALLERS_DATA = frozenset({"value", "metadata", "rows"})
+
+
+def compact(obj: Any) -> Any:
+    """Drop unset optional fields (``None``) from answer objects, recursively, never inside the caller's data.
+
+    The request's parameters echoed in an envelope (``params``) lose their own unset fields (``embedding``),
+    not the caller's JSON inside them (a ``where`` that matches a null).
+    """
+    kind = type(obj)  # exact types: the answers are plain dicts and lists, and this runs on every value
+    if kind is dict:
+        return {
+            k: v if k in CALLERS_DATA else _shallow(v) if k == "params" else compact(v)
+            for k, v in obj.items()
+            if v is not None or k not in OPTIONAL
+        }
+    if kind is list:
+        return [compact(v) for v in obj]
+    return obj
+
+
+def _shallow(obj: Any) -> Any:
+    if type(obj) is not dict:
+        return obj
+    return {k: v for k, v in obj.items() if v is not None or k not in OPTIONAL}

@@ -34,56 +34,13 @@ from pydantic import ValidationError as PydanticError
 from .. import errors, validate, wire
 from ..access import Access, AgentView
 from ..memory import Memory
-from ..operations import ANSWERS, OPERATIONS, Operation
+from ..operations import ANSWERS, OPERATIONS, Operation, compact
 from .routes import bodies
 
-# optional answer fields left out when unset, so a newer server answers an older client the same way
-OPTIONAL = frozenset(
-    {
-        "author",
-        "expires_at",
-        "changed_by",
-        "next_cursor",
-        "embedding",
-        "pending_vectors",
-        "relevant",
-        "relevance",
-        "why",
-    }
-)
 JSON_HEADERS = [(b"content-type", b"application/json")]
 NOT_JSON = f"could not be parsed as JSON (malformed, or nested more than {validate.MAX_DEPTH} levels deep)"
 
 Prepare = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-# answer fields that hold the caller's own JSON (a value, metadata, the query space's rows): passed through
-# whole, a null in them is data (``{"author": null}`` stays)
-CALLERS_DATA = frozenset({"value", "metadata", "rows"})
-
-
-def compact(obj: Any) -> Any:
-    """Drop unset optional fields (``None``) from answer objects, recursively, never inside the caller's data.
-
-    The request's parameters echoed in an envelope (``params``) lose their own unset fields (``embedding``),
-    not the caller's JSON inside them (a ``where`` that matches a null).
-    """
-    kind = type(obj)  # exact types: the answers are plain dicts and lists, and this runs on every value
-    if kind is dict:
-        return {
-            k: v if k in CALLERS_DATA else _shallow(v) if k == "params" else compact(v)
-            for k, v in obj.items()
-            if v is not None or k not in OPTIONAL
-        }
-    if kind is list:
-        return [compact(v) for v in obj]
-    return obj
-
-
-def _shallow(obj: Any) -> Any:
-    if type(obj) is not dict:
-        return obj
-    return {k: v for k, v in obj.items() if v is not None or k not in OPTIONAL}
 
 
 def _fallback(obj: Any) -> Any:

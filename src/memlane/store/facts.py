@@ -572,7 +572,7 @@ def lexical(
     within: Sequence[Namespace],
     k: int,
     restrict: Narrowing | None,
-    current: bool = False,
+    current: bool,
 ) -> list[tuple[str, float]]:
     """Up to ``k`` ``(id, score)`` of a kind's rows in ``within`` matching any of ``words``, best (highest) first.
 

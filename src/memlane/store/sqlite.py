@@ -681,14 +681,20 @@ class SqliteStore(Store):
 
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction: every SELECT inside sees the same state."""
+        """A read transaction: every SELECT inside sees the same state, and a write is refused.
+
+        Refused as PostgreSQL refuses it in its READ ONLY snapshot: a write that slipped into a read session
+        fails on both backends, in the tests of either.
+        """
         with self._lock:
             self._check_open()
+            self._conn.execute("PRAGMA query_only = ON")
             self._conn.execute("BEGIN")
             try:
                 yield self._conn
             finally:
                 self._conn.execute("COMMIT")
+                self._conn.execute("PRAGMA query_only = OFF")
 
     def _check_open(self) -> None:
         if self._closed:
