@@ -74,11 +74,12 @@ def every_command() -> Iterator[tuple[str, Any]]:
     """``(name as typed after memlane, click command)`` for every command the app registers, groups walked."""
 
     def walk(cmd: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
-        subcommands = getattr(cmd, "commands", {})
-        if path and not subcommands:
+        # click's own listing: a group that makes its commands when asked (memlane op) lists them too
+        names = cmd.list_commands(None) if hasattr(cmd, "list_commands") else []
+        if path and not names:
             yield " ".join(path), cmd
-        for name, sub in subcommands.items():
-            yield from walk(sub, [*path, name])
+        for name in names:
+            yield from walk(cmd.get_command(None, name), [*path, name])
 
     yield from walk(typer.main.get_command(cli.app), [])
 
@@ -290,6 +291,13 @@ PLACEHOLDERS = {
     "chunk_id": "chunk_" + "0" * 32,
     "name": "x",
     "sql": "SELECT 1",
+    "addresses": '[["user/1", "k"]]',
+    "text": "words",
+}
+# memlane op takes a list parameter as JSON
+OP_PLACEHOLDERS = PLACEHOLDERS | {
+    "ids": f'["{PLACEHOLDERS["ids"]}"]',
+    "entity_ids": f'["{PLACEHOLDERS["entity_ids"]}"]',
 }
 
 
@@ -303,10 +311,11 @@ def test_every_command_is_classified_as_a_read_or_a_write() -> None:
 @pytest.mark.parametrize("command", sorted(cli.READ_COMMANDS))
 def test_a_read_of_a_missing_database_says_so_and_creates_nothing(tmp_path: Path, command: str) -> None:
     click_command = dict(every_command())[command]
+    placeholders = OP_PLACEHOLDERS if command.startswith("op ") else PLACEHOLDERS
     args = [
-        PLACEHOLDERS[p.name]  # a new required argument needs a placeholder here
+        placeholders[p.name]  # a new required argument needs a placeholder here
         for p in click_command.params
-        if p.param_type_name == "argument" and (p.required or p.name in PLACEHOLDERS)
+        if p.param_type_name == "argument" and (p.required or p.name in placeholders)
     ]
     typo = tmp_path / "memry.db"
     line = one_line_error(run(*command.split(), *args, "--db", str(typo)), 1)

@@ -47,6 +47,7 @@ import memlane
 from .conversation import DEFAULT_WINDOW
 from .facts.text import DEFAULT_CHUNK_CHARS
 from .model import Item, namespace_text
+from .operations import OPERATIONS
 
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
@@ -199,6 +200,8 @@ READ_COMMANDS = frozenset(
         "query sql", "query describe", "query run", "query saved",
         "retention list",
     }
+    # memlane op NAME: as the table says (a safe operation only reads)
+    | {f"op {op.name}" for op in OPERATIONS if op.safe}
 )  # fmt: skip
 WRITE_COMMANDS = frozenset(
     {
@@ -210,6 +213,7 @@ WRITE_COMMANDS = frozenset(
         "query save", "query delete",
         "retention set", "retention clear",
     }
+    | {f"op {op.name}" for op in OPERATIONS if not op.safe}
 )  # fmt: skip
 
 
