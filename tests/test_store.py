@@ -1371,3 +1371,19 @@ def test_put_vectors_counts_only_the_vectors_written_at_the_items_version(tmp_pa
     assert session.changed("UPDATE t SET x = x + 1 WHERE x >= ?", (2,)) == 2
     assert session.changed("DELETE FROM t WHERE x > 100") == 0
     assert _common.ns_text(("a", "b", "c")) == "a/b/c"
+
+
+@pytest.mark.embedded
+def test_a_write_in_a_read_session_is_refused_on_every_backend(mem):
+    """A read session (``write=False``) refuses a write on SQLite as PostgreSQL's READ ONLY snapshot does, so a
+    write that slipped into one fails in the tests of either backend; the session after it writes as before."""
+    statement = "INSERT INTO meta (name, value) VALUES (?, ?)"
+    with pytest.raises(Exception, match=r"(?i)read.?only"):  # noqa: B017 - each driver's own error
+        with mem.store.session() as s:
+            s.run(statement, ("read-session-probe", "x"))
+    with mem.store.session(write=True) as s:
+        s.run(statement, ("write-session-probe", "y"))
+    with mem.store.session() as s:
+        names = {r[0] for r in s.rows("SELECT name FROM meta WHERE name LIKE '%-probe'")}
+    assert names == {"write-session-probe"}
+    assert mem.put("ns", "k", 1).value == 1  # the connection is writable again after the read session
