@@ -99,6 +99,14 @@ class _Fetch:
         average = max(1, self.size // len(self.rows))
         return max(1, min(_FETCH, self.max_rows + 1 - len(self.rows), (MAX_BYTES - self.size) // average))
 
+    def drain(self, cursor: Any) -> None:
+        """Fetch from ``cursor`` in batches until it is spent or a cap is reached (either driver's cursor)."""
+        while True:
+            want = self.batch()
+            batch = cursor.fetchmany(want)
+            if not batch or not self.take(batch) or len(batch) < want:
+                return
+
     def take(self, batch: Sequence[Sequence[Any]]) -> bool:
         """Add a batch; ``False`` once a cap is reached (the rows that fit are kept)."""
         room = self.max_rows - len(self.rows)
@@ -334,11 +342,7 @@ class _SqliteConnection:
                     self._mode = "lenient"
                 cursor = conn.execute(checked.sql, checked.params)
                 columns = [d[0] for d in cursor.description or ()]
-                while True:
-                    want = fetched.batch()
-                    batch = cursor.fetchmany(want)
-                    if not batch or not fetched.take(batch) or len(batch) < want:
-                        break
+                fetched.drain(cursor)
             except sqlite3.Error as e:
                 if "interrupted" in str(e) and fetched.rows:
                     fetched.cut = "timeout"
@@ -533,11 +537,7 @@ class PostgresRunner:
                 cursor = psycopg.RawServerCursor(conn, "memlane_query")
                 cursor.execute(checked.sql, checked.params)
                 columns = [d.name for d in cursor.description or ()]
-                while True:
-                    want = fetched.batch()
-                    batch = cursor.fetchmany(want)
-                    if not batch or not fetched.take(batch) or len(batch) < want:
-                        break
+                fetched.drain(cursor)
                 # the cursor ends with the transaction: no CLOSE round trip
             except psycopg.Error as e:
                 if isinstance(e, psycopg.errors.QueryCanceled) and fetched.rows:
