@@ -469,6 +469,7 @@ class Offer:
     def name(self) -> str:
         return f"memory_{self.operation}"
 
+    @functools.cached_property
     def signature(self) -> inspect.Signature:
         """The tool function's signature, which the SDK reads to build the argument model and the schema."""
         op = OPERATION[self.operation]
@@ -601,7 +602,7 @@ class _Offered(_Tools):
 
             return self._run(ctx, run)
 
-        signature = offer.signature()
+        signature = offer.signature  # worked out once per process, not per server
         call.__name__ = call.__qualname__ = offer.name
         call.__signature__ = signature  # type: ignore[attr-defined]
         call.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}

@@ -34,9 +34,9 @@ from .. import errors, validate, wire
 from ..access import Access, Agent, AgentView
 from ..gate import DEFAULT_CAPACITY, DEFAULT_MAX_WAIT, DEFAULT_PER_AGENT, Gate
 from ..memory import Memory
-from ..operations import OPERATIONS
+from ..operations import OPERATIONS, compact
 from ..wire import error_body
-from .dispatch import JSON_HEADERS, NOT_JSON, Dispatch, Prepare, compact, encode, error_answer, send_answer
+from .dispatch import JSON_HEADERS, NOT_JSON, Dispatch, Prepare, encode, error_answer, send_answer
 from .routes import Body, register
 
 API_VERSION = "v1"
