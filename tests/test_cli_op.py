@@ -52,13 +52,18 @@ def test_every_operation_is_a_command_with_the_wires_parameters() -> None:
                 assert meaning in (param.help or ""), (spec.name, param.name)
 
 
-def test_the_commands_are_made_only_when_asked_for() -> None:
+def test_the_commands_are_made_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI's start-up builds none of the operations' commands (each costs Typer's conversion)."""
+    made: list[str] = []
+    real = cli._operation_command
+    monkeypatch.setattr(cli, "_operation_command", lambda spec: made.append(spec.name) or real(spec))
     root = typer.main.get_command(cli.app)
+    assert CliRunner().invoke(cli.app, ["--help"]).exit_code == 0 and made == []
     group = root.commands["op"]  # type: ignore[attr-defined]
     assert group.commands == {}
     assert group.list_commands(None) == [o.name for o in operations.OPERATIONS]
     assert group.get_command(None, "get-many").name == "get_many"
+    assert made == ["get_many"]  # the one asked for
     assert group.get_command(None, "nope") is None
 
 
@@ -113,6 +118,10 @@ def test_json_or_text_parameters_take_either(tmp_path: Path) -> None:
         (("get_many", "not json"), 2, "addresses: must be JSON"),
         (("get", "user/1", "missing"), 1, "no item at 'user/1' key 'missing'"),
         (("put", "user//1", "1", "--key", "k"), 2, "namespace"),
+        # a local command refuses a misspelt record field, as the core does (only the wire drops unknown ones)
+        (("put_many", '[{"namespace": "a", "key": "k", "value": 1, "tll": 5}]'), 2, "unknown fields ['tll']"),
+        (("put", "user/1", "[" * 50_000 + "]" * 50_000, "--key", "deep"), 2, "value: is nested more than"),
+        (("put", "user/1", "NaN", "--key", "nan"), 2, "value: must be JSON, not 'NaN'"),
         (("list", "--limit", "lots"), 2, "Invalid value for '--limit'"),  # Typer's usage error, as `memlane list`'s
     ],
 )

@@ -2835,7 +2835,11 @@ def _argument(name: str, raw: Any, kind: str) -> Any:
     if kind == "json or text" and not raw.lstrip().startswith(("[", "{")):
         return raw
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_reject_constant)  # NaN and Infinity are no JSON
+    except RecursionError:
+        raise memlane.ValidationError(
+            name, f"is nested more than {memlane.validate.MAX_DEPTH} levels deep (lists and objects inside one another)"
+        ) from None
     except ValueError:
         if kind == "json or text":
             return raw  # text that merely starts with a bracket: "[draft] notes"

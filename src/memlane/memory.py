@@ -240,11 +240,7 @@ class Memory:
 
     def _facts_within(self, prefix: Any = ()) -> builtins.list[Namespace]:
         """What a facts read (or a write that cites records) under ``prefix`` may see."""
-        # an admin's item reads list top-level item namespaces; the facts layer has namespaces of its own,
-        # so an admin reads them by prefix directly
-        if self._scope is None or self._scope.admin:
-            return [_prefix(prefix)]
-        return self._scope.narrow(_prefix(prefix))
+        return self._within(_prefix(prefix))
 
     def _changeable(self, record_id: Any, field: str) -> None:
         """Refuse an agent's change to a record it may read but not write (unknown ids fail later, as any)."""
@@ -265,7 +261,7 @@ class Memory:
         # owner, an admin) is everything except the reserved namespace
         if self._scope is None or self._scope.admin:
             return None
-        return self._scope.narrow(())
+        return self._within(())
 
     def _owns(self, author: str | None) -> bool:
         """Whether this caller may replace what ``author`` saved: the owner and admins anything, an agent its own."""
@@ -641,9 +637,10 @@ class Memory:
         addresses = addresses if isinstance(addresses, Sequence) else builtins.list(addresses)
         if self._scope is not None:
             # an agent learns that an address is not its to read before any key is checked (as in put_many)
-            for n, addr in enumerate(addresses):
-                self._readable(_pair(addr, n)[0])
-        checked = [(self._readable(ns), v.key(key)) for ns, key in (_pair(a, n) for n, a in enumerate(addresses))]
+            spaces = [(self._readable(_pair(a, n)[0]), a[1]) for n, a in enumerate(addresses)]
+            checked = [(ns, v.key(key)) for ns, key in spaces]
+        else:
+            checked = [(self._readable(ns), v.key(key)) for ns, key in (_pair(a, n) for n, a in enumerate(addresses))]
         if not checked:
             return []
         return self._store.get_many(checked, self._now())

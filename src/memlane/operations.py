@@ -103,7 +103,10 @@ class Operation:
         admin: an owner setting: only an admin agent may call it, on the whole memory.
         optional: parameters the core requires that the wire may leave out, with what the core then gets.
         aliases: earlier wire names still accepted, to the parameter they now fill.
-        from_wire: turns JSON's shapes into the core's (a list where the core takes a tuple).
+        from_wire: turns JSON's shapes into the core's (a list where the core takes a tuple), for every surface
+            that parses JSON (HTTP, MCP, ``memlane op``).
+        additive: what only a request over the network gets: fields this version does not know dropped, so a
+            newer client is answered by an older service (``memlane op`` refuses them, as the core does).
         safe: it only reads, so sending it again changes nothing: a client may repeat it after a lost
             connection (a write may have been applied before the connection broke, so it is never repeated).
         point: a read by address of at most ``limit`` rows (``recall`` with a key): the service may answer it on
@@ -120,6 +123,7 @@ class Operation:
     optional: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     from_wire: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    additive: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     safe: bool = False
     point: bool = False
     expensive: bool = False
@@ -183,7 +187,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "ttl": "Seconds until the item expires.",
         "index": "false: search never returns it (a cache entry).",
     }),
-    _op("put_many", "items", "Write many records in one transaction.", from_wire=_known_fields),
+    _op("put_many", "items", "Write many records in one transaction.", additive=_known_fields),
     _op("add_conversation", "items",
         "Store a conversation: one item per turn (<session>.t<turn>), indexed with its neighbouring turns.",
         meanings={

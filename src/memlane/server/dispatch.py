@@ -247,6 +247,8 @@ class Dispatch:
                 raise refused or errors.ValidationError("body", "is missing")
             # what the wire may leave out although the core requires it, then what was sent
             args = {**op.optional, **body.model_dump(exclude_unset=True)}
+            if op.additive is not None:
+                args = op.additive(args)
             if op.from_wire is not None:
                 args = op.from_wire(args)
             if prepare is not None:
