@@ -355,6 +355,7 @@ class AgentView(_Operations):
     """
 
     DIFFERS: dict[str, str] = {}  # nothing written by hand: the core enforces the scope
+    author: str  # the agent's name (a Memory's author may be None)
 
     def __init__(self, mem: Memory, scope: Scope, author: str, *, gate: Gate | None = None) -> None:
         import copy
@@ -363,7 +364,6 @@ class AgentView(_Operations):
         self._mem = mem
         self.scope = scope
         self.author = author
-        self._agent = author  # typed as the agent's name (Memory's author may be None)
         # the wrapped memory is shared between requests: read and write through a
         # shallow copy that carries this agent's scope and name
         self._scoped = copy.copy(mem)
@@ -371,7 +371,7 @@ class AgentView(_Operations):
         self._scoped.author = author
 
     def _expensive(self) -> AbstractContextManager[None]:
-        return nullcontext() if self._gate is None else self._gate.enter(self._agent)
+        return nullcontext() if self._gate is None else self._gate.enter(self.author)
 
     def _as_author(self) -> Memory:
         """The memory as this agent: its scope, its name on every write."""

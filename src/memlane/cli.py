@@ -47,7 +47,7 @@ import memlane
 from .conversation import DEFAULT_WINDOW
 from .facts.text import DEFAULT_CHUNK_CHARS
 from .model import Item, namespace_text
-from .operations import OPERATIONS
+from .operations import OPERATION, OPERATIONS
 
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
@@ -2852,10 +2852,10 @@ def _operation_command(op: Any) -> Any:
     """The ``memlane op`` command of one operation of the table."""
     import inspect
 
-    from .memory import Memory
+    from . import surface
     from .operations import ANSWERS, compact, wire_default
 
-    core = inspect.signature(getattr(Memory, op.name)).parameters
+    core = surface.signature(op.name).parameters
     kinds = {p.name: _kind(str(core[p.name].annotation)) for p in op.params()}
     parameters = []
     for param in op.params():
@@ -2891,7 +2891,7 @@ def _operation_command(op: Any) -> Any:
 
     run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     run.__annotations__ = {p.name: p.annotation for p in parameters}
-    doc = inspect.getdoc(getattr(Memory, op.name)) or ""
+    doc = inspect.getdoc(surface.core(op.name)) or ""
     required = " ".join(p.name.upper() for p in op.params() if p.required)
     run.__doc__ = f"{op.summary}\n\n{doc}\n\nExample:\n    memlane op {op.name} {required}".rstrip()
     one = typer.Typer(add_completion=False)
@@ -2903,13 +2903,9 @@ class _Operations(_Group):
     """``memlane op``'s commands, each made when it is asked for: the CLI's start-up builds none of them."""
 
     def list_commands(self, ctx: Any) -> list[str]:
-        from .operations import OPERATIONS
-
         return [op.name for op in OPERATIONS]
 
     def get_command(self, ctx: Any, name: str) -> Any:
-        from .operations import OPERATION
-
         op = OPERATION.get(name.replace("-", "_"))
         return None if op is None else _operation_command(op)
 

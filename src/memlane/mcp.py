@@ -513,7 +513,7 @@ def _nullable(shape: Any) -> bool:
     return type(None) in typing.get_args(shape)
 
 
-def _found(item: Any, args: dict[str, Any]) -> dict[str, Any]:
+def _found_or_where_to_look(item: Any, args: dict[str, Any]) -> dict[str, Any]:
     if item is None:
         namespace, key = _text(args["namespace"]), args["key"]
         return {
@@ -543,7 +543,7 @@ def _query_or_key(args: dict[str, Any]) -> dict[str, Any]:
 
 
 ITEM_OFFERS = (
-    Offer("get", ("namespace", "key"), answer=_found),
+    Offer("get", ("namespace", "key"), answer=_found_or_where_to_look),
     Offer("get_many", ("addresses",), prepare=_pairs),
     Offer("put", ("namespace", "value", "key", "text", "metadata", "ttl", "index"),
           answer=lambda item, args: {"item": item.to_dict()}),

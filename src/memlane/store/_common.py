@@ -78,11 +78,6 @@ def ts(value: datetime) -> str:
     return value.isoformat(timespec="microseconds")
 
 
-def ts_or_none(value: datetime | None) -> str | None:
-    """``ts`` for optional times."""
-    return None if value is None else value.isoformat(timespec="microseconds")
-
-
 ns_tuple = namespace_tuple
 
 
