@@ -41,9 +41,11 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-# "client": SQLite behind a live service; "async": AsyncMemory over SQLite; "async_client": AsyncClient to a service
-BACKENDS = ["sqlite", "postgres", "client", "async", "async_client"]
-SURFACES = ("client", "async", "async_client")  # a surface over a SQLite memory, not a backend of its own
+# "client": SQLite behind a live service; "async": AsyncMemory over SQLite; "async_client": AsyncClient to a
+# service; "async_postgres": AsyncMemory over PostgreSQL (its exact reads on psycopg's async connections)
+BACKENDS = ["sqlite", "postgres", "client", "async", "async_client", "async_postgres"]
+SURFACES = ("client", "async", "async_client", "async_postgres")  # a surface over a memory, not a backend
+ON_POSTGRES = ("postgres", "async_postgres")
 
 
 class Blocking:
@@ -170,7 +172,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep, drop = [], []
     for item in items:
         param = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
-        if param in ("async", "async_client") and "conformance" not in item.nodeid:
+        if param in ("async", "async_client", "async_postgres") and "conformance" not in item.nodeid:
             drop.append(item)
         else:
             keep.append(item)
@@ -190,7 +192,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def store_url(request: pytest.FixtureRequest, backend: str, tmp_path) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The URL of a fresh, empty database on each backend."""
-    if backend == "sqlite" or backend in SURFACES:
+    if backend not in ON_POSTGRES:
         yield str(tmp_path / "memory.db")
         return
     server: PostgresServer = request.getfixturevalue("postgres")
@@ -214,7 +216,7 @@ def old_store_url(request: pytest.FixtureRequest, backend: str, tmp_path, monkey
         migrations = [m for m in module.MIGRATIONS if m[0] != "m010_text_once"]
         monkeypatch.setattr(module, "MIGRATIONS", migrations)
     monkeypatch.setattr(_common, "stored_text", lambda value_json, value_type, text: text)
-    if backend == "sqlite" or backend in SURFACES:
+    if backend not in ON_POSTGRES:
         yield str(tmp_path / "old.db")
         return
     server: PostgresServer = request.getfixturevalue("postgres")
@@ -247,7 +249,7 @@ def mem(request: pytest.FixtureRequest, backend: str, store_url: str, clock: Fak
     if request.node.get_closest_marker("embedded"):
         m.close()
         pytest.skip("reaches into the embedded store; not an operation of this surface")
-    if backend == "async":
+    if backend in ("async", "async_postgres"):
         driven = Blocking(memlane.AsyncMemory(m))
         yield driven
         driven.stop()  # closes the memory

@@ -271,6 +271,18 @@ def test_every_operation_is_a_method_of_every_python_surface_with_the_cores_para
         ), (surface, op.name)
 
 
+def test_the_awaited_reads_take_exactly_their_synchronous_twins_parameters() -> None:
+    """``AsyncMemory``'s exact reads await ``Memory._a<name>``: the same parameters and defaults as ``<name>``,
+    so the native path cannot take an argument the declaration does not (or miss one it does)."""
+    from memlane import aio
+
+    assert set(aio.AWAITED) <= {op.name for op in operations.OPERATIONS}
+    for name in aio.AWAITED:
+        twin = getattr(Memory, f"_a{name}")
+        assert inspect.iscoroutinefunction(twin), name
+        assert _parameters(twin) == _parameters(getattr(Memory, name)), name
+
+
 def test_a_surface_method_written_by_hand_must_say_why() -> None:
     from memlane import surface
 

@@ -6,11 +6,20 @@ mirrors its ``Client``. Every operation of the table is made from
 ``Memory``'s signature and docstring (:mod:`memlane.surface`), so the async
 twins cannot drift from the core.
 
-Each call runs the synchronous core in a worker thread
-(:func:`asyncio.to_thread`): the event loop never waits on SQLite, PostgreSQL
-or the network, and calls from many tasks run side by side (``Memory`` and
-``Client`` are safe to share between threads). ``.sync`` is the wrapped
-object, for what has no twin (``export_records``, an iterator).
+The exact reads (:data:`AWAITED`: ``get``, ``exists``, ``get_many``,
+``fetch``, ``list``, ``namespaces``, ``select``, ``history``) check their
+arguments on the loop, as their synchronous twins do, and await the store's
+async reads: on PostgreSQL those run on the event loop itself, over psycopg's
+async connections (a pool per event loop, opened on the first read); on
+SQLite, whose driver has no async side, in a worker thread. Every other call
+runs the synchronous core in a worker thread (:func:`asyncio.to_thread`):
+the event loop never waits on SQLite, PostgreSQL or the network, and calls
+from many tasks run side by side (``Memory`` and ``Client`` are safe to share
+between threads). ``.sync`` is the wrapped object, for what has no twin
+(``export_records``, an iterator).
+
+Close an ``AsyncMemory`` (``await mem.close()``, or ``async with``) on the
+loop that used it: that closes the loop's async connections too.
 
     async with await memlane.aio.open("memory.db") as mem:
         await mem.put("notes", "pets.cat", {"name": "Miso"})
@@ -29,6 +38,11 @@ from .client import Client
 from .memory import Memory
 from .memory import open as _open
 from .operations import OPERATIONS
+
+# the exact reads AsyncMemory awaits through the store's async reads (Memory._a<name>): one statement each,
+# where a native driver pays most; the rest (writes, search, facts, the query space) are transactions of several
+# statements, an embedder's work or both, and run the synchronous core in a worker thread
+AWAITED = ("get", "exists", "get_many", "fetch", "list", "namespaces", "select", "history")
 
 # beyond the table: the methods each sync class has that an async program needs too
 MEMORY_EXTRAS = (
@@ -110,6 +124,18 @@ class AsyncMemory(_Async):
     def __repr__(self) -> str:
         return f"<AsyncMemory {self.sync!r}>"
 
+    async def close(self) -> None:
+        """Close this loop's async connections, then the memory (its store and its indexer)."""
+        await self.sync._aclose()
+        await asyncio.to_thread(self.sync.close)
+
+
+def _awaited(name: str) -> Any:
+    async def method(self: AsyncMemory, *args: Any, **kwargs: Any) -> Any:
+        return await getattr(self.sync, f"_a{name}")(*args, **kwargs)
+
+    return method
+
 
 class AsyncClient(_Async):
     """A :class:`~memlane.client.Client` for asyncio: the same arguments, every method a coroutine.
@@ -133,6 +159,8 @@ class AsyncClient(_Async):
 
 
 _TABLE = tuple(op.name for op in OPERATIONS)
+for _name in AWAITED:
+    setattr(AsyncMemory, _name, surface.dress(_awaited(_name), AsyncMemory, getattr(Memory, _name), asynchronous=True))
 surface.off_loop(AsyncMemory, Memory, _TABLE + MEMORY_EXTRAS)
 surface.off_loop(AsyncClient, Client, _TABLE + CLIENT_EXTRAS)
 

@@ -48,12 +48,13 @@ from .search.embedders import (
     get_embedder,
     resolve_embedder,
 )
-from .store.base import EVERYTHING, PutRow, Store
+from .store.base import EVERYTHING, PutRow, Store, Within
 
 if TYPE_CHECKING:
     from .agents import Scope
     from .extract import Extractor
     from .search.choose import Chooser
+    from .where import Condition
 
 Clock = Callable[[], datetime]
 DEFAULT_PATH = "memlane.db"
@@ -101,6 +102,22 @@ def _decode_cursor(cursor: str) -> tuple[Namespace, str]:
         return v.namespace(ns, "cursor"), v.key(key, "cursor")
     except (ValueError, TypeError, binascii.Error) as e:
         raise ValidationError("cursor", "is not a cursor returned by list(); pass next_cursor unchanged") from e
+
+
+def _page(items: builtins.list[Item], limit: int) -> Page:
+    """A page of ``limit`` items from ``limit + 1`` read: the extra one says there is a next page."""
+    if len(items) > limit:
+        items = items[:limit]
+        return Page(items, _encode_cursor(items[-1].namespace, items[-1].key))
+    return Page(items, None)
+
+
+def _to_depth(found: builtins.list[Namespace], max_depth: Any) -> builtins.list[Namespace]:
+    """``namespaces``' answer truncated to ``max_depth`` segments (``None``: as found)."""
+    if max_depth is None:
+        return found
+    depth = v.limit(max_depth, "max_depth", maximum=8)
+    return sorted({ns[:depth] for ns in found})
 
 
 def _ms(since: float) -> float:
@@ -630,6 +647,11 @@ class Memory:
 
     def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
         """Items for many addresses in one round trip, in input order (``None`` where missing)."""
+        checked = self._addresses(addresses)
+        return self._store.get_many(checked, self._now()) if checked else []
+
+    def _addresses(self, addresses: Any) -> builtins.list[tuple[Namespace, str]]:
+        """``get_many``'s addresses, checked: each a readable namespace and a key."""
         if isinstance(addresses, str | bytes | Mapping) or not isinstance(addresses, Iterable):
             raise ValidationError(
                 "addresses", f"must be a list of (namespace, key) pairs, not {type(addresses).__name__}"
@@ -641,9 +663,7 @@ class Memory:
             checked = [(ns, v.key(key)) for ns, key in spaces]
         else:
             checked = [(self._readable(ns), v.key(key)) for ns, key in (_pair(a, n) for n, a in enumerate(addresses))]
-        if not checked:
-            return []
-        return self._store.get_many(checked, self._now())
+        return checked
 
     def fetch(self, key: str, *, namespace_prefix: Namespace | str = (), limit: int = 10) -> builtins.list[Item]:
         """Every visible item stored under exactly ``key`` below a prefix, newest first.
@@ -651,8 +671,11 @@ class Memory:
         The keyed recall: no ranking and no index, the same answer every time
         for the same state (ties on ``updated_at`` are ordered by namespace).
         """
+        return self._store.fetch(*self._fetch_arguments(key, namespace_prefix, limit))
+
+    def _fetch_arguments(self, key: Any, namespace_prefix: Any, limit: Any) -> tuple[str, Within, int, datetime]:
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
-        return self._store.fetch(v.key(key), within, v.limit(limit, maximum=1000), self._now())
+        return v.key(key), within, v.limit(limit, maximum=1000), self._now()
 
     def list(
         self,
@@ -667,24 +690,71 @@ class Memory:
         Pass ``page.next_cursor`` back as ``cursor`` to continue; it is ``None``
         on the last page.
         """
+        within, kp, limit, after = self._list_arguments(namespace_prefix, key_prefix, limit, cursor)
+        return _page(self._store.list(within, kp, limit + 1, after, self._now()), limit)
+
+    def _list_arguments(
+        self, namespace_prefix: Any, key_prefix: Any, limit: Any, cursor: Any
+    ) -> tuple[Within, str, int, tuple[Namespace, str] | None]:
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
-        kp = v.key_prefix(key_prefix)
-        limit = v.limit(limit)
-        after = None if cursor is None else _decode_cursor(cursor)
-        items = self._store.list(within, kp, limit + 1, after, self._now())
-        if len(items) > limit:
-            items = items[:limit]
-            return Page(items, _encode_cursor(items[-1].namespace, items[-1].key))
-        return Page(items, None)
+        return within, v.key_prefix(key_prefix), v.limit(limit), None if cursor is None else _decode_cursor(cursor)
+
+    # -- the exact reads, awaited: AsyncMemory's, on the store's async reads (native on PostgreSQL) --------
+    # Each checks its arguments as its synchronous twin above does (the same helpers), then awaits the store.
+
+    async def _aget(self, namespace: Namespace | str, key: str) -> Item | None:
+        return await self._store.aget(self._readable(namespace), v.key(key), self._now)
+
+    async def _aexists(self, namespace: Namespace | str, key: str) -> bool:
+        return await self._store.aexists(self._readable(namespace), v.key(key), self._now)
+
+    async def _aget_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
+        checked = self._addresses(addresses)
+        return await self._store.aget_many(checked, self._now()) if checked else []
+
+    async def _afetch(
+        self, key: str, *, namespace_prefix: Namespace | str = (), limit: int = 10
+    ) -> builtins.list[Item]:
+        return await self._store.afetch(*self._fetch_arguments(key, namespace_prefix, limit))
+
+    async def _alist(
+        self,
+        namespace_prefix: Namespace | str = (),
+        *,
+        key_prefix: str = "",
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        within, kp, limit, after = self._list_arguments(namespace_prefix, key_prefix, limit, cursor)
+        return _page(await self._store.alist(within, kp, limit + 1, after, self._now()), limit)
+
+    async def _anamespaces(
+        self, prefix: Namespace | str = (), *, max_depth: int | None = None
+    ) -> builtins.list[Namespace]:
+        within = self._within(v.namespace(prefix, "prefix", allow_empty=True))
+        return _to_depth(await self._store.anamespaces(within, self._now()), max_depth)
+
+    async def _aselect(
+        self,
+        namespace_prefix: Namespace | str = (),
+        *,
+        where: Mapping[str, Any] | None = None,
+        order: str = "updated_desc",
+        limit: int = 10,
+        offset: int = 0,
+    ) -> builtins.list[Item]:
+        return await self._store.aselect(*self._select_arguments(namespace_prefix, where, order, limit, offset))
+
+    async def _ahistory(self, namespace: Namespace | str, key: str) -> builtins.list[Version]:
+        return await self._store.ahistory(self._readable(namespace), v.key(key))
+
+    async def _aclose(self) -> None:
+        await self._store.aclose()
 
     def namespaces(self, prefix: Namespace | str = (), *, max_depth: int | None = None) -> builtins.list[Namespace]:
         """Namespaces holding live items under ``prefix``, truncated to ``max_depth`` segments."""
         within = self._within(v.namespace(prefix, "prefix", allow_empty=True))
-        found = self._store.namespaces(within, self._now())
-        if max_depth is None:
-            return found
-        depth = v.limit(max_depth, "max_depth", maximum=8)
-        return sorted({ns[:depth] for ns in found})
+        return _to_depth(self._store.namespaces(within, self._now()), max_depth)
 
     def select(
         self,
@@ -703,6 +773,11 @@ class Memory:
         ``"updated_desc"`` (newest first, then address) or ``"address"``;
         ``limit`` is 1..1000 and ``offset`` skips that many matches (0..1,000,000).
         """
+        return self._store.select(*self._select_arguments(namespace_prefix, where, order, limit, offset))
+
+    def _select_arguments(
+        self, namespace_prefix: Any, where: Any, order: Any, limit: Any, offset: Any
+    ) -> tuple[Within, builtins.list[Condition], str, int, int, datetime]:
         from . import where as w
 
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
@@ -711,7 +786,7 @@ class Memory:
             raise ValidationError("order", f"{order!r} is not one of updated_desc, address")
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
             raise ValidationError("offset", "must be an integer from 0 to 1,000,000")
-        return self._store.select(within, conditions, order, v.limit(limit, maximum=1000), offset, self._now())
+        return within, conditions, order, v.limit(limit, maximum=1000), offset, self._now()
 
     def summarize(
         self, namespace_prefix: Namespace | str = (), *, depth: int = 3, key_prefix: str = ""

@@ -25,13 +25,14 @@ Design (the SQLite backend's, translated):
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import math
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -311,6 +312,16 @@ _COPY_ROWS = 64  # from this many rows a batch goes through COPY
 
 _GET = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE namespace = %s AND key = %s"
 _EXISTS = "SELECT expires_at FROM items WHERE namespace = %s AND key = %s"
+_GET_MANY = (
+    f"SELECT {c.ITEM_COLUMNS} FROM items WHERE (namespace, key) IN "
+    "(SELECT * FROM unnest(%s::text[], %s::text[])) AND " + _LIVE
+)
+_ONE_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_HISTORY = f"SELECT {c.HISTORY_COLUMNS} FROM item_history WHERE namespace = %s AND key = %s ORDER BY seq DESC"
+# namespaces(): each seek must walk the (namespace, key) index in order: with stale statistics (a fresh bulk
+# load) the planner would sort a bitmap scan of the whole prefix at every step instead
+_IN_INDEX_ORDER = "SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
+_GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
 _MARK = (
     "INSERT INTO item_pending (item_ref, version) VALUES (%s, %s) ON CONFLICT (item_ref) DO UPDATE "
     "SET version = excluded.version, claimed_until = NULL, claimed_by = NULL"
@@ -524,6 +535,116 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
 
+# -- what the synchronous and the async reads share: the statements above, and these ------------------
+
+
+def _at(now: datetime | Callable[[], datetime]) -> str:
+    return c.ts(now if isinstance(now, datetime) else now())
+
+
+def _alive(row: Any, now: datetime | Callable[[], datetime]) -> bool:
+    """An ``_EXISTS`` row: a live item is there (the clock is read only for a row that can expire)."""
+    return row is not None and (row[0] is None or row[0] > _at(now))
+
+
+def _live_item(row: Any, namespace: Namespace, now: datetime | Callable[[], datetime]) -> Item | None:
+    """A ``_GET`` row as the item, or ``None`` for no row or an expired one."""
+    if row is None or (row[10] is not None and row[10] <= _at(now)):
+        return None
+    return c.row_to_item(row, namespace)
+
+
+def _address_chunks(addresses: Sequence[tuple[Namespace, str]], at: str) -> Iterator[tuple[Any, ...]]:
+    """``_GET_MANY``'s parameters, one statement per ``_CHUNK`` addresses."""
+    for start in range(0, len(addresses), _CHUNK):
+        chunk = addresses[start : start + _CHUNK]
+        yield (["/".join(ns) for ns, _ in chunk], [k for _, k in chunk], at)
+
+
+def _in_order(addresses: Sequence[tuple[Namespace, str]], rows: Iterable[Any]) -> builtins.list[Item | None]:
+    found = {(row[1], row[2]): row for row in rows}
+    return [None if (row := found.get(("/".join(ns), k))) is None else c.row_to_item(row, ns) for ns, k in addresses]
+
+
+def _fetch_statement(key: str, within: Within, limit: int, now: datetime) -> tuple[str, builtins.list[Any]]:
+    params: builtins.list[Any] = [key, c.ts(now)]
+    where = f"key = %s AND {_LIVE}"
+    inside, inside_params = c.within_filter(within, "%s")
+    if inside:
+        where += f" AND {inside}"
+        params.extend(inside_params)
+    params.append(limit)
+    return f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY updated_at DESC, namespace LIMIT %s", params
+
+
+def _select_statement(
+    within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
+) -> tuple[str, builtins.list[Any]]:
+    from .. import where as w
+
+    live, params = c.live_filter(within, "", now, "%s")
+    test, test_params = w.postgres_sql(builtins.list(where))
+    ordering = "updated_at DESC, namespace, key" if order == "updated_desc" else "namespace, key"
+    sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {live} AND {test} ORDER BY {ordering} LIMIT %s OFFSET %s"
+    return sql, [*params, *test_params, limit, offset]
+
+
+class _LoopConnections:
+    """One event loop's async connections: at most ``size`` at once, opened as reads need them, kept for the next.
+
+    Not psycopg_pool's ``AsyncConnectionPool``: its workers are tasks, which ``asyncio.run`` cancels before a
+    pool could close, leaving every connection open until collected. These close when the loop closes its
+    async generators (:meth:`PostgresStore._close_at_loop_end`), or at once when the loop is found closed.
+    """
+
+    def __init__(self, url: str, options: dict[str, Any], size: int) -> None:
+        self._url = url
+        self._options = options
+        self._slots = asyncio.Semaphore(size)
+        self._idle: builtins.list[Any] = []
+        self.ender: Any = None  # the async generator that closes them at the loop's end
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Any]:
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else await self._connect()
+            try:
+                yield conn
+            except psycopg.OperationalError:
+                # the connection is broken: after a server restart so are the idle ones, so the next reads
+                # connect anew rather than each fail once
+                conn.pgconn.finish()
+                self.finish()
+                raise
+            except BaseException:
+                # failed or cancelled mid-statement: its state is unknown, so it is not reused
+                conn.pgconn.finish()
+                raise
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                self._idle.append(conn)
+            else:
+                conn.pgconn.finish()
+
+    async def _connect(self) -> Any:
+        conn = await psycopg.AsyncConnection.connect(self._url, **self._options)
+        try:
+            await conn.execute(_GENERIC_PLANS)  # as the synchronous reader (_connect_reader)
+        except BaseException:
+            conn.pgconn.finish()
+            raise
+        return conn
+
+    def finish(self) -> None:
+        """Close the idle connections now, without the loop (libpq's own close is synchronous)."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.pgconn.finish()
+
+
+async def _generic_plans(conn: Any) -> None:
+    await conn.execute(_GENERIC_PLANS)  # as the synchronous reader does (_connect_reader)
+
+
 class PostgresStore(Store):
     """The server backend. See the module docstring for the design."""
 
@@ -555,6 +676,10 @@ class PostgresStore(Store):
         else:
             timeout = in_url
         self._options = options
+        self._max_size = max_size
+        # the async reads' pools, one per event loop (an async connection serves only the loop that opened it)
+        self._apools: dict[asyncio.AbstractEventLoop, _LoopConnections] = {}
+        self._apools_lock = threading.Lock()
         # point reads skip the pool's checkout (a third of a get's cost) through
         # one dedicated connection when it is free; otherwise they use the pool.
         # It is opened first, once: an unreachable server fails here, in one line, without the pool's retries
@@ -601,7 +726,7 @@ class PostgresStore(Store):
         # the statements this connection runs again and again (get, list, hydrate...) keep one plan: a custom
         # plan per call cost as much as running them (list: 1.6x the raw query, not 3x); the ranking statements
         # ask for custom plans in their own transaction (_LEXICAL_SETTINGS)
-        reader.execute("SET plan_cache_mode = force_generic_plan")
+        reader.execute(_GENERIC_PLANS)
         return reader
 
     @contextmanager
@@ -630,6 +755,116 @@ class PostgresStore(Store):
     def _write(self) -> Iterator[Any]:
         with self._conn() as conn, conn.transaction():
             yield conn
+
+    # -- the async reads (AsyncMemory): psycopg's async connections, on the event loop itself -----------
+
+    native_async = True
+
+    async def _loop_connections(self) -> _LoopConnections:
+        """The running event loop's connections, made at its first read."""
+        loop = asyncio.get_running_loop()
+        mine = self._apools.get(loop)
+        if mine is not None:
+            return mine
+        if self._closed:
+            raise StoreError("this memory is closed; open it again with memlane.open()")
+        with self._apools_lock:
+            # a loop closed without closing its async generators (a hand-made loop, no aclose) left its here
+            for ended in [other for other in self._apools if other.is_closed()]:
+                self._apools.pop(ended).finish()
+            mine = self._apools[loop] = _LoopConnections(self._url, self._options, self._max_size)
+        mine.ender = self._close_at_loop_end(loop, mine)
+        await mine.ender.__anext__()  # its first step makes the loop track it: asyncio.run closes it at the end
+        return mine
+
+    async def _close_at_loop_end(self, loop: asyncio.AbstractEventLoop, mine: _LoopConnections) -> AsyncIterator[None]:
+        """Closes ``mine`` when the loop closes its async generators (``asyncio.run`` does, before the loop ends)."""
+        try:
+            yield
+        finally:
+            with self._apools_lock:
+                if self._apools.get(loop) is mine:
+                    del self._apools[loop]
+            mine.finish()
+
+    @asynccontextmanager
+    async def _aread(self) -> AsyncIterator[Any]:
+        """An async connection for one read, from the running loop's own."""
+        try:
+            async with (await self._loop_connections()).connection() as conn:
+                yield conn
+        except psycopg.Error as e:
+            raise StoreError(f"PostgreSQL error: {e}") from e
+
+    async def aexists(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> bool:
+        """:meth:`exists` on the event loop."""
+        async with self._aread() as conn:
+            row = await (await conn.execute(_EXISTS, ("/".join(namespace), key), prepare=True)).fetchone()
+        return _alive(row, now)
+
+    async def aget(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
+        """:meth:`get` on the event loop."""
+        async with self._aread() as conn:
+            row = await (await conn.execute(_GET, ("/".join(namespace), key), prepare=True)).fetchone()
+        return _live_item(row, namespace, now)
+
+    async def aget_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
+        """:meth:`get_many` on the event loop: one statement per 1000 addresses, one snapshot."""
+        rows: builtins.list[Any] = []
+        async with self._aread() as conn:
+            if len(addresses) <= _CHUNK:
+                for params in _address_chunks(addresses, c.ts(now)):
+                    rows.extend(await (await conn.execute(_GET_MANY, params)).fetchall())
+            else:
+                async with conn.transaction():
+                    await conn.execute(_ONE_SNAPSHOT)
+                    for params in _address_chunks(addresses, c.ts(now)):
+                        rows.extend(await (await conn.execute(_GET_MANY, params)).fetchall())
+        return _in_order(addresses, rows)
+
+    async def afetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
+        """:meth:`fetch` on the event loop."""
+        async with self._aread() as conn:
+            rows = await (await conn.execute(*_fetch_statement(key, within, limit, now))).fetchall()
+        return [c.row_to_item(r) for r in rows]
+
+    async def alist(
+        self, within: Within, key_prefix: str, limit: int, after: tuple[Namespace, str] | None, now: datetime
+    ) -> builtins.list[Item]:
+        """:meth:`list` on the event loop."""
+        sql, params = c.list_statement(within, key_prefix, after, limit, now, "%s")
+        async with self._aread() as conn:
+            rows = await (await conn.execute(sql, params, prepare=True)).fetchall()
+        return [c.row_to_item(r) for r in rows]
+
+    async def anamespaces(self, within: Within, now: datetime) -> builtins.list[Namespace]:
+        """:meth:`namespaces` on the event loop."""
+        sql, params = c.skip_scan(within, now, "%s")
+        async with self._aread() as conn, conn.transaction():
+            await conn.execute(_IN_INDEX_ORDER)
+            rows = await (await conn.execute(sql, params)).fetchall()
+        return sorted(c.ns_tuple(r[0]) for r in rows)
+
+    async def ahistory(self, namespace: Namespace, key: str) -> builtins.list[Version]:
+        """:meth:`history` on the event loop."""
+        async with self._aread() as conn:
+            rows = await (await conn.execute(_HISTORY, ("/".join(namespace), key))).fetchall()
+        return [c.row_to_version(r) for r in rows]
+
+    async def aselect(
+        self, within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
+    ) -> builtins.list[Item]:
+        """:meth:`select` on the event loop."""
+        async with self._aread() as conn:
+            rows = await (await conn.execute(*_select_statement(within, where, order, limit, offset, now))).fetchall()
+        return [c.row_to_item(r) for r in rows]
+
+    async def aclose(self) -> None:
+        """Close the running event loop's async connections, if its reads opened any."""
+        with self._apools_lock:
+            mine = self._apools.pop(asyncio.get_running_loop(), None)
+        if mine is not None:
+            await mine.ender.aclose()  # closes them
 
     def migrate(self) -> builtins.list[str]:
         """Apply pending migrations in order, under an advisory lock."""
@@ -862,52 +1097,31 @@ class PostgresStore(Store):
         """Whether a live item is at an address: its expiry read, never its value."""
         with self._read() as conn:
             row = conn.execute(_EXISTS, ("/".join(namespace), key), prepare=True).fetchone()
-        return row is not None and (row[0] is None or row[0] > c.ts(now if isinstance(now, datetime) else now()))
+        return _alive(row, now)
 
     def get(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
         """The live item at an address."""
         with self._read() as conn:
             row = conn.execute(_GET, ("/".join(namespace), key), prepare=True).fetchone()
-        if row is None or (row[10] is not None and row[10] <= c.ts(now if isinstance(now, datetime) else now())):
-            return None
-        return c.row_to_item(row, namespace)
+        return _live_item(row, namespace, now)
 
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """Many addresses in one statement per 1000."""
-        at = c.ts(now)
-        texts = [("/".join(ns), k) for ns, k in addresses]
-        found: dict[tuple[str, str], Item] = {}
+        rows: builtins.list[Any] = []
         # one statement needs no transaction for a consistent answer (and saves two round trips)
-        snapshot = self._conn() if len(texts) > _CHUNK else self._read()
-        with snapshot as conn, conn.transaction() if len(texts) > _CHUNK else nullcontext():
-            if len(texts) > _CHUNK:
+        several = len(addresses) > _CHUNK
+        with self._conn() if several else self._read() as conn, conn.transaction() if several else nullcontext():
+            if several:
                 # several statements, one snapshot: under READ COMMITTED each chunk would see later commits
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            for start in range(0, len(texts), _CHUNK):
-                chunk = texts[start : start + _CHUNK]
-                rows = conn.execute(
-                    f"SELECT {c.ITEM_COLUMNS} FROM items WHERE (namespace, key) IN "
-                    "(SELECT * FROM unnest(%s::text[], %s::text[])) AND " + _LIVE,
-                    ([a[0] for a in chunk], [a[1] for a in chunk], at),
-                ).fetchall()
-                for row in rows:
-                    found[(row[1], row[2])] = c.row_to_item(row)
-        return [found.get(a) for a in texts]
+                conn.execute(_ONE_SNAPSHOT)
+            for params in _address_chunks(addresses, c.ts(now)):
+                rows.extend(conn.execute(_GET_MANY, params).fetchall())
+        return _in_order(addresses, rows)
 
     def fetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
         """Same key across namespaces, newest first, ties by namespace."""
-        params: builtins.list[Any] = [key, c.ts(now)]
-        where = f"key = %s AND {_LIVE}"
-        inside, inside_params = c.within_filter(within, "%s")
-        if inside:
-            where += f" AND {inside}"
-            params.extend(inside_params)
-        params.append(limit)
         with self._conn() as conn:
-            rows = conn.execute(
-                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY updated_at DESC, namespace LIMIT %s",
-                params,
-            ).fetchall()
+            rows = conn.execute(*_fetch_statement(key, within, limit, now)).fetchall()
         return [c.row_to_item(r) for r in rows]
 
     def _filter(self, within: Within, key_prefix: str, now: datetime) -> tuple[str, builtins.list[Any]]:
@@ -931,9 +1145,7 @@ class PostgresStore(Store):
         """Distinct live namespaces inside ``within``, one index seek per namespace (see ``skip_scan``)."""
         sql, params = c.skip_scan(within, now, "%s")
         with self._conn() as conn, conn.transaction():
-            # each seek must walk the (namespace, key) index in order: with stale statistics (a fresh bulk
-            # load) the planner would sort a bitmap scan of the whole prefix at every step instead
-            conn.execute("SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off")
+            conn.execute(_IN_INDEX_ORDER)
             rows = conn.execute(sql, params).fetchall()
         return sorted(c.ns_tuple(r[0]) for r in rows)
 
@@ -950,10 +1162,7 @@ class PostgresStore(Store):
     def history(self, namespace: Namespace, key: str) -> builtins.list[Version]:
         """Past versions, newest first."""
         with self._conn() as conn:
-            rows = conn.execute(
-                f"SELECT {c.HISTORY_COLUMNS} FROM item_history WHERE namespace = %s AND key = %s ORDER BY seq DESC",
-                ("/".join(namespace), key),
-            ).fetchall()
+            rows = conn.execute(_HISTORY, ("/".join(namespace), key)).fetchall()
         return [c.row_to_version(r) for r in rows]
 
     def stats(self, now: datetime) -> Stats:
@@ -1366,10 +1575,14 @@ class PostgresStore(Store):
                     yield c.SqlSession(conn, "postgres")
 
     def close(self) -> None:
-        """Close the pool and the read connection."""
+        """Close the pool and the read connection (the async pools close with :meth:`aclose`, on their loops)."""
         if not self._closed:
             self._closed = True
             self._pool.close()
+            with self._apools_lock:
+                # those of loops that are gone; a running loop's close as it closes its async generators
+                for ended in [other for other in self._apools if other.is_closed()]:
+                    self._apools.pop(ended).finish()
             with self._reader_lock:
                 if self._reader is not None:
                     self._reader.close()
@@ -1391,12 +1604,6 @@ class PostgresStore(Store):
         self, within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
     ) -> builtins.list[Item]:
         """Live items inside ``within`` meeting ``where`` (jsonb ``#>`` with bound paths), paged."""
-        from .. import where as w
-
-        live, params = self._filter(within, "", now)
-        test, test_params = w.postgres_sql(builtins.list(where))
-        ordering = "updated_at DESC, namespace, key" if order == "updated_desc" else "namespace, key"
-        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {live} AND {test} ORDER BY {ordering} LIMIT %s OFFSET %s"
         with self._conn() as conn:
-            rows = conn.execute(sql, [*params, *test_params, limit, offset]).fetchall()
+            rows = conn.execute(*_select_statement(within, where, order, limit, offset, now)).fetchall()
         return [c.row_to_item(r) for r in rows]

@@ -1,0 +1,243 @@
+"""``memlane.AsyncMemory`` on PostgreSQL: the exact reads on psycopg's async connections, on the event loop.
+
+The conformance suite runs every operation through ``AsyncMemory`` on both backends (``async``,
+``async_postgres``). These tests pin what only the native path has: no worker thread for the reads, a pool per
+event loop, calls cancelled mid-flight, closing, and reads that see the writes made through the threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import memlane
+from memlane.errors import StoreError, ValidationError
+from memlane.store.postgres import PostgresStore
+
+READS = ("get", "exists", "get_many", "fetch", "list", "namespaces", "select", "history")
+
+
+@pytest.fixture
+def pg_url(postgres: Any) -> Iterator[str]:
+    url = postgres.create()
+    yield url
+    postgres.drop(url)
+
+
+@pytest.fixture
+def mem(pg_url: str) -> Iterator[memlane.Memory]:
+    with memlane.open(pg_url, embedder=None) as m:
+        yield m
+
+
+async def _reads(amem: memlane.AsyncMemory) -> list[Any]:
+    return [
+        (await amem.get("notes/a", "k1")).value,
+        await amem.exists("notes/a", "k1"),
+        await amem.exists("notes/a", "gone"),
+        [None if i is None else i.value for i in await amem.get_many([("notes/a", "k1"), ("notes/b", "x")])],
+        [i.namespace for i in await amem.fetch("k1")],
+        [i.key for i in (await amem.list("notes", limit=1)).items],
+        await amem.namespaces("notes"),
+        [i.namespace for i in await amem.select("notes", where={"v": {"$gte": 2}})],
+        [version.value for version in await amem.history("notes/a", "k1")],
+    ]
+
+
+def test_the_exact_reads_run_on_the_event_loop_without_the_synchronous_store(
+    mem: memlane.Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the store's synchronous reads and every worker thread taken away, the exact reads still answer."""
+    mem.put("notes/a", "k1", {"v": 0})
+    mem.put("notes/a", "k1", {"v": 1})
+    mem.put("notes/c", "k1", {"v": 3})
+    expected = [
+        {"v": 1}, True, False, [{"v": 1}, None], [("notes", "c"), ("notes", "a")], ["k1"],
+        [("notes", "a"), ("notes", "c")], [("notes", "c")], [{"v": 0}],
+    ]  # fmt: skip
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a native read reached the synchronous store or a worker thread")
+
+    for name in READS:
+        monkeypatch.setattr(PostgresStore, name, refused)
+    monkeypatch.setattr(asyncio, "to_thread", refused)
+
+    async def main() -> list[Any]:
+        amem = memlane.AsyncMemory(mem)
+        got = await _reads(amem)
+        await amem.sync._aclose()
+        return got
+
+    assert asyncio.run(main()) == expected
+
+
+def test_many_tasks_read_their_own_writes(mem: memlane.Memory) -> None:
+    """Each task writes (in a worker thread, on the synchronous pool) then reads natively: it sees its write."""
+
+    async def one(amem: memlane.AsyncMemory, i: int) -> tuple[Any, ...]:
+        await amem.put("tasks", f"t{i}", {"i": i})
+        seen = await amem.get("tasks", f"t{i}")
+        await amem.put("tasks", f"t{i}", {"i": i, "again": True})
+        page = await amem.list("tasks", key_prefix=f"t{i}", limit=1)
+        return seen.value, page.items[0].value, await amem.exists("tasks", f"t{i}")
+
+    async def main() -> list[tuple[Any, ...]]:
+        amem = memlane.AsyncMemory(mem)
+        got = await asyncio.gather(*(one(amem, i) for i in range(40)))
+        await amem.sync._aclose()
+        return got
+
+    for i, (first, second, there) in enumerate(asyncio.run(main())):
+        assert first == {"i": i}
+        assert second["i"] == i  # t1's page can start at t1 itself or t10...: each has i's own prefix first
+        assert there is True
+
+
+def test_each_event_loop_gets_its_own_pool(mem: memlane.Memory) -> None:
+    """One memory used from successive ``asyncio.run`` calls and from threads with loops of their own."""
+    mem.put("notes/a", "k1", {"v": 1})
+    amem = memlane.AsyncMemory(mem)
+
+    async def read() -> Any:
+        got = (await amem.get("notes/a", "k1")).value
+        await amem.sync._aclose()
+        return got
+
+    assert asyncio.run(read()) == {"v": 1}
+    assert asyncio.run(read()) == {"v": 1}  # the first loop's pool is closed and gone; a new one opens
+
+    results: list[Any] = []
+
+    def in_thread() -> None:
+        results.append(asyncio.run(read()))
+
+    threads = [threading.Thread(target=in_thread) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [{"v": 1}] * 4
+
+
+def _connections(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _settles(url: str, at_most: int) -> int:
+    """The connections to the test database once the server has seen the closed ones go (it takes a moment)."""
+    import time
+
+    for _ in range(50):
+        if (now := _connections(url)) <= at_most:
+            return now
+        time.sleep(0.05)
+    return _connections(url)
+
+
+def test_loops_that_end_without_closing_leave_no_connections_behind(mem: memlane.Memory, pg_url: str) -> None:
+    """A program that runs ``asyncio.run(...)`` again and again, never closing: each loop's pool is closed as
+    the loop ends (asyncio.run closes its async generators); a loop closed by hand is swept at the next loop's
+    first read. The server's connection count stays where it was."""
+    import gc
+
+    mem.put("notes/a", "k1", {"v": 1})
+    amem = memlane.AsyncMemory(mem)
+    before = _connections(pg_url)
+    for _ in range(12):
+        assert asyncio.run(amem.exists("notes/a", "k1")) is True
+    assert _settles(pg_url, before) == before
+    for _ in range(12):
+        loop = asyncio.new_event_loop()
+        assert loop.run_until_complete(amem.exists("notes/a", "k1")) is True
+        loop.close()  # no shutdown_asyncgens: nothing closed the pool on this loop
+    gc.collect()
+    assert asyncio.run(amem.exists("notes/a", "k1")) is True  # sweeps the closed loops' pools
+    gc.collect()
+    assert _settles(pg_url, before) == before
+
+
+def test_after_the_server_drops_its_connections_one_read_fails_and_the_next_connect_anew(
+    mem: memlane.Memory, pg_url: str
+) -> None:
+    """As after a server restart: every idle async connection is dead. One read says so (``StoreError``); the
+    others, idle too, are dropped with it, so the next read connects anew and answers."""
+    import psycopg
+
+    mem.put("notes/a", "k1", {"v": 1})
+
+    async def main() -> list[Any]:
+        amem = memlane.AsyncMemory(mem)
+        await asyncio.gather(*(amem.get("notes/a", "k1") for _ in range(6)))  # several idle connections now
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        outcomes: list[Any] = []
+        for _ in range(3):
+            try:
+                outcomes.append((await amem.get("notes/a", "k1")).value)
+            except StoreError as e:
+                outcomes.append(type(e).__name__)
+        await amem.sync._aclose()
+        return outcomes
+
+    outcomes = asyncio.run(main())
+    assert outcomes[-2:] == [{"v": 1}, {"v": 1}], outcomes
+    assert outcomes[0] in ("StoreError", {"v": 1})
+
+
+def test_calls_cancelled_mid_flight_leave_every_connection_answering_its_own_question(mem: memlane.Memory) -> None:
+    """Reads cut off at random points (while the pool opens, while a statement runs) never leave a connection
+    that answers the next caller with another question's rows."""
+    mem.put_many([{"namespace": "many", "key": f"k{i}", "value": {"i": i}} for i in range(50)])
+
+    async def main() -> list[Any]:
+        amem = memlane.AsyncMemory(mem)
+        for round_ in range(5):
+            tasks = [asyncio.create_task(amem.get("many", f"k{i}")) for i in range(50)]
+            await asyncio.sleep(0.0005 * round_)
+            for task in tasks[::2]:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        answers = await asyncio.gather(*(amem.get("many", f"k{i % 50}") for i in range(200)))
+        listed = await asyncio.gather(*(amem.list("many", key_prefix=f"k{i}", limit=1) for i in range(50)))
+        await amem.sync._aclose()
+        return [a.value["i"] for a in answers] + [p.items[0].key for p in listed]
+
+    got = asyncio.run(main())
+    assert got == [i % 50 for i in range(200)] + [f"k{i}" for i in range(50)]
+
+
+def test_a_closed_memory_refuses_reads_and_a_bad_argument_is_refused_before_any_connection(pg_url: str) -> None:
+    async def main() -> None:
+        amem = await memlane.aio.open(pg_url, embedder=None)
+        with pytest.raises(ValidationError, match="namespace"):
+            await amem.get("", "k")  # checked on the loop, as the synchronous get checks it
+        assert amem.sync.store._apools.get(asyncio.get_running_loop()) is None
+        assert await amem.get("notes", "k") is None
+        await amem.close()
+        with pytest.raises(StoreError, match="closed"):
+            await amem.get("notes", "k")
+
+    asyncio.run(main())
+
+
+def test_the_store_says_which_reads_are_native() -> None:
+    from memlane.store.sqlite import SqliteStore
+
+    assert PostgresStore.native_async is True
+    assert SqliteStore.native_async is False  # its reads are the base's: the synchronous read in a worker thread
+    for name in READS:
+        assert f"a{name}" in vars(PostgresStore)
