@@ -76,12 +76,11 @@ async def _memory(url: str, concurrency: int, requests: int) -> dict[str, float]
     from psycopg_pool import AsyncConnectionPool
 
     out: dict[str, float] = {}
-    with memlane.open(url, embedder=None) as mem:
-        mem.put("user/1", "k", {"v": 1})
-        amem = memlane.AsyncMemory(mem)
-        out["AsyncMemory"] = await _rate(lambda: amem.get("user/1", "k"), concurrency, requests)
-        out["threads"] = await _rate(lambda: asyncio.to_thread(mem.get, "user/1", "k"), concurrency, requests)
-        await mem._aclose()  # this loop's async pool; the memory itself closes below
+    mem = memlane.open(url, embedder=None)
+    mem.put("user/1", "k", {"v": 1})
+    amem = memlane.AsyncMemory(mem)
+    out["AsyncMemory"] = await _rate(lambda: amem.get("user/1", "k"), concurrency, requests)
+    out["threads"] = await _rate(lambda: asyncio.to_thread(mem.get, "user/1", "k"), concurrency, requests)
     async with AsyncConnectionPool(url, min_size=16, max_size=16) as pool:
 
         async def raw() -> None:
@@ -90,6 +89,25 @@ async def _memory(url: str, concurrency: int, requests: int) -> dict[str, float]
                 await (await conn.execute(statement, ("user/1", "k"))).fetchone()
 
         out["raw async"] = await _rate(raw, concurrency, requests)
+
+        # writes: AsyncMemory.put (worker threads) against the least a native write could cost, a raw async
+        # upsert of one small row into a two-column table, committed
+        count = iter(range(10**9))
+        out["put"] = await _rate(lambda: amem.put("user/1", f"w{next(count) % 500}", {"v": 1}), concurrency, requests)
+        async with pool.connection() as conn:
+            await conn.execute("CREATE TABLE IF NOT EXISTS bench_kv (k text PRIMARY KEY, v text)")
+            await conn.commit()
+
+        async def raw_put() -> None:
+            async with pool.connection() as conn:
+                await conn.execute(
+                    "INSERT INTO bench_kv VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+                    (f"w{next(count) % 500}", '{"v": 1}'),
+                )
+                await conn.commit()
+
+        out["raw put"] = await _rate(raw_put, concurrency, requests)
+    await amem.close()
     return out
 
 
@@ -102,16 +120,20 @@ def _postgres(levels: list[int], requests: int) -> None:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute("DROP DATABASE IF EXISTS bench_async")
             conn.execute("CREATE DATABASE bench_async")
-        rows = []
+        rows, writes = [], []
         for c in levels:
             progress(f"PostgreSQL, concurrency {c}")
             got = asyncio.run(_memory(pg_url_for(admin, "bench_async"), c, requests))
+            writes.append([str(c), f"{got['put']:,.0f}", f"{got['raw put']:,.0f}",
+                           f"{ratio(got['raw put'], got['put']):.2f}x"])  # fmt: skip
             rows.append([str(c), f"{got['AsyncMemory']:,.0f}", f"{got['threads']:,.0f}", f"{got['raw async']:,.0f}",
                          f"{ratio(got['AsyncMemory'], got['threads']):.2f}x",
                          f"{ratio(got['raw async'], got['AsyncMemory']):.2f}x"])  # fmt: skip
         headers = ["in flight", "AsyncMemory.get /s", "Memory.get in threads /s", "raw psycopg async /s",
                    "native / threads", "raw / AsyncMemory"]  # fmt: skip
         print(format_table(headers, rows))
+        print()
+        print(format_table(["in flight", "AsyncMemory.put /s (threads)", "raw async upsert /s", "raw / put"], writes))
 
 
 def main() -> None:

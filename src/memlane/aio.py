@@ -10,7 +10,7 @@ The exact reads (:data:`AWAITED`: ``get``, ``exists``, ``get_many``,
 ``fetch``, ``list``, ``namespaces``, ``select``, ``history``) check their
 arguments on the loop, as their synchronous twins do, and await the store's
 async reads: on PostgreSQL those run on the event loop itself, over psycopg's
-async connections (a pool per event loop, opened on the first read); on
+async connections (a set per event loop, opened as its reads need them); on
 SQLite, whose driver has no async side, in a worker thread. Every other call
 runs the synchronous core in a worker thread (:func:`asyncio.to_thread`):
 the event loop never waits on SQLite, PostgreSQL or the network, and calls

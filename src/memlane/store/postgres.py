@@ -641,10 +641,6 @@ class _LoopConnections:
             conn.pgconn.finish()
 
 
-async def _generic_plans(conn: Any) -> None:
-    await conn.execute(_GENERIC_PLANS)  # as the synchronous reader does (_connect_reader)
-
-
 class PostgresStore(Store):
     """The server backend. See the module docstring for the design."""
 
@@ -677,9 +673,9 @@ class PostgresStore(Store):
             timeout = in_url
         self._options = options
         self._max_size = max_size
-        # the async reads' pools, one per event loop (an async connection serves only the loop that opened it)
-        self._apools: dict[asyncio.AbstractEventLoop, _LoopConnections] = {}
-        self._apools_lock = threading.Lock()
+        # the async reads' connections, a set per event loop (an async connection serves only the loop that opened it)
+        self._loops: dict[asyncio.AbstractEventLoop, _LoopConnections] = {}
+        self._loops_lock = threading.Lock()
         # point reads skip the pool's checkout (a third of a get's cost) through
         # one dedicated connection when it is free; otherwise they use the pool.
         # It is opened first, once: an unreachable server fails here, in one line, without the pool's retries
@@ -763,16 +759,16 @@ class PostgresStore(Store):
     async def _loop_connections(self) -> _LoopConnections:
         """The running event loop's connections, made at its first read."""
         loop = asyncio.get_running_loop()
-        mine = self._apools.get(loop)
+        mine = self._loops.get(loop)
         if mine is not None:
             return mine
         if self._closed:
             raise StoreError("this memory is closed; open it again with memlane.open()")
-        with self._apools_lock:
-            # a loop closed without closing its async generators (a hand-made loop, no aclose) left its here
-            for ended in [other for other in self._apools if other.is_closed()]:
-                self._apools.pop(ended).finish()
-            mine = self._apools[loop] = _LoopConnections(self._url, self._options, self._max_size)
+        with self._loops_lock:
+            # a loop closed without closing its async generators (a hand-made loop, no aclose) left its own here
+            for ended in [other for other in self._loops if other.is_closed()]:
+                self._loops.pop(ended).finish()
+            mine = self._loops[loop] = _LoopConnections(self._url, self._options, self._max_size)
         mine.ender = self._close_at_loop_end(loop, mine)
         await mine.ender.__anext__()  # its first step makes the loop track it: asyncio.run closes it at the end
         return mine
@@ -782,9 +778,9 @@ class PostgresStore(Store):
         try:
             yield
         finally:
-            with self._apools_lock:
-                if self._apools.get(loop) is mine:
-                    del self._apools[loop]
+            with self._loops_lock:
+                if self._loops.get(loop) is mine:
+                    del self._loops[loop]
             mine.finish()
 
     @asynccontextmanager
@@ -861,8 +857,8 @@ class PostgresStore(Store):
 
     async def aclose(self) -> None:
         """Close the running event loop's async connections, if its reads opened any."""
-        with self._apools_lock:
-            mine = self._apools.pop(asyncio.get_running_loop(), None)
+        with self._loops_lock:
+            mine = self._loops.pop(asyncio.get_running_loop(), None)
         if mine is not None:
             await mine.ender.aclose()  # closes them
 
@@ -1575,14 +1571,14 @@ class PostgresStore(Store):
                     yield c.SqlSession(conn, "postgres")
 
     def close(self) -> None:
-        """Close the pool and the read connection (the async pools close with :meth:`aclose`, on their loops)."""
+        """Close the pool and the read connection (the async reads' connections close with :meth:`aclose`)."""
         if not self._closed:
             self._closed = True
             self._pool.close()
-            with self._apools_lock:
+            with self._loops_lock:
                 # those of loops that are gone; a running loop's close as it closes its async generators
-                for ended in [other for other in self._apools if other.is_closed()]:
-                    self._apools.pop(ended).finish()
+                for ended in [other for other in self._loops if other.is_closed()]:
+                    self._loops.pop(ended).finish()
             with self._reader_lock:
                 if self._reader is not None:
                     self._reader.close()
