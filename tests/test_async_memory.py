@@ -225,7 +225,7 @@ def test_a_closed_memory_refuses_reads_and_a_bad_argument_is_refused_before_any_
         amem = await memlane.aio.open(pg_url, embedder=None)
         with pytest.raises(ValidationError, match="namespace"):
             await amem.get("", "k")  # checked on the loop, as the synchronous get checks it
-        assert amem.sync.store._apools.get(asyncio.get_running_loop()) is None
+        assert amem.sync.store._loops.get(asyncio.get_running_loop()) is None
         assert await amem.get("notes", "k") is None
         await amem.close()
         with pytest.raises(StoreError, match="closed"):
