@@ -24,11 +24,11 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import surface
 from .client import Client
-from .memory import Memory
-from .memory import open as _open
-from .operations import OPERATIONS
+from .core import surface
+from .core.memory import Memory
+from .core.memory import open as _open
+from .core.operations import OPERATIONS
 
 # beyond the table: the methods each sync class has that an async program needs too
 MEMORY_EXTRAS = (

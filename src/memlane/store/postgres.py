@@ -36,12 +36,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from ..errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
-from ..facts import schema as facts_schema
-from ..model import Item, Namespace, Stats, Version
-from ..query import space as query_space
+from ..values.errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
+from ..values.model import Item, Namespace, Stats, Version
 from . import _common as c
-from . import access_tables, retention_tables
+from . import access_tables, facts_schema, query_space, retention_tables
 from .base import ACCESS_HEAD, Nomination, PutRow, Store, Within
 
 try:  # the postgres extra
@@ -1391,7 +1389,7 @@ class PostgresStore(Store):
         self, within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
     ) -> builtins.list[Item]:
         """Live items inside ``within`` meeting ``where`` (jsonb ``#>`` with bound paths), paged."""
-        from .. import where as w
+        from ..values import where as w
 
         live, params = self._filter(within, "", now)
         test, test_params = w.postgres_sql(builtins.list(where))
