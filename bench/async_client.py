@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 
 import memlane
-from memlane.access import Access
+from memlane.core.access import Access
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import format_table, free_port, machine_info, progress, ratio, write_json  # noqa: E402

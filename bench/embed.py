@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(args.blas_threads)
 
-    from memlane.search.embedders import get_embedder
+    from memlane.domain.search.embedders import get_embedder
 
     info = machine_info()
     names: list[str] = args.embedders

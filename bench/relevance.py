@@ -53,7 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import memlane  # noqa: E402
-from memlane.search import relevance  # noqa: E402
+from memlane.domain.search import relevance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PARAPHRASE = HERE / "data" / "paraphrase.json"

@@ -310,7 +310,7 @@ class TimedEmbedder:
 def make_embedder(name: str) -> TimedEmbedder | None:
     if name == "none":
         return None
-    from memlane.search.embedders import get_embedder
+    from memlane.domain.search.embedders import get_embedder
 
     inner: Any = get_embedder(name)
     load = getattr(inner, "load", None)
@@ -1062,7 +1062,7 @@ def observe(
     mem: Any, ds: Dataset, vectors: dict[str, list[float]], namespace_of: dict[str, tuple[str, ...]] | None
 ) -> list[Seen]:
     """Hybrid (or lexical) recall with the floor off, plus the scope counts the floor would ask for."""
-    from memlane.search import rank, relevance
+    from memlane.domain.search import rank, relevance
 
     mode = "hybrid" if mem.embedder is not None else "lexical"
     within_of: dict[tuple[str, ...], Any] = {}
@@ -1084,8 +1084,8 @@ def observe(
 
 
 def replay(ds: Dataset, seen: list[Seen], st: FloorSetting) -> dict[str, Any]:
-    """The floor's rules (memlane.search.relevance.clears) applied offline to observed answers."""
-    from memlane.search import relevance
+    """The floor's rules (memlane.domain.search.relevance.clears) applied offline to observed answers."""
+    from memlane.domain.search import relevance
 
     per_query = []
     empty = 0

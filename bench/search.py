@@ -79,7 +79,7 @@ from typing import Any
 import numpy as np
 
 import memlane
-from memlane.search import rank
+from memlane.domain.search import rank
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import (  # noqa: E402
@@ -208,7 +208,7 @@ def match_expr(query: str) -> str:
 def minilm_query_cost(count: int = 50) -> dict[str, Any] | None:
     """p50 of embedding one short question with MiniLM (what a text query adds to vector/hybrid)."""
     try:
-        from memlane.search.minilm import MiniLMEmbedder
+        from memlane.domain.search.minilm import MiniLMEmbedder
 
         emb = MiniLMEmbedder()
         emb.load()

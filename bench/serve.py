@@ -63,7 +63,7 @@ from typing import Any
 import httpx
 
 import memlane
-from memlane.access import Access
+from memlane.core.access import Access
 from memlane.server.app import MAX_BODY_BYTES
 from memlane.store.base import EVERYTHING
 

@@ -91,7 +91,7 @@ from _util import (  # noqa: E402
     time_calls_interleaved,
     write_json,
 )
-from memlane.access import Access  # noqa: E402
+from memlane.core.access import Access  # noqa: E402
 
 WORDS = (
     "orchid basil invoice deploy billing cutover standup deadline theme font editor release budget vendor "

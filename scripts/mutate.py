@@ -48,7 +48,7 @@ class Module:
     within: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def keeps(self, mutant: str) -> bool:
-        """Whether a mutant (mutmut's name: ``memlane.memory.xǁMemoryǁget__mutmut_3``) is this module's."""
+        """Whether a mutant (mutmut's name: ``memlane.core.memory.xǁMemoryǁget__mutmut_3``) is this module's."""
         for dotted, functions in self.within.items():
             if mutant.startswith(dotted + "."):
                 function = mutant.rsplit("__mutmut_", 1)[0].split("ǁ")[-1].removeprefix(dotted + ".x_")
@@ -69,7 +69,7 @@ SCOPE_CHECKS = (
 
 MODULES: dict[str, Module] = {
     "validate": Module(
-        files=("src/memlane/validate.py",),
+        files=("src/memlane/values/validate.py",),
         tests=(
             "tests/conformance/test_validation.py",
             "tests/conformance/test_limits.py",
@@ -79,8 +79,8 @@ MODULES: dict[str, Module] = {
     ),
     "access": Module(
         # since #28 the scope is enforced by Memory itself, and the access records' SQL is in the store
-        files=("src/memlane/access.py", "src/memlane/store/sharing.py", "src/memlane/memory.py"),
-        within={"memlane.memory": SCOPE_CHECKS},
+        files=("src/memlane/core/access.py", "src/memlane/store/sharing.py", "src/memlane/core/memory.py"),
+        within={"memlane.core.memory": SCOPE_CHECKS},
         tests=(
             "tests/conformance/test_access.py",
             "tests/conformance/test_facts_access.py",
@@ -139,7 +139,11 @@ MODULES: dict[str, Module] = {
         note="the write, expiry, read and hydrate paths",
     ),
     "search": Module(
-        files=("src/memlane/search/rank.py", "src/memlane/search/vectors.py", "src/memlane/search/relevance.py"),
+        files=(
+            "src/memlane/domain/search/rank.py",
+            "src/memlane/values/vectors.py",
+            "src/memlane/domain/search/relevance.py",
+        ),
         tests=(
             "tests/test_rank.py",
             "tests/test_relevance.py",
@@ -150,7 +154,7 @@ MODULES: dict[str, Module] = {
         note="ranking, fusion, confirm and the relevance floor",
     ),
     "where": Module(
-        files=("src/memlane/where.py",),
+        files=("src/memlane/values/where.py",),
         tests=("tests/test_langgraph_rules.py", "tests/test_langgraph.py", "tests/conformance/test_budget.py"),
         select="not client",  # half of the module is PostgreSQL's jsonb rendering
         postgres=True,
@@ -169,16 +173,16 @@ MODULES: dict[str, Module] = {
         note="LangGraph's ops on memlane: the reversible encoding, filters, deep prefixes, wildcards, TTL",
     ),
     "conversation": Module(
-        files=("src/memlane/conversation.py",),
+        files=("src/memlane/domain/conversation.py",),
         tests=("tests/test_conversation.py",),
         note="turn keys, windows, appends and the index text of a turn",
     ),
     "facts": Module(
         # since #28 the facts layer's statements are in store/facts.py
         files=(
-            "src/memlane/facts/layer.py",
-            "src/memlane/facts/model.py",
-            "src/memlane/facts/text.py",
+            "src/memlane/domain/facts/layer.py",
+            "src/memlane/values/facts.py",
+            "src/memlane/values/facts_text.py",
             "src/memlane/store/facts.py",
         ),
         tests=(
@@ -192,7 +196,7 @@ MODULES: dict[str, Module] = {
         ),
     ),
     "query": Module(
-        files=("src/memlane/query/fence.py", "src/memlane/query/run.py"),
+        files=("src/memlane/store/fence.py", "src/memlane/domain/query/run.py"),
         tests=(
             "tests/test_query_fence.py",
             "tests/conformance/test_query.py",
@@ -206,8 +210,8 @@ MODULES: dict[str, Module] = {
         files=(
             "src/memlane/server/app.py",
             "src/memlane/server/routes.py",
-            "src/memlane/operations.py",
-            "src/memlane/wire.py",
+            "src/memlane/core/operations.py",
+            "src/memlane/values/wire.py",
             "src/memlane/client.py",
         ),
         tests=(

@@ -255,7 +255,7 @@ def mem(request: pytest.FixtureRequest, backend: str, store_url: str, clock: Fak
         driven.stop()  # closes the memory
         return
     from live import LiveServer
-    from memlane.access import Access
+    from memlane.core.access import Access
     from memlane.server import create_app
 
     _, token = Access(m).create_agent("tester", admin=True)

@@ -1,4 +1,4 @@
-"""Putting a :class:`memlane.gate.Gate` in a known state from a test: places held, other agents waiting."""
+"""Putting a :class:`memlane.values.gate.Gate` in a known state from a test: places held, other agents waiting."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-from memlane.gate import Gate
+from memlane.values.gate import Gate
 
 
 @contextmanager

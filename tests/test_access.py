@@ -52,8 +52,8 @@ from hypothesis import strategies as st
 
 import memlane
 from memlane import ConflictError, ForbiddenError, NotFoundError, ValidationError
-from memlane.access import Access, Agent, AgentView, Grant, Scope
-from memlane.model import namespace_text
+from memlane.core.access import Access, Agent, AgentView, Grant, Scope
+from memlane.values.model import namespace_text
 
 pytestmark = pytest.mark.embedded
 
@@ -1558,8 +1558,8 @@ def test_authentication_follows_every_change_made_through_any_access_object(acc:
 def test_a_view_with_a_gate_refuses_expensive_reads_only(world: Access, mem: Any, facts) -> None:
     """Over its fair share while another agent waits, an agent's expensive reads are refused; nothing else is."""
     from gating import over_share
-    from memlane.access import Gate
-    from memlane.errors import BusyError
+    from memlane.core.access import Gate
+    from memlane.values.errors import BusyError
 
     gate = Gate(per_agent=1, capacity=2)
     gated = Access(mem, gate=gate)

@@ -8,7 +8,7 @@ import pytest
 
 import memlane
 from memlane import ValidationError
-from memlane.access import Access
+from memlane.core.access import Access
 
 
 @pytest.mark.parametrize("after", ["3", 1.5, None, -1, True, [1]])

@@ -50,12 +50,13 @@ from mcp_types import TextContent
 from typer.testing import CliRunner, Result
 
 import memlane
-from memlane import cli, errors
-from memlane.access import Access
-from memlane.memory import Memory
-from memlane.search.embedders import FakeEmbedder, OpenAIEmbedder
+from memlane import cli
+from memlane.core.access import Access
+from memlane.core.memory import Memory
+from memlane.domain.search.embedders import FakeEmbedder, OpenAIEmbedder
 from memlane.server import create_app
 from memlane.store.sqlite import SqliteStore
+from memlane.values import errors
 
 sys.path.insert(0, str(Path(__file__).parent))
 from live import LiveServer  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 
 import memlane
 from live import LiveServer
-from memlane.access import Access
+from memlane.core.access import Access
 from memlane.server import create_app
 
 
@@ -75,7 +75,7 @@ def test_an_extractor_runs_off_the_loop_and_files_through_the_client(served: Any
 
     class Extract:
         def extract(self, turns: Any) -> Any:
-            from memlane.extract import Extraction
+            from memlane.domain.extract import Extraction
 
             seen.append(threading.current_thread().name)
             return Extraction()

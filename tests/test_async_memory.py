@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import memlane
-from memlane.errors import StoreError, ValidationError
 from memlane.store.postgres import PostgresStore
+from memlane.values.errors import StoreError, ValidationError
 
 READS = ("get", "exists", "get_many", "fetch", "list", "namespaces", "select", "history")
 

@@ -20,8 +20,8 @@ from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from memlane import cli
-from memlane.memory import no_embedder_note
-from memlane.search.embedders import default_available
+from memlane.core.memory import no_embedder_note
+from memlane.domain.search.embedders import default_available
 
 # The console script installed beside the interpreter running the tests.
 MEMLANE = Path(sys.executable).with_name("memlane")

@@ -15,8 +15,9 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner, Result
 
 import memlane
-from memlane import cli, operations
-from memlane.access import Access
+from memlane import cli
+from memlane.core import operations
+from memlane.core.access import Access
 from memlane.server import create_app
 
 

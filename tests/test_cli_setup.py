@@ -147,7 +147,7 @@ def test_every_module_the_cli_maps_names_a_real_extra() -> None:
     for module, extra in cli.EXTRAS.items():
         assert extra in extras, (module, extra)
     # the modules that serve and mcp import at their top are all mapped
-    for module in ("memlane/server/app.py", "memlane/mcp.py", "memlane/search/vectors.py"):
+    for module in ("memlane/server/app.py", "memlane/mcp.py", "memlane/values/vectors.py"):
         tree = ast.parse((ROOT / "src" / module).read_text())
         top = {
             (n.module or "").split(".")[0] if isinstance(n, ast.ImportFrom) else a.name.split(".")[0]

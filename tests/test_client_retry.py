@@ -17,7 +17,7 @@ import pytest
 
 import memlane
 from conftest import Blocking
-from memlane import errors
+from memlane.values import errors
 
 ITEM = {
     "id": "01",

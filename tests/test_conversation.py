@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import memlane
 from memlane import ValidationError
-from memlane.conversation import DEFAULT_WINDOW, MAX_MESSAGES, turn_key
+from memlane.domain.conversation import DEFAULT_WINDOW, MAX_MESSAGES, turn_key
 
 CHAT = [
     {"speaker": "Caroline", "text": "I went to the LGBTQ support group yesterday.", "id": "D1:1"},
@@ -207,13 +207,13 @@ def test_a_taken_turn_address_is_never_overwritten(mem: Any) -> None:
 
 
 def _checked(messages: Any) -> Any:
-    from memlane import conversation
+    from memlane.domain import conversation
 
     return conversation.messages(messages, None)
 
 
 def test_the_message_count_and_turn_length_are_accepted_at_their_limits_and_refused_past(monkeypatch) -> None:
-    from memlane import conversation
+    from memlane.domain import conversation
 
     monkeypatch.setattr(conversation, "MAX_MESSAGES", 3)
     assert len(_checked([{"speaker": "a", "text": "x"}] * 3)) == 3
@@ -267,7 +267,7 @@ def test_appending_keeps_the_role_and_message_id_of_the_turns_it_reindexes(plain
 
 
 def test_a_speaker_name_is_accepted_at_its_length_limit_and_refused_past_it() -> None:
-    from memlane import conversation
+    from memlane.domain import conversation
 
     at_limit = "s" * conversation.MAX_NAME_CHARS
     assert _checked([{"speaker": at_limit, "text": "x"}])[0].speaker == at_limit
@@ -277,7 +277,7 @@ def test_a_speaker_name_is_accepted_at_its_length_limit_and_refused_past_it() ->
 
 
 def test_a_session_cannot_grow_past_the_turns_its_keys_can_number(plain: Any, monkeypatch) -> None:
-    from memlane import conversation
+    from memlane.domain import conversation
 
     monkeypatch.setattr(conversation, "MAX_TURNS", 3)
     plain.add_conversation("chat/full", [{"speaker": "a", "text": f"t{n}"} for n in range(3)], session="s")

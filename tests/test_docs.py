@@ -44,7 +44,7 @@ import pytest
 import memlane
 from docrun import run_example
 from live import LiveServer
-from memlane.access import Access
+from memlane.core.access import Access
 from memlane.server import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -842,7 +842,7 @@ def _serve_forks(address: str, parent: int) -> None:
 
     import memlane.cli
     import memlane.server
-    from memlane.search.minilm import MiniLMEmbedder
+    from memlane.domain.search.minilm import MiniLMEmbedder
 
     with tempfile.TemporaryDirectory() as warm, memlane.open(os.path.join(warm, "m.db"), embedder="fake") as mem:
         memlane.server.create_app(mem)  # what the first app imports and builds lazily, once for every `serve`

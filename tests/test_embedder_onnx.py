@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 import memlane
 from forked import assert_same_in_forked_child
-from memlane.errors import EmbedderError
-from memlane.search import embedders, minilm_onnx
-from memlane.search.embedders import DEFAULT_EMBEDDER, get_embedder
-from memlane.search.minilm_onnx import OnnxMiniLMEmbedder, PinnedFile
+from memlane.domain.search import embedders, minilm_onnx
+from memlane.domain.search.embedders import DEFAULT_EMBEDDER, get_embedder
+from memlane.domain.search.minilm_onnx import OnnxMiniLMEmbedder, PinnedFile
+from memlane.values.errors import EmbedderError
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -220,7 +220,7 @@ def test_the_tokenizer_is_found_in_any_package_that_ships_it(monkeypatch: pytest
 def test_finding_and_loading_imports_neither_torch_nor_the_packages() -> None:
     code = (
         "import sys\n"
-        "from memlane.search.embedders import get_embedder\n"
+        "from memlane.domain.search.embedders import get_embedder\n"
         "e = get_embedder('minilm')\n"
         "assert 'onnxruntime' not in sys.modules  # nothing loads before the first use\n"
         "e.embed_batch(['hello'])\n"

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 import memlane
-from memlane.errors import EmbedderError
-from memlane.search import embedders
-from memlane.search.embedders import (
+from memlane.domain.search import embedders
+from memlane.domain.search.embedders import (
     ENTRY_POINT_GROUP,
     FakeEmbedder,
     OpenAIEmbedder,
@@ -21,6 +20,7 @@ from memlane.search.embedders import (
     register_embedder,
     resolve_embedder,
 )
+from memlane.values.errors import EmbedderError
 
 PLUGIN = """
 LOADED = []

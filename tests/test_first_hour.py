@@ -26,10 +26,10 @@ from starlette.testclient import TestClient
 
 import memlane
 from memlane import cli
-from memlane.access import Access
-from memlane.errors import ConflictError, ForbiddenError, NotFoundError, StoreError, ValidationError
+from memlane.core.access import Access
 from memlane.mcp import PROFILES, TOOL_ALIASES, build_server, tool_selection
 from memlane.server import create_app
+from memlane.values.errors import ConflictError, ForbiddenError, NotFoundError, StoreError, ValidationError
 
 MEMLANE = Path(sys.executable).with_name("memlane")
 
@@ -84,14 +84,14 @@ def test_a_store_recording_an_embedder_this_install_cannot_run_says_so_at_open(t
 
 
 def test_a_search_without_vectors_notes_the_extra_or_the_choice(tmp_path: Path, monkeypatch: Any) -> None:
-    import memlane.memory
+    import memlane.core.memory
 
     with memlane.open(tmp_path / "m.db", embedder=None) as mem:
         mem.put("user/1", "k", "cats")
-        monkeypatch.setattr(memlane.memory, "default_available", lambda: False)
+        monkeypatch.setattr(memlane.core.memory, "default_available", lambda: False)
         (note,) = mem.search("cats").notes
         assert "no embedder is installed" in note and "pip install 'memlane[vectors]'" in note
-        monkeypatch.setattr(memlane.memory, "default_available", lambda: True)
+        monkeypatch.setattr(memlane.core.memory, "default_available", lambda: True)
         (note,) = mem.search("cats").notes
         assert "opened without an embedder (embedder=None" in note
 

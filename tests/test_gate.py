@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from gating import over_share, waiting
-from memlane.errors import BusyError
-from memlane.gate import Gate
+from memlane.values.errors import BusyError
+from memlane.values.gate import Gate
 
 AGENTS = ("a", "b", "c", "d")
 
@@ -244,9 +244,9 @@ def test_async_and_thread_callers_share_one_gate() -> None:
 def test_the_process_queues_a_bounded_number_of_requests_whoever_sends_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """Callers are told apart before their token is checked: made-up tokens, each a caller of its own, must not
     queue without bound."""
-    import memlane.gate
+    import memlane.values.gate
 
-    monkeypatch.setattr(memlane.gate, "MAX_QUEUED", 3)
+    monkeypatch.setattr(memlane.values.gate, "MAX_QUEUED", 3)
     gate = Gate(per_agent=1, capacity=1, max_wait=10)
 
     def wait_as(caller: str) -> None:

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 import memlane
-from memlane.errors import ValidationError
-from memlane.search.embedders import FakeEmbedder
+from memlane.domain.search.embedders import FakeEmbedder
+from memlane.values.errors import ValidationError
 
 WAIT_S = 30.0  # a bound on every wait below, so a regression fails instead of hanging
 
@@ -218,7 +218,7 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     import memlane
-    from memlane.search.embedders import FakeEmbedder
+    from memlane.domain.search.embedders import FakeEmbedder
 
     class Counting(FakeEmbedder):
         texts = []
@@ -342,7 +342,7 @@ def test_memlane_index_drains_from_the_shell(url, backend, monkeypatch):
 
 def test_wait_indexed_is_not_a_wire_operation_but_pending_vectors_travels(tmp_path: Any) -> None:
     from live import LiveServer
-    from memlane.access import Access
+    from memlane.core.access import Access
     from memlane.server import create_app
 
     with memlane.open(str(tmp_path / "s.db"), embedder="fake") as mem:

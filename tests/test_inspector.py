@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 import memlane
 from live import LiveServer
-from memlane.access import Access
+from memlane.core.access import Access
 from memlane.server import create_app
 
 CHROMIUM = Path("/usr/bin/chromium")

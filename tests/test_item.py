@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memlane
-from memlane.model import Item
+from memlane.values.model import Item
 
 _values = st.recursive(
     st.none()

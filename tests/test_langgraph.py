@@ -26,8 +26,8 @@ from langgraph.store.base import (  # noqa: E402
 )
 
 import memlane  # noqa: E402
-from memlane.errors import ValidationError  # noqa: E402
 from memlane.langgraph import AsyncMemlaneStore, MemlaneSearchItem, MemlaneStore  # noqa: E402
+from memlane.values.errors import ValidationError  # noqa: E402
 
 FAKE_DIMS = 64
 

@@ -17,8 +17,8 @@ import pytest
 pytest.importorskip("langgraph.store.base")
 
 from memlane import Client  # noqa: E402
+from memlane.domain.search.embedders import FakeEmbedder  # noqa: E402
 from memlane.langgraph import MemlaneStore  # noqa: E402
-from memlane.search.embedders import FakeEmbedder  # noqa: E402
 
 pytestmark = pytest.mark.background_indexing
 

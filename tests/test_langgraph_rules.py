@@ -13,8 +13,6 @@ from hypothesis import strategies as st
 
 pytest.importorskip("langgraph.store.base")
 
-from memlane import validate as v  # noqa: E402
-from memlane import where as w  # noqa: E402
 from memlane.langgraph import (  # noqa: E402
     AsyncMemlaneStore,
     MemlaneStore,
@@ -23,6 +21,8 @@ from memlane.langgraph import (  # noqa: E402
     encode_key,
     encode_namespace,
 )
+from memlane.values import validate as v  # noqa: E402
+from memlane.values import where as w  # noqa: E402
 
 # -- the filter: SQL against its Python model -------------------------------------------------------
 
@@ -256,7 +256,7 @@ def test_an_agent_selects_only_what_it_may_read(tmp_path: Any) -> None:
     """Through the service, an agent's store sees its own namespaces and its grants, in the one select."""
     import memlane
     from live import LiveServer
-    from memlane.access import Access
+    from memlane.core.access import Access
     from memlane.server import create_app
 
     with memlane.open(tmp_path / "agents.db", embedder=None) as mem:
@@ -272,7 +272,7 @@ def test_an_agent_selects_only_what_it_may_read(tmp_path: Any) -> None:
                 store = MemlaneStore(client)
                 found = {(r.namespace, r.key) for r in store.search((), filter={"n": 1})}
                 assert found == {(("shared", "team"), "k"), ((*agent.namespace, "notes"), "mine")}
-                with pytest.raises(memlane.errors.ForbiddenError):
+                with pytest.raises(memlane.values.errors.ForbiddenError):
                     store.search(("secret",), filter={"n": 1})
         finally:
             server.stop()

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 import memlane
 from memlane import cli
-from memlane.access import Access
+from memlane.core.access import Access
 from memlane.server import create_app
 
 TOOLS = {

@@ -29,7 +29,7 @@ class Surface:
 
     def __init__(self, mem: memlane.Memory) -> None:
         from live import LiveServer
-        from memlane.access import Access
+        from memlane.core.access import Access
 
         self.mem = mem
         self.app = create_app(mem)

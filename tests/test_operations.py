@@ -1,6 +1,6 @@
 """Every interface states the core's parameters: required where the core requires them, the same defaults.
 
-The core's signatures are the one statement (``memlane.operations``); HTTP
+The core's signatures are the one statement (``memlane.core.operations``); HTTP
 bodies (from ``GET /v1/operations``), MCP tools (from ``tools/list``) and the
 Client's methods are held to them here. A difference must be listed in
 ``DELIBERATE`` with its reason, or the test fails: that is how ``k=20`` in
@@ -19,10 +19,11 @@ import pytest
 from starlette.testclient import TestClient
 
 import memlane
-from memlane import Client, operations
-from memlane.access import AgentView
+from memlane import Client
+from memlane.core import operations
+from memlane.core.access import AgentView
+from memlane.core.memory import Memory
 from memlane.mcp import ALIASES, build_server
-from memlane.memory import Memory
 from memlane.server import create_app
 
 # an HTTP operation or MCP tool whose core method has another name
@@ -223,7 +224,7 @@ def test_the_clients_json_carries_numpy_values_and_names_a_field_no_utf8_can_car
     import numpy as np
 
     from memlane import client as client_module
-    from memlane.errors import ValidationError
+    from memlane.values.errors import ValidationError
 
     assert client_module._json({"v": np.float32(0.5), "a": np.array([1, 2])}) == {"v": 0.5, "a": [1, 2]}
     with pytest.raises(ValidationError) as e:
@@ -284,7 +285,7 @@ def test_the_awaited_reads_take_exactly_their_synchronous_twins_parameters() -> 
 
 
 def test_a_surface_method_written_by_hand_must_say_why() -> None:
-    from memlane import surface
+    from memlane.core import surface
 
     class Quiet:
         def get(self, namespace: Any, key: str) -> Any:

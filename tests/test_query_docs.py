@@ -7,14 +7,15 @@ from pathlib import Path
 import pytest
 
 import memlane
-from memlane.query import fence, space
+from memlane.store import fence
+from memlane.store import query_space as space
 
 DOC = Path(__file__).parent.parent / "docs" / "query-space.md"
 
 
 def test_checked_in_column_reference_matches_the_view_specs():
     assert DOC.read_text(encoding="utf-8") == space.markdown(), (
-        "docs/query-space.md is stale; regenerate it: .venv/bin/python -c 'import memlane.query.space as s; "
+        "docs/query-space.md is stale; regenerate it: .venv/bin/python -c 'import memlane.store.query_space as s; "
         'open("docs/query-space.md", "w").write(s.markdown())\''
     )
 

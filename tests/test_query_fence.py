@@ -26,8 +26,10 @@ import pytest
 
 import memlane
 from memlane import QueryRefused
-from memlane.access import Access
-from memlane.query import fence, run, space
+from memlane.core.access import Access
+from memlane.domain.query import run
+from memlane.store import fence
+from memlane.store import query_space as space
 from memlane.store import runner as qrunner
 
 pytestmark = pytest.mark.embedded

@@ -24,8 +24,8 @@ import pytest
 
 import memlane
 from memlane import QueryRefused, ValidationError
-from memlane.access import AgentView, Scope
-from memlane.query import space
+from memlane.core.access import AgentView, Scope
+from memlane.store import query_space as space
 from memlane.store import runner as qrunner
 
 # written out, not read from memlane: a new piece of machinery must be added here on purpose

@@ -27,10 +27,12 @@ import pytest
 
 import memlane
 from memlane import QueryRefused, ValidationError
-from memlane.access import Access
-from memlane.errors import ForbiddenError, NotFoundError, StoreError
-from memlane.query import fence, run, space
+from memlane.core.access import Access
+from memlane.domain.query import run
+from memlane.store import fence
+from memlane.store import query_space as space
 from memlane.store import runner as qrunner
+from memlane.values.errors import ForbiddenError, NotFoundError, StoreError
 
 pytestmark = pytest.mark.embedded
 
@@ -1346,7 +1348,7 @@ def test_query_checks_with_the_runners_dialect_and_text_search_config(monkeypatc
     ((planned, *rest),) = explained
     assert "plainto_tsquery('ts.memlane', $1)" in planned
     assert rest == [["w"], "2026-01-01T00:00:00.000000+00:00", [("b",)], run.DEFAULT_TIMEOUT_MS]
-    with pytest.raises(memlane.errors.BackendUnavailableError):
+    with pytest.raises(memlane.values.errors.BackendUnavailableError):
 
         class Bare:
             store = type("S", (), {"backend": "memory"})()

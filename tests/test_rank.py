@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memlane.model import Item
-from memlane.search import rank
+from memlane.domain.search import rank
+from memlane.values.model import Item
 
 
 def test_rrf_arithmetic():

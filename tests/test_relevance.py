@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memlane
-from memlane.errors import ValidationError
-from memlane.search import relevance
+from memlane.domain.search import relevance
+from memlane.values.errors import ValidationError
 
 SLOW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -220,7 +220,7 @@ def test_matching_errs_towards_support() -> None:
 
 
 def _hit(matched: list[str], *, similarity: float | None = None, lexical: bool = True) -> Any:
-    from memlane.model import Hit, Item
+    from memlane.values.model import Hit, Item
 
     item = Item("id", ("n",), "k", "v", "string", "v", {}, None, None, None, None, 1)  # type: ignore[arg-type]
     return Hit(item, 0.5, {"lexical": 1} if lexical else {}, {}, matched, similarity)
@@ -355,7 +355,7 @@ def test_the_decision_does_not_read_the_shape_of_words(mem: Any) -> None:
 
 @pytest.fixture
 def minilm_mem(tmp_path: Any) -> Any:
-    from memlane.search.embedders import default_available
+    from memlane.domain.search.embedders import default_available
 
     if not default_available():
         pytest.skip("the default embedder (memlane[vectors]) is not installed")

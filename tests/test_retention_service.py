@@ -10,7 +10,7 @@ import pytest
 import memlane
 from live import LiveServer
 from memlane import ForbiddenError, ValidationError
-from memlane.access import Access
+from memlane.core.access import Access
 from memlane.server import create_app
 
 

@@ -1,9 +1,9 @@
 """The routes built from the operations table, the wire's error words, and the Client's own logic.
 
-Guards ``src/memlane/operations.py`` (each table entry as built, the wire's
+Guards ``src/memlane/core/operations.py`` (each table entry as built, the wire's
 adjustments to a body), ``src/memlane/server/routes.py`` (the 404 that names
 the address), ``src/memlane/server/app.py`` (the OpenAPI document: the bearer
-scheme, the error answers, no never-given 422), ``src/memlane/wire.py`` (how a
+scheme, the error answers, no never-given 422), ``src/memlane/values/wire.py`` (how a
 pydantic refusal reads in memlane's words) and ``src/memlane/client.py``
 (retention rules and keyed recall, whose fallback for servers that ignore
 ``key`` runs in the caller's process). Everything runs against a real service
@@ -24,10 +24,11 @@ import pytest
 from starlette.testclient import TestClient
 
 import memlane
-from memlane import errors, operations, wire
-from memlane.access import Access
-from memlane.retention import RetentionRule
+from memlane.core import operations
+from memlane.core.access import Access
 from memlane.server import create_app
+from memlane.values import errors, wire
+from memlane.values.retention import RetentionRule
 
 sys.path.insert(0, str(Path(__file__).parent))
 from live import LiveServer  # noqa: E402

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 import memlane
-from memlane.access import Access, AgentView, Scope
-from memlane.query import run
+from memlane.core.access import Access, AgentView, Scope
+from memlane.domain.query import run
 
 AT = "2026-01-01T00:00:00+00:00"
 

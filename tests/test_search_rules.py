@@ -1,6 +1,6 @@
 """The rules of the ranked read pipeline (nominate, fuse, confirm), against reference models.
 
-Guards ``memlane.search.rank`` and ``memlane.search.vectors``:
+Guards ``memlane.domain.search.rank`` and ``memlane.values.vectors``:
 
 - ``terms``: the query's plain lowercase words, de-duplicated in order, capped at
   ``MAX_TERMS`` distinct tokens, stop words dropped unless nothing else is left.
@@ -33,10 +33,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memlane
-from memlane.model import Hit, Item
-from memlane.search import rank
-from memlane.search.stopwords import ENGLISH
-from memlane.search.vectors import DTYPE, VectorCache, normalise, to_blob
+from memlane.domain.search import rank
+from memlane.values.model import Hit, Item
+from memlane.values.stopwords import ENGLISH
+from memlane.values.vectors import DTYPE, VectorCache, normalise, to_blob
 
 PURE = settings(max_examples=100, deadline=None)
 STORES = settings(

@@ -39,7 +39,7 @@ import httpx
 import pytest
 
 import memlane
-from memlane.access import Access
+from memlane.core.access import Access
 
 sys.path.insert(0, str(Path(__file__).parent))  # `live` when run as a script (--record)
 

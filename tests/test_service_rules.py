@@ -9,7 +9,7 @@ runs in the caller's process).
 
 The oracle is the core itself on the same store: a live server (uvicorn on
 loopback, one SQLite file) answers alice's ``Client`` (and raw HTTP requests),
-and the same call on alice's :class:`~memlane.access.AgentView` (which the
+and the same call on alice's :class:`~memlane.core.access.AgentView` (which the
 service calls) must give the same answer, timings aside. Writes go through the
 service and are checked against what the store then holds. Refusals are
 compared the same way (class, field, message); the service's own answer for
@@ -37,12 +37,12 @@ import pytest
 from starlette.testclient import TestClient
 
 import memlane
-from memlane import errors
-from memlane.access import Access, AgentView
-from memlane.memory import Memory
-from memlane.search.embedders import FakeEmbedder
+from memlane.core.access import Access, AgentView
+from memlane.core.memory import Memory
+from memlane.domain.search.embedders import FakeEmbedder
 from memlane.server import create_app
 from memlane.server.app import BodyLimit, error_body
+from memlane.values import errors
 
 sys.path.insert(0, str(Path(__file__).parent))
 from live import LiveServer  # noqa: E402
@@ -1093,7 +1093,7 @@ class PickPrefs:
 
 @pytest.mark.parametrize("mode", ["single", "tiered"])
 def test_a_chooser_runs_in_the_clients_process_over_what_the_agent_may_read(world: World, mode: str) -> None:
-    from memlane.search.choose import choose
+    from memlane.domain.search.choose import choose
 
     remote, local = PickPrefs(), PickPrefs()
     env = world.client.recall("what theme", mode=mode, chooser=remote, namespace_prefix=NS, limit=3)
@@ -1234,7 +1234,7 @@ def test_export_follows_every_page(world: World) -> None:
 
 
 def test_the_clients_add_conversation_carries_messages_window_and_runs_its_extractor(world: World) -> None:
-    from memlane.extract import Extraction
+    from memlane.domain.extract import Extraction
 
     seen: list[list[int]] = []
 

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import memlane
-from memlane.access import Access
-from memlane.errors import BusyError, ForbiddenError, ValidationError
+from memlane.core.access import Access
+from memlane.values.errors import BusyError, ForbiddenError, ValidationError
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -544,7 +544,7 @@ def test_point_reads_leave_the_event_loop_when_the_store_is_held_or_they_ask_for
     """The event loop serves every connection: a point read runs on it only when the store is free at once and
     it asks for few rows; otherwise it waits in a worker thread while the loop answers others."""
     from live import LiveServer
-    from memlane.memory import Memory
+    from memlane.core.memory import Memory
     from memlane.server import create_app
     from memlane.server.dispatch import INLINE_ROWS
 
@@ -605,7 +605,7 @@ def test_the_work_slot_is_free_when_the_answer_is_complete():
     """Deterministic form of the race above: when the last byte is sent, the caller's share is already free."""
     import asyncio
 
-    from memlane.access import Gate
+    from memlane.core.access import Gate
     from memlane.server.app import WorkGate
 
     gate = Gate(1, 1)

@@ -39,9 +39,9 @@ from hypothesis import strategies as st
 
 import memlane
 from conformance.indexed import indexed
-from memlane import validate
-from memlane.errors import BackendUnavailableError, SchemaVersionError, StoreError
-from memlane.model import Item, Version
+from memlane.values import validate
+from memlane.values.errors import BackendUnavailableError, SchemaVersionError, StoreError
+from memlane.values.model import Item, Version
 
 # -- the reference model ----------------------------------------------------
 
@@ -586,8 +586,8 @@ def test_vectors_backlog_reindex_and_stale_vectors(store_url, clock):
         assert [ref for ref, _, _ in store.vector_backlog(100, after=backlog[0][0])] == [r for r, _, _ in backlog[1:]]
         assert store.vector_backlog(1) == backlog[:1]
         # a vector made from another version than the item's is not stored
-        from memlane.search.embedders import FakeEmbedder
-        from memlane.search.vectors import normalise, to_blob
+        from memlane.domain.search.embedders import FakeEmbedder
+        from memlane.values.vectors import normalise, to_blob
 
         blob = to_blob(normalise(FakeEmbedder().embed_batch(["zebra vector text"])[0]))
         assert store.put_vectors([(backlog[0][0], 2, blob)]) == 0
@@ -1234,7 +1234,7 @@ def test_drop_vectors_forgets_every_vector_and_its_index(store_url, backend):
 
 
 def test_reindex_with_an_embedder_of_another_dimension_rebuilds_every_vector(store_url, backend, request):
-    from memlane.search.embedders import FakeEmbedder
+    from memlane.domain.search.embedders import FakeEmbedder
 
     with memlane.open(store_url, embedder="fake", indexing="sync") as m:
         for i, word in enumerate(WORDS):
@@ -1350,9 +1350,9 @@ def test_put_vectors_counts_only_the_vectors_written_at_the_items_version(tmp_pa
     """SQLite: the count is of this call's rows, whatever the connection changed before it."""
     import sqlite3 as _sqlite3
 
-    from memlane.search.vectors import to_blob
     from memlane.store import _common
     from memlane.store.sqlite import SqliteStore
+    from memlane.values.vectors import to_blob
 
     with memlane.open(str(tmp_path / "v.db"), embedder=None) as mem:
         mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"text {i}"} for i in range(3)])

@@ -1,4 +1,4 @@
-"""Guards memlane.validate, the boundary every argument crosses before storage.
+"""Guards memlane.values.validate, the boundary every argument crosses before storage.
 
 What is pinned here: every refusal the module can make (the exact ``.field``, a message
 that says what is wrong, anchored so that nothing is prepended or appended, and that
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import memlane
 from memlane import ValidationError
-from memlane import validate as v
+from memlane.values import validate as v
 
 MiB = 1024 * 1024
 MAX_VALUE = 16 * MiB

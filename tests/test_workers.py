@@ -28,8 +28,8 @@ import psutil
 import pytest
 
 import memlane
-from memlane.access import Access
-from memlane.errors import ForbiddenError
+from memlane.core.access import Access
+from memlane.values.errors import ForbiddenError
 
 MEMLANE = Path(sys.executable).with_name("memlane")
 TOKEN_IN_TEXT = re.compile(r"ml_[A-Za-z0-9_-]{20,}")

@@ -33,11 +33,11 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import surface
 from .client import Client
-from .memory import Memory
-from .memory import open as _open
-from .operations import OPERATIONS
+from .core import surface
+from .core.memory import Memory
+from .core.memory import open as _open
+from .core.operations import OPERATIONS
 
 # the exact reads AsyncMemory awaits through the store's async reads (Memory._a<name>): one statement each,
 # where a native driver pays most; the rest (writes, search, facts, the query space) are transactions of several

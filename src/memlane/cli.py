@@ -44,10 +44,11 @@ from rich.tree import Tree
 
 import memlane
 
-from .conversation import DEFAULT_WINDOW
-from .facts.text import DEFAULT_CHUNK_CHARS
-from .model import Item, namespace_text
-from .operations import OPERATION, OPERATIONS
+from .core.operations import OPERATION, OPERATIONS
+from .domain.conversation import DEFAULT_WINDOW
+from .values.facts_text import DEFAULT_CHUNK_CHARS
+from .values.model import Item, namespace_text
+from .values.validate import MAX_DEPTH
 
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
@@ -373,7 +374,7 @@ NO_EMBEDDER = "none"  # --embedder none: lexical only, as MEMLANE_EMBEDDER=none
 
 def _db_url(db: str | None) -> str:
     """The --db value as :func:`memlane.open` resolves it."""
-    from .memory import DEFAULT_PATH
+    from .core.memory import DEFAULT_PATH
 
     return db or os.environ.get("MEMLANE_DB") or DEFAULT_PATH
 
@@ -1549,7 +1550,7 @@ def _show_record(record: Any, as_json: bool) -> None:
     if as_json:
         _print_json(record.to_dict())
         return
-    from .facts.model import Entity, Fact
+    from .values.facts import Entity, Fact
 
     if isinstance(record, Entity):
         _console().print(_entity_table([record]))
@@ -2019,7 +2020,7 @@ app.add_typer(room_app, name="room")
 
 
 def _access(mem: memlane.Memory) -> Any:
-    from .access import Access
+    from .core.access import Access
 
     return Access(mem)
 
@@ -2387,7 +2388,7 @@ def revoke(
     _console().print(f"Agent {result.name!r} grants: {grants}", highlight=False)
 
 
-# -- the query space (memlane.query) ----------------------------------------------
+# -- the query space (memlane.domain.query) ---------------------------------------
 
 
 class _SqlByDefault(_Group):
@@ -2805,7 +2806,7 @@ def index(
 # -- every operation of the table: memlane op NAME ---------------------------------------------------
 #
 # The commands above are written for people: positional arguments, tables, hints. `memlane op` has one command
-# per operation of the table (memlane.operations), made from Memory's signature and the table's meanings, that
+# per operation of the table (memlane.core.operations), made from Memory's signature and the table's meanings, that
 # prints the JSON the HTTP API answers: a new operation is a command here with nothing written for it.
 
 
@@ -2838,7 +2839,7 @@ def _argument(name: str, raw: Any, kind: str) -> Any:
         return json.loads(raw, parse_constant=_reject_constant)  # NaN and Infinity are no JSON
     except RecursionError:
         raise memlane.ValidationError(
-            name, f"is nested more than {memlane.validate.MAX_DEPTH} levels deep (lists and objects inside one another)"
+            name, f"is nested more than {MAX_DEPTH} levels deep (lists and objects inside one another)"
         ) from None
     except ValueError:
         if kind == "json or text":
@@ -2852,8 +2853,8 @@ def _operation_command(op: Any) -> Any:
     """The ``memlane op`` command of one operation of the table."""
     import inspect
 
-    from . import surface
-    from .operations import ANSWERS, compact, wire_default
+    from .core import surface
+    from .core.operations import ANSWERS, compact, wire_default
 
     core = surface.signature(op.name).parameters
     kinds = {p.name: _kind(str(core[p.name].annotation)) for p in op.params()}

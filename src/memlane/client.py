@@ -1,11 +1,11 @@
-"""``Client``: the same methods and return types as :class:`~memlane.memory.Memory`, over HTTP.
+"""``Client``: the same methods and return types as :class:`~memlane.core.memory.Memory`, over HTTP.
 
 An agent on another machine talks to a ``memlane serve`` process with its
 token and sees exactly what the service's visibility rule lets it see. HTTP
 errors come back as the same memlane exceptions the library raises.
 
-Every operation of :data:`memlane.operations.OPERATIONS` is a method made
-from the table and ``Memory``'s signature (:mod:`memlane.surface`): it sends
+Every operation of :data:`memlane.core.operations.OPERATIONS` is a method made
+from the table and ``Memory``'s signature (:mod:`memlane.core.surface`): it sends
 the arguments given and turns the answer back into ``Memory``'s return type
 (:data:`DECODE`). The few written here say why in :attr:`Client.DIFFERS`.
 """
@@ -20,22 +20,23 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import errors, surface, wire
-from . import validate as v
-from .agents import Agent, Change, Grant, Listing
-from .conversation import DEFAULT_WINDOW, message_list
-from .facts.model import Chunk, Claim, Context, record_from_dict
-from .memory import RECORD_FIELDS
-from .model import Envelope, Item, Namespace, Page, Stats, Version
-from .model import namespace_tuple as ns_tuple
-from .operations import OPERATIONS, UNSENDABLE, Operation
-from .query.model import QueryPlan, QueryResult, SavedQuery
-from .retention import RetentionRule
+from .core import surface
+from .core.memory import RECORD_FIELDS
+from .core.operations import OPERATIONS, UNSENDABLE, Operation
+from .domain.conversation import DEFAULT_WINDOW, message_list
+from .values import errors, wire
+from .values import validate as v
+from .values.agents import Agent, Change, Grant, Listing
+from .values.facts import Chunk, Claim, Context, record_from_dict
+from .values.model import Envelope, Item, Namespace, Page, Stats, Version
+from .values.model import namespace_tuple as ns_tuple
+from .values.query import QueryPlan, QueryResult, SavedQuery
+from .values.retention import RetentionRule
 
 if TYPE_CHECKING:
-    from .extract import Extractor
-    from .memory import Memory as _Operations  # a type checker sees Memory's operations, typed as Memory's
-    from .search.choose import Chooser
+    from .core.memory import Memory as _Operations  # a type checker sees Memory's operations, typed as Memory's
+    from .domain.extract import Extractor
+    from .domain.search.choose import Chooser
 else:
     _Operations = object
 
@@ -123,7 +124,7 @@ def _unencodable(value: Any) -> bool:
 
 def _check_json(value: Any, metadata: Any, ttl: Any) -> None:
     """Refuse what JSON cannot carry (NaN, Infinity, sets...) before sending, naming the field."""
-    from . import validate
+    from .values import validate
 
     validate.value(value)
     validate.metadata(metadata)
@@ -331,7 +332,7 @@ class Client(_Operations):
         sent = {"namespace": namespace, "messages": message_list(messages), "session": session, "at": at}
         items = [Item.from_dict(i) for i in self._send("add_conversation", {**sent, "window": window})["items"]]
         if extractor is not None:
-            from .extract import run
+            from .domain.extract import run
 
             run(self, v.namespace(namespace), items, extractor)
         return items
@@ -372,7 +373,7 @@ class Client(_Operations):
         this agent may read and the chosen addresses are read with ``get_many``.
         """
         if chooser is not None and key is None and mode in ("single", "tiered"):
-            from .search.choose import choose
+            from .domain.search.choose import choose
 
             return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
         # "namespace": the name servers before 0.2 read (newer ones accept it too)
@@ -405,7 +406,7 @@ class Client(_Operations):
             seen = {(h.namespace, h.key) for h in hits}
             for item in self.fetch(key, namespace_prefix=namespace or (), limit=limit):
                 if (item.namespace, item.key) not in seen:
-                    from .model import Hit
+                    from .values.model import Hit
 
                     hits.append(Hit(item, 0.0))
             hits.sort(key=lambda h: (-h.item.updated_at.timestamp(), "/".join(h.namespace)))
@@ -414,7 +415,7 @@ class Client(_Operations):
 
     # -- administration (an admin agent's token) ------------------------------
     #
-    # The same methods as :class:`memlane.access.Access`, over ``/v1/admin``; a non-admin token gets
+    # The same methods as :class:`memlane.core.access.Access`, over ``/v1/admin``; a non-admin token gets
     # ForbiddenError, a missing agent or room NotFoundError, a bad name ValidationError, as everywhere.
 
     def me(self) -> Agent:
@@ -480,7 +481,7 @@ class Client(_Operations):
         self, *, agent: str | None = None, room: str | None = None, after: int = 0, limit: int = 1000
     ) -> builtins.list[Change]:
         """The access log, oldest first: who changed agents, rooms, members and grants, and when
-        (:meth:`memlane.access.Access.history`); ``after`` a ``seq`` to read on from."""
+        (:meth:`memlane.core.access.Access.history`); ``after`` a ``seq`` to read on from."""
         answer = self._call("GET", "admin/log?" + _query(agent=agent, room=room, after=after, limit=limit))
         return [_change(c) for c in answer["changes"]]
 

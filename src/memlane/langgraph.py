@@ -1,7 +1,7 @@
 """memlane as a LangGraph store: ``MemlaneStore`` and ``AsyncMemlaneStore`` (``pip install 'memlane[langgraph]'``).
 
 A thin adapter: every LangGraph operation becomes calls to one
-:class:`~memlane.memory.Memory` (or a :class:`~memlane.client.Client` talking to
+:class:`~memlane.core.memory.Memory` (or a :class:`~memlane.client.Client` talking to
 a ``memlane serve``), so the graph's memories are ordinary memlane items with
 history, search, rooms and the query space around them.
 
@@ -55,13 +55,13 @@ try:
 except ImportError as e:  # pragma: no cover - the langgraph extra
     raise ImportError("memlane.langgraph needs LangGraph: pip install 'memlane[langgraph]'") from e
 
-from . import validate as v
-from . import where as w
-from .errors import ValidationError
-from .model import Item as MemlaneItem
-from .search.embedders import Embedder, resolve_embedder
-from .search.vectors import normalise
+from .domain.search.embedders import Embedder, resolve_embedder
 from .store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
+from .values import validate as v
+from .values import where as w
+from .values.errors import ValidationError
+from .values.model import Item as MemlaneItem
+from .values.vectors import normalise
 
 __all__ = [
     "AsyncMemlaneStore",
@@ -320,7 +320,7 @@ def split_filter(raw: Any) -> tuple[dict[str, Any] | None, builtins.list[w.Condi
     LangGraph's stores compare any value a filter holds: ``{"$lt": float("inf")}`` matches every
     finite number, a NaN or a string with a NUL character matches nothing (``$ne``: everything).
     memlane's ``where`` refuses such operands (its SQL cannot carry them), so the adapter checks
-    those conditions on the rows instead, with the same rule (:func:`memlane.where.holds`). A field
+    those conditions on the rows instead, with the same rule (:func:`memlane.values.where.holds`). A field
     path memlane refuses raises ``ValidationError`` (a ``ValueError``) saying "Invalid filter key",
     as LangGraph's stores do.
     """
@@ -699,7 +699,7 @@ def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
 
 
 def _open(conn_string: str, index: IndexConfig | None, embedder: Any) -> Any:
-    from .memory import open as open_memory
+    from .core.memory import open as open_memory
 
     chosen = embedder if embedder is not None else (embedder_for(index) if index else None)
     # sync indexing: LangGraph's stores embed before put returns, so a search right after a put finds it

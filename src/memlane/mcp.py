@@ -9,23 +9,23 @@ writes) and two for the query space. A server offers a *profile* of them (:data:
 ``tools/list`` stays small in the agent's context; facts, conversations and the query space
 are added on request (``memlane mcp --tools default,facts``, ``/mcp?tools=all``).
 
-The item and facts tools are made from the operations table (:mod:`memlane.operations`): an
+The item and facts tools are made from the operations table (:mod:`memlane.core.operations`): an
 :class:`Offer` names the operation and the parameters an agent sees; their defaults are the
 core's and their descriptions the table's. The two query-space tools are written out, since
 each answers for several operations. Like every interface, they are thin: parse the
 arguments, call the core, render the answer as the service does (as structured content, and
 the same JSON as text), and turn a
-:class:`~memlane.errors.MemlaneError` into an MCP tool error carrying memlane's
+:class:`~memlane.values.errors.MemlaneError` into an MCP tool error carrying memlane's
 message (the type and field in structured content), never a traceback.
 
 Two transports:
 
 * **stdio** (``memlane mcp``, :func:`run_stdio`): single owner; the tools call
-  the :class:`~memlane.memory.Memory` directly, with full access.
+  the :class:`~memlane.core.memory.Memory` directly, with full access.
 * **streamable HTTP** at ``/mcp`` on the service (:func:`mount_mcp`): every HTTP
   request must carry ``Authorization: Bearer <token>`` (401 before any MCP
   handling otherwise), and every tool call runs on that agent's
-  :class:`~memlane.access.AgentView`, so MCP sees exactly what the ``/v1`` API
+  :class:`~memlane.core.access.AgentView`, so MCP sees exactly what the ``/v1`` API
   sees. The endpoint is stateless (a plain JSON response per POST), so service
   replicas behind a load balancer need no sticky sessions.
 """
@@ -53,15 +53,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 from starlette.responses import Response
 
-from . import wire
-from .errors import MemlaneError, UnauthorizedError, ValidationError
-from .operations import ANSWERS, MEANINGS, OPERATION, REQUIRED, wire_default
+from .core.operations import ANSWERS, MEANINGS, OPERATION, REQUIRED, wire_default
+from .values import wire
+from .values.errors import MemlaneError, UnauthorizedError, ValidationError
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
 
-    from .access import Access, Agent, AgentView
-    from .memory import Memory
+    from .core.access import Access, Agent, AgentView
+    from .core.memory import Memory
 
     Backend = Memory | AgentView
 
@@ -444,7 +444,7 @@ SHAPES: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Offer:
-    """An MCP tool made from one operation of the table (:mod:`memlane.operations`).
+    """An MCP tool made from one operation of the table (:mod:`memlane.core.operations`).
 
     Its parameters' defaults are the core's and their descriptions the table's; what it says about
     itself is in :data:`DESCRIPTIONS`, and its hints follow from the operation (a safe read, a delete,
@@ -621,7 +621,7 @@ class FactTools(_Offered):
     OFFERS = FACT_OFFERS
 
 
-# -- the query space (memlane.query) -----------------------------------------------------
+# -- the query space (memlane.domain.query) ----------------------------------------------
 
 QUERY_DESCRIPTIONS = {
     "memory_query": """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memlane import ConflictError, ForbiddenError, NotFoundError, ValidationError
-from memlane.access import Access
+from memlane.core.access import Access
 
 pytestmark = pytest.mark.embedded
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import memlane
-from memlane.facts import text as t
+from memlane.values import facts_text as t
 
 NS = "team/acme"
 # about 300 characters each: a chunk's context holds the passage next to it and a bit of the one beyond,

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from memlane import ConflictError, NotFoundError, ValidationError
-from memlane.facts.model import Chunk, Claim, Document, Entity, Fact
+from memlane.values.facts import Chunk, Claim, Document, Entity, Fact
 
 NS = "team/acme"
 

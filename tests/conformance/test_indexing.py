@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memlane.search.embedders import FakeEmbedder
+from memlane.domain.search.embedders import FakeEmbedder
 
 from .indexed import indexed
 

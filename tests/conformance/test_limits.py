@@ -86,7 +86,7 @@ from memlane import ConflictError, QueryRefused, ValidationError
 
 from .indexed import indexed
 
-# The documented numbers, written out rather than read from memlane.validate, so a changed
+# The documented numbers, written out rather than read from memlane.values.validate, so a changed
 # constant fails here instead of moving the test along with it.
 US = timedelta(microseconds=1)
 SEGMENTS, SEGMENT_CHARS, KEY_CHARS = 8, 128, 256

@@ -208,7 +208,7 @@ def _collapsed(text: str) -> str:
 
 def _normalised(text: str) -> str:
     # the documented matching form: compatibility forms, no accents, casefolded, words only
-    from memlane.facts.text import normalise
+    from memlane.values.facts_text import normalise
 
     return normalise(text)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from memlane import QueryRefused, ValidationError
-from memlane.query import space
+from memlane.store import query_space as space
 
 
 @pytest.fixture

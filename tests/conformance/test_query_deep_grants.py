@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memlane
-from memlane.access import Access
-from memlane.query.space import sqlite_head
+from memlane.core.access import Access
+from memlane.store.query_space import sqlite_head
 
 SEGMENTS = ["a", "ab", "a-b", "b"]
 

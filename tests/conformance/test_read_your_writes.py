@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import memlane
-from memlane.search.embedders import FakeEmbedder
+from memlane.domain.search.embedders import FakeEmbedder
 
 pytestmark = pytest.mark.background_indexing
 
@@ -126,7 +126,7 @@ def held(backend: str, store_url: str) -> Any:
         yield mem, gated, mem
     else:
         from live import LiveServer
-        from memlane.access import Access
+        from memlane.core.access import Access
         from memlane.server import create_app
 
         _, token = Access(mem).create_agent("tester", admin=True)

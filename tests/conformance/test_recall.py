@@ -6,7 +6,7 @@ import pytest
 
 import memlane
 from memlane import EmbedderMismatchError, ValidationError
-from memlane.search.embedders import FakeEmbedder
+from memlane.domain.search.embedders import FakeEmbedder
 
 from .indexed import indexed
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import memlane
 from conformance import OVER_HTTP
 from memlane import CleanupReport, RetentionRule, ValidationError
-from memlane.retention import MAX_KEEP_DAYS, MAX_KEEP_VERSIONS
+from memlane.values.retention import MAX_KEEP_DAYS, MAX_KEEP_VERSIONS
 
 DAY = 86400
 
@@ -313,7 +313,7 @@ def test_cleanup_report_tells_expired_items_from_versions(mem, owner, clock):
 
 @pytest.mark.embedded
 def test_an_agent_cannot_reach_retention(mem):
-    from memlane.access import Access
+    from memlane.core.access import Access
 
     access = Access(mem)
     agent, _ = access.create_agent("worker")

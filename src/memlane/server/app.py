@@ -1,8 +1,8 @@
 """The memlane HTTP service: a versioned ``/v1`` JSON API over one :class:`Memory`.
 
-Thin by design: each route parses its body, asks :class:`~memlane.access.Access`
+Thin by design: each route parses its body, asks :class:`~memlane.core.access.Access`
 who is calling, calls the same method on that agent's
-:class:`~memlane.access.AgentView`, and renders ``to_dict()``. One table maps
+:class:`~memlane.core.access.AgentView`, and renders ``to_dict()``. One table maps
 memlane errors to HTTP statuses, with one JSON error shape::
 
     {"error": {"type": "validation_error", "message": "...", "field": "ttl"}}
@@ -30,12 +30,12 @@ from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import errors, validate, wire
-from ..access import Access, Agent, AgentView
-from ..gate import DEFAULT_CAPACITY, DEFAULT_MAX_WAIT, DEFAULT_PER_AGENT, Gate
-from ..memory import Memory
-from ..operations import OPERATIONS, compact
-from ..wire import error_body
+from ..core.access import Access, Agent, AgentView
+from ..core.memory import Memory
+from ..core.operations import OPERATIONS, compact
+from ..values import errors, validate, wire
+from ..values.gate import DEFAULT_CAPACITY, DEFAULT_MAX_WAIT, DEFAULT_PER_AGENT, Gate
+from ..values.wire import error_body
 from .dispatch import JSON_HEADERS, NOT_JSON, Dispatch, Prepare, encode, error_answer, send_answer
 from .routes import Body, register
 
@@ -191,7 +191,7 @@ EXPENSIVE = frozenset(f"/{API_VERSION}/{op.route}" for op in OPERATIONS if op.ex
 
 
 class WorkGate:
-    """Pass each caller's expensive requests through the fair :class:`~memlane.gate.Gate`, on the event loop.
+    """Pass each caller's expensive requests through the fair :class:`~memlane.values.gate.Gate`, on the event loop.
 
     A request waits for its turn without holding a worker thread, and one
     refused (429 with ``Retry-After``) never takes a worker thread, reads the
@@ -295,7 +295,7 @@ def create_app(
         max_body_bytes: larger request bodies get 413.
         max_agent_work: an agent's fair share of ranked reads and query-space
             statements (running and waiting) while other agents wait: more get
-            429 with ``Retry-After`` (see :class:`~memlane.gate.Gate`).
+            429 with ``Retry-After`` (see :class:`~memlane.values.gate.Gate`).
         max_work: ranked reads and query-space statements running at once in
             this process (below the worker pool's 40 threads, so point reads
             always find a free one); more wait for their turn, round robin
@@ -396,7 +396,7 @@ def create_app(
     def ok(obj: Any) -> Response:
         return Response(encode(compact(obj)), media_type="application/json")
 
-    # every POST /v1/<operation> of the table (memlane.operations), declared for OpenAPI and /v1/operations;
+    # every POST /v1/<operation> of the table (memlane.core.operations), declared for OpenAPI and /v1/operations;
     # the Dispatch middleware answers them
     register(route)
 

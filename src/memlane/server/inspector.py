@@ -19,7 +19,7 @@ from importlib import resources
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
-from ..wire import error_body
+from ..values.wire import error_body
 
 ASSET_PREFIX = "/inspector"
 

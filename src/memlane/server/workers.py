@@ -15,7 +15,7 @@ Nothing a worker keeps is needed by another: agents, rooms, grants and items
 live in the store, and each worker re-reads an agent when the access log moves
 (one indexed read per request), so a change made through one worker is
 enforced by every worker at its next request. Each worker has its own fair
-gate on expensive work (:mod:`memlane.gate`): an agent's fair share holds per
+gate on expensive work (:mod:`memlane.values.gate`): an agent's fair share holds per
 worker. A worker killed in the middle of a request loses nothing that was
 acknowledged: an answer is sent only after its transaction committed.
 """
@@ -38,7 +38,7 @@ import uvicorn
 
 import memlane
 
-from ..memory import Memory
+from ..core.memory import Memory
 
 # PostgreSQL connections of all workers' pools together: with each worker's dedicated read connection and
 # the supervisor's pool, 16 workers stay under the server's default max_connections (100)

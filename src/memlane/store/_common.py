@@ -16,9 +16,9 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from ..errors import ValidationError
-from ..model import Item, Namespace, Version, decode_json, namespace_tuple, parse_metadata
-from ..where import balanced
+from ..values.errors import ValidationError
+from ..values.model import Item, Namespace, Version, decode_json, namespace_tuple, parse_metadata
+from ..values.where import balanced
 
 # the columns an item and each of its history versions share
 VERSION_COLUMNS = (
@@ -373,7 +373,7 @@ def _time(rec: dict[str, Any], name: str, *, optional: bool = False) -> str | No
         raise ValueError(f"{name} {raw!r} is not an ISO 8601 string")
     if datetime.fromisoformat(raw).tzinfo is None:
         raise ValueError(f"{name} {raw!r} has no timezone")
-    from .. import validate
+    from ..values import validate
 
     return ts(validate.time(raw, name))
 
@@ -390,7 +390,7 @@ def import_rows(
         ValidationError: naming the record number; callers run this inside
             their transaction so a bad record imports nothing.
     """
-    from .. import validate as v
+    from ..values import validate as v
 
     for n, rec in zip(itertools.count(1) if numbers is None else numbers, records, strict=False):
         try:

@@ -28,9 +28,9 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from ..model import Item, Namespace, Stats, Version
-from ..retention import RetentionRule
-from ..where import Condition
+from ..values.model import Item, Namespace, Stats, Version
+from ..values.retention import RetentionRule
+from ..values.where import Condition
 from . import retention_tables
 from ._common import EVERYTHING, SqlSession
 

@@ -1,11 +1,11 @@
-"""Every statement of the facts layer over its tables (:mod:`memlane.facts.schema`): entities, facts, documents, claims.
+"""Every statement of the facts layer over its tables (:mod:`.facts_schema`): entities, facts, documents, claims.
 
 One function per statement (or per pair that always runs together), run in a
 session of either backend; where the backends differ (full-text search, the
 full-text tables only SQLite keeps, the lock on one fact's key) the session's
 dialect chooses. A read of records that live in namespaces takes ``within``,
 the prefixes the caller may see, and applies it in SQL.
-:class:`memlane.facts.layer.FactsLayer` holds the rules (checks, ids, times,
+:class:`memlane.domain.facts.layer.FactsLayer` holds the rules (checks, ids, times,
 merges followed, the assured reads' ranking, the records built) and calls these
 inside its transactions.
 """
@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..facts.schema import CONTEXT_WEIGHT, index_chunks
-from ..model import Namespace
+from ..values.model import Namespace
 from ._common import SqlSession, within_filter
+from .facts_schema import CONTEXT_WEIGHT, index_chunks
 
 Rows = list[tuple[Any, ...]]
 # an extra condition on a searched table's ``id``, with its parameters (:func:`among`, :func:`claims_about`, ...)

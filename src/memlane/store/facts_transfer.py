@@ -1,8 +1,8 @@
 """Every statement of export and import over the facts layer's and the access tables, on either backend.
 
 A table is named by its caller's table of record kinds
-(:data:`memlane.facts.transfer.TABLES`: the table, its columns, its key, the
-stamps an import may add), never by a record. :mod:`memlane.facts.transfer`
+(:data:`memlane.domain.facts.transfer.TABLES`: the table, its columns, its key, the
+stamps an import may add), never by a record. :mod:`memlane.domain.facts.transfer`
 holds the rules (the records' shape and checks, the order, which stamps an
 existing row gains) and calls these inside the import's transaction.
 """

@@ -37,12 +37,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from ..errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
-from ..facts import schema as facts_schema
-from ..model import Item, Namespace, Stats, Version
-from ..query import space as query_space
+from ..values.errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
+from ..values.model import Item, Namespace, Stats, Version
 from . import _common as c
-from . import access_tables, retention_tables
+from . import access_tables, facts_schema, query_space, retention_tables
 from .base import ACCESS_HEAD, Nomination, PutRow, Store, Within
 
 try:  # the postgres extra
@@ -580,7 +578,7 @@ def _fetch_statement(key: str, within: Within, limit: int, now: datetime) -> tup
 def _select_statement(
     within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
 ) -> tuple[str, builtins.list[Any]]:
-    from .. import where as w
+    from ..values import where as w
 
     live, params = c.live_filter(within, "", now, "%s")
     test, test_params = w.postgres_sql(builtins.list(where))

@@ -20,8 +20,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..model import Namespace
-from ..retention import RetentionRule
+from ..values.model import Namespace
+from ..values.retention import RetentionRule
 from ._common import SqlSession, ns_tuple, ts, within_filter
 
 _TABLE = """CREATE TABLE retention_rules (

@@ -1,6 +1,6 @@
 """Running checked statements: layers two to four of the query space's fence, one runner per backend.
 
-Layer one (:mod:`memlane.query.fence`) checked and rendered the statement. The
+Layer one (:mod:`memlane.store.fence`) checked and rendered the statement. The
 layers here hold even if it had not:
 
 2. **A connection that can only read the views.** SQLite: a second connection
@@ -39,9 +39,10 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
-from ..errors import QueryRefused, StoreError
-from ..model import Namespace
-from ..query import fence, space
+from ..values.errors import QueryRefused, StoreError
+from ..values.model import Namespace
+from . import fence
+from . import query_space as space
 from ._common import ns_text
 
 MAX_TIMEOUT_MS = 60_000

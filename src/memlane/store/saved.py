@@ -1,6 +1,6 @@
 """Every statement over the saved queries' table (``saved_queries``), on either backend.
 
-:mod:`memlane.query.run` holds the rules (names, the fence, who may replace a
+:mod:`memlane.domain.query.run` holds the rules (names, the fence, who may replace a
 query) and calls these inside its transactions.
 """
 

@@ -1,7 +1,7 @@
 """Every statement over the access tables (:mod:`memlane.store.access_tables`): agents, rooms, members, grants, log.
 
 One function per statement, run in a session of either backend (the SQL is
-the same on SQLite and PostgreSQL). :class:`memlane.access.Access` holds the
+the same on SQLite and PostgreSQL). :class:`memlane.core.access.Access` holds the
 rules (names, modes, the log's meaning, caching) and calls these inside its
 transactions; nothing else writes the access tables.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agents import Agent, Grant
+from ..values.agents import Agent, Grant
 from ._common import SqlSession, ns_tuple
 
 # the tables a name is looked up in, by what the name is of

@@ -35,16 +35,14 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConflictError, SchemaVersionError, StoreError
-from ..facts import schema as facts_schema
-from ..model import Item, Namespace, Stats, Version
-from ..query import space as query_space
+from ..values.errors import ConflictError, SchemaVersionError, StoreError
+from ..values.model import Item, Namespace, Stats, Version
 from . import _common as c
-from . import access_tables, retention_tables
+from . import access_tables, facts_schema, query_space, retention_tables
 from .base import ACCESS_HEAD, Nomination, PutRow, Store, Within
 
 if TYPE_CHECKING:
-    from ..search.vectors import VectorCache
+    from ..values.vectors import VectorCache
 
 BUSY_TIMEOUT_S = 30.0
 _CHUNK = 400  # addresses per statement; 2 variables each stays far below SQLite's limit
@@ -1191,7 +1189,7 @@ class SqliteStore(Store):
         ``PRAGMA data_version`` changes when another connection commits, and
         ``_own_writes`` when this one does; only then is the table consulted.
         """
-        from ..search.vectors import VectorCache
+        from ..values.vectors import VectorCache
 
         cache = self._vectors
         if cache is None or cache.dimension != dimension:
@@ -1450,12 +1448,12 @@ class SqliteStore(Store):
                 if runner is not None:
                     runner.close()
 
-    # -- query space (memlane.query) ----------------------------------------
+    # -- query space (memlane.domain.query) ---------------------------------
 
     def query_connection(self) -> sqlite3.Connection:
         """A new connection to the same file, opened read-only (``mode=ro``), for the query space."""
         if self._path == ":memory:":
-            from ..errors import BackendUnavailableError
+            from ..values.errors import BackendUnavailableError
 
             raise BackendUnavailableError(
                 "the query space reads through a second, read-only connection, which an in-memory SQLite store "
@@ -1484,7 +1482,7 @@ class SqliteStore(Store):
         self, within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
     ) -> builtins.list[Item]:
         """Live items inside ``within`` meeting ``where`` (json_type/json_extract, bound paths), paged."""
-        from .. import where as w
+        from ..values import where as w
 
         live, params = self._filter(within, "", now)
         test, test_params = w.sqlite_sql(builtins.list(where))

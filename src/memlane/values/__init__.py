@@ -1,0 +1,4 @@
+"""The values layer: plain records (``Item``, ``Envelope``, ``Agent``, ``Scope``, the facts' records), the
+exceptions, the input checks and filters, ids, the error envelope on the wire. Nothing here knows there is a
+database: a module of this layer imports only this layer, nothing above it.
+"""
