@@ -33,21 +33,41 @@ def test_the_query_runner_is_made_once_per_store(pg_url: str) -> None:
         assert store.query_runner() is runner
 
 
-def test_get_many_over_many_chunks_answers_from_one_snapshot(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memlane.store import _common
+@pytest.mark.parametrize("awaited", [False, True], ids=["sync", "async"])
+def test_get_many_over_many_chunks_answers_from_one_snapshot(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, awaited: bool
+) -> None:
+    """Another connection commits between the first chunk's statement and the second's: the answer is still
+    one snapshot, on the synchronous path and on AsyncMemory's native one."""
+    import asyncio
+
+    from memlane.store import postgres
 
     n = 1001  # two chunks: the last address is read by the second statement
     with memlane.open(pg_url, embedder=None) as mem, memlane.open(pg_url, embedder=None) as writer:
         mem.put_many([{"namespace": "agent/a", "key": f"k{i:04}", "value": "before"} for i in range(n)])
-        row_to_item = _common.row_to_item
+        chunks = postgres._address_chunks
         wrote: list[bool] = []
 
-        def write_between_chunks(row):  # type: ignore[no-untyped-def]
-            if not wrote:  # the first chunk's rows are in hand: another connection commits a change
-                wrote.append(True)
-                writer.put("agent/a", f"k{n - 1:04}", "after")
-            return row_to_item(row)
+        def write_between_chunks(addresses, at):  # type: ignore[no-untyped-def]
+            for number, params in enumerate(chunks(addresses, at)):
+                if number == 1:  # the first chunk's statement has run: another connection commits a change
+                    wrote.append(True)
+                    writer.put("agent/a", f"k{n - 1:04}", "after")
+                yield params
 
-        monkeypatch.setattr(_common, "row_to_item", write_between_chunks)
-        got = mem.get_many([("agent/a", f"k{i:04}") for i in range(n)])
-        assert wrote and {item.value for item in got if item is not None} == {"before"}
+        monkeypatch.setattr(postgres, "_address_chunks", write_between_chunks)
+        addresses = [("agent/a", f"k{i:04}") for i in range(n)]
+        if awaited:
+
+            async def read() -> list[Any]:
+                amem = memlane.AsyncMemory(mem)
+                got = await amem.get_many(addresses)
+                await mem._aclose()
+                return got
+
+            got = asyncio.run(read())
+        else:
+            got = mem.get_many(addresses)
+        assert wrote and len(got) == n and {item.value for item in got if item is not None} == {"before"}
+        assert writer.get("agent/a", f"k{n - 1:04}").value == "after"  # type: ignore[union-attr]
