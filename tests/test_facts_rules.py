@@ -2091,6 +2091,19 @@ def test_a_chunks_context_takes_a_neighbour_that_fits_exactly_the_room_left() ->
     assert ftext.context("T", ["ab", "c", "x"], 2, budget=4) == "T\nab c\n"
 
 
+@given(
+    words=st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=6), min_size=1, max_size=6),
+    spare=st.integers(min_value=0, max_value=3),
+)
+@example(words=["ab", "cdefghijk"], spare=0)  # a space early in a passage that exactly fills the budget
+@example(words=["abcdefghij", "kl"], spare=0)  # ... and late
+def test_a_neighbour_that_fits_the_budget_is_kept_whole_on_either_side(words: list[str], spare: int) -> None:
+    """A passage no longer than the room left is never cut at a word, the exact fit included."""
+    passage = " ".join(words)
+    budget = len(passage) + spare
+    assert ftext.context("T", [passage, "middle", passage], 1, budget=budget) == f"T\n{passage}\n{passage}"
+
+
 def test_dropping_the_facts_vectors_twice_is_harmless(tmp_path) -> None:
     with memlane.open(str(tmp_path / "drop.db"), embedder=None) as mem:
         mem._facts.drop_vectors()
