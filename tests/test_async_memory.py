@@ -198,6 +198,30 @@ def test_after_the_server_drops_its_connections_one_read_fails_and_the_next_conn
     assert outcomes[0] in ("StoreError", {"v": 1})
 
 
+def test_closing_while_reads_are_in_flight_leaves_no_connection_and_refuses_the_next_read(pg_url: str) -> None:
+    """``aclose`` with reads still running: those finish, and their connections close with the set they came
+    from; the synchronous ``close()`` on a loop that still holds connections refuses its next read too."""
+    mem = memlane.open(pg_url, embedder=None)
+    mem.put("notes/a", "k1", {"v": 1})
+    before = _connections(pg_url) - 2  # the synchronous pool's and reader's, which close with the memory
+
+    async def main() -> list[Any]:
+        amem = memlane.AsyncMemory(mem)
+        reads = [asyncio.create_task(amem.get("notes/a", "k1")) for _ in range(8)]
+        await asyncio.sleep(0)  # every read has started
+        await mem._aclose()
+        got = [(await r).value for r in reads]
+        assert await amem.exists("notes/a", "k1") is True  # a new set of connections for this loop
+        mem.close()  # the synchronous close, while this loop still holds them
+        with pytest.raises(StoreError, match="closed"):
+            await amem.get("notes/a", "k1")
+        await mem._aclose()
+        return got
+
+    assert asyncio.run(main()) == [{"v": 1}] * 8
+    assert _settles(pg_url, before) == before
+
+
 def test_calls_cancelled_mid_flight_leave_every_connection_answering_its_own_question(mem: memlane.Memory) -> None:
     """Reads cut off at random points (while the pool opens, while a statement runs) never leave a connection
     that answers the next caller with another question's rows."""

@@ -633,7 +633,8 @@ class _LoopConnections:
         return conn
 
     def finish(self) -> None:
-        """Close the idle connections now, without the loop (libpq's own close is synchronous)."""
+        """Close the idle ones now, without the loop (libpq's own close is synchronous). Those still in use go
+        back to this set when their reads end, and close with it: nothing holds it once the store has let it go."""
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.pgconn.finish()
@@ -784,6 +785,8 @@ class PostgresStore(Store):
     @asynccontextmanager
     async def _aread(self) -> AsyncIterator[Any]:
         """An async connection for one read, from the running loop's own."""
+        if self._closed:  # closed by the synchronous close() while this loop still had connections
+            raise StoreError("this memory is closed; open it again with memlane.open()")
         try:
             async with (await self._loop_connections()).connection() as conn:
                 yield conn
