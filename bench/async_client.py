@@ -11,10 +11,11 @@ concurrency of C tasks, each doing ``get`` of one address, this measures request
 The server is a real ``memlane serve --workers 1`` on loopback over a temporary SQLite file; it shares the
 machine with this process, so the figures are about the client side's cost at a fixed server.
 
-With ``--postgres``, the same for ``AsyncMemory.get`` over PostgreSQL, which reads natively on psycopg's async
-connections, against the synchronous ``Memory.get`` in worker threads (the design it replaced for the exact
-reads) and a raw ``psycopg`` async pool running the same point ``SELECT`` with no memlane code at all (no
-validation, no scope, no decoding): an upper bound for a native async store.
+With ``--postgres``, the same for ``AsyncMemory.get`` and ``AsyncMemory.put`` over PostgreSQL, which run
+natively on psycopg's async connections, against the synchronous ``Memory.get`` / ``Memory.put`` in worker
+threads (the design they replaced) and a raw ``psycopg`` async pool running a point ``SELECT`` or a one-row
+upsert into a two-column table with no memlane code at all (no validation, no scope, no decoding, no history):
+an upper bound for a native async store.
 
 Example::
 
@@ -90,10 +91,13 @@ async def _memory(url: str, concurrency: int, requests: int) -> dict[str, float]
 
         out["raw async"] = await _rate(raw, concurrency, requests)
 
-        # writes: AsyncMemory.put (worker threads) against the least a native write could cost, a raw async
-        # upsert of one small row into a two-column table, committed
+        # writes: AsyncMemory.put (native), Memory.put in worker threads, and the least a native write could
+        # cost: a raw async upsert of one small row into a two-column table, committed
         count = iter(range(10**9))
         out["put"] = await _rate(lambda: amem.put("user/1", f"w{next(count) % 500}", {"v": 1}), concurrency, requests)
+        out["put threads"] = await _rate(
+            lambda: asyncio.to_thread(mem.put, "user/1", f"w{next(count) % 500}", {"v": 1}), concurrency, requests
+        )
         async with pool.connection() as conn:
             await conn.execute("CREATE TABLE IF NOT EXISTS bench_kv (k text PRIMARY KEY, v text)")
             await conn.commit()
@@ -124,7 +128,8 @@ def _postgres(levels: list[int], requests: int) -> None:
         for c in levels:
             progress(f"PostgreSQL, concurrency {c}")
             got = asyncio.run(_memory(pg_url_for(admin, "bench_async"), c, requests))
-            writes.append([str(c), f"{got['put']:,.0f}", f"{got['raw put']:,.0f}",
+            writes.append([str(c), f"{got['put']:,.0f}", f"{got['put threads']:,.0f}", f"{got['raw put']:,.0f}",
+                           f"{ratio(got['put'], got['put threads']):.2f}x",
                            f"{ratio(got['raw put'], got['put']):.2f}x"])  # fmt: skip
             rows.append([str(c), f"{got['AsyncMemory']:,.0f}", f"{got['threads']:,.0f}", f"{got['raw async']:,.0f}",
                          f"{ratio(got['AsyncMemory'], got['threads']):.2f}x",
@@ -133,7 +138,9 @@ def _postgres(levels: list[int], requests: int) -> None:
                    "native / threads", "raw / AsyncMemory"]  # fmt: skip
         print(format_table(headers, rows))
         print()
-        print(format_table(["in flight", "AsyncMemory.put /s (threads)", "raw async upsert /s", "raw / put"], writes))
+        headers = ["in flight", "AsyncMemory.put /s", "Memory.put in threads /s", "raw async upsert /s",
+                   "native / threads", "raw / AsyncMemory"]  # fmt: skip
+        print(format_table(headers, writes))
 
 
 def main() -> None:

@@ -16,9 +16,10 @@ import pytest
 
 import memlane
 from memlane.store.postgres import PostgresStore
-from memlane.values.errors import StoreError, ValidationError
+from memlane.values.errors import ConflictError, StoreError, ValidationError
 
 READS = ("get", "exists", "get_many", "fetch", "list", "namespaces", "select", "history")
+WRITES = ("put_many", "delete")  # the store's verbs under put, put_many and delete
 
 
 @pytest.fixture
@@ -48,10 +49,12 @@ async def _reads(amem: memlane.AsyncMemory) -> list[Any]:
     ]
 
 
-def test_the_exact_reads_run_on_the_event_loop_without_the_synchronous_store(
+def test_the_reads_and_writes_run_on_the_event_loop_without_the_synchronous_store(
     mem: memlane.Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the store's synchronous reads and every worker thread taken away, the exact reads still answer."""
+    """With the store's synchronous verbs and every worker thread taken away, the exact reads and the item writes
+    still answer: a conflict refused and rolled back, 70 records (past the batch size that goes through COPY), a
+    delete into history."""
     mem.put("notes/a", "k1", {"v": 0})
     mem.put("notes/a", "k1", {"v": 1})
     mem.put("notes/c", "k1", {"v": 3})
@@ -63,17 +66,26 @@ def test_the_exact_reads_run_on_the_event_loop_without_the_synchronous_store(
     def refused(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a native read reached the synchronous store or a worker thread")
 
-    for name in READS:
+    for name in READS + WRITES:
         monkeypatch.setattr(PostgresStore, name, refused)
     monkeypatch.setattr(asyncio, "to_thread", refused)
 
     async def main() -> list[Any]:
         amem = memlane.AsyncMemory(mem)
         got = await _reads(amem)
+        written = await amem.put("notes/d", "k1", {"v": 4}, ttl=60)
+        with pytest.raises(ConflictError):
+            await amem.put("notes/d", "k1", {"v": 5}, if_absent=True)  # refused, rolled back: the next write is fine
+        many = await amem.put_many([{"namespace": "notes/d", "key": f"m{i}", "value": i} for i in range(70)])
+        got.append([written.version, len(many), many[-1].value])
+        got.append([await amem.delete("notes/d", "m0"), await amem.delete("notes/d", "m0")])
+        got.append([(await amem.get("notes/d", "k1")).value, [v.value for v in await amem.history("notes/d", "m0")]])
         await amem.sync._aclose()
         return got
 
-    assert asyncio.run(main()) == expected
+    assert asyncio.run(main()) == [*expected, [1, 70, 69], [True, False], [{"v": 4}, [0]]]
+    monkeypatch.undo()
+    assert mem.get("notes/d", "k1").expires_at is not None and len(mem.list("notes/d", limit=100).items) == 70
 
 
 def test_many_tasks_read_their_own_writes(mem: memlane.Memory) -> None:
@@ -263,5 +275,5 @@ def test_the_store_says_which_reads_are_native() -> None:
 
     assert PostgresStore.native_async is True
     assert SqliteStore.native_async is False  # its reads are the base's: the synchronous read in a worker thread
-    for name in READS:
+    for name in READS + WRITES:
         assert f"a{name}" in vars(PostgresStore)

@@ -6,12 +6,14 @@ mirrors its ``Client``. Every operation of the table is made from
 ``Memory``'s signature and docstring (:mod:`memlane.surface`), so the async
 twins cannot drift from the core.
 
-The exact reads (:data:`AWAITED`: ``get``, ``exists``, ``get_many``,
-``fetch``, ``list``, ``namespaces``, ``select``, ``history``) check their
-arguments on the loop, as their synchronous twins do, and await the store's
-async reads: on PostgreSQL those run on the event loop itself, over psycopg's
-async connections (a set per event loop, opened as its reads need them); on
-SQLite, whose driver has no async side, in a worker thread. Every other call
+The exact reads and the item writes (:data:`AWAITED`: ``get``, ``exists``,
+``get_many``, ``fetch``, ``list``, ``namespaces``, ``select``, ``history``,
+``put``, ``put_many``, ``delete``) check their arguments on the loop, as their
+synchronous twins do, and await the store: on PostgreSQL its statements run on
+the event loop itself, over psycopg's async connections (a set per event
+loop, opened as they are needed); on SQLite, whose driver has no async side,
+in a worker thread. An embedder's work for a write (``indexing="sync"``) runs
+in a worker thread. Every other call
 runs the synchronous core in a worker thread (:func:`asyncio.to_thread`):
 the event loop never waits on SQLite, PostgreSQL or the network, and calls
 from many tasks run side by side (``Memory`` and ``Client`` are safe to share
@@ -39,10 +41,11 @@ from .core.memory import Memory
 from .core.memory import open as _open
 from .core.operations import OPERATIONS
 
-# the exact reads AsyncMemory awaits through the store's async reads (Memory._a<name>): one statement each,
-# where a native driver pays most; the rest (writes, search, facts, the query space) are transactions of several
-# statements, an embedder's work or both, and run the synchronous core in a worker thread
-AWAITED = ("get", "exists", "get_many", "fetch", "list", "namespaces", "select", "history")
+# what AsyncMemory awaits on the store's async side (Memory._a<name>): the exact reads and the item writes,
+# native where the driver is (PostgreSQL). The rest (search and recall, whose embedder's work is CPU; the facts
+# layer, conversations, the query space, retention, the owner's settings) run the synchronous core in a worker
+# thread
+AWAITED = ("get", "exists", "get_many", "fetch", "list", "namespaces", "select", "history", "put", "put_many", "delete")
 
 # beyond the table: the methods each sync class has that an async program needs too
 MEMORY_EXTRAS = (

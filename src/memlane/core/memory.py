@@ -7,6 +7,7 @@ never builds SQL.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import builtins
@@ -415,6 +416,11 @@ class Memory:
         versions pays nothing for the rest.
         """
         now = self._now()
+        rows = self._records(records, now)
+        return self._write(rows, now, bool(if_absent)) if rows else []
+
+    def _records(self, records: Any, now: datetime) -> builtins.list[PutRow]:
+        """``put_many``'s records as rows, every one checked before anything is written."""
         if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
             raise ValidationError("records", f"must be a list of records (mappings), not {type(records).__name__}")
         records = records if isinstance(records, Sequence) else list(records)
@@ -449,9 +455,7 @@ class Memory:
                 )
             except ValidationError as e:
                 raise ValidationError(e.field, f"{str(e).split(': ', 1)[1]} (record {n}); nothing was written") from e
-        if not rows:
-            return []
-        return self._write(rows, now, bool(if_absent))
+        return rows
 
     def add_conversation(
         self,
@@ -516,19 +520,25 @@ class Memory:
 
     def _write(self, rows: builtins.list[PutRow], now: datetime, if_absent: bool) -> builtins.list[Item]:
         """Commit rows: with vectors made first (sync), or marked for the indexer (background)."""
+        rows, mark, notify = self._to_write(rows)
+        items = self._store.put_many(rows, now, if_absent=if_absent, mark=mark)
+        if notify:
+            self._indexer.notify()
+        return items
+
+    def _to_write(self, rows: builtins.list[PutRow]) -> tuple[builtins.list[PutRow], bool | None, bool]:
+        """The rows a write stores (with their vectors, indexing ``sync``), whether the store marks them for the
+        indexer (``None``: if it records an embedder), and whether to wake the indexer after."""
         if self._embedder is not None and self._indexing == "sync":
-            return self._store.put_many(self._with_vectors(rows), now, if_absent=if_absent)
+            return self._with_vectors(rows), False, False
         if self._embedder is None:
             # a lexical-only writer: the store marks in the write's transaction if it records an embedder,
             # so one recorded by another process meanwhile counts
-            return self._store.put_many(rows, now, if_absent=if_absent, mark=None)
+            return rows, None, False
         if not self._embedder_recorded:
             # recorded before the first mark, so other writers (lexical-only ones too) mark theirs
             self._record_embedder(self._embedder)
-        items = self._store.put_many(rows, now, if_absent=if_absent, mark=True)
-        if self._indexing == "background":
-            self._indexer.notify()
-        return items
+        return rows, True, self._indexing == "background"
 
     def _record_embedder(self, embedder: Embedder) -> None:
         self._store.set_meta("embedder", json.dumps({"name": embedder.name, "dimension": embedder.dimension}))
@@ -700,8 +710,8 @@ class Memory:
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
         return within, v.key_prefix(key_prefix), v.limit(limit), None if cursor is None else _decode_cursor(cursor)
 
-    # -- the exact reads, awaited: AsyncMemory's, on the store's async reads (native on PostgreSQL) --------
-    # Each checks its arguments as its synchronous twin above does (the same helpers), then awaits the store.
+    # -- the exact reads and the item writes, awaited: AsyncMemory's, on the store's async side (native on
+    # PostgreSQL). Each checks its arguments as its synchronous twin does (the same helpers), then awaits the store.
 
     async def _aget(self, namespace: Namespace | str, key: str) -> Item | None:
         return await self._store.aget(self._readable(namespace), v.key(key), self._now)
@@ -748,6 +758,40 @@ class Memory:
 
     async def _ahistory(self, namespace: Namespace | str, key: str) -> builtins.list[Version]:
         return await self._store.ahistory(self._readable(namespace), v.key(key))
+
+    async def _aput(
+        self,
+        namespace: Namespace | str,
+        key: str | None,
+        value: Any,
+        *,
+        text: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        ttl: float | None = None,
+        if_absent: bool = False,
+        index: bool = True,
+    ) -> Item:
+        now = self._now()
+        row = self._row(now, new_ids(now, 1)[0], namespace, key, value, text, metadata, ttl, index)
+        return (await self._awrite([row], now, bool(if_absent)))[0]
+
+    async def _aput_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> builtins.list[Item]:
+        now = self._now()
+        rows = self._records(records, now)
+        return await self._awrite(rows, now, bool(if_absent)) if rows else []
+
+    async def _adelete(self, namespace: Namespace | str, key: str) -> bool:
+        ns = self._writable(namespace)
+        return await self._store.adelete(ns, v.key(key), self._now(), self.author)
+
+    async def _awrite(self, rows: builtins.list[PutRow], now: datetime, if_absent: bool) -> builtins.list[Item]:
+        # the embedder's work (CPU) and recording it (a write of its own) go to a worker thread; then the write
+        embedding = self._embedder is not None and (self._indexing == "sync" or not self._embedder_recorded)
+        rows, mark, notify = await asyncio.to_thread(self._to_write, rows) if embedding else self._to_write(rows)
+        items = await self._store.aput_many(rows, now, if_absent=if_absent, mark=mark)
+        if notify:
+            self._indexer.notify()
+        return items
 
     async def _aclose(self) -> None:
         await self._store.aclose()

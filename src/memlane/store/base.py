@@ -312,11 +312,11 @@ class Store(ABC):
     def close(self) -> None:
         """Release connections. Idempotent."""
 
-    # -- the reads AsyncMemory awaits --------------------------------------
+    # -- what AsyncMemory awaits ------------------------------------------------
     # A store with an async driver (PostgreSQL) runs these on the event loop itself; any other runs its
-    # synchronous read in a worker thread. Same arguments and answers as the synchronous verbs.
+    # synchronous verb in a worker thread. Same arguments and answers as the synchronous verbs.
 
-    native_async: bool = False  # whether the reads below run on the event loop, not in a worker thread
+    native_async: bool = False  # whether the verbs below run on the event loop, not in a worker thread
 
     async def aexists(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> bool:
         """:meth:`exists`, awaited."""
@@ -353,6 +353,16 @@ class Store(ABC):
     ) -> builtins.list[Item]:
         """:meth:`select`, awaited."""
         return await asyncio.to_thread(self.select, within, where, order, limit, offset, now)
+
+    async def aput_many(
+        self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False, mark: bool | None = False
+    ) -> builtins.list[Item]:
+        """:meth:`put_many`, awaited."""
+        return await asyncio.to_thread(self.put_many, rows, now, if_absent=if_absent, mark=mark)
+
+    async def adelete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
+        """:meth:`delete`, awaited."""
+        return await asyncio.to_thread(self.delete, namespace, key, now, author)
 
     async def aclose(self) -> None:
         """Release what the async reads hold on the running event loop (the synchronous :meth:`close` is apart)."""

@@ -31,11 +31,11 @@ import math
 import os
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from ..values.errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
 from ..values.model import Item, Namespace, Stats, Version
@@ -62,6 +62,7 @@ _HISTORY_INSERT = (
     "INSERT INTO item_history (item_id, namespace, key, value, value_type, text, metadata, author, "
     "created_at, updated_at, expires_at, version, change, changed_at, changed_by) "
 )
+_HISTORY_ROW = _HISTORY_INSERT + "VALUES (" + ", ".join(["%s"] * 15) + ")"
 
 # a stored text that is the value's own (c.stored_text), for rows written before m010; a string holding
 # NUL (JSON \\u0000, which jsonb refuses) never is: its text has spaces for the NULs
@@ -315,6 +316,7 @@ _GET_MANY = (
     "(SELECT * FROM unnest(%s::text[], %s::text[])) AND " + _LIVE
 )
 _ONE_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_DELETE = f"DELETE FROM items WHERE namespace = %s AND key = %s AND {_LIVE} RETURNING {c.VERSION_COLUMNS}"
 _HISTORY = f"SELECT {c.HISTORY_COLUMNS} FROM item_history WHERE namespace = %s AND key = %s ORDER BY seq DESC"
 # namespaces(): each seek must walk the (namespace, key) index in order: with stale statistics (a fresh bulk
 # load) the planner would sort a bitmap scan of the whole prefix at every step instead
@@ -587,6 +589,22 @@ def _select_statement(
     return sql, [*params, *test_params, limit, offset]
 
 
+T = TypeVar("T")
+# A write's transaction as steps, so that a synchronous cursor (PostgresStore._steps) and an async one
+# (PostgresStore._asteps) carry out the one statement of it: each step is (kind, sql, argument), and the
+# step's rows come back in: "one" (fetchone), "all" (fetchall), "run", "many" (executemany), "copy" (COPY the
+# argument's rows), "index" (the HNSW index for a dimension; synchronous only)
+Steps = Generator[tuple[str, Any, Any], Any, T]
+
+
+def _delete_steps(namespace: Namespace, key: str, now: datetime, author: str | None) -> Steps[bool]:
+    at = c.ts(now)
+    gone = yield "all", _DELETE, ("/".join(namespace), key, at)
+    if gone:
+        yield "many", _HISTORY_ROW, [(*r, "delete", at, author) for r in gone]
+    return bool(gone)
+
+
 class _LoopConnections:
     """One event loop's async connections: at most ``size`` at once, opened as reads need them, kept for the next.
 
@@ -615,8 +633,12 @@ class _LoopConnections:
                 self.finish()
                 raise
             except BaseException:
-                # failed or cancelled mid-statement: its state is unknown, so it is not reused
-                conn.pgconn.finish()
+                # a refused write (a conflict) has rolled back and may serve again; one cut off mid-statement
+                # (cancelled) is in an unknown state, so it is not reused
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                    self._idle.append(conn)
+                else:
+                    conn.pgconn.finish()
                 raise
             if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 self._idle.append(conn)
@@ -697,7 +719,7 @@ class PostgresStore(Store):
             self.migrate()
             self._vector_kind = self._detect_vector_kind()
         self._index_dimension: int | None = None
-        self._stage: bool | None = None  # may large batches go through a temporary table (_can_stage)
+        self._stage: bool | None = None  # may large batches go through a temporary table (_stage_allowed)
 
     # -- plumbing ---------------------------------------------------------
 
@@ -783,8 +805,38 @@ class PostgresStore(Store):
             mine.finish()
 
     @asynccontextmanager
-    async def _aread(self) -> AsyncIterator[Any]:
-        """An async connection for one read, from the running loop's own."""
+    async def _awrite(self) -> AsyncIterator[Any]:
+        """An async cursor in one transaction, committed when the block ends, rolled back if it raises."""
+        async with self._aconn() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cur
+
+    async def _asteps(self, cur: Any, steps: Steps[T]) -> T:
+        """Carry out a write's steps on an async cursor, in its transaction (as :meth:`_steps`)."""
+        result: Any = None
+        try:
+            while True:
+                kind, sql, argument = steps.send(result)
+                result = None
+                if kind == "copy":
+                    async with cur.copy(sql) as copy:
+                        for row in argument:
+                            await copy.write_row(row)
+                elif kind == "many":
+                    await cur.executemany(sql, argument)
+                elif kind == "index":
+                    raise AssertionError("the index is made by a synchronous write (aput_many)")
+                else:
+                    await cur.execute(sql, argument)
+                    if kind == "one":
+                        result = await cur.fetchone()
+                    elif kind == "all":
+                        result = await cur.fetchall()
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    @asynccontextmanager
+    async def _aconn(self) -> AsyncIterator[Any]:
+        """An async connection of the running loop's own."""
         if self._closed:  # closed by the synchronous close() while this loop still had connections
             raise StoreError("this memory is closed; open it again with memlane.open()")
         try:
@@ -795,20 +847,20 @@ class PostgresStore(Store):
 
     async def aexists(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> bool:
         """:meth:`exists` on the event loop."""
-        async with self._aread() as conn:
+        async with self._aconn() as conn:
             row = await (await conn.execute(_EXISTS, ("/".join(namespace), key), prepare=True)).fetchone()
         return _alive(row, now)
 
     async def aget(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
         """:meth:`get` on the event loop."""
-        async with self._aread() as conn:
+        async with self._aconn() as conn:
             row = await (await conn.execute(_GET, ("/".join(namespace), key), prepare=True)).fetchone()
         return _live_item(row, namespace, now)
 
     async def aget_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """:meth:`get_many` on the event loop: one statement per 1000 addresses, one snapshot."""
         rows: builtins.list[Any] = []
-        async with self._aread() as conn:
+        async with self._aconn() as conn:
             if len(addresses) <= _CHUNK:
                 for params in _address_chunks(addresses, c.ts(now)):
                     rows.extend(await (await conn.execute(_GET_MANY, params)).fetchall())
@@ -821,7 +873,7 @@ class PostgresStore(Store):
 
     async def afetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
         """:meth:`fetch` on the event loop."""
-        async with self._aread() as conn:
+        async with self._aconn() as conn:
             rows = await (await conn.execute(*_fetch_statement(key, within, limit, now))).fetchall()
         return [c.row_to_item(r) for r in rows]
 
@@ -830,21 +882,21 @@ class PostgresStore(Store):
     ) -> builtins.list[Item]:
         """:meth:`list` on the event loop."""
         sql, params = c.list_statement(within, key_prefix, after, limit, now, "%s")
-        async with self._aread() as conn:
+        async with self._aconn() as conn:
             rows = await (await conn.execute(sql, params, prepare=True)).fetchall()
         return [c.row_to_item(r) for r in rows]
 
     async def anamespaces(self, within: Within, now: datetime) -> builtins.list[Namespace]:
         """:meth:`namespaces` on the event loop."""
         sql, params = c.skip_scan(within, now, "%s")
-        async with self._aread() as conn, conn.transaction():
+        async with self._aconn() as conn, conn.transaction():
             await conn.execute(_IN_INDEX_ORDER)
             rows = await (await conn.execute(sql, params)).fetchall()
         return sorted(c.ns_tuple(r[0]) for r in rows)
 
     async def ahistory(self, namespace: Namespace, key: str) -> builtins.list[Version]:
         """:meth:`history` on the event loop."""
-        async with self._aread() as conn:
+        async with self._aconn() as conn:
             rows = await (await conn.execute(_HISTORY, ("/".join(namespace), key))).fetchall()
         return [c.row_to_version(r) for r in rows]
 
@@ -852,7 +904,7 @@ class PostgresStore(Store):
         self, within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
     ) -> builtins.list[Item]:
         """:meth:`select` on the event loop."""
-        async with self._aread() as conn:
+        async with self._aconn() as conn:
             rows = await (await conn.execute(*_select_statement(within, where, order, limit, offset, now))).fetchall()
         return [c.row_to_item(r) for r in rows]
 
@@ -947,6 +999,26 @@ class PostgresStore(Store):
         With ``mark``, rows with text and no vector are marked for the indexer
         (``None``: if the store records an embedder, read in the same transaction).
         """
+        with self._write() as conn, conn.cursor() as cur:
+            return self._steps(cur, self._put_steps(rows, now, if_absent, mark))
+
+    async def aput_many(
+        self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False, mark: bool | None = False
+    ) -> builtins.list[Item]:
+        """:meth:`put_many` on the event loop (the same steps, on an async connection).
+
+        The first vectors of a dimension make their HNSW index, on a synchronous connection: that write runs
+        in a worker thread.
+        """
+        vectors = [r.vector for r in rows if r.vector is not None]
+        if vectors and self._vector_kind == "pgvector" and self._index_dimension != len(vectors[0]) // 4:
+            return await asyncio.to_thread(self.put_many, rows, now, if_absent=if_absent, mark=mark)
+        async with self._awrite() as cur:
+            return await self._asteps(cur, self._put_steps(rows, now, if_absent, mark))
+
+    def _put_steps(
+        self, rows: Sequence[PutRow], now: datetime, if_absent: bool, mark: bool | None
+    ) -> Steps[builtins.list[Item]]:
         at = c.ts(now)
         out: builtins.list[Item] = []
         stored, item = c.stored_text, Item.stored
@@ -967,61 +1039,79 @@ class PostgresStore(Store):
             )
             for r in rows
         ]
-        with self._write() as conn, conn.cursor() as cur:
-            if if_absent:
-                for p in params:
-                    # serialise writers of this address for the rest of the transaction, then check
-                    cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s || '/' || %s))", (p[1], p[2]))
-                    taken = cur.execute(
-                        f"SELECT 1 FROM items WHERE namespace = %s AND key = %s AND {_LIVE}", (p[1], p[2], at)
-                    ).fetchone()
-                    if taken:
-                        raise ConflictError(f"an item already exists at {p[1]} key {p[2]!r}")
-            returned: builtins.list[Any] = []
-            for start, stop in c.unique_spans([(p[1], p[2]) for p in params]):
-                span = params[start:stop]
-                if len(span) >= _COPY_ROWS and self._can_stage(cur):
-                    cur.execute(_STAGE)
-                    if start:
-                        cur.execute("DELETE FROM pg_temp.memlane_put_rows")  # an earlier span's rows
-                    with cur.copy(_STAGE_COPY) as copy:
-                        for p in span:
-                            copy.write_row(p)
-                    cur.execute(_UPSERT_STAGED)
-                elif span:
-                    cur.execute(_UPSERT_ARRAYS, [builtins.list(col) for col in zip(*span, strict=True)])
-                else:
-                    continue
-                done = {(ns, key): rest for ns, key, *rest in cur.fetchall()}
-                returned.extend(done[(p[1], p[2])] for p in span)
-            if mark is None:
-                mark = cur.execute("SELECT 1 FROM meta WHERE name = 'embedder'").fetchone() is not None
-            vectors = []
-            marks = []
-            for r, (ref, item_id, created, version) in zip(rows, returned, strict=True):
-                # the returned item decodes nothing until it is read: the caller mostly wants ids and versions
-                row = (item_id, None, r.key, r.value, r.value_type, r.text, r.metadata, r.author)
-                out.append(
-                    item((*row, now if created == at else created, now, r.expires_at, version, r.indexed), r.namespace)
-                )
-                if r.vector is not None:
-                    vectors.append((ref, version, r.vector))
-                elif mark and r.text and r.indexed:
-                    marks.append((ref, version))
-            if vectors:
-                self._upsert_vectors(cur, vectors)
-                cur.executemany("DELETE FROM item_pending WHERE item_ref = %s", [(v[0],) for v in vectors])
-            if marks:
-                latest = dict(marks)  # an address written twice in the batch: its last version
-                cur.execute(_MARK_ARRAYS, ([*latest], [*latest.values()]))
+        if if_absent:
+            for p in params:
+                # serialise writers of this address for the rest of the transaction, then check
+                yield "run", "SELECT pg_advisory_xact_lock(hashtext(%s || '/' || %s))", (p[1], p[2])
+                taken = yield "one", f"SELECT 1 FROM items WHERE namespace = %s AND key = %s AND {_LIVE}", (
+                    p[1], p[2], at,
+                )  # fmt: skip
+                if taken:
+                    raise ConflictError(f"an item already exists at {p[1]} key {p[2]!r}")
+        returned: builtins.list[Any] = []
+        for start, stop in c.unique_spans([(p[1], p[2]) for p in params]):
+            span = params[start:stop]
+            if len(span) >= _COPY_ROWS and (yield from self._stage_allowed()):
+                yield "run", _STAGE, None
+                if start:
+                    yield "run", "DELETE FROM pg_temp.memlane_put_rows", None  # an earlier span's rows
+                yield "copy", _STAGE_COPY, span
+                upserted = yield "all", _UPSERT_STAGED, None
+            elif span:
+                upserted = yield "all", _UPSERT_ARRAYS, [builtins.list(col) for col in zip(*span, strict=True)]
+            else:
+                continue
+            done = {(ns, key): rest for ns, key, *rest in upserted}
+            returned.extend(done[(p[1], p[2])] for p in span)
+        if mark is None:
+            mark = (yield "one", "SELECT 1 FROM meta WHERE name = 'embedder'", None) is not None
+        vectors = []
+        marks = []
+        for r, (ref, item_id, created, version) in zip(rows, returned, strict=True):
+            # the returned item decodes nothing until it is read: the caller mostly wants ids and versions
+            row = (item_id, None, r.key, r.value, r.value_type, r.text, r.metadata, r.author)
+            out.append(
+                item((*row, now if created == at else created, now, r.expires_at, version, r.indexed), r.namespace)
+            )
+            if r.vector is not None:
+                vectors.append((ref, version, r.vector))
+            elif mark and r.text and r.indexed:
+                marks.append((ref, version))
+        if vectors:
+            yield from self._vector_steps(vectors)
+            yield "many", "DELETE FROM item_pending WHERE item_ref = %s", [(v[0],) for v in vectors]
+        if marks:
+            latest = dict(marks)  # an address written twice in the batch: its last version
+            yield "run", _MARK_ARRAYS, ([*latest], [*latest.values()])
         return out
 
-    def _can_stage(self, cur: Any) -> bool:
+    def _stage_allowed(self) -> Steps[bool]:
         """Whether this role may create the temporary table a large batch is COPYed into (asked once)."""
         if self._stage is None:
-            row = cur.execute("SELECT has_database_privilege(current_database(), 'TEMPORARY')").fetchone()
+            row = yield "one", "SELECT has_database_privilege(current_database(), 'TEMPORARY')", None
             self._stage = bool(row[0])
         return self._stage
+
+    def _steps(self, cur: Any, steps: Steps[T]) -> T:
+        """Carry out a write's steps on a synchronous cursor, in its transaction."""
+        result: Any = None
+        try:
+            while True:
+                kind, sql, argument = steps.send(result)
+                result = None
+                if kind == "copy":
+                    with cur.copy(sql) as copy:
+                        for row in argument:
+                            copy.write_row(row)
+                elif kind == "many":
+                    cur.executemany(sql, argument)
+                elif kind == "index":
+                    self._ensure_index(cur.connection, argument)
+                else:
+                    cur.execute(sql, argument)
+                    result = cur.fetchone() if kind == "one" else cur.fetchall() if kind == "all" else None
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     def _vector_param(self, blob: bytes) -> Any:
         if self._vector_kind == "bytea":
@@ -1031,12 +1121,16 @@ class PostgresStore(Store):
         return "[" + ",".join(repr(float(x)) for x in np.frombuffer(blob, dtype="<f4")) + "]"
 
     def _upsert_vectors(self, cur: Any, rows: Sequence[tuple[int, int, bytes]]) -> None:
+        self._steps(cur, self._vector_steps(rows))
+
+    def _vector_steps(self, rows: Sequence[tuple[int, int, bytes]]) -> Steps[None]:
         cast = "::vector" if self._vector_kind == "pgvector" else ""
         if cast and rows and self._index_dimension != len(rows[0][2]) // 4:
             # made with the first vectors, while the table is small: an index built
             # at the first search would stall that search for minutes on a large table
-            self._ensure_index(cur.connection, len(rows[0][2]) // 4)
-        cur.executemany(
+            yield "index", None, len(rows[0][2]) // 4
+        yield (
+            "many",
             # FOR KEY SHARE: an item deleted by a writer meanwhile is skipped, not a foreign key violation
             f"INSERT INTO item_vectors (item_ref, version, embedding) SELECT ref, version, %s{cast} FROM items "
             "WHERE ref = %s AND version = %s AND indexed FOR KEY SHARE ON CONFLICT (item_ref) DO UPDATE SET "
@@ -1047,24 +1141,18 @@ class PostgresStore(Store):
 
     def delete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
         """Delete a live item, keeping it in history."""
-        at = c.ts(now)
-        ns = "/".join(namespace)
-        with self._write() as conn:
-            cur = conn.execute(
-                f"DELETE FROM items WHERE namespace = %s AND key = %s AND {_LIVE} RETURNING {c.VERSION_COLUMNS}",
-                (ns, key, at),
-            )
-            gone = cur.fetchall()
-            self._history(conn, gone, "delete", at, author)
-        return bool(gone)
+        with self._write() as conn, conn.cursor() as cur:
+            return self._steps(cur, _delete_steps(namespace, key, now, author))
+
+    async def adelete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
+        """:meth:`delete` on the event loop."""
+        async with self._awrite() as cur:
+            return await self._asteps(cur, _delete_steps(namespace, key, now, author))
 
     def _history(self, conn: Any, rows: Sequence[Any], change: str, at: str, author: str | None) -> None:
         if rows:
             with conn.cursor() as cur:
-                cur.executemany(
-                    _HISTORY_INSERT + "VALUES (" + ", ".join(["%s"] * 15) + ")",
-                    [(*r, change, at, author) for r in rows],
-                )
+                cur.executemany(_HISTORY_ROW, [(*r, change, at, author) for r in rows])
 
     def clear(self, prefix: Namespace, now: datetime, author: str | None) -> int:
         """Delete everything under a prefix; live items go to history."""
