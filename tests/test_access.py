@@ -1184,7 +1184,9 @@ def test_view_queries_pass_their_limits(world: Access) -> None:
         "max_bytes": 0,
     }
     assert alice.query("SELECT key FROM items WHERE key = ?", ["row.3"]).rows == [["row.3"]]
-    assert alice.explain_query("SELECT key FROM items WHERE key = ?", ["row.3"]) is not None
+    assert alice.explain_query("SELECT key FROM items WHERE key = ?", ["row.3"]).valid is True
+    with pytest.raises(ValidationError, match="1 \\? parameter"):  # the agent's values are checked, not dropped
+        alice.explain_query("SELECT key FROM items WHERE key = ?", ["row.3", "row.4"])
     saved = alice.save_query("wide", big)
     assert saved.description == "" and saved.name == "wide" and saved.sql == big
     assert alice.run_saved_query("wide").row_count == 1000
