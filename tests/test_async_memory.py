@@ -211,8 +211,11 @@ def test_after_the_server_drops_its_connections_one_read_fails_and_the_next_conn
 
 
 def test_closing_while_reads_are_in_flight_leaves_no_connection_and_refuses_the_next_read(pg_url: str) -> None:
-    """``aclose`` with reads still running: those finish, and their connections close with the set they came
-    from; the synchronous ``close()`` on a loop that still holds connections refuses its next read too."""
+    """``aclose`` with reads still running: those finish, and memlane closes their connections (none is left
+    for the collector, which would warn); the synchronous ``close()`` on a loop that still holds connections
+    closes them at once and refuses the loop's next read."""
+    import warnings
+
     mem = memlane.open(pg_url, embedder=None)
     mem.put("notes/a", "k1", {"v": 1})
     before = _connections(pg_url) - 2  # the synchronous pool's and reader's, which close with the memory
@@ -223,15 +226,71 @@ def test_closing_while_reads_are_in_flight_leaves_no_connection_and_refuses_the_
         await asyncio.sleep(0)  # every read has started
         await mem._aclose()
         got = [(await r).value for r in reads]
-        assert await amem.exists("notes/a", "k1") is True  # a new set of connections for this loop
+        await asyncio.gather(*(amem.exists("notes/a", "k1") for _ in range(4)))  # a new set, with idle ones
         mem.close()  # the synchronous close, while this loop still holds them
+        assert _settles(pg_url, before) == before  # closed now, not when the loop ends
         with pytest.raises(StoreError, match="closed"):
             await amem.get("notes/a", "k1")
         await mem._aclose()
         return got
 
-    assert asyncio.run(main()) == [{"v": 1}] * 8
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert asyncio.run(main()) == [{"v": 1}] * 8
+        import gc
+
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
     assert _settles(pg_url, before) == before
+
+
+def test_reads_during_a_slow_close_leave_no_connection_open(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``await AsyncMemory.close()`` waits for the indexer's batch before it closes the store; reads that come
+    meanwhile may open connections, and the close still closes every one, while the loop goes on."""
+    import time
+
+    mem = memlane.open(pg_url, embedder=None)
+    mem.put("notes/a", "k1", {"v": 1})
+    before = _connections(pg_url) - 2
+    stop = mem._indexer.stop
+    monkeypatch.setattr(mem._indexer, "stop", lambda: (time.sleep(0.3), stop())[1])
+
+    async def main() -> int:
+        amem = memlane.AsyncMemory(mem)
+        closing = asyncio.create_task(amem.close())
+        await asyncio.sleep(0.05)  # the close is in the indexer's wait
+        await asyncio.gather(*(amem.get("notes/a", "k1") for _ in range(4)), return_exceptions=True)
+        await closing
+        return _settles(pg_url, before)  # the loop still runs
+
+    assert asyncio.run(main()) == before
+
+
+def test_an_error_that_leaves_the_connection_sound_keeps_the_idle_ones(pg_url: str) -> None:
+    """A lock timeout (an OperationalError, like a statement timeout or a deadlock) ends one write; its
+    connection rolled back and is sound, so neither it nor the loop's idle connections are thrown away."""
+    import psycopg
+
+    joiner = "&" if "?" in pg_url else "?"
+    with memlane.open(pg_url + joiner + "options=-c%20lock_timeout%3D200", embedder=None) as mem:
+        mem.put("notes/a", "k1", {"v": 1})
+
+        async def main() -> tuple[int, int, Any]:
+            amem = memlane.AsyncMemory(mem)
+            await asyncio.gather(*(amem.get("notes/a", "k1") for _ in range(6)))
+            mine = mem.store._loops[asyncio.get_running_loop()]  # type: ignore[attr-defined]
+            idle = len(mine._idle)
+            with psycopg.connect(pg_url) as holder:
+                holder.execute("SELECT 1 FROM items WHERE key = 'k1' FOR UPDATE")  # held until the block ends
+                with pytest.raises(StoreError, match="lock"):
+                    await amem.put("notes/a", "k1", {"v": 2})
+            after = len(mine._idle)
+            value = (await amem.get("notes/a", "k1")).value
+            await mem._aclose()
+            return idle, after, value
+
+        idle, after, value = asyncio.run(main())
+    assert idle >= 2 and after == idle and value == {"v": 1}
 
 
 def test_calls_cancelled_mid_flight_leave_every_connection_answering_its_own_question(mem: memlane.Memory) -> None:

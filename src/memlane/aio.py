@@ -128,9 +128,12 @@ class AsyncMemory(_Async):
         return f"<AsyncMemory {self.sync!r}>"
 
     async def close(self) -> None:
-        """Close this loop's async connections, then the memory (its store and its indexer)."""
-        await self.sync._aclose()
+        """Close the memory (its store and its indexer), then this loop's async connections.
+
+        In that order: once the store is closed no call can open connections anew, so none outlives the close.
+        """
         await asyncio.to_thread(self.sync.close)
+        await self.sync._aclose()
 
 
 def _awaited(name: str) -> Any:

@@ -593,7 +593,7 @@ T = TypeVar("T")
 # A write's transaction as steps, so that a synchronous cursor (PostgresStore._steps) and an async one
 # (PostgresStore._asteps) carry out the one statement of it: each step is (kind, sql, argument), and the
 # step's rows come back in: "one" (fetchone), "all" (fetchall), "run", "many" (executemany), "copy" (COPY the
-# argument's rows), "index" (the HNSW index for a dimension; synchronous only)
+# argument's rows)
 Steps = Generator[tuple[str, Any, Any], Any, T]
 
 
@@ -618,6 +618,7 @@ class _LoopConnections:
         self._options = options
         self._slots = asyncio.Semaphore(size)
         self._idle: builtins.list[Any] = []
+        self._closed = False
         self.ender: Any = None  # the async generator that closes them at the loop's end
 
     @asynccontextmanager
@@ -626,24 +627,17 @@ class _LoopConnections:
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
                 yield conn
-            except psycopg.OperationalError:
-                # the connection is broken: after a server restart so are the idle ones, so the next reads
-                # connect anew rather than each fail once
-                conn.pgconn.finish()
-                self.finish()
-                raise
-            except BaseException:
-                # a refused write (a conflict) has rolled back and may serve again; one cut off mid-statement
-                # (cancelled) is in an unknown state, so it is not reused
-                if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                    self._idle.append(conn)
-                else:
+            finally:
+                if conn.broken:
+                    # the server went away (a restart, say): so did the idle ones, and the next reads connect
+                    # anew rather than each fail once
+                    self._drop_idle()
+                if self._closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    # closed meanwhile, or cut off mid-statement: not kept
                     conn.pgconn.finish()
-                raise
-            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                self._idle.append(conn)
-            else:
-                conn.pgconn.finish()
+                else:
+                    # a read, a write, or one refused and rolled back (a conflict, a lock timeout): ready again
+                    self._idle.append(conn)
 
     async def _connect(self) -> Any:
         conn = await psycopg.AsyncConnection.connect(self._url, **self._options)
@@ -655,8 +649,12 @@ class _LoopConnections:
         return conn
 
     def finish(self) -> None:
-        """Close the idle ones now, without the loop (libpq's own close is synchronous). Those still in use go
-        back to this set when their reads end, and close with it: nothing holds it once the store has let it go."""
+        """Close them, from any thread (libpq's own close is synchronous): the idle ones now, those in use as
+        their calls end."""
+        self._closed = True
+        self._drop_idle()
+
+    def _drop_idle(self) -> None:
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.pgconn.finish()
@@ -823,8 +821,6 @@ class PostgresStore(Store):
                             await copy.write_row(row)
                 elif kind == "many":
                     await cur.executemany(sql, argument)
-                elif kind == "index":
-                    raise AssertionError("the index is made by a synchronous write (aput_many)")
                 else:
                     await cur.execute(sql, argument)
                     if kind == "one":
@@ -1005,14 +1001,7 @@ class PostgresStore(Store):
     async def aput_many(
         self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False, mark: bool | None = False
     ) -> builtins.list[Item]:
-        """:meth:`put_many` on the event loop (the same steps, on an async connection).
-
-        The first vectors of a dimension make their HNSW index, on a synchronous connection: that write runs
-        in a worker thread.
-        """
-        vectors = [r.vector for r in rows if r.vector is not None]
-        if vectors and self._vector_kind == "pgvector" and self._index_dimension != len(vectors[0]) // 4:
-            return await asyncio.to_thread(self.put_many, rows, now, if_absent=if_absent, mark=mark)
+        """:meth:`put_many` on the event loop (the same steps, on an async connection)."""
         async with self._awrite() as cur:
             return await self._asteps(cur, self._put_steps(rows, now, if_absent, mark))
 
@@ -1105,8 +1094,6 @@ class PostgresStore(Store):
                             copy.write_row(row)
                 elif kind == "many":
                     cur.executemany(sql, argument)
-                elif kind == "index":
-                    self._ensure_index(cur.connection, argument)
                 else:
                     cur.execute(sql, argument)
                     result = cur.fetchone() if kind == "one" else cur.fetchall() if kind == "all" else None
@@ -1128,7 +1115,7 @@ class PostgresStore(Store):
         if cast and rows and self._index_dimension != len(rows[0][2]) // 4:
             # made with the first vectors, while the table is small: an index built
             # at the first search would stall that search for minutes on a large table
-            yield "index", None, len(rows[0][2]) // 4
+            yield from self._index_steps(len(rows[0][2]) // 4)
         yield (
             "many",
             # FOR KEY SHARE: an item deleted by a writer meanwhile is skipped, not a foreign key violation
@@ -1380,15 +1367,21 @@ class PostgresStore(Store):
             )
 
     def _ensure_index(self, conn: Any, dimension: int) -> None:
+        with conn.cursor() as cur:
+            self._steps(cur, self._index_steps(dimension))
+
+    def _index_steps(self, dimension: int) -> Steps[None]:
         # HNSW needs a fixed dimension, known only once an embedder is chosen
         if self._index_dimension == dimension:
             return
         name = f"item_vectors_hnsw_{dimension}"
         # look before creating: CREATE INDEX IF NOT EXISTS would lock the table even when the index is there
-        if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is None:
-            conn.execute(
+        if (yield "one", "SELECT to_regclass(%s)", (name,))[0] is None:
+            yield (
+                "run",
                 f"CREATE INDEX IF NOT EXISTS {name} ON item_vectors "
-                f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)"
+                f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)",
+                None,
             )
         self._index_dimension = dimension
 
@@ -1665,9 +1658,10 @@ class PostgresStore(Store):
             self._closed = True
             self._pool.close()
             with self._loops_lock:
-                # those of loops that are gone; a running loop's close as it closes its async generators
-                for ended in [other for other in self._loops if other.is_closed()]:
-                    self._loops.pop(ended).finish()
+                # a running loop's too: its next call is refused (_aconn); each set leaves _loops as its loop
+                # closes it (aclose, or the loop's end)
+                for mine in self._loops.values():
+                    mine.finish()
             with self._reader_lock:
                 if self._reader is not None:
                     self._reader.close()
