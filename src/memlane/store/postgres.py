@@ -554,16 +554,25 @@ def _live_item(row: Any, namespace: Namespace, now: datetime | Callable[[], date
     return c.row_to_item(row, namespace)
 
 
-def _address_chunks(addresses: Sequence[tuple[Namespace, str]], at: str) -> Iterator[tuple[Any, ...]]:
-    """``_GET_MANY``'s parameters, one statement per ``_CHUNK`` addresses."""
-    for start in range(0, len(addresses), _CHUNK):
-        chunk = addresses[start : start + _CHUNK]
-        yield (["/".join(ns) for ns, _ in chunk], [k for _, k in chunk], at)
+def _as_text(addresses: Sequence[tuple[Namespace, str]]) -> builtins.list[tuple[str, str]]:
+    return [("/".join(ns), k) for ns, k in addresses]
 
 
-def _in_order(addresses: Sequence[tuple[Namespace, str]], rows: Iterable[Any]) -> builtins.list[Item | None]:
+def _address_chunks(texts: Sequence[tuple[str, str]], at: str) -> Iterator[tuple[Any, ...]]:
+    """``_GET_MANY``'s parameters for addresses as text, one statement per ``_CHUNK`` of them."""
+    for start in range(0, len(texts), _CHUNK):
+        chunk = texts[start : start + _CHUNK]
+        yield ([ns for ns, _ in chunk], [k for _, k in chunk], at)
+
+
+def _in_order(
+    addresses: Sequence[tuple[Namespace, str]], texts: Sequence[tuple[str, str]], rows: Iterable[Any]
+) -> builtins.list[Item | None]:
     found = {(row[1], row[2]): row for row in rows}
-    return [None if (row := found.get(("/".join(ns), k))) is None else c.row_to_item(row, ns) for ns, k in addresses]
+    return [
+        None if (row := found.get(text)) is None else c.row_to_item(row, address[0])
+        for address, text in zip(addresses, texts, strict=True)
+    ]
 
 
 def _fetch_statement(key: str, within: Within, limit: int, now: datetime) -> tuple[str, builtins.list[Any]]:
@@ -638,6 +647,8 @@ class _LoopConnections:
                 else:
                     # a read, a write, or one refused and rolled back (a conflict, a lock timeout): ready again
                     self._idle.append(conn)
+                    if self._closed:  # closed from another thread meanwhile (close()): it missed this one
+                        self._drop_idle()
 
     async def _connect(self) -> Any:
         conn = await psycopg.AsyncConnection.connect(self._url, **self._options)
@@ -855,17 +866,14 @@ class PostgresStore(Store):
 
     async def aget_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """:meth:`get_many` on the event loop: one statement per 1000 addresses, one snapshot."""
-        rows: builtins.list[Any] = []
-        async with self._aconn() as conn:
-            if len(addresses) <= _CHUNK:
-                for params in _address_chunks(addresses, c.ts(now)):
-                    rows.extend(await (await conn.execute(_GET_MANY, params)).fetchall())
-            else:
-                async with conn.transaction():
-                    await conn.execute(_ONE_SNAPSHOT)
-                    for params in _address_chunks(addresses, c.ts(now)):
-                        rows.extend(await (await conn.execute(_GET_MANY, params)).fetchall())
-        return _in_order(addresses, rows)
+        texts, rows = _as_text(addresses), []
+        several = len(texts) > _CHUNK
+        async with self._aconn() as conn, conn.transaction() if several else nullcontext():
+            if several:
+                await conn.execute(_ONE_SNAPSHOT)
+            for params in _address_chunks(texts, c.ts(now)):
+                rows.extend(await (await conn.execute(_GET_MANY, params)).fetchall())
+        return _in_order(addresses, texts, rows)
 
     async def afetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
         """:meth:`fetch` on the event loop."""
@@ -1179,16 +1187,16 @@ class PostgresStore(Store):
 
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """Many addresses in one statement per 1000."""
-        rows: builtins.list[Any] = []
+        texts, rows = _as_text(addresses), []
         # one statement needs no transaction for a consistent answer (and saves two round trips)
-        several = len(addresses) > _CHUNK
+        several = len(texts) > _CHUNK
         with self._conn() if several else self._read() as conn, conn.transaction() if several else nullcontext():
             if several:
                 # several statements, one snapshot: under READ COMMITTED each chunk would see later commits
                 conn.execute(_ONE_SNAPSHOT)
-            for params in _address_chunks(addresses, c.ts(now)):
+            for params in _address_chunks(texts, c.ts(now)):
                 rows.extend(conn.execute(_GET_MANY, params).fetchall())
-        return _in_order(addresses, rows)
+        return _in_order(addresses, texts, rows)
 
     def fetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
         """Same key across namespaces, newest first, ties by namespace."""
