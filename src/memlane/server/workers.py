@@ -134,9 +134,24 @@ def shared_port(family: int, address: Any) -> socket.socket:
     return sock
 
 
+def _leave_fork_server() -> None:
+    """Close this worker's copy of the fork server's "supervisor alive" pipe (multiprocessing hands one to every
+    process it forks): the fork server ends when the supervisor's end of it closes, and with it its workers
+    (:func:`_end_with`); a copy held here would keep it, and so this worker, alive after the supervisor died."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
+
+
 def _end_with(supervisor: int) -> None:
     """Have the kernel stop this worker (SIGTERM) when its parent dies, even by SIGKILL (Linux): a worker
     left behind would go on serving the port with nobody to replace or stop it."""
+    _leave_fork_server()
     if not sys.platform.startswith("linux"):
         return
     import ctypes
