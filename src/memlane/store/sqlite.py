@@ -55,7 +55,8 @@ CHECKPOINT_BACKSTOP_PAGES = 10_000
 # the WAL file is cut back (a TRUNCATE checkpoint) once it is larger than the database and than this; SQLite
 # itself truncates it to this size when it starts the WAL over (journal_size_limit)
 WAL_LIMIT_BYTES = 1 << 20
-WAL_CHECK_WRITES = 64  # a writer looks at the WAL's size every this many of its commits (a stat: no file opened)
+WAL_CHECK_WRITES = 16  # a writer looks at the WAL's size every this many of its commits (a stat: no file opened)
+TRUNCATE_INSIST_MS = 2000  # ... and at most this once the WAL is twice the database
 TRUNCATE_WAIT_MS = 100  # how long a TRUNCATE checkpoint may hold writers back waiting for readers: else next time
 _log = logging.getLogger(__name__)
 
@@ -484,10 +485,10 @@ def _repair_stale_wal(path: str) -> None:
                 ) from e
 
 
-def truncate_wal(conn: sqlite3.Connection) -> tuple[int, int, int] | None:
-    """A ``TRUNCATE`` checkpoint that holds writers back at most :data:`TRUNCATE_WAIT_MS` waiting for readers;
-    its (busy, WAL frames, frames copied)."""
-    conn.execute(f"PRAGMA busy_timeout = {TRUNCATE_WAIT_MS}")
+def truncate_wal(conn: sqlite3.Connection, wait_ms: int = 0) -> tuple[int, int, int] | None:
+    """A ``TRUNCATE`` checkpoint that holds writers back at most ``wait_ms`` (:data:`TRUNCATE_WAIT_MS`)
+    waiting for readers; its (busy, WAL frames, frames copied)."""
+    conn.execute(f"PRAGMA busy_timeout = {wait_ms or TRUNCATE_WAIT_MS}")
     try:
         return conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()  # type: ignore[no-any-return]
     finally:
@@ -551,12 +552,12 @@ class _Checkpointer:
         finally:
             conn.close()
 
-    def wal_too_large(self) -> bool:
-        """Whether the ``-wal`` file outgrew :data:`WAL_LIMIT_BYTES` and the database (sizes by ``stat``: no file
-        is opened here)."""
+    def wal_too_large(self, times: int = 1) -> bool:
+        """Whether the ``-wal`` file outgrew :data:`WAL_LIMIT_BYTES` and ``times`` the database (sizes by
+        ``stat``: no file is opened here)."""
         try:
             wal = os.stat(self._path + "-wal").st_size
-            return wal > WAL_LIMIT_BYTES and wal > os.stat(self._path).st_size
+            return wal > WAL_LIMIT_BYTES and wal > times * os.stat(self._path).st_size
         except OSError:
             return False
 
@@ -734,7 +735,10 @@ class SqliteStore(Store):
                 if checkpointer.overdue or (self._own_writes % WAL_CHECK_WRITES == 0 and checkpointer.wal_too_large()):
                     checkpointer.overdue = False
                     try:
-                        truncate_wal(conn)
+                        # twice the database: readers that never all pause have kept the quick tries from
+                        # ending, so this one waits them out (once, and at most TRUNCATE_INSIST_MS)
+                        insist = checkpointer.wal_too_large(2)
+                        truncate_wal(conn, TRUNCATE_INSIST_MS if insist else TRUNCATE_WAIT_MS)
                     except sqlite3.Error as e:  # readers stayed: the checkpoint thread tries again
                         _log.debug("WAL checkpoint of %s skipped: %s", self._path, e)
                 checkpointer.notify()
