@@ -566,9 +566,9 @@ class _Checkpointer:
         workers, other processes) can keep a PASSIVE checkpoint from ever starting the WAL over, and the file
         then only grows. Writers wait at most :data:`TRUNCATE_WAIT_MS` for it; if readers stay, the next wake
         tries again."""
-        self.last = truncate_wal(conn)
+        cut = truncate_wal(conn)
         # a writer that never pauses wins the lock each time: its next commit cuts the WAL itself
-        self.overdue = self.last is None or self.last[0] != 0
+        self.overdue = cut is None or cut[0] != 0
 
     def close(self) -> None:
         """Stop the thread (after a checkpoint under way). Idempotent."""
