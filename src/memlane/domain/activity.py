@@ -67,7 +67,12 @@ def window(bucket: Any, days: Any) -> tuple[str, int]:
 
 
 def timeline(
-    store: Store, recalls: RecallCounts, within: Sequence[Namespace], prefix: Namespace, bucket: str, days: int,
+    store: Store,
+    recalls: RecallCounts,
+    within: Sequence[Namespace],
+    prefix: Namespace,
+    bucket: str,
+    days: int,
     now: datetime,
 ) -> dict[str, Any]:
     """The answer of ``Memory.activity``: a row per namespace and bucket with any count in the window."""
@@ -77,8 +82,9 @@ def timeline(
     start = start.replace(minute=0, second=0, microsecond=0)
     if bucket == "day":
         start = start.replace(hour=0)
-    since, until = start.isoformat(timespec="microseconds"), (now + timedelta(microseconds=1)).isoformat(
-        timespec="microseconds"
+    since, until = (
+        start.isoformat(timespec="microseconds"),
+        (now + timedelta(microseconds=1)).isoformat(timespec="microseconds"),
     )
     rows: dict[tuple[str, str], dict[str, int]] = {}
 
@@ -100,7 +106,5 @@ def timeline(
         "until": now.isoformat(timespec="microseconds"),
         "recalls_since": recalls.since.isoformat(timespec="microseconds"),
         "series": list(SERIES),
-        "rows": [
-            {"namespace": ns, "at": at + start_of, **counts} for (ns, at), counts in sorted(rows.items())
-        ],
+        "rows": [{"namespace": ns, "at": at + start_of, **counts} for (ns, at), counts in sorted(rows.items())],
     }
