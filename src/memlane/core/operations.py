@@ -212,7 +212,7 @@ OPERATIONS: tuple[Operation, ...] = (
         meanings={"depth": "Key segments to keep: 2 cuts preferences.ui.theme to preferences.ui."}),
     _op("history", "versions", "Past versions of an address, newest first.", safe=True),
     _op("activity", "activity", "Writes, deletes, facts and recalls per namespace and hour or day (a timeline).",
-        safe=True, meanings={
+        safe=True, expensive=True, meanings={
             "bucket": "hour or day.",
             "days": "How many days back from now (1-366).",
         }),
