@@ -74,7 +74,7 @@ class Site:
         mine = ("agent", "alice")
         self.ravi = alice.add_entity(mine, "Ravi", kind="person", aliases=["RK"], profile="billing engineer")
         self.billing = alice.add_entity(mine, "Billing migration", kind="project")
-        self.kim = alice.add_entity(mine, "Kim", kind="person")
+        self.kim = alice.add_entity(mine, "Kim", kind="person", profile=XSS, aliases=[XSS])
         self.team = alice.add_entity(("room", "team"), "Team Acme", kind="team")
         alice.assert_fact(mine, self.ravi.id, "works on", self.billing.id, source="note:17")
         alice.assert_fact(mine, self.ravi.id, "works on", self.billing.id, source="note:18")  # evidence, not a copy
@@ -546,6 +546,11 @@ def test_entity_page_shows_facts_graph_and_claims_with_sources_in_chromium(
     ]
     assert rows[0].find_elements("css selector", "td")[6].text.endswith("UTC")  # its belief ended
     assert [c.text for c in rows[0].find_elements("css selector", ".source")] == ["plan-v1"]
+    # a name in a fact opens that entity; a profile that looks like HTML stays text
+    _css(browser, f"#entity-fact-table button.entity-link[data-id='{site.kim.id}']").click()
+    _wait(browser, _text_in("#entity-name", "Kim"))
+    assert _css(browser, "#entity").text.count(XSS) == 2  # alias and profile
+    assert _all(browser, "#entity img") == [] and browser.execute_script("return window.__pwned") is None
     # the team's page shows no trace of bob's secret room
     _css(browser, "#entity-back").click()
     _wait(browser, _visible(f"#entities button.entity-link[data-id='{site.team.id}']")).click()
