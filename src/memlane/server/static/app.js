@@ -145,6 +145,7 @@
     state.me = null;
     state.browse = { ns: [], kp: "", levels: Number($("#depth").value) || 1, cursor: null };
     for (const k of Object.keys(state.seq)) state.seq[k] += 1;  // drop answers still in flight
+    state.hops = 1;
     for (const sel of ["#who", "#scope", "#ns-list", "#ns-count", "#crumbs", "#tree", "#items tbody",
                        "#hits tbody", "#search-summary", "#item", "#entities tbody", "#entity-count", "#entity",
                        "#timeline-plot", "#timeline-totals tbody"]) {
