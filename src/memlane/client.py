@@ -511,6 +511,7 @@ DECODE: dict[str, Callable[[Any], Any]] = {
     "deleted": lambda a: a["deleted"],  # a count (clear) or a bool (delete_saved_query), as JSON carries it
     "namespaces": lambda a: [tuple(ns) for ns in a["namespaces"]],
     "summary": lambda a: a["summary"],
+    "activity": lambda a: a,
     "versions": lambda a: [Version.from_dict(x) for x in a["versions"]],
     "envelope": Envelope.from_dict,
     "record": record_from_dict,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..domain import conversation
+from ..domain import activity, conversation
 from ..domain.facts import transfer
 from ..domain.facts.layer import FactsLayer
 from ..domain.indexer import LEASE_S, POLL_S, CatchUp, Indexer
@@ -220,6 +220,9 @@ class Memory:
         self._indexer = Indexer(self)
         # set on an agent's copy (memlane.access.AgentView): every read is narrowed to it in SQL
         self._scope: Scope | None = None
+        # recalls answered (no store keeps them), shared by the agents' copies; see activity()
+        opened = self._clock()
+        self._recalls = activity.RecallCounts(opened if opened.tzinfo is not None else opened.replace(tzinfo=UTC))
 
     @property
     def embedder(self) -> Embedder | None:
@@ -856,6 +859,22 @@ class Memory:
         """Past versions of an address (replaced, deleted, cleared), newest first."""
         return self._store.history(self._readable(namespace), v.key(key))
 
+    def activity(
+        self, namespace_prefix: Namespace | str = (), *, bucket: str = "hour", days: int = 7
+    ) -> dict[str, Any]:
+        """The memory's life over time: per namespace and ``bucket`` (``hour`` or ``day``), the last ``days``.
+
+        Each row has ``namespace``, ``at`` (the bucket's start) and four counts: ``writes`` (item versions
+        written; history pruned by a retention rule is no longer counted), ``deletes`` (items deleted or
+        cleared), ``facts`` (entities, fact versions, documents and claims recorded) and ``recalls``
+        (searches and recalls that returned hits from the namespace). Recalls are not stored: this memory
+        counts the ones it answered since ``recalls_since`` (a service counts per worker process).
+        Buckets with nothing in them are left out.
+        """
+        prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
+        bucket, days = activity.window(bucket, days)
+        return activity.timeline(self._store, self._recalls, self._within(prefix), prefix, bucket, days, self._now())
+
     def stats(self) -> Stats:
         """Counts (active and expired items, namespaces, history, vectors), size and embedder."""
         stats = self._store.stats(self._now())
@@ -977,6 +996,7 @@ class Memory:
             below, truncated = below + refused, False
         timings["confirm_ms"] = _ms(t)
         status = _status(hits, pending, below, judge, notes)
+        self._recalls.count((hit.item.namespace for hit in hits), now)
         timings["total_ms"] = _ms(started)
         return Envelope(
             operation="search",
@@ -1063,7 +1083,9 @@ class Memory:
         if key is not None:
             prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
             limit = v.limit(limit, maximum=1000)
-            items = self._store.fetch(v.key(key), self._within(prefix), limit + 1, self._now())  # one more: truncated?
+            now = self._now()
+            items = self._store.fetch(v.key(key), self._within(prefix), limit + 1, now)  # one more: truncated?
+            self._recalls.count((item.namespace for item in items[:limit]), now)
             return Envelope(
                 operation="recall",
                 params={

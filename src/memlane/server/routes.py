@@ -175,6 +175,25 @@ class SummaryOut(BaseModel):
     summary: dict[str, dict[str, int]]
 
 
+class ActivityRowOut(BaseModel):
+    namespace: str
+    at: str
+    writes: int
+    deletes: int
+    facts: int
+    recalls: int
+
+
+class ActivityOut(BaseModel):
+    namespace_prefix: str
+    bucket: str
+    since: str
+    until: str
+    recalls_since: str
+    series: list[str]
+    rows: list[ActivityRowOut]
+
+
 class ExistsOut(BaseModel):
     exists: bool
 
@@ -226,6 +245,7 @@ RESULTS: dict[str, type[BaseModel]] = {
     "deleted": DeletedOut,
     "namespaces": NamespacesOut,
     "summary": SummaryOut,
+    "activity": ActivityOut,
     "versions": VersionsOut,
     "envelope": EnvelopeOut,
     "record": RecordOut,
