@@ -5,15 +5,12 @@ Every import counts: at the top of a module, inside a function, and under
 cycle. A module's layer is its folder (``memlane/values/``, ``store/``,
 ``domain/``, ``core/``; the surfaces at the package root and in ``server/``); a
 module imports only its own layer or those below, and the surfaces do not import
-one another except where :data:`SURFACE_EDGES` says why. The module paths of
-before the folders stay importable as the same module objects (``memlane/_moved.py``).
+one another except where :data:`SURFACE_EDGES` says why.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib
-import json
 import re
 import subprocess
 import sys
@@ -23,7 +20,6 @@ from pathlib import Path
 import pytest
 
 import memlane
-from memlane._moved import MOVED
 
 SRC = Path(memlane.__file__).parent
 
@@ -32,8 +28,8 @@ ORDER = ["values", "store", "domain", "core", "surfaces"]
 LAYER_FOLDERS = ("values", "store", "domain", "core")
 # what callers touch: these modules at the package root, and the service's folder
 SURFACES = ("client", "aio", "cli", "mcp", "langgraph", "server")
-# the package root itself (a facade over the layers) and the table of the old module paths: no layer
-ROOT = ("", "_moved")
+# the package root itself (a facade over the layers): no layer
+ROOT = ("",)
 
 # surface -> surface imports, each with its reason
 SURFACE_EDGES = {
@@ -75,40 +71,11 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
             else:
                 continue
             for target in targets:
-                target = _new_path(target)  # an old path is the module it names now (memlane/_moved.py)
                 while target and target not in modules:
                     target = target.rpartition(".")[0]
                 if target and target != name:
                     graph[name].add(target)
     return graph
-
-
-def _new_path(name: str) -> str:
-    """A dotted name inside memlane (``memory.Memory``) with an old module path replaced by the new one."""
-    parts = name.split(".")
-    for i in range(len(parts), 0, -1):
-        moved = MOVED.get("memlane." + ".".join(parts[:i]))
-        if moved:
-            return ".".join([moved.removeprefix("memlane."), *parts[i:]])
-    return name
-
-
-def _old_paths(path: Path, package: list[str] | None = None) -> list[str]:
-    """The old module paths an import statement of this file names (``package``: the file's, for relative ones)."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level and package is not None:
-            parts = ["memlane", *package[: len(package) - (node.level - 1)], *([node.module] if node.module else [])]
-            base = ".".join(parts)
-            names = [base, *(f"{base}.{a.name}" for a in node.names)]
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            names = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
-        else:
-            continue
-        found += [f"{path.name}:{node.lineno} {n}" for n in names if n in MOVED]
-    return found
 
 
 def _layer(module: str) -> str | None:
@@ -258,106 +225,3 @@ def test_sql_statements_live_in_the_store_layer() -> None:
     for text in ("INSERT OR IGNORE INTO t VALUES (1)", "WITH RECURSIVE up(x) AS (SELECT 1)", "PRAGMA query_only = ON"):
         assert _STATEMENT.match(text), text
     assert _ANY_CASE.match("select a from t where b = ?") and not _ANY_CASE.match("Select hits by topic.")
-
-
-# -- the old module paths (memlane/_moved.py) ----------------------------------------------------------------
-
-
-def test_the_old_folders_and_files_are_gone_and_every_new_path_is_a_module() -> None:
-    for old, new in MOVED.items():
-        assert old.removeprefix("memlane.") not in MODULES, f"{old} is a file again: it would shadow the alias"
-        assert new.removeprefix("memlane.") in MODULES, f"{old} -> {new}, which is no module"
-    for package in ("memlane.facts", "memlane.query", "memlane.search"):
-        assert (SRC / MOVED[package].removeprefix("memlane.").replace(".", "/") / "__init__.py").exists()
-
-
-def test_memlane_itself_imports_only_the_new_paths() -> None:
-    """The old paths are for callers; memlane's own code, tests, benchmarks and scripts name where modules are."""
-    old = []
-    for name, path in MODULES.items():
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        old += _old_paths(path, [p for p in package if p])
-    root = SRC.parents[1]
-    for folder in ("tests", "bench", "scripts"):
-        for path in (root / folder).rglob("*.py"):
-            old += _old_paths(path)
-    assert old == []
-
-
-def test_the_alias_table_imports_nothing_of_memlane() -> None:
-    """``_moved`` is installed before the package's other imports: it must not import them itself."""
-    tree = ast.parse((SRC / "_moved.py").read_text())
-    named = [
-        a.name if isinstance(n, ast.Import) else (n.module or "")
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Import | ast.ImportFrom)
-        for a in n.names
-    ]
-    assert not any(m.startswith("memlane") for m in named) and not any(
-        isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(tree)
-    )
-    code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('moved_alone', {str(SRC / '_moved.py')!r})\n"
-        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
-        "print(sorted(m for m in sys.modules if m.startswith('memlane')), len(module.MOVED))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["[]", str(len(MOVED))]
-
-
-# each entry imported in a clean sys.modules (every memlane module dropped first), by the old path first or the new
-_SAME_OBJECT = """
-import importlib, json, sys
-from memlane._moved import MOVED
-
-wrong = []
-for old, new in MOVED.items():
-    for name in [m for m in sys.modules if m == "memlane" or m.startswith("memlane.")]:
-        del sys.modules[name]
-    first, second = (old, new) if ORDER == "old first" else (new, old)
-    a = importlib.import_module(first)
-    b = importlib.import_module(second)
-    if not (a is b is sys.modules[old] is sys.modules[new]) or a.__name__ != new or a.__spec__.name != new:
-        wrong.append([old, new, repr(a), repr(b), getattr(a.__spec__, "name", None)])
-print(json.dumps(wrong))
-"""
-
-
-@pytest.mark.parametrize("order", ["old first", "new first"])
-def test_every_old_path_is_the_same_module_object_as_its_new_path(order: str) -> None:
-    code = f"ORDER = {order!r}\n" + _SAME_OBJECT
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout) == []
-
-
-def test_the_old_paths_import_as_before_in_a_fresh_process() -> None:
-    code = (
-        "import memlane.query.space\n"
-        "from memlane.query import QueryPlan\n"
-        "from memlane.search.embedders import register_embedder\n"
-        "from memlane.facts.model import Fact\n"
-        "import memlane, memlane.store.query_space, memlane.domain.search.embedders, memlane.values.facts\n"
-        "assert memlane.query.space is memlane.store.query_space\n"
-        "assert QueryPlan is memlane.QueryPlan is memlane.values.query.QueryPlan\n"
-        "assert register_embedder is memlane.domain.search.embedders.register_embedder\n"
-        "assert Fact is memlane.values.facts.Fact\n"
-        # the package's attributes of before: `import memlane` then memlane.errors.X
-        "assert memlane.errors is memlane.values.errors and memlane.memory is memlane.core.memory\n"
-        "assert memlane.search is memlane.domain.search\n"
-        "print('ok')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.stdout.strip() == "ok", done.stderr[-3000:]
-
-
-def test_a_monkeypatch_through_an_old_path_is_seen_through_the_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    core_memory = importlib.import_module("memlane.core.memory")
-    embedders = importlib.import_module("memlane.domain.search.embedders")
-    monkeypatch.setattr("memlane.memory.DEFAULT_PATH", "elsewhere.db")
-    monkeypatch.setattr("memlane.search.embedders.DEFAULT_EMBEDDER", "fake")
-    assert core_memory.DEFAULT_PATH == "elsewhere.db" and memlane.Memory.__module__ == "memlane.core.memory"
-    assert embedders.DEFAULT_EMBEDDER == "fake"
-    monkeypatch.undo()
-    assert core_memory.DEFAULT_PATH == "memlane.db"

@@ -3,7 +3,7 @@
 One class per mode, with the same method names: ``await mem.get(ns, key)``
 where the synchronous API has ``mem.get(ns, key)``, as httpx's ``AsyncClient``
 mirrors its ``Client``. Every operation of the table is made from
-``Memory``'s signature and docstring (:mod:`memlane.surface`), so the async
+``Memory``'s signature and docstring (:mod:`memlane.core.surface`), so the async
 twins cannot drift from the core.
 
 The exact reads and the item writes (:data:`AWAITED`: ``get``, ``exists``,
@@ -103,7 +103,7 @@ class _Async:
 
 
 class AsyncMemory(_Async):
-    """A :class:`~memlane.memory.Memory` for asyncio: every operation a coroutine, run off the event loop.
+    """A :class:`~memlane.core.memory.Memory` for asyncio: every operation a coroutine, run off the event loop.
 
     Make one with ``await memlane.aio.open(...)`` (same arguments as
     :func:`memlane.open`), or wrap a memory you opened: ``AsyncMemory(mem)``.

@@ -19,7 +19,7 @@ Design (the SQLite backend's, translated):
 * Vectors live in ``item_vectors`` as ``pgvector`` values, searched with an
   HNSW index (cosine) once the embedder's dimension is known. Without the
   extension everything else works and the vector channel raises
-  :class:`~memlane.errors.BackendUnavailableError` naming it.
+  :class:`~memlane.values.errors.BackendUnavailableError` naming it.
 * A ``psycopg_pool`` connection pool; every write is one transaction.
 """
 
@@ -1674,7 +1674,7 @@ class PostgresStore(Store):
                 if self._reader is not None:
                     self._reader.close()
 
-    # -- query space (memlane.query) ----------------------------------------
+    # -- query space (memlane.domain.query) ---------------------------------
 
     def query_runner(self) -> Any:
         """The query space's runner (:class:`memlane.store.runner.PostgresRunner`), made once per store."""
