@@ -213,7 +213,7 @@ MODULES: dict[str, Module] = {
         files=(
             "src/memlane/server/app.py",
             "src/memlane/server/routes.py",
-            "src/memlane/core/operations.py",
+            "src/memlane/values/operations.py",
             "src/memlane/values/wire.py",
             "src/memlane/client.py",
         ),

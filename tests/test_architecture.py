@@ -11,6 +11,7 @@ one another except where :data:`SURFACE_EDGES` says why.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -191,6 +192,67 @@ def test_the_client_is_imported_without_any_backend_or_driver(module: str) -> No
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# a process that only talks HTTP: the Client, its import and its calls, in a fresh interpreter
+_CLIENT_ALONE = """
+import json, sys
+import memlane.client
+from memlane import Client
+after_import = sorted(m for m in sys.modules if m.startswith("memlane"))
+client = Client("http://127.0.0.1:9", "token", retries=0)  # nothing listens on port 9
+try:
+    client.get("notes", "k")
+except memlane.StoreError as e:
+    assert "cannot reach" in str(e), e
+signature = str(__import__("inspect").signature(Client.search))
+print(json.dumps([after_import, sorted(m for m in sys.modules if m.startswith("memlane")), signature]))
+"""
+
+
+def test_the_client_loads_no_core_domain_or_store_module() -> None:
+    """``import memlane.client`` and ``memlane.Client`` load the Client and the values it speaks in, and so does
+    an operation sent: ``Memory``'s signatures come from ``values/operations.json``, not from importing it."""
+    done = subprocess.run([sys.executable, "-c", _CLIENT_ALONE], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after_import, after_a_call, signature = json.loads(done.stdout)
+    for loaded in (after_import, after_a_call):
+        assert [
+            m for m in loaded if _layer(m.removeprefix("memlane.")) not in (None, "values") and m != "memlane.client"
+        ] == []
+        assert {"memlane", "memlane.client", "memlane.values.operations"} <= set(loaded)
+    assert signature.startswith("(self, query: 'str', *, namespace_prefix: 'Namespace | str' = ()")
+
+
+def test_every_public_name_of_the_package_resolves_where_it_lives() -> None:
+    """The package root imports each name when it is first asked for: every name of ``__all__`` resolves (in a
+    fresh process) to the object of the module it lives in, ``dir()`` lists them, and the names a type checker
+    sees are those ``__all__`` lists."""
+    code = (
+        "import importlib, json, memlane\n"
+        "where = {n: importlib.import_module('memlane.' + memlane._WHERE[n]) for n in memlane.__all__}\n"
+        "print(json.dumps({n: [m.__name__, getattr(memlane, n) is getattr(m, n)] for n, m in where.items()}"
+        " | {'': sorted(set(memlane.__all__) - set(dir(memlane)))}"
+        # the layers' packages and the async module, as attributes: `memlane.aio.open(...)` after `import memlane`
+        " | {m: [m, getattr(memlane, m) is importlib.import_module('memlane.' + m)] for m in memlane._SUBMODULES}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout)
+    assert found.pop("") == []
+    assert [n for n, (_, same) in found.items() if not same] == []
+    assert found["Memory"][0] == found["open"][0] == "memlane.core.memory" and found["Client"][0] == "memlane.client"
+    assert found["NotFoundError"][0] == "memlane.values.errors" and found["AsyncMemory"][0] == "memlane.aio"
+    assert {"aio", "core", "values"} <= set(found)
+    seen = {  # the TYPE_CHECKING block of memlane/__init__.py
+        a.asname or a.name
+        for node in ast.walk(ast.parse((SRC / "__init__.py").read_text()))
+        if isinstance(node, ast.ImportFrom) and node.level
+        for a in node.names
+    }
+    assert seen == set(memlane.__all__) == set(memlane._WHERE)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        memlane.nothing  # noqa: B018
 
 
 # modules outside the store layer that still hold SQL statements, each with its reason (to move into the stores)

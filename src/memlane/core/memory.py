@@ -51,6 +51,7 @@ from ..values.ids import new_ids
 from ..values.model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from ..values.query import QueryPlan, QueryResult, SavedQuery
 from ..values.retention import CleanupReport, RetentionRule
+from ..values.validate import RECORD_FIELDS
 
 if TYPE_CHECKING:
     from ..domain.extract import Extractor
@@ -71,7 +72,6 @@ DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded emb
 DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
 DEFAULT_RRF_K = 10
 INDEXING = ("background", "sync", "external")
-RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl", "index"})
 
 
 def _system_clock() -> datetime:
