@@ -287,3 +287,26 @@ def test_sql_statements_live_in_the_store_layer() -> None:
     for text in ("INSERT OR IGNORE INTO t VALUES (1)", "WITH RECURSIVE up(x) AS (SELECT 1)", "PRAGMA query_only = ON"):
         assert _STATEMENT.match(text), text
     assert _ANY_CASE.match("select a from t where b = ?") and not _ANY_CASE.match("Select hits by topic.")
+
+
+# a piece of a statement: an SQL function over JSON, a cast, a JSON path operator, a CASE (what a `where` renders)
+_FRAGMENT = re.compile(r"\b(COALESCE|json_\w+|jsonb_\w+|strpos)\s*\(|::(jsonb|text|numeric)\b|\s#>>?\s|\bCASE WHEN\b")
+
+
+def _fragments(path: Path) -> int:
+    """String literals (each part of an f-string) that hold a piece of SQL."""
+    return sum(
+        isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(_FRAGMENT.search(node.value))
+        for node in ast.walk(ast.parse(path.read_text()))
+    )
+
+
+def test_sql_fragments_live_in_the_store_layer_too() -> None:
+    """Not a whole statement only: the pieces a store joins into one (a ``where`` as SQL, store/where_sql.py) are
+    SQL, and the values layer holds none (docs/architecture.md)."""
+    holding = {name for name, path in MODULES.items() if _layer(name) != "store" and _fragments(path)}
+    assert holding == set()
+    assert _fragments(MODULES["store.where_sql"]) >= 10
+    for text in ("COALESCE(json_type(items.value, ?), 'null')", "(v #> %s::text[])", "CASE WHEN x THEN 1 END"):
+        assert _FRAGMENT.search(text), text
+    assert not _FRAGMENT.search("Select the hits whose value meets the conditions (in SQL), newest first.")

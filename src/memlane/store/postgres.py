@@ -589,7 +589,7 @@ def _fetch_statement(key: str, within: Within, limit: int, now: datetime) -> tup
 def _select_statement(
     within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
 ) -> tuple[str, builtins.list[Any]]:
-    from ..values import where as w
+    from . import where_sql as w
 
     live, params = c.live_filter(within, "", now, "%s")
     test, test_params = w.postgres_sql(builtins.list(where))
