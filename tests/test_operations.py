@@ -303,8 +303,8 @@ def test_the_declared_signatures_are_memorys_own() -> None:
     without importing the core: it must be what ``Memory`` declares, read back to the same signatures."""
     text = _declared_text()
     if os.environ.get("MEMLANE_UPDATE_GOLDEN"):
-        operations.DECLARED.write_text(text, encoding="utf-8")
-    assert json.loads(operations.DECLARED.read_text(encoding="utf-8")) == json.loads(text), (
+        Path(operations.DECLARED).write_text(text, encoding="utf-8")
+    assert json.loads(Path(operations.DECLARED).read_text(encoding="utf-8")) == json.loads(text), (
         "Memory's operations changed: rerun with MEMLANE_UPDATE_GOLDEN=1 to write src/memlane/values/operations.json"
     )
     for op in operations.OPERATIONS:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -28,7 +28,7 @@ from .errors import NotFoundError
 from .validate import RECORD_FIELDS
 
 REQUIRED: Any = inspect.Parameter.empty
-DECLARED = Path(__file__).with_name("operations.json")
+DECLARED = os.path.join(os.path.dirname(__file__), "operations.json")  # os.path: pathlib would cost the Client
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,8 @@ def declare(owner: type) -> dict[str, Any]:
 
 @cache
 def _declared() -> Mapping[str, Any]:
-    return json.loads(DECLARED.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    with open(DECLARED, encoding="utf-8") as declared:
+        return json.load(declared)  # type: ignore[no-any-return]
 
 
 @cache
