@@ -51,6 +51,7 @@ from ..values.ids import new_ids
 from ..values.model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from ..values.query import QueryPlan, QueryResult, SavedQuery
 from ..values.retention import CleanupReport, RetentionRule
+from ..values.validate import RECORD_FIELDS
 
 if TYPE_CHECKING:
     from ..domain.extract import Extractor
@@ -71,7 +72,6 @@ DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded emb
 DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
 DEFAULT_RRF_K = 10
 INDEXING = ("background", "sync", "external")
-RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl", "index"})
 
 
 def _system_clock() -> datetime:
@@ -195,7 +195,7 @@ class Memory:
             them in batches), ``"sync"`` (every write embeds before it returns)
             or ``"external"`` (writes mark items; another process embeds them).
         catch_up: how much of its scope's waiting items a search embeds first
-            (:class:`~memlane.indexer.CatchUp`; default from the environment).
+            (:class:`~memlane.domain.indexer.CatchUp`; default from the environment).
             Also settable later as the :attr:`catch_up` attribute.
     """
 
@@ -218,7 +218,7 @@ class Memory:
         self._embedder_recorded = embedder is None or _recorded_embedder(store) is not None
         # shared by an agent's copy (AgentView copies this object): one thread per memory
         self._indexer = Indexer(self)
-        # set on an agent's copy (memlane.access.AgentView): every read is narrowed to it in SQL
+        # set on an agent's copy (memlane.core.access.AgentView): every read is narrowed to it in SQL
         self._scope: Scope | None = None
         # recalls answered (no store keeps them), shared by the agents' copies; see activity()
         opened = self._clock()
@@ -488,9 +488,9 @@ class Memory:
                 is in each returned item's value).
             at: the time of messages that carry none; defaults to now.
             window: turns each side indexed with a turn (0..10).
-            extractor: a :class:`memlane.extract.Extractor`; when given, what it
+            extractor: a :class:`memlane.domain.extract.Extractor`; when given, what it
                 finds in the new turns is filed as entities, facts and claims
-                citing them (see :mod:`memlane.extract`).
+                citing them (see :mod:`memlane.domain.extract`).
 
         Returns:
             The new turns' items, in order.
@@ -603,7 +603,7 @@ class Memory:
     def cleanup(self) -> int:
         """Physically delete expired rows and history beyond the retention rules; returns how many.
 
-        The count is :attr:`CleanupReport.total <memlane.retention.CleanupReport.total>`
+        The count is :attr:`CleanupReport.total <memlane.values.retention.CleanupReport.total>`
         (expired items plus history versions); :meth:`cleanup_report` tells them apart.
         """
         return self.cleanup_report().total
@@ -628,7 +628,7 @@ class Memory:
 
         Replaces the rule at exactly that prefix (``()``/``""``: every
         namespace). Nothing is deleted until :meth:`cleanup`. See
-        :mod:`memlane.retention` for the precise rules: the live item never
+        :mod:`memlane.values.retention` for the precise rules: the live item never
         counts or goes; with both limits a version must be inside both; a
         namespace follows the longest prefix covering it.
         """
@@ -817,7 +817,7 @@ class Memory:
 
         ``where`` maps dotted field paths to a value (equality) or to operators
         ``$eq $ne $gt $gte $lt $lte``: ``{"kind": "note", "stats.score": {"$gte": 3}}``.
-        Comparisons are type-aware (see :mod:`memlane.where`). ``order`` is
+        Comparisons are type-aware (see :mod:`memlane.values.where`). ``order`` is
         ``"updated_desc"`` (newest first, then address) or ``"address"``;
         ``limit`` is 1..1000 and ``offset`` skips that many matches (0..1,000,000).
         """
@@ -925,7 +925,7 @@ class Memory:
             rrf_k: the RRF constant ``k`` in ``1/(k + rank)`` (default 10).
             weights: per-channel RRF weights (default lexical 1.0, vector 0.5).
             floor: apply the relevance decision: drop the hits it judges not
-                relevant (counted in ``below_floor``; see :mod:`memlane.search.relevance`).
+                relevant (counted in ``below_floor``; see :mod:`memlane.domain.search.relevance`).
             min_score: also drop hits whose fused score is below this.
 
         Returns:
@@ -1068,7 +1068,7 @@ class Memory:
         scored 0.0, no index touched. Without one it searches: ``mode`` is
         ``hybrid`` (lexical + vector, the default), ``lexical``, ``vector``, or
         the chooser-assisted ``single`` / ``tiered`` (a caller-supplied
-        :class:`~memlane.search.choose.Chooser` picks addresses from the
+        :class:`~memlane.domain.search.choose.Chooser` picks addresses from the
         summarize map; without one they fall back to lexical and say so).
 
         ``floor`` applies :meth:`search`'s relevance decision, dropping the hits
@@ -1182,7 +1182,7 @@ class Memory:
                 progress(done, total)
         return done + self._facts.embed_missing(batch_size)
 
-    # -- write-behind indexing (memlane.indexer) -----------------------------
+    # -- write-behind indexing (memlane.domain.indexer) ----------------------
 
     def wait_indexed(self, timeout: float | None = None) -> bool:
         """Embed what is waiting, here and now, and wait for batches other indexers hold; ``True`` when done.
@@ -1247,7 +1247,7 @@ class Memory:
 
     # -- schema -----------------------------------------------------------
 
-    # -- facts, claims and sources (see memlane.facts) ------------------------
+    # -- facts, claims and sources (see memlane.domain.facts) -----------------
 
     @property
     def _facts(self) -> FactsLayer:
@@ -1451,7 +1451,7 @@ class Memory:
         """A chunk with its neighbouring passages, in document order."""
         return self._facts.neighbours(chunk_id, before, after, within=self._facts_within())
 
-    # -- query space (see memlane.query) ----------------------------------------
+    # -- query space (see memlane.domain.query) ---------------------------------
 
     def query(
         self,

@@ -1,4 +1,4 @@
-"""Every ``POST /v1/<operation>`` of the service, built from one table (:data:`memlane.core.operations.OPERATIONS`).
+"""Every ``POST /v1/<operation>`` of the service, built from one table (:data:`memlane.values.operations.OPERATIONS`).
 
 Each operation's request model is made from the core's signature (required
 fields have no default, optional ones the core's default; ``bool`` fields are
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, create_model
 
-from ..core.operations import OPERATIONS, Operation, wire_default
+from ..values.operations import OPERATIONS, Operation, wire_default
 
 REQUIRED = ...
 
@@ -234,7 +234,7 @@ class ChunksOut(BaseModel):
     chunks: list[RecordOut]
 
 
-# result shape: its model, documenting what :data:`memlane.core.operations.ANSWERS` makes of the core's answer
+# result shape: its model, documenting what :data:`memlane.values.operations.ANSWERS` makes of the core's answer
 RESULTS: dict[str, type[BaseModel]] = {
     "item": ItemOut,
     "found": ItemOut,

@@ -1482,7 +1482,7 @@ class SqliteStore(Store):
         self, within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
     ) -> builtins.list[Item]:
         """Live items inside ``within`` meeting ``where`` (json_type/json_extract, bound paths), paged."""
-        from ..values import where as w
+        from . import where_sql as w
 
         live, params = self._filter(within, "", now)
         test, test_params = w.sqlite_sql(builtins.list(where))
