@@ -965,9 +965,15 @@ class Memory:
                 )
             else:
                 pending = self._catch_up(within, notes, timings)
-                nominations["vector"] = self._store.vector(query_vector, within, k)
-                if not nominations["vector"]:
-                    notes.extend(self._dimension_note(len(query_vector)))
+                try:
+                    found = self._store.vector(query_vector, within, k)
+                    mismatch = [] if found else self._dimension_note(len(query_vector))
+                except StoreError:  # PostgreSQL refuses to compare vectors of two dimensions: said as on SQLite
+                    found, mismatch = [], self._dimension_note(len(query_vector))
+                    if not mismatch:
+                        raise
+                nominations["vector"] = found
+                notes.extend(mismatch)
             timings["vector_ms"] = _ms(t)
         t = time.perf_counter()
         fused = rank.fuse(nominations, rrf_k=rrf_k, weights=weights)
