@@ -83,3 +83,14 @@ def test_a_search_whose_dimension_differs_from_the_stores_says_so(store_url, clo
         env = mem.search("blue hatchback", channels=["vector"], embedding=[1.0] * 64)
         assert env.counts["vector"] == 0
         assert any("query vector has 64 dimensions" in n for n in env.notes), env.notes
+
+
+def test_a_record_of_name_and_dimension_from_before_specs_opens_with_that_dimension(store_url, clock):
+    """The record a store of ``fake:384`` got before specs were recorded: ``memlane.open`` makes ``fake:384``."""
+    _store_at_384(store_url, clock)
+    with memlane.open(store_url, clock=clock, embedder=None) as mem:
+        mem.store.set_meta("embedder", json.dumps({"name": "fake", "dimension": 384}))
+    with memlane.open(store_url, clock=clock) as mem:
+        assert mem.embedder is not None and mem.embedder.dimension == 384
+        assert mem.search("blue hatchback", channels=["vector"]).counts["vector"] > 0
+        assert json.loads(mem.store.get_meta("embedder") or "null")["spec"] == "fake:384"

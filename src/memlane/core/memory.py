@@ -37,6 +37,7 @@ from ..domain.search.embedders import (
     get_embedder,
     known_dimension,
     record_differs,
+    recorded_spec,
     resolve_embedder,
 )
 from ..store.base import EVERYTHING, PutRow, Store, Within
@@ -1048,7 +1049,7 @@ class Memory:
         recorded = _recorded_embedder(self._store)
         if recorded is None or recorded.get("dimension") in (None, dimension):
             return []
-        made = recorded.get("spec") or recorded.get("name")
+        made = recorded_spec(recorded)
         return [
             f"vector channel found nothing: the query vector has {dimension} dimensions, but this store's vectors "
             f"have {recorded['dimension']} (made by {describe_record(recorded)}); open the store without choosing "
@@ -1651,7 +1652,7 @@ def _choose_embedder(store: Store, named: Any, *, writable: bool) -> Embedder | 
     if named is _UNNAMED:
         if recorded is None:
             return get_embedder(DEFAULT_EMBEDDER) if default_available() else None
-        spec = recorded.get("spec") or recorded["name"]
+        spec = recorded_spec(recorded)
         try:
             chosen = get_embedder(spec)
         except EmbedderError as e:
@@ -1707,12 +1708,12 @@ def _mismatch(recorded: dict[str, Any], embedder: Embedder, *, from_record: bool
     spec = embedder_spec(embedder)
     if from_record:  # a record from before specs were recorded, whose name alone makes another embedder here
         return (
-            f"this store's vectors were made by {made}, but {recorded.get('spec') or recorded['name']!r} makes "
-            f"{asked} here; open the store with the embedder that made them (a name:argument or an object that "
-            f"makes the same vectors), or rebuild them with `memlane reindex --embedder {spec}` "
-            f"(Python: Memory.reindex({spec!r}))"
+            f"this store's vectors were made by {made}, but {recorded_spec(recorded)!r} makes "
+            f"{asked} here; open the store with the embedder that made them, named with its argument "
+            f"(e.g. {recorded['name']}:<argument>) (Python: or the embedder object), or rebuild them with `memlane "
+            f"reindex --embedder {spec}` (Python: Memory.reindex({spec!r}))"
         )
-    made_by = recorded.get("spec") or recorded["name"]
+    made_by = recorded_spec(recorded)
     return (
         f"this store's vectors were made by {made}, not {asked}; rebuild them with `memlane reindex --embedder "
         f"{spec}` (Python: Memory.reindex({spec!r})), or open the store without choosing an embedder to use "

@@ -452,6 +452,19 @@ def record_differs(recorded: dict[str, Any], embedder: Embedder) -> bool:
     return recorded.get("version") is not None and recorded["version"] != embedder_version(embedder)
 
 
+def recorded_spec(record: dict[str, Any]) -> str:
+    """The text that makes the embedder of a record again: its ``spec``; for a record from before specs were
+    recorded, its name (and a fake's dimension: the one built-in whose name alone makes another dimension)."""
+    spec = record.get("spec")
+    if isinstance(spec, str) and spec:
+        return spec
+    name = str(record.get("name"))
+    dimension = record.get("dimension")
+    if name == FakeEmbedder.name and isinstance(dimension, int) and dimension != FakeEmbedder().dimension:
+        return f"{name}:{dimension}"
+    return name
+
+
 def describe_record(record: dict[str, Any]) -> str:
     """``'fake' (384 dimensions)``, with the version where there is one."""
     dimension = record.get("dimension")
@@ -705,6 +718,7 @@ __all__ = [
     "known_dimension",
     "known_embedders",
     "record_differs",
+    "recorded_spec",
     "register_embedder",
     "resolve_embedder",
     "unavailable",
