@@ -94,3 +94,23 @@ def test_a_record_of_name_and_dimension_from_before_specs_opens_with_that_dimens
         assert mem.embedder is not None and mem.embedder.dimension == 384
         assert mem.search("blue hatchback", channels=["vector"]).counts["vector"] > 0
         assert json.loads(mem.store.get_meta("embedder") or "null")["spec"] == "fake:384"
+
+
+class Versioned(FakeEmbedder):
+    """A fake whose vectors change with its version under one name and dimension (a model revision)."""
+
+    def __init__(self, version: str | None) -> None:
+        super().__init__(64)
+        self.version = version
+
+
+def test_a_recorded_version_is_part_of_the_rule(store_url, clock):
+    with memlane.open(store_url, clock=clock, embedder=Versioned("2024-05"), indexing="sync") as mem:
+        mem.put("notes", "car", "I drive a blue hatchback")
+    with memlane.open(store_url, clock=clock, embedder=None) as mem:
+        assert json.loads(mem.store.get_meta("embedder") or "null")["version"] == "2024-05"
+    for other in (Versioned("2025-01"), Versioned(None), FakeEmbedder()):
+        with pytest.raises(EmbedderMismatchError, match="version 2024-05"):
+            memlane.open(store_url, clock=clock, embedder=other)
+    with memlane.open(store_url, clock=clock, embedder=Versioned("2024-05")) as mem:
+        assert mem.search("blue hatchback", channels=["vector"]).counts["vector"] == 1
