@@ -11,6 +11,7 @@ import asyncio
 import base64
 import binascii
 import builtins
+import contextlib
 import json
 import math
 import os
@@ -1681,8 +1682,13 @@ def _complete_record(store: Store, recorded: dict[str, Any], chosen: Embedder) -
     version = embedder_version(chosen)
     if version is not None:
         full["version"] = version
-    raw = store.get_meta("embedder")
-    if raw is not None and json.loads(raw) != full and all(recorded.get(k) in (None, v) for k, v in full.items()):
+    if all(recorded.get(k) is not None for k in full):
+        return  # complete already (the usual case): nothing more is read or written
+    raw = store.get_meta("embedder")  # read again just before writing: another process may have reindexed since
+    current = None if raw is None else json.loads(raw)
+    if current is None or current == full or any(current.get(k) not in (None, v) for k, v in full.items()):
+        return
+    with contextlib.suppress(StoreError):  # a store this role may not write (a read-only role): completed later
         store.set_meta("embedder", json.dumps(full))
 
 
@@ -1706,7 +1712,7 @@ def _mismatch(recorded: dict[str, Any], embedder: Embedder, *, from_record: bool
     )
     made = describe_record(recorded)
     spec = embedder_spec(embedder)
-    if from_record:  # a record from before specs were recorded, whose name alone makes another embedder here
+    if from_record:  # the recorded spec (or, before specs were recorded, the name) makes another embedder here
         return (
             f"this store's vectors were made by {made}, but {recorded_spec(recorded)!r} makes "
             f"{asked} here; open the store with the embedder that made them, named with its argument "
