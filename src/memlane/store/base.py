@@ -239,6 +239,11 @@ class Store(ABC):
         """``(items with a current vector, items without one)``."""
 
     @abstractmethod
+    def stored_dimension(self) -> int | None:
+        """The dimension of one stored item vector, or ``None`` when there is none (a store's recorded embedder
+        from before dimensions were recorded gets it from here)."""
+
+    @abstractmethod
     def put_vectors(self, rows: Sequence[tuple[int, int, bytes]]) -> int:
         """Store ``(ref, version, blob)`` vectors where the item is still at that version."""
 

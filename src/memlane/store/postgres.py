@@ -1464,6 +1464,13 @@ class PostgresStore(Store):
                 (after, limit),
             ).fetchall()
 
+    def stored_dimension(self) -> int | None:
+        """The dimension of one stored item vector (``pgvector``'s own, or float32 bytes without it), or ``None``."""
+        dims = "vector_dims(embedding)" if self._vector_kind == "pgvector" else "length(embedding) / 4"
+        with self._conn() as conn:
+            row = conn.execute(f"SELECT {dims} FROM item_vectors LIMIT 1").fetchone()
+        return None if row is None else int(row[0])
+
     def count_vectors(self) -> tuple[int, int]:
         """``(items with a current vector, items without one)``."""
         with self._conn() as conn:
