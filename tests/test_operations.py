@@ -289,13 +289,15 @@ def test_the_awaited_reads_take_exactly_their_synchronous_twins_parameters() -> 
 
 
 def _declared_text() -> str:
-    """``operations.json`` as :func:`operations.declare` reads it from ``Memory`` now: a parameter a line."""
-    blocks = []
-    for name, declared in operations.declare(Memory).items():
-        params = ",\n".join(f"   {json.dumps(p, ensure_ascii=False)}" for p in declared["params"])
-        head = json.dumps({"returns": declared["returns"], "doc": declared["doc"]}, ensure_ascii=False)[:-1]
-        blocks.append(f' {json.dumps(name)}: {head}, "params": [\n{params}\n ]}}')
-    return "{\n" + ",\n".join(blocks) + "\n}\n"
+    """``operations.json`` as ``scripts/declare.py`` writes it from ``Memory`` now: a parameter a line."""
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "scripts" / "declare.py"
+    spec = importlib.util.spec_from_file_location("declare", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.declared_text())
 
 
 def test_the_declared_signatures_are_memorys_own() -> None:
@@ -305,7 +307,7 @@ def test_the_declared_signatures_are_memorys_own() -> None:
     if os.environ.get("MEMLANE_UPDATE_GOLDEN"):
         Path(operations.DECLARED).write_text(text, encoding="utf-8")
     assert json.loads(Path(operations.DECLARED).read_text(encoding="utf-8")) == json.loads(text), (
-        "Memory's operations changed: rerun with MEMLANE_UPDATE_GOLDEN=1 to write src/memlane/values/operations.json"
+        "Memory's operations changed: run python scripts/declare.py to write src/memlane/values/operations.json"
     )
     for op in operations.OPERATIONS:
         core = getattr(Memory, op.name)

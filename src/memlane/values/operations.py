@@ -7,7 +7,7 @@ meaning; :data:`DECLARED` (``operations.json``, beside this module) holds them a
 :func:`declare` reads them from ``Memory``, so that a surface made from the table
 (the Client, the service, ``AgentView``) has them without importing the core:
 ``tests/test_operations.py`` fails when it is not what ``Memory`` declares now
-(rerun it with ``MEMLANE_UPDATE_GOLDEN=1``). The HTTP service builds every
+(``python scripts/declare.py`` writes it again). The HTTP service builds every
 ``POST /v1/<operation>`` (request model, handler, ``GET /v1/operations``) from
 this table; the tests hold the MCP tools and the Client's typed methods to it.
 """
@@ -79,7 +79,10 @@ def _declared() -> Mapping[str, Any]:
 @cache
 def signature(name: str) -> inspect.Signature:
     """``Memory.<name>``'s signature, ``self`` included, as :data:`DECLARED` holds it."""
-    declared = _declared()[name]
+    try:
+        declared = _declared()[name]
+    except KeyError:  # an operation added to the table but not yet declared: say how to declare it
+        raise RuntimeError(f"{DECLARED} has no {name!r}: run python scripts/declare.py") from None
     return inspect.Signature(
         [
             inspect.Parameter(
