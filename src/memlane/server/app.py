@@ -78,9 +78,11 @@ ERROR_ANSWERS: dict[str, dict[str, Any]] = {
         (409, "A conditional write found the address taken, or the embedder differs."),
         (413, "The request body is too large."),
         (429, "Too much expensive work at once; retry after the Retry-After seconds."),
-        (503, "The store failed; nothing was written."),
+        (503, "The store failed, or the database is unreachable (store_unavailable, with Retry-After)."),
+        (507, "The disk holding the database is full (storage_full); nothing was written."),
     )
 }
+UNAUTHENTICATED = frozenset({f"/{API_VERSION}/health", f"/{API_VERSION}/ready"})
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -98,7 +100,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             for operation in methods.values():
                 answers = operation.setdefault("responses", {})
                 answers.pop("422", None)
-                if path.startswith(f"/{API_VERSION}/") and path != f"/{API_VERSION}/health":
+                if path.startswith(f"/{API_VERSION}/") and path not in UNAUTHENTICATED:
                     operation["security"] = [{"bearer": []}]
                     answers.update({k: v for k, v in ERROR_ANSWERS.items() if k not in answers})
         for unused in ("HTTPValidationError", "ValidationError"):
@@ -496,9 +498,17 @@ def create_app(
     async def list_operations() -> Response:
         return JSONResponse({"version": API_VERSION, "operations": operations})
 
-    @app.get(f"/{API_VERSION}/health", summary="Whether the service is up (no token needed).")
+    @app.get(f"/{API_VERSION}/health", summary="Liveness: whether the service process answers (no token needed).")
     async def health() -> Response:  # declared for OpenAPI: Dispatch answers it, in front of FastAPI
         raise RuntimeError("GET /v1/health is answered by memlane.server.dispatch, in front of FastAPI")
+
+    @app.get(
+        f"/{API_VERSION}/ready",
+        summary="Readiness: whether the service can read its store now; 503 while the database is unreachable.",
+        responses={503: ERROR_ANSWERS["503"]},
+    )
+    async def ready() -> Response:  # declared for OpenAPI: Dispatch answers it, in front of FastAPI
+        raise RuntimeError("GET /v1/ready is answered by memlane.server.dispatch, in front of FastAPI")
 
     from ..mcp import mount_mcp
     from .inspector import mount_inspector

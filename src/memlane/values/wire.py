@@ -43,6 +43,8 @@ KINDS: tuple[Kind, ...] = (
     Kind(errors.BackendUnavailableError, "unavailable", 501, "Unavailable"),
     Kind(errors.EmbedderError, "embedder_error", 502, "Embedder error"),
     Kind(errors.ChooserError, "chooser_error", 502, "Chooser error"),
+    Kind(errors.StorageFullError, "storage_full", 507, "Storage full"),
+    Kind(errors.StoreUnavailableError, "store_unavailable", 503, "Store unavailable"),
     Kind(errors.StoreError, "store_error", 503, "Store error"),
     Kind(errors.MemlaneError, "error", 500, "Error"),
 )
@@ -60,6 +62,7 @@ _BY_STATUS = {
     501: errors.BackendUnavailableError,
     502: errors.EmbedderError,
     503: errors.StoreError,
+    507: errors.StorageFullError,
 }
 
 
@@ -111,9 +114,9 @@ def decode(error: Any, status: int, *, suffix: str = "") -> errors.MemlaneError:
         return errors.QueryRefused(
             message, reason=_text_or_none(error.get("reason")), part=_text_or_none(error.get("part"))
         )
-    if cls is errors.BusyError:
+    if cls is errors.BusyError or cls is errors.StoreUnavailableError:
         wait = error.get("retry_after")
-        return errors.BusyError(message + suffix, retry_after=wait if isinstance(wait, int) and wait > 0 else 1)
+        return cls(message + suffix, retry_after=wait if isinstance(wait, int) and wait > 0 else 1)
     return cls(message + suffix)
 
 
