@@ -1,0 +1,218 @@
+"""MCP tool profiles: which tools a server offers (``--tools``, ``?tools=``), what its instructions name, and the
+token check in front of ``/mcp``.
+
+In-process and real: ``memlane mcp`` through the CLI with JSON-RPC on its stdin, and the service's ``/mcp``
+through Starlette's test client (the app ``memlane serve`` runs).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+from typer.testing import CliRunner
+
+import memlane
+from memlane import cli
+from memlane.mcp import GUIDE, INSTRUCTIONS, ITEM_TOOLS, PROFILES, TOOL_ALIASES, build_server, tool_selection
+from memlane.server import create_app
+from memlane.values.errors import ValidationError
+
+FACTS = PROFILES["facts"]
+QUERY = ("memory_query", "memory_query_space")
+EVERY = (*ITEM_TOOLS, "memory_add_conversation", *FACTS, *QUERY)
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+
+
+def named(text: str) -> set[str]:
+    return set(re.findall(r"\bmemory_[a-z_]+", text))
+
+
+# -- the selection ---------------------------------------------------------------------------------------------
+
+
+def test_the_profiles_are_these_and_all_is_every_tool_once_in_order() -> None:
+    assert PROFILES["default"] == ITEM_TOOLS and len(ITEM_TOOLS) == 9
+    assert PROFILES["conversations"] == ("memory_add_conversation",)
+    assert PROFILES["query"] == QUERY and len(FACTS) == 18
+    assert PROFILES["all"] == EVERY and len(set(EVERY)) == 30
+    assert list(PROFILES) == ["default", "conversations", "facts", "query", "all"]
+    assert tool_selection(None) == tool_selection("") == tool_selection([]) == tool_selection(" , ") == ITEM_TOOLS
+
+
+@pytest.mark.parametrize(
+    ("spec", "offered"),
+    [
+        ("all,-facts", (*ITEM_TOOLS, "memory_add_conversation", *QUERY)),
+        ("all,-facts,-query,-conversations", ITEM_TOOLS),
+        ("all, -facts , -memory_query", (*ITEM_TOOLS, "memory_add_conversation", "memory_query_space")),
+        ("facts,-memory_traverse,-lookup", tuple(n for n in FACTS if n not in ("memory_traverse", "memory_lookup"))),
+        ("default,-memory_delete", tuple(n for n in ITEM_TOOLS if n != "memory_delete")),
+        (["all", "-default", "-facts"], ("memory_add_conversation", *QUERY)),
+        ("query,default", (*ITEM_TOOLS, *QUERY)),  # always in the order of "all"
+        ("-facts,query", QUERY),  # read left to right: taking away what is not there yet takes nothing
+        ("query,-query,get", ("memory_get",)),
+    ],
+)
+def test_profiles_and_tools_combine_and_subtract(spec: Any, offered: tuple[str, ...]) -> None:
+    assert tool_selection(spec) == offered
+
+
+@pytest.mark.parametrize("spec", ["memory_set", "set", " memory_set "])
+def test_a_tools_earlier_name_selects_it(spec: str) -> None:
+    assert TOOL_ALIASES == {"memory_set": "memory_put"}
+    assert tool_selection(spec) == ("memory_put",)
+    assert tool_selection(f"default,-{spec.strip()}") == tuple(n for n in ITEM_TOOLS if n != "memory_put")
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("memory_gett", "'memory_gett' is neither a profile (default, conversations, facts, query, all) nor a memlane "
+         "tool (memory_get, ...); did you mean memory_get"),
+        ("factz", "did you mean facts?"),
+        ("xyzzy123", "nor a memlane tool (memory_get, ...)"),
+        ("-default", "'-default' leaves no tool to offer"),
+        ("get,-get", "leaves no tool to offer"),
+    ],
+)  # fmt: skip
+def test_an_unknown_name_or_an_empty_selection_is_refused_naming_tools(spec: str, says: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        tool_selection(spec)
+    assert refused.value.field == "tools" and says in str(refused.value)
+    if spec == "xyzzy123":
+        assert "did you mean" not in str(refused.value)
+
+
+# -- the instructions --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec", [*PROFILES, "get", "set", "search,recall", "facts_context", "query_space", "default,-memory_get_many"]
+)
+def test_the_instructions_name_only_tools_the_server_offers(spec: str) -> None:
+    offered = tool_selection(spec)
+    server = build_server(lambda ctx: None, spec)  # type: ignore[arg-type, return-value]
+    text = server.instructions or ""
+    assert text.startswith("memlane is your durable memory.") and named(text) <= set(offered)
+    # and every line whose tools are all offered is kept
+    kept = [line for line in GUIDE if named(line) <= set(offered)]
+    assert text == "\n".join(kept) + "\n"
+
+
+def test_every_tool_a_profile_offers_has_its_line_in_the_instructions() -> None:
+    for profile, tools in PROFILES.items():
+        text = build_server(lambda ctx: None, profile).instructions or ""  # type: ignore[arg-type, return-value]
+        assert named(text) == set(tools) - {"memory_add_entity", "memory_add_alias", "memory_merge_entities",
+            "memory_assert_fact", "memory_retract_fact", "memory_end_fact", "memory_add_document",
+            "memory_add_claim", "memory_add_claims", "memory_supersede_claim", "memory_combined_context",
+            "memory_traverse", "memory_lookup", "memory_hydrate", "memory_neighbours"}, profile  # fmt: skip
+    assert named(INSTRUCTIONS) == named("\n".join(GUIDE)) and INSTRUCTIONS.count("\n") == len(GUIDE)
+
+
+# -- through the CLI: memlane mcp --tools ----------------------------------------------------------------------
+
+
+def stdio(tmp_path: Path, tools: str) -> tuple[int, list[dict[str, Any]], str]:
+    """``memlane mcp --tools TOOLS`` given an initialize and a tools/list on stdin: exit code, answers, output."""
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    given = "".join(json.dumps(m) + "\n" for m in (INIT, note, LIST))
+    args = ["mcp", "--db", str(tmp_path / "m.db"), "--embedder", "none", "--tools", tools]
+    result = CliRunner().invoke(cli.app, args, input=given)
+    answers = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    return result.exit_code, answers, result.output
+
+
+@pytest.mark.parametrize(("tools", "offered"), [("memory_set", ["memory_put"]), ("all,-facts,-query,set", None)])
+def test_the_mcp_command_offers_what_tools_selects_earlier_names_included(
+    tmp_path: Path, tools: str, offered: list[str] | None
+) -> None:
+    code, answers, output = stdio(tmp_path, tools)
+    assert code == 0, output
+    listed = [t["name"] for t in answers[1]["result"]["tools"]]
+    assert listed == (offered or [*ITEM_TOOLS, "memory_add_conversation"])
+    assert named(answers[0]["result"]["instructions"]) <= set(listed)
+
+
+def test_the_mcp_command_refuses_an_unknown_tool_before_opening_the_store(tmp_path: Path) -> None:
+    code, answers, output = stdio(tmp_path, "default,memory_gett")
+    assert code != 0 and answers == [] and "did you mean memory_get" in output
+    assert not (tmp_path / "m.db").exists()
+
+
+# -- through the service: /mcp?tools= and the bearer token -----------------------------------------------------
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[tuple[TestClient, str]]:
+    with memlane.open(tmp_path / "s.db", embedder=None) as mem:
+        app = create_app(mem)
+        _, token = app.state.access.create_agent("a")
+        with TestClient(app) as http:
+            yield http, token
+
+
+def post(service: tuple[TestClient, str], query: str, message: dict[str, Any], auth: str | None = None) -> Any:
+    http, token = service
+    headers = {"Authorization": auth or f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    return http.post("/mcp" + query, json=message, headers=headers)
+
+
+@pytest.mark.parametrize(
+    ("query", "offered"),
+    [
+        ("", ITEM_TOOLS),
+        ("?tools=default&tools=facts", (*ITEM_TOOLS, *FACTS)),
+        ("?tools=query&tools=conversations&tools=get", ("memory_get", "memory_add_conversation", *QUERY)),
+        ("?tools=all&tools=-facts", (*ITEM_TOOLS, "memory_add_conversation", *QUERY)),
+        ("?tools=all,-facts", (*ITEM_TOOLS, "memory_add_conversation", *QUERY)),
+        ("?tools=memory_set&tools=get", ("memory_get", "memory_put")),
+        ("?other=1&tools=query", QUERY),
+    ],
+)
+def test_every_tools_parameter_of_the_url_counts(
+    service: tuple[TestClient, str], query: str, offered: tuple[str, ...]
+) -> None:
+    listed = post(service, query, LIST)
+    assert listed.status_code == 200, listed.text
+    assert tuple(t["name"] for t in listed.json()["result"]["tools"]) == offered
+    init = post(service, query, INIT)
+    text = init.json()["result"]["instructions"]
+    assert named(text) <= set(offered) and text == build_server(lambda ctx: None, offered).instructions  # type: ignore[arg-type, return-value]
+
+
+def test_a_bad_tools_parameter_is_400_naming_the_nearest(service: tuple[TestClient, str]) -> None:
+    for query in ("?tools=default&tools=factz", "?tools=-default", "?tools=facts&tools=-facts"):
+        bad = post(service, query, LIST)
+        assert bad.status_code == 400, query
+        assert bad.json()["error"]["message"].startswith("Bad request: ?tools: ")
+    assert "did you mean facts" in post(service, "?tools=default&tools=factz", LIST).text
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR"])
+def test_the_bearer_scheme_is_matched_whatever_its_case(service: tuple[TestClient, str], scheme: str) -> None:
+    """RFC 7235: the auth scheme is case-insensitive."""
+    _, token = service
+    for auth in (f"{scheme} {token}", f"{scheme}   {token}  "):
+        answer = post(service, "", INIT, auth)
+        assert answer.status_code == 200, (auth, answer.text)
+        assert answer.json()["result"]["serverInfo"]["name"] == "memlane"
+
+
+@pytest.mark.parametrize("auth", ["{token}", "Bearer{token}", "Basic {token}", "Bearer", "Bearer ", "Token {token}"])
+def test_anything_but_a_bearer_token_is_401(service: tuple[TestClient, str], auth: str) -> None:
+    _, token = service
+    answer = post(service, "", INIT, auth.format(token=token))
+    assert answer.status_code == 401 and answer.headers["www-authenticate"] == 'Bearer realm="memlane"'
+    assert answer.json()["error"]["message"].startswith("Unauthorized: a valid token is required")
