@@ -70,6 +70,9 @@ class GateRule(RuleBasedStateMachine):
             assert (others_wait and mine >= self.gate.per_agent) or len(self.queued[agent]) >= self.gate.max_waiting
             return
         assert (waiter is None) == room
+        # and it is refused whenever one of those holds: waiting is not granted past the share or max_waiting
+        assert room or not (others_wait and mine >= self.gate.per_agent)
+        assert room or len(self.queued[agent]) < self.gate.max_waiting
         if waiter is None:
             self.held[agent] += 1
             self._count_grant(agent, None)
@@ -266,4 +269,27 @@ def test_the_process_queues_a_bounded_number_of_requests_whoever_sends_them(monk
                 pass
     for t in threads:
         t.join(timeout=5)
+    assert gate.running() == 0 and gate.waiting() == 0
+
+
+@pytest.mark.parametrize("allowed", [0, 1, 3])
+def test_with_n_waiting_allowed_the_nth_waits_and_the_next_is_refused(allowed: int) -> None:
+    gate = Gate(per_agent=1, capacity=1, max_wait=10, max_waiting=allowed)
+    with gate.enter("a"):
+        with waiting(gate, "a", allowed) as threads:  # alone: past its share, its requests wait
+            assert gate.waiting() == allowed
+            with pytest.raises(BusyError) as refused:
+                with gate.enter("a"):
+                    pass
+            assert gate.waiting() == allowed and gate.running("a") == 1
+            assert f"this agent already has {allowed} searches or queries waiting (at most {allowed})" in str(
+                refused.value
+            )
+            assert refused.value.retry_after >= 1
+            if allowed:
+                with waiting(gate, "b", 1) as others:  # another agent's count is its own
+                    assert gate.waiting() == allowed + 1
+                threads += others
+    for t in threads:
+        t.join(timeout=10)
     assert gate.running() == 0 and gate.waiting() == 0
