@@ -81,7 +81,7 @@ class Scripted:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.handle_error = lambda *args: None  # type: ignore[method-assign]  # a dropped peer is the point
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()
