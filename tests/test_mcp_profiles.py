@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,31 +128,45 @@ def test_every_tool_a_profile_offers_has_its_line_in_the_instructions() -> None:
 # -- through the CLI: memlane mcp --tools ----------------------------------------------------------------------
 
 
-def stdio(tmp_path: Path, tools: str) -> tuple[int, list[dict[str, Any]], str]:
-    """``memlane mcp --tools TOOLS`` given an initialize and a tools/list on stdin: exit code, answers, output."""
+MEMLANE = Path(sys.executable).with_name("memlane")  # the console script beside the interpreter running the tests
+if not MEMLANE.exists():
+    MEMLANE = Path(shutil.which("memlane") or MEMLANE)
+
+
+def stdio(tmp_path: Path, tools: str) -> list[dict[str, Any]]:
+    """``memlane mcp --tools TOOLS`` as an MCP client runs it: its answers to an initialize and a tools/list."""
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    given = "".join(json.dumps(m) + "\n" for m in (INIT, note, LIST))
-    args = ["mcp", "--db", str(tmp_path / "m.db"), "--embedder", "none", "--tools", tools]
-    result = CliRunner().invoke(cli.app, args, input=given)
-    answers = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
-    return result.exit_code, answers, result.output
+    args = [str(MEMLANE), "mcp", "--db", str(tmp_path / "m.db"), "--embedder", "none", "--tools", tools]
+    with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in (INIT, note, LIST)))
+        proc.stdin.flush()
+        timer = threading.Timer(60, proc.kill)  # bounded: a server that never answers is killed
+        timer.start()
+        try:
+            answers = [json.loads(proc.stdout.readline()) for _ in range(2)]
+        finally:
+            timer.cancel()
+            proc.stdin.close()  # the client goes away: the server ends
+            proc.wait(timeout=30)
+    return answers
 
 
 @pytest.mark.parametrize(("tools", "offered"), [("memory_set", ["memory_put"]), ("all,-facts,-query,set", None)])
 def test_the_mcp_command_offers_what_tools_selects_earlier_names_included(
     tmp_path: Path, tools: str, offered: list[str] | None
 ) -> None:
-    code, answers, output = stdio(tmp_path, tools)
-    assert code == 0, output
+    answers = stdio(tmp_path, tools)
     listed = [t["name"] for t in answers[1]["result"]["tools"]]
     assert listed == (offered or [*ITEM_TOOLS, "memory_add_conversation"])
     assert named(answers[0]["result"]["instructions"]) <= set(listed)
 
 
 def test_the_mcp_command_refuses_an_unknown_tool_before_opening_the_store(tmp_path: Path) -> None:
-    code, answers, output = stdio(tmp_path, "default,memory_gett")
-    assert code != 0 and answers == [] and "did you mean memory_get" in output
-    assert not (tmp_path / "m.db").exists()
+    args = ["mcp", "--db", str(tmp_path / "m.db"), "--embedder", "none", "--tools", "default,memory_gett"]
+    result = CliRunner().invoke(cli.app, args, input="")
+    assert result.exit_code != 0 and "did you mean memory_get" in result.output
+    assert not result.output.startswith("{") and not (tmp_path / "m.db").exists()
 
 
 # -- through the service: /mcp?tools= and the bearer token -----------------------------------------------------
