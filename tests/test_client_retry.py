@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -36,14 +38,25 @@ ITEM = {
 }
 
 
+@dataclass
+class Answer:
+    """A step of the script: this status, these headers and this body, as they are."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
 class Scripted:
     """Answers requests in the order of ``script``: ``"ok"``, ``("busy", retry_after)``, ``"drop"`` (the connection
     closed once the request arrived), ``"reset"`` (reset once it arrived: the Client's read of the answer fails)
     or ``"slow"`` (answers after half a second)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: list[str] | None = None) -> None:
         self.script: list[Any] = []
         self.received: list[str] = []
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []  # method, path, headers, body
+        self.log = log if log is not None else []  # shared by several servers: who received what, in order
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -52,10 +65,23 @@ class Scripted:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:
+                self.do_POST()
+
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                sent = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 owner.received.append(self.path)
+                owner.log.append(owner.url)
+                owner.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, sent))
                 step = owner.script.pop(0) if owner.script else "ok"
+                if isinstance(step, Answer):
+                    self.send_response(step.status)
+                    for k, v in step.headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(step.body)))
+                    self.end_headers()
+                    self.wfile.write(step.body)
+                    return
                 if step == "slow":
                     threading.Event().wait(0.5)  # not time.sleep: the tests record the Client's sleeps there
                 if step in ("drop", "reset"):  # the request arrived; no answer will
@@ -323,6 +349,10 @@ def test_bad_transport_settings_are_refused_naming_them(kwargs: dict[str, Any], 
     with pytest.raises(errors.ValidationError) as refused:
         memlane.Client(**args)
     assert refused.value.field == field
+    says = {"url": "must be a service URL such as http://127.0.0.1:8420, or a list of them",
+        "retries": "must be a whole number >= 0, not ", "backoff": "must be a number of seconds in [0, 30], not ",
+        "retry_window": "must be a number of seconds >= 0, not "}  # fmt: skip
+    assert says[field] in str(refused.value)
 
 
 @pytest.mark.parametrize(
@@ -346,6 +376,136 @@ def test_what_json_cannot_carry_is_refused_by_field_before_sending(connect: Any,
             client.get_many({("agent/alice", "k")})  # a set
     assert e.value.field == "addresses" and "JSON cannot carry" in str(e.value)
     assert served.received == []
+
+
+def _json_answer(status: int, body: Any, **headers: str) -> Answer:
+    return Answer(status, json.dumps(body).encode(), {"Content-Type": "application/json", **headers})
+
+
+def test_each_request_carries_the_token_and_its_body_as_json(served: Scripted) -> None:
+    with memlane.Client(served.url + "/", "ml_token") as client:
+        assert client.url == served.url  # the trailing slash goes
+        client.put("agent/alice", "k", 1)
+        served.script = [_json_answer(200, {"items": 1})]
+        assert client._call("GET", "stats") == {"items": 1}
+    (put_method, put_path, put_headers, put_body), (get_method, get_path, get_headers, get_body) = served.requests
+    assert (put_method, put_path, get_method, get_path) == ("POST", "/v1/put", "GET", "/v1/stats")
+    assert put_headers["authorization"] == get_headers["authorization"] == "Bearer ml_token"
+    assert put_headers["content-type"] == "application/json"
+    assert json.loads(put_body) == {"namespace": "agent/alice", "key": "k", "value": 1, "text": None,
+        "metadata": None, "ttl": None, "if_absent": False, "index": True}  # fmt: skip
+    assert get_body == b"" and "content-type" not in get_headers
+
+
+def test_an_answer_that_is_not_json_comes_back_as_text(served: Scripted) -> None:
+    served.script = [Answer(200, b'{"a":1}\n{"b":2}\n', {"Content-Type": "application/x-ndjson"}), Answer(200, b"x")]
+    with memlane.Client(served.url, "t") as client:
+        assert list(client.export_records()) == [{"a": 1}, {"b": 2}]
+        assert client._call("GET", "export") == "x"  # no Content-Type at all: text
+
+
+def test_an_error_answer_is_the_services_error_and_a_bare_one_keeps_its_text(
+    served: Scripted, sleeps: list[float]
+) -> None:
+    gone = {"error": {"type": "not_found", "message": "no list for that address", "field": "key"}}
+    served.script = [_json_answer(409, gone), Answer(502, b"<html>bad gateway</html>" + b"x" * 300)]
+    with memlane.Client(served.url, "t") as client:
+        with pytest.raises(errors.NotFoundError) as missing:
+            client.list("agent/alice")
+        assert str(missing.value).startswith("no list for that address") and "(HTTP 409 from " in str(missing.value)
+        with pytest.raises(errors.MemlaneError) as bad:
+            client.list("agent/alice")
+    assert str(bad.value).startswith("<html>bad gateway</html>" + "x" * 176 + " (HTTP 502 from ")  # 200 characters
+    assert sleeps == []
+
+
+def test_a_busy_answer_waits_its_body_retry_after_else_the_header(served: Scripted, sleeps: list[float]) -> None:
+    busy = {"type": "busy", "message": "over its share"}
+    served.script = [
+        _json_answer(429, {"error": {**busy, "retry_after": 3}}, **{"Retry-After": "9"}),
+        _json_answer(429, {"error": busy}, **{"Retry-After": "7"}),
+        _json_answer(429, {"error": busy}),
+    ]
+    with memlane.Client(served.url, "t", retries=2) as client, pytest.raises(errors.BusyError):
+        client.get("agent/alice", "k")
+    assert sleeps == [3, 7]
+
+
+def test_what_the_client_says_when_it_gives_up(served: Scripted, sleeps: list[float]) -> None:
+    served.script = ["slow", "slow"]
+    with memlane.Client(served.url, "t", timeout=0.1) as client:
+        with pytest.raises(errors.StoreError) as read:
+            client.get("agent/alice", "k")
+        with pytest.raises(errors.StoreError) as write:
+            client.put("agent/alice", "k", 1)
+    within = f"cannot reach the memlane service at {served.url}: no answer within 0.1s; "
+    assert str(read.value) == within + "raise the Client's timeout or ask for less"
+    assert str(write.value) == within + (
+        "a write may or may not have been applied: read it back before sending it again"
+    )
+    dead = _dead_url()
+    with memlane.Client(dead, "t", retry_window=1) as client, pytest.raises(errors.StoreError) as gone:
+        client.get("agent/alice", "k")
+    assert str(gone.value).startswith(f"cannot reach the memlane service at {dead}: ")
+    assert str(gone.value).endswith(" (tried for 1 s; start the service, or raise the Client's retry_window)")
+
+
+def test_the_waits_double_up_to_the_cap_with_jitter(
+    served: Scripted, sleeps: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each wait is its step times 0.5 to 1 (random): here 0.5 + 0.5 / 2, so 0.75 of the step."""
+
+    class Half:
+        @staticmethod
+        def random() -> float:
+            return 0.5
+
+    monkeypatch.setattr(memlane.client, "random", Half)
+    served.script = ["drop"] * 100
+    with memlane.Client(served.url, "t", retry_window=7) as client, pytest.raises(errors.StoreError):
+        client.get("agent/alice", "k")
+    assert sleeps[:6] == [0.1875, 0.375, 0.75, 1.5, 1.5, 1.5] and sum(sleeps) == pytest.approx(7)
+
+
+def test_a_get_is_sent_again_after_a_lost_connection_and_a_bare_post_is_not(
+    served: Scripted, sleeps: list[float]
+) -> None:
+    served.script = ["drop", _json_answer(200, {"items": 0})]
+    with memlane.Client(served.url, "t") as client:
+        assert client._call("GET", "stats") == {"items": 0}  # a GET only reads
+        served.script = ["drop"]
+        with pytest.raises(errors.StoreError, match="may or may not"):
+            client.cleanup()  # POST outside the table: it may have deleted
+    assert served.received == ["/v1/stats", "/v1/stats", "/v1/cleanup"] and len(sleeps) == 1
+
+
+def test_failover_follows_the_order_of_the_urls(sleeps: list[float]) -> None:
+    log: list[str] = []
+    servers = [Scripted(log) for _ in range(3)]
+    try:
+        for s in servers:
+            s.script = ["drop"]
+        with memlane.Client([s.url for s in servers], "t") as client:
+            assert client._call("POST", "get", {}, safe=True) == ITEM
+            assert client.url == servers[0].url
+        assert log == [servers[0].url, servers[1].url, servers[2].url, servers[0].url]
+    finally:
+        for s in servers:
+            s.close()
+
+
+def test_without_httpx_the_client_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "httpx", None)
+    with pytest.raises(errors.BackendUnavailableError) as missing:
+        memlane.Client("http://127.0.0.1:1", "t")
+    assert str(missing.value) == "memlane.Client needs httpx: pip install 'memlane[client]'"
+
+
+def test_a_zero_backoff_is_allowed(served: Scripted, sleeps: list[float]) -> None:
+    served.script = ["drop"]
+    with memlane.Client(served.url, "t", backoff=0) as client:
+        assert client._call("POST", "get", {}, safe=True) == ITEM
+    assert sleeps == [0]
 
 
 # -- a real service that is down for a while: a worker restarting -------------------------------------------

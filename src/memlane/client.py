@@ -240,7 +240,8 @@ class Client(_Operations):
         headers = None if body is None else {"Content-Type": "application/json"}
         repeatable = method == "GET" if safe is None else safe
         deadline = time.monotonic() + self.retry_window
-        busy = lost = 0  # 429s and failed connections so far
+        busy = 0  # 429s so far
+        step = self.backoff  # the next wait after a failed connection, doubled each time up to the cap
         while True:
             url = self.url
             try:
@@ -270,9 +271,8 @@ class Client(_Operations):
                         f"cannot reach the memlane service at {url}: {e} (tried for {self.retry_window:g} s; "
                         "start the service, or raise the Client's retry_window)"
                     ) from None
-                wait = min(self.backoff * 2 ** min(lost, 30), max(self.backoff, MAX_LOST_WAIT))
-                time.sleep(min(wait * (0.5 + random.random() / 2), left))
-                lost += 1
+                time.sleep(min(step * (0.5 + random.random() / 2), left))
+                step = min(step * 2, max(self.backoff, MAX_LOST_WAIT))
                 continue
             if resp.status_code == 200:
                 return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else resp.text
