@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_types import CallToolResult
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -86,6 +87,8 @@ def test_a_tools_earlier_name_selects_it(spec: str) -> None:
         ("memory_gett", "'memory_gett' is neither a profile (default, conversations, facts, query, all) nor a memlane "
          "tool (memory_get, ...); did you mean memory_get"),
         ("factz", "did you mean facts?"),
+        ("memory_add_claimz", "; did you mean memory_add_claim or memory_add_claims?"),  # the nearest two
+        ("claimz", "; did you mean memory_add_claim or memory_add_claims?"),  # near as memory_claimz
         ("xyzzy123", "nor a memlane tool (memory_get, ...)"),
         ("-default", "'-default' leaves no tool to offer"),
         ("get,-get", "leaves no tool to offer"),
@@ -234,3 +237,50 @@ def test_anything_but_a_bearer_token_is_401(service: tuple[TestClient, str], aut
     answer = post(service, "", INIT, auth.format(token=token))
     assert answer.status_code == 401 and answer.headers["www-authenticate"] == 'Bearer realm="memlane"'
     assert answer.json()["error"]["message"].startswith("Unauthorized: a valid token is required")
+
+
+# -- calling the tools a server offers ------------------------------------------------------------------------
+
+
+def test_each_family_of_tools_answers_and_an_earlier_name_calls_its_tool(tmp_path: Path) -> None:
+    import anyio
+
+    with memlane.open(tmp_path / "m.db", embedder=None) as mem:
+        server = build_server(lambda ctx: mem, "all")
+
+        async def call(tool: str, **arguments: Any) -> dict[str, Any]:
+            result = await server.call_tool(tool, arguments)
+            assert isinstance(result, CallToolResult) and not result.is_error, (tool, result)
+            return result.structured_content or {}
+
+        async def main() -> None:
+            assert (await call("memory_set", namespace="user/1", key="k", value=7))["item"]["value"] == 7
+            assert (await call("memory_get", namespace="user/1", key="k"))["item"]["value"] == 7
+            await call("memory_resolve_entity", name="nobody")
+            assert (await call("memory_query", sql="SELECT count(*) AS n FROM memory_v1.items"))["rows"] == [[1]]
+
+        anyio.run(main)
+        assert mem.get("user/1", "k").value == 7  # type: ignore[union-attr]
+
+
+def test_a_tool_call_on_the_service_runs_as_its_agent_earlier_names_too(service: tuple[TestClient, str]) -> None:
+    http, _ = service
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
+    params = {"name": "memory_set", "arguments": {"namespace": "agent/a", "key": "k", "value": "v"}}
+    answer = post(service, "?tools=default", call | {"params": params})
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert not result.get("isError"), result
+    item = result["structuredContent"]["item"]
+    assert item["value"] == "v" and item["namespace"] == ["agent", "a"]
+    read = post(service, "", call | {"params": {"name": "memory_history", "arguments": {"namespace": "agent/a",
+        "key": "k"}}})  # fmt: skip
+    assert not read.json()["result"].get("isError"), read.text
+    outside = post(service, "?tools=get", call | {"params": params})  # memory_put is not offered: nor its old name
+    assert outside.json()["result"]["isError"] and "Unknown tool" in outside.text
+
+
+def test_the_server_says_who_it_is(service: tuple[TestClient, str]) -> None:
+    info = post(service, "", INIT).json()["result"]["serverInfo"]
+    assert info["name"] == info["title"] == "memlane" and info["version"] == memlane.__version__
+    assert info["description"] == "Durable memory for AI agents: exact keyed lookup and confirmed hybrid search."

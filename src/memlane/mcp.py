@@ -732,8 +732,8 @@ def tool_selection(spec: str | Iterable[str] | None = None) -> tuple[str, ...]:
     chosen: dict[str, None] = {}
     for word in words or ["default"]:
         name = word.lstrip("-").strip()
-        full = TOOL_ALIASES.get(name, name if name in PROFILES or name.startswith("memory_") else f"memory_{name}")
-        full = TOOL_ALIASES.get(full, full)
+        full = name if name in PROFILES or name.startswith("memory_") else f"memory_{name}"
+        full = TOOL_ALIASES.get(full, full)  # an earlier name (set, memory_set) is the tool's
         if full in PROFILES:
             names = PROFILES[full]
         elif full in PROFILES["all"]:
