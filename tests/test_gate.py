@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -293,3 +294,95 @@ def test_with_n_waiting_allowed_the_nth_waits_and_the_next_is_refused(allowed: i
     for t in threads:
         t.join(timeout=10)
     assert gate.running() == 0 and gate.waiting() == 0
+
+
+def test_each_refusal_says_why_and_when_to_retry() -> None:
+    gate = Gate(per_agent=1, capacity=2, max_wait=0.05, max_waiting=1)
+    gate._held_s = 3.0  # places are held 3 s on average
+    with gate.enter("a"), gate.enter("b"):
+        with waiting(gate, "c", 1) as threads:  # c waits: a is at its share while another agent waits
+            with pytest.raises(BusyError) as over:
+                with gate.enter("a"):
+                    pass
+            assert str(over.value) == (
+                "this agent already has 1 searches or queries running or waiting while other agents wait (its fair "
+                "share is 1); retry after the time given"
+            )
+            assert over.value.retry_after == 5  # ceil(3 x (1 + 1 waiting / 2 places))
+            with pytest.raises(BusyError) as full:
+                with gate.enter("c"):
+                    pass
+            assert str(full.value) == (
+                "this agent already has 1 searches or queries waiting (at most 1); wait for some to finish, then retry"
+            )
+            assert full.value.retry_after == 5
+    for t in threads:
+        t.join(timeout=10)
+    with gate.enter("a"), gate.enter("a2"), pytest.raises(BusyError) as late:
+        with gate.enter("b"):
+            pass
+    assert str(late.value) == (
+        "no place for this search or query within 0.05 s (the service is saturated); retry after the time given"
+    )
+    assert late.value.retry_after == 3
+
+
+def test_the_process_wide_refusal_says_how_many_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    import memlane.values.gate
+
+    monkeypatch.setattr(memlane.values.gate, "MAX_QUEUED", 1)
+    gate = Gate(per_agent=1, capacity=1, max_wait=10)
+    gate._held_s = 2.0
+    with gate.enter("holder"), waiting(gate, "one", 1) as threads:
+        with pytest.raises(BusyError) as full:
+            with gate.enter("two"):
+                pass
+    for t in threads:
+        t.join(timeout=10)
+    assert (
+        str(full.value) == "1 searches or queries are waiting in this process (at most 1); retry after the time given"
+    )
+    assert full.value.retry_after == 4  # ceil(2 x (1 + 1 waiting / 1 place))
+
+
+@pytest.mark.parametrize(("held", "waiters", "expected"), [(1.0, 0, 1), (0.2, 0, 1), (1.0, 1, 2), (2.5, 3, 10)])
+def test_retry_after_is_the_time_the_queue_ahead_takes_at_least_a_second(
+    held: float, waiters: int, expected: int
+) -> None:
+    gate = Gate(per_agent=1, capacity=1, max_wait=10)
+    gate._held_s = held
+    with gate.enter("holder"), waiting(gate, "w", waiters) if waiters else contextlib.nullcontext() as threads:
+        assert gate._retry_after() == expected  # held x (1 + waiting / capacity), rounded up
+    for t in threads or ():
+        t.join(timeout=10)
+
+
+def test_an_event_loop_waiter_is_refused_after_max_wait_and_a_cancelled_one_just_leaves() -> None:
+    async def scenario() -> None:
+        gate = Gate(per_agent=1, capacity=1, max_wait=0.1)
+        await gate.acquire("hog")
+        started = time.monotonic()
+        with pytest.raises(BusyError, match="within 0.1 s"):
+            await asyncio.wait_for(gate.acquire("late"), 5)  # bounded: a waiter that is never refused fails here
+        assert 0.05 <= time.monotonic() - started < 5 and gate.waiting() == 0
+        gate.max_wait = 10
+        leaver = asyncio.create_task(gate.acquire("leaver"))
+        await asyncio.sleep(0.01)
+        assert gate.waiting() == 1
+        leaver.cancel()
+        await asyncio.gather(leaver, return_exceptions=True)
+        assert leaver.cancelled() and gate.waiting() == 0 and gate.running() == 1  # cancelled, not refused
+        gate.release("hog")
+        assert gate.running() == 0
+
+    asyncio.run(scenario())
+
+
+def test_each_agents_places_are_counted_apart_and_nothing_is_kept_once_all_leave() -> None:
+    gate = Gate(per_agent=2, capacity=4)
+    with gate.enter("a"), gate.enter("a"), gate.enter("b"):
+        assert (gate.running("a"), gate.running("b"), gate.running("c"), gate.running()) == (2, 1, 0, 3)
+    for n in range(50):  # many callers, each once (made-up tokens): the gate keeps no entry for any of them
+        with gate.enter(f"caller-{n}"):
+            pass
+    assert gate.running() == 0 and gate._running == {} and gate._queues == {} and not gate._turns
