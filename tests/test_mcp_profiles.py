@@ -277,7 +277,9 @@ def test_a_tool_call_on_the_service_runs_as_its_agent_earlier_names_too(service:
         "key": "k"}}})  # fmt: skip
     assert not read.json()["result"].get("isError"), read.text
     outside = post(service, "?tools=get", call | {"params": params})  # memory_put is not offered: nor its old name
-    assert outside.json()["result"]["isError"] and "Unknown tool" in outside.text
+    assert outside.json()["result"]["isError"] and "Unknown tool: memory_put" in outside.text
+    unknown = post(service, "", call | {"params": {"name": "memory_nope", "arguments": {}}})
+    assert unknown.json()["result"]["isError"] and "Unknown tool: memory_nope" in unknown.text
 
 
 def test_the_server_says_who_it_is(service: tuple[TestClient, str]) -> None:
