@@ -234,7 +234,7 @@ MODULES: dict[str, Module] = {
         tests=("tests/test_client_retry.py",),
         # the AsyncClient runs the same transport; the real service down for seconds is the slow twin of the
         # fake-clock window tests
-        select="not AsyncClient and not outlast and not comes_back",
+        select="not AsyncClient and not real_service",
         note="the Client's transport: what is sent again (429, a lost connection within retry_window), failover",
     ),
     "gate": Module(

@@ -385,6 +385,7 @@ def _json_answer(status: int, body: Any, **headers: str) -> Answer:
 def test_each_request_carries_the_token_and_its_body_as_json(served: Scripted) -> None:
     with memlane.Client(served.url + "/", "ml_token") as client:
         assert client.url == served.url  # the trailing slash goes
+        assert memlane.Client("http://127.0.0.1:1/X/", "t").url == "http://127.0.0.1:1/X"  # and only that
         client.put("agent/alice", "k", 1)
         served.script = [_json_answer(200, {"items": 1})]
         assert client._call("GET", "stats") == {"items": 1}
@@ -397,7 +398,7 @@ def test_each_request_carries_the_token_and_its_body_as_json(served: Scripted) -
     assert get_body == b"" and "content-type" not in get_headers
 
 
-def test_an_answer_that_is_not_json_comes_back_as_text(served: Scripted) -> None:
+def test_an_answer_that_is_not_json_is_read_as_text(served: Scripted) -> None:
     served.script = [Answer(200, b'{"a":1}\n{"b":2}\n', {"Content-Type": "application/x-ndjson"}), Answer(200, b"x")]
     with memlane.Client(served.url, "t") as client:
         assert list(client.export_records()) == [{"a": 1}, {"b": 2}]
@@ -408,13 +409,20 @@ def test_an_error_answer_is_the_services_error_and_a_bare_one_keeps_its_text(
     served: Scripted, sleeps: list[float]
 ) -> None:
     gone = {"error": {"type": "not_found", "message": "no list for that address", "field": "key"}}
-    served.script = [_json_answer(409, gone), Answer(502, b"<html>bad gateway</html>" + b"x" * 300)]
+    served.script = [
+        _json_answer(409, gone),
+        Answer(502, b"<html>bad gateway</html>" + b"x" * 300),
+        Answer(404, b"<html>no such page</html>"),
+    ]
     with memlane.Client(served.url, "t") as client:
         with pytest.raises(errors.NotFoundError) as missing:
             client.list("agent/alice")
         assert str(missing.value).startswith("no list for that address") and "(HTTP 409 from " in str(missing.value)
         with pytest.raises(errors.MemlaneError) as bad:
             client.list("agent/alice")
+        with pytest.raises(errors.NotFoundError) as bare:  # no error object: the status says what it is
+            client.list("agent/alice")
+    assert str(bare.value).startswith("<html>no such page</html> (HTTP 404 from ")
     assert str(bad.value).startswith("<html>bad gateway</html>" + "x" * 176 + " (HTTP 502 from ")  # 200 characters
     assert sleeps == []
 
@@ -569,7 +577,7 @@ def restarting(tmp_path: Any) -> Iterator[tuple[Any, str, int]]:
     mem.close()
 
 
-def test_reads_and_unsent_writes_outlast_a_service_down_for_three_seconds(restarting: Any) -> None:
+def test_reads_and_unsent_writes_outlast_a_real_service_down_for_three_seconds(restarting: Any) -> None:
     from memlane.server import create_app
 
     mem, token, port = restarting
@@ -586,7 +594,7 @@ def test_reads_and_unsent_writes_outlast_a_service_down_for_three_seconds(restar
         later.stop()
 
 
-def test_a_write_that_may_have_run_is_not_sent_again_when_the_service_comes_back(restarting: Any) -> None:
+def test_a_write_that_may_have_run_is_not_sent_again_when_the_real_service_is_back(restarting: Any) -> None:
     from memlane.server import create_app
 
     mem, token, port = restarting
