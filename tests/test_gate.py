@@ -386,3 +386,12 @@ def test_each_agents_places_are_counted_apart_and_nothing_is_kept_once_all_leave
         with gate.enter(f"caller-{n}"):
             pass
     assert gate.running() == 0 and gate._running == {} and gate._queues == {} and not gate._turns
+
+
+def test_a_new_gate_asks_for_one_second() -> None:
+    """Before any place was held, a place is taken to last a second: the first refusal says 1."""
+    gate = Gate(per_agent=1, capacity=1, max_waiting=0)
+    with gate.enter("a"), pytest.raises(BusyError) as refused:
+        with gate.enter("b"):
+            pass
+    assert refused.value.retry_after == 1 and gate._held_s == 1.0
