@@ -613,3 +613,14 @@ def test_a_write_that_may_have_run_is_not_sent_again_when_the_real_service_is_ba
         assert mem.get("agent/alice", "maybe") is None
     finally:
         later.stop()
+
+
+def test_arguments_nested_past_what_json_can_carry_are_refused_by_field_before_sending(served: Scripted) -> None:
+    deep: list[Any] = []
+    for _ in range(5000):  # past Python's recursion limit: the encoder could not even try
+        deep = [deep]
+    with memlane.Client(served.url, "t", backoff=30) as client:  # 30 s: the largest backoff allowed
+        with pytest.raises(errors.ValidationError) as refused:
+            client.get_many(deep)
+    assert refused.value.field == "addresses" and "nested more than" in str(refused.value)
+    assert served.received == []
