@@ -286,3 +286,21 @@ def test_the_server_says_who_it_is(service: tuple[TestClient, str]) -> None:
     info = post(service, "", INIT).json()["result"]["serverInfo"]
     assert info["name"] == info["title"] == "memlane" and info["version"] == memlane.__version__
     assert info["description"] == "Durable memory for AI agents: exact keyed lookup and confirmed hybrid search."
+
+
+def test_the_server_logs_only_warnings_so_a_stdio_clients_log_stays_quiet() -> None:
+    """The SDK configures the root logger at the server's level (when nothing configured it before, as in
+    ``memlane mcp``): at INFO it would log every request on stderr."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    root.handlers.clear()
+    try:
+        build_server(lambda ctx: None)  # type: ignore[arg-type, return-value]
+        assert root.level == logging.WARNING
+    finally:
+        for handler in root.handlers[:]:
+            root.removeHandler(handler)
+        root.handlers.extend(handlers)
+        root.setLevel(level)
