@@ -824,7 +824,7 @@ def test_an_unexpected_exception_is_a_500_that_leaks_nothing_and_the_client_rais
 
 
 def test_the_client_raises_store_error_when_the_service_cannot_be_reached() -> None:
-    with memlane.Client(f"http://127.0.0.1:{free_port()}", WRONG_TOKEN, timeout=5) as client:
+    with memlane.Client(f"http://127.0.0.1:{free_port()}", WRONG_TOKEN, timeout=5, retry_window=0.5) as client:
         with pytest.raises(errors.MemlaneError) as raised:
             client.get(ALICE, "k")
     assert type(raised.value) is errors.StoreError
