@@ -7,6 +7,7 @@ same port. The server behind it is untouched, so other tests that share it go on
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from typing import Any
@@ -59,6 +60,8 @@ class Cuttable:
             listener, self._listener = self._listener, None
             relayed, self._open = self._open, set()
         if listener is not None:
+            with contextlib.suppress(OSError):  # wakes the thread in accept(), which holds the port while it waits
+                listener.shutdown(socket.SHUT_RDWR)
             listener.close()
         for sock in relayed:
             try:

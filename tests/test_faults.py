@@ -389,6 +389,39 @@ def test_the_python_api_raises_store_unavailable_while_the_database_is_away(rela
         assert mem.get(ALICE, "k").value == 1
 
 
+def test_the_clients_reads_wait_out_a_short_outage_and_its_writes_are_never_sent_twice(
+    relayed: tuple[Any, str],
+) -> None:
+    """A read answered 503 is sent again after Retry-After (``retries`` times); a write answered 503 is not: the
+    database may have gone as it committed."""
+    from live import LiveServer
+
+    relay, url = relayed
+    mem = memlane.open(url, embedder=None)
+    token = Access(mem).create_agent("alice")[1]
+    server = LiveServer(create_app(mem), fresh=True)
+    try:
+        with memlane.Client(server.url, token, retries=3) as client:
+            client.put(ALICE, "k", 1)
+            relay.cut()
+            with pytest.raises(errors.StoreUnavailableError):
+                client.put(ALICE, "k", 2)  # refused at once, not after the retries' waits
+            back = threading.Timer(1.5, relay.restore)
+            back.start()
+            started = time.monotonic()
+            assert client.get(ALICE, "k").value == 1  # waited for the database
+            assert time.monotonic() - started >= 1.0
+            back.join()
+        with memlane.Client(server.url, token, retries=0) as client:
+            relay.cut()
+            with pytest.raises(errors.StoreUnavailableError):
+                client.get(ALICE, "k")  # retries=0: never sent again
+            relay.restore()
+    finally:
+        server.stop()
+        mem.close()
+
+
 def test_postgresql_stopped_and_started_under_load_answers_503_then_recovers_losing_nothing(
     postgres: Any, tmp_path: Path
 ) -> None:

@@ -150,8 +150,10 @@ class Client(_Operations):
         token: the agent's token (``memlane agent create NAME`` prints it).
         timeout: seconds per request.
         retries: how many times a request refused with 429 busy (it did not
-            run) is sent again, after the ``Retry-After`` seconds the service
-            gives (at most 30); 0: never.
+            run), or a read answered 503 because the service's database is
+            unreachable, is sent again, after the ``Retry-After`` seconds the
+            service gives (at most 30); 0: never. A write answered 503 is never
+            sent again: the database may have gone away as it committed.
         backoff: seconds before the first retry after a lost connection,
             doubled at each next one up to 2 seconds (or ``backoff``, if more),
             with jitter.
@@ -238,7 +240,7 @@ class Client(_Operations):
         headers = None if body is None else {"Content-Type": "application/json"}
         repeatable = method == "GET" if safe is None else safe
         deadline = time.monotonic() + self.retry_window
-        busy = 0  # 429s so far
+        busy = 0  # 429s (and 503s of a read) so far
         step = self.backoff  # the next wait after a failed connection, doubled each time up to the cap
         while True:
             url = self.url
@@ -281,8 +283,11 @@ class Client(_Operations):
             if isinstance(err, dict) and "retry_after" not in err and resp.headers.get("retry-after", "").isdigit():
                 err = {**err, "retry_after": int(resp.headers["retry-after"])}
             failure = wire.decode(err, resp.status_code, suffix=f" (HTTP {resp.status_code} from {url})")
-            if isinstance(failure, errors.BusyError) and busy < self.retries:
-                # refused before it ran: always safe to send again, after the wait the service asked for
+            again = isinstance(failure, errors.BusyError) or (
+                repeatable and isinstance(failure, errors.StoreUnavailableError)  # a read: the database is back soon
+            )
+            if again and busy < self.retries:
+                # refused before it ran, or a read: safe to send again, after the wait the service asked for
                 time.sleep(min(float(failure.retry_after), MAX_RETRY_WAIT))
                 busy += 1
                 continue
