@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,3 +100,61 @@ def test_a_404_that_is_not_memlanes_is_no_missing_item(service: Any) -> None:
                 client.get("notes", "k")
     finally:
         other.stop()
+
+
+# -- memlane serve --port ----------------------------------------------------------------------------------------
+
+
+def _no_columns() -> dict[str, str]:
+    """The environment of a script: no terminal width, no embedder chosen."""
+    return {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "MEMLANE_EMBEDDER")}
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-1"])
+def test_serve_refuses_a_port_outside_the_range_in_one_line(tmp_path: Path, port: str) -> None:
+    db = tmp_path / "m.db"
+    done = subprocess.run(
+        [MEMLANE, "serve", "--db", str(db), "--port", port, "--workers", "1"],
+        capture_output=True,
+        text=True,
+        env=_no_columns(),
+        timeout=60,
+    )
+    assert done.returncode != 0 and "serving" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "port must be 1-65535, or 0" in lines[0] and port in lines[0], done.stderr
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_on_port_0_says_the_port_it_listens_on(tmp_path: Path, workers: str) -> None:
+    # a long path, and stderr a pipe without COLUMNS: the line stays one line a script can read
+    db = tmp_path / ("a-rather-long-directory-name-" * 3) / "m.db"
+    db.parent.mkdir()
+    server = subprocess.Popen(
+        [MEMLANE, "serve", "--db", str(db), "--port", "0", "--workers", workers, "--embedder", "none"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=_no_columns(),
+    )
+    try:
+        assert server.stderr is not None
+        said = []
+        for line in server.stderr:
+            said.append(line)
+            if "serving" in line:
+                break
+        else:
+            pytest.fail(f"memlane serve ended without saying it was serving: {said}")
+        token_line = next(x for x in said if "token" in x)
+        assert token_line.rstrip().split()[-1].startswith("ml_")  # the token is on its line, whole
+        match = re.search(r"serving (.+) at http://127\.0\.0\.1:(\d+) \(workers: \d\)$", line.rstrip("\n"))
+        assert match, said
+        assert match.group(1) == str(db)
+        port = int(match.group(2))
+        assert port != 0
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=10).json()["status"] == "ok"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
