@@ -158,3 +158,41 @@ def test_serve_on_port_0_says_the_port_it_listens_on(tmp_path: Path, workers: st
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+# -- a missing extra names itself before anything else fails ---------------------------------------------------
+
+# Runs Python with the named top-level modules made unimportable by a meta-path finder (as on an install without
+# the extra, whatever is installed here), and prints the exception an import raises, on one line.
+BLOCKED = """
+import sys
+blocked = set(sys.argv[1].split(','))
+
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition('.')[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Blocker())
+try:
+    exec(sys.argv[2])
+except ImportError as e:
+    print(type(e).__name__ + ': ' + str(e))
+"""
+
+
+@pytest.mark.parametrize("missing", ["numpy,langgraph", "numpy", "langgraph"])
+def test_the_langgraph_store_without_its_extra_names_the_extra_first(tmp_path: Path, missing: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKED, missing, "from memlane.langgraph import MemlaneStore"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    said = done.stdout.strip()
+    assert said.startswith("ImportError: memlane.langgraph needs") and "\n" not in said, said
+    assert "pip install 'memlane[langgraph]'" in said
+    assert f"No module named '{missing.split(',')[0]}'" in said  # which module is missing
