@@ -196,3 +196,16 @@ def test_the_langgraph_store_without_its_extra_names_the_extra_first(tmp_path: P
     assert said.startswith("ImportError: memlane.langgraph needs") and "\n" not in said, said
     assert "pip install 'memlane[langgraph]'" in said
     assert f"No module named '{missing.split(',')[0]}'" in said  # which module is missing
+
+
+# -- one spelling of "no embedder" --------------------------------------------------------------------------------
+
+
+def test_embedder_none_as_text_is_lexical_only_in_python_as_on_the_command_line(tmp_path: Path) -> None:
+    with memlane.open(tmp_path / "m.db", embedder="none") as mem:
+        assert mem.embedder is None
+        mem.put("notes", "k", "cats purr")
+        assert [h.key for h in mem.search("cats").hits] == ["k"]
+    # nothing was recorded: a later open with an embedder is no mismatch
+    with memlane.open(tmp_path / "m.db", embedder="fake") as mem:
+        assert mem.embedder is not None and mem.embedder.name == "fake"

@@ -63,6 +63,7 @@ DEFAULT_PATH = "memlane.db"
 CHANNELS = ("lexical", "vector")
 MODES = ("hybrid", "lexical", "vector", "single", "tiered")
 DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded embedder, else the default
+NO_EMBEDDER = "none"  # open(embedder="none"): lexical only, as embedder=None and the CLI's --embedder none
 # Fusion defaults, measured in bench/retrieval.py (docs/benchmarks.md): a small
 # general embedder is the weaker channel on conversational text, so the vector
 # channel counts half, and a small k lets each channel's top ranks decide.
@@ -1587,10 +1588,10 @@ def _named_embedder(spec: Any) -> Any:
     that a missing extra fails at open() in one line and writes nothing; ``_UNNAMED`` when none is named."""
     if isinstance(spec, str) and spec == DEFAULT:
         spec = os.environ.get("MEMLANE_EMBEDDER") or DEFAULT
-        if spec == "none":
-            return None
         if spec == DEFAULT:
             return _UNNAMED
+    if isinstance(spec, str) and spec == NO_EMBEDDER:  # one spelling everywhere: --embedder none, $MEMLANE_EMBEDDER
+        return None
     chosen = resolve_embedder(spec)
     if chosen is not None:
         check_runnable(chosen, f"open without vectors{_LEXICAL_ONLY}")
@@ -1662,7 +1663,7 @@ def open(  # noqa: A001
             or ``./memlane.db``.
         clock: zero-argument callable returning an aware datetime.
         author: recorded on every write.
-        embedder: ``None`` for lexical only; a registered name (``"minilm"``,
+        embedder: ``None`` (or ``"none"``, the CLI's word) for lexical only; a registered name (``"minilm"``,
             ``"fake"``, ``"openai:<model>"``); or an object with ``name``,
             ``dimension`` and ``embed_batch``. By default ``$MEMLANE_EMBEDDER``
             (a name, or ``none``) if set; else an existing store uses the
