@@ -209,3 +209,68 @@ def test_embedder_none_as_text_is_lexical_only_in_python_as_on_the_command_line(
     # nothing was recorded: a later open with an embedder is no mismatch
     with memlane.open(tmp_path / "m.db", embedder="fake") as mem:
         assert mem.embedder is not None and mem.embedder.name == "fake"
+
+
+# -- memlane.aio.open in async with, with or without await --------------------------------------------------------
+
+
+def test_aio_open_is_awaitable_and_an_async_context_manager(tmp_path: Path) -> None:
+    import asyncio
+
+    import memlane.aio
+
+    async def main() -> None:
+        async with memlane.aio.open(tmp_path / "m.db", embedder=None) as mem:  # no await
+            await mem.put("notes", "k", "v")
+            inner = mem
+        with pytest.raises(memlane.StoreError):  # closed at the end of the block
+            inner.sync.get("notes", "k")
+        async with await memlane.aio.open(tmp_path / "m.db", embedder=None) as mem:  # the documented form
+            assert (await mem.get("notes", "k")).value == "v"
+        mem = await memlane.aio.open(tmp_path / "m.db", embedder=None)
+        try:
+            assert await mem.exists("notes", "k")
+        finally:
+            await mem.close()
+
+    asyncio.run(main())
+
+
+# -- the Client: set-up mistakes at construction, and what retries=0 raises ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("127.0.0.1:8420", "url: '127.0.0.1:8420' has no scheme: write http://127.0.0.1:8420"),
+        ("localhost:8420", "url: 'localhost:8420' has no scheme: write http://localhost:8420"),
+        ("ftp://127.0.0.1:8420", "url: 'ftp://127.0.0.1:8420' must start with http:// or https://"),
+        ("http://", "url: 'http://' names no host"),
+        (["http://127.0.0.1:8420", "127.0.0.2:8420"], "url: '127.0.0.2:8420' has no scheme"),
+    ],
+)
+def test_a_client_url_without_a_scheme_or_host_is_refused_at_once(url: Any, said: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        memlane.Client(url, "ml_token")
+    assert str(refused.value).startswith(said), str(refused.value)
+
+
+@pytest.mark.parametrize("token", ["", "   ", "ml_x\n", "ml_x y", None, 5])
+def test_a_client_token_that_cannot_be_sent_is_refused_at_once(token: Any) -> None:
+    with pytest.raises(ValidationError, match="^token: ") as refused:
+        memlane.Client("http://127.0.0.1:8420", token)
+    assert "memlane agent create" in str(refused.value)
+
+
+def test_a_refused_connection_with_retries_0_is_the_store_error_the_docs_name() -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with memlane.Client(f"http://127.0.0.1:{port}", "ml_t", retries=0) as client:
+        with pytest.raises(memlane.StoreError, match="cannot reach the memlane service"):
+            client.get("notes", "k")
+    doc = (Path(__file__).parents[1] / "docs" / "python-api.md").read_text()
+    said = doc[doc.index("`retries=0` raises at the first failure") :][:200]
+    assert "`StoreError`" in said and "BackendUnavailableError" not in said
