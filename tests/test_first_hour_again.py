@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -274,3 +275,66 @@ def test_a_refused_connection_with_retries_0_is_the_store_error_the_docs_name() 
     doc = (Path(__file__).parents[1] / "docs" / "python-api.md").read_text()
     said = doc[doc.index("`retries=0` raises at the first failure") :][:200]
     assert "`StoreError`" in said and "BackendUnavailableError" not in said
+
+
+# -- output to a pipe is not wrapped at 80 columns ----------------------------------------------------------------
+
+
+def test_tokens_and_messages_to_a_pipe_stay_on_one_line(tmp_path: Path) -> None:
+    db = tmp_path / ("a-rather-long-directory-name-" * 3) / "m.db"
+    db.parent.mkdir()
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [MEMLANE, *args, "--db", str(db)], capture_output=True, text=True, env=_no_columns(), timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    created = run("agent", "create", "a-rather-long-agent-name-for-a-long-line-of-output")
+    said, token = created.splitlines()  # two lines, each whole
+    assert said.startswith("Created agent") and said.endswith("-line-of-output).") and " agent/a-rather" in said
+    assert token.startswith("Token (shown once): ml_"), created
+    rotated = run("agent", "token", "a-rather-long-agent-name-for-a-long-line-of-output")
+    assert len(rotated.splitlines()) == 1 and rotated.split()[-1].startswith("ml_"), rotated
+    assert rotated.split()[-1] != created.split()[-1]
+
+
+# -- memlane import of a record without a value -------------------------------------------------------------------
+
+
+def test_import_of_a_record_without_a_field_names_the_line_and_the_field(tmp_path: Path) -> None:
+    with memlane.open(tmp_path / "m.db", embedder=None) as mem:
+        mem.put("notes", "a", "one")
+        mem.put("notes", "b", "two")
+        records = list(mem.export_records())
+    del records[1]["value"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in records))
+    done = subprocess.run(
+        [MEMLANE, "import", str(bad), "--db", str(tmp_path / "fresh.db")],
+        capture_output=True,
+        text=True,
+        env=_no_columns(),
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip() == (
+        "Error: line 2: has no 'value' field (an exported record has namespace, key, value, ...); nothing was imported"
+    ), done.stderr
+    with memlane.open(tmp_path / "other.db", embedder=None) as mem, pytest.raises(ValidationError) as refused:
+        mem.import_records(records)
+    assert "KeyError" not in str(refused.value) and "record 2: has no 'value' field" in str(refused.value)
+
+
+# -- a retention rule set by an admin records the admin ------------------------------------------------------------
+
+
+def test_a_retention_rule_set_through_an_admin_client_records_the_admin(service: Any) -> None:
+    mem, url, token = service
+    with memlane.Client(url, token) as admin:
+        rule = admin.set_retention("notes", keep_versions=3)
+        assert rule.updated_by == "root"
+        assert [r.updated_by for r in admin.retention_rules()] == ["root"]
+        assert admin.clear_retention("notes")
+    assert mem.retention_rules() == []

@@ -473,8 +473,11 @@ def _metadata(raw: str | None) -> Any:
 
 
 def _console(stderr: bool = False) -> Console:
-    # Made per call so that redirected streams and $COLUMNS are honoured.
-    return Console(stderr=stderr, highlight=False)
+    # Made per call so that redirected streams and $COLUMNS are honoured. Not to a terminal (a pipe, a file), a
+    # line of text is never broken at the width (80 there): a script reads a token or an address on one line
+    console = Console(stderr=stderr, highlight=False)
+    console.soft_wrap = not console.is_terminal
+    return console
 
 
 def _print_json(data: Any) -> None:
@@ -1414,7 +1417,8 @@ def import_records(
                 # the core names the record by its number; without one, the line last read is the culprit
                 record = getattr(e, "record", None)
                 line = lines.lines[record - 1] if record and record <= len(lines.lines) else lines.line
-                raise memlane.ValidationError(f"line {line}", str(e)) from e
+                said = str(e).removeprefix("record: ").removeprefix(f"record {record}: ")  # the line says which
+                raise memlane.ValidationError(f"line {line}", said) from e
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
