@@ -181,7 +181,9 @@ def test_a_broken_promise_or_print_fails_and_kept_ones_pass() -> None:
     for code in ("x = 'light'\nx  # 'dark'\n", "print('hi')\n# ho\n", "x = 1\nx  # True\n"):
         with pytest.raises(AssertionError):
             run_example(code, "t", {})
-    run_example("import asyncio\nawait asyncio.sleep(0)  # None\n", "t", {})
+    run_example("import asyncio\nasyncio.run(asyncio.sleep(0))  # None\n", "t", {})
+    with pytest.raises(SyntaxError):  # as for a reader running the block as a script
+        run_example("import asyncio\nawait asyncio.sleep(0)  # None\n", "t", {})
 
 
 # The Python examples assume some names without defining them: ``mem`` (a Memory, as in the API reference),

@@ -338,3 +338,31 @@ def test_a_retention_rule_set_through_an_admin_client_records_the_admin(service:
         assert [r.updated_by for r in admin.retention_rules()] == ["root"]
         assert admin.clear_retention("notes")
     assert mem.retention_rules() == []
+
+
+# -- the not_yet_indexed note says what a caller can do --------------------------------------------------------------
+
+
+def test_the_not_yet_indexed_note_asks_only_for_what_every_surface_has(tmp_path: Path) -> None:
+    with memlane.open(tmp_path / "m.db", embedder="fake") as first:  # the store records its embedder
+        first.put("other", "k", "something else")
+        assert first.wait_indexed(30)
+    with memlane.open(tmp_path / "m.db", embedder=None) as plain:  # a lexical writer marks what it writes
+        plain.put("notes", "k", "a note written without vectors")
+    with memlane.open(tmp_path / "m.db", embedder="fake", indexing="external") as mem:
+        mem.catch_up = memlane.CatchUp(items=0)  # the search does not embed the waiting items first
+        env = mem.search("note", channels=["vector"])
+        assert env.status == "not_yet_indexed"
+        note = next(n for n in env.notes if n.startswith("not yet indexed"))
+        # a Client and an MCP agent have no wait_indexed: what they can do comes first, the Python wait after
+        assert "search again in a few seconds" in note and "call wait_indexed" not in note
+        assert "Memory's or AsyncMemory's wait_indexed()" in note
+        assert not hasattr(memlane.Client, "wait_indexed")  # if it ever gets one, say so in the note
+
+
+def test_a_docs_python_block_with_top_level_await_fails_as_it_would_for_a_reader() -> None:
+    from docrun import compile_example
+
+    with pytest.raises(SyntaxError):
+        compile_example("async def f():\n    pass\n\nawait f()\n", "docs/x.md:1")
+    compile_example("import asyncio\n\nasync def main():\n    pass\n\nasyncio.run(main())\n", "docs/x.md:1")

@@ -1563,7 +1563,8 @@ def _status(
     if pending:
         notes.append(
             f"not yet indexed: {pending} items in scope still wait for their vectors; the answer may be among "
-            "them (search again shortly, or call wait_indexed)"
+            "them: search again in a few seconds (the indexer embeds them in the background; in Python, a "
+            "Memory's or AsyncMemory's wait_indexed() waits for it)"
         )
         return "not_yet_indexed"
     if hits or below:
