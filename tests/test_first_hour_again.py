@@ -366,3 +366,29 @@ def test_a_docs_python_block_with_top_level_await_fails_as_it_would_for_a_reader
     with pytest.raises(SyntaxError):
         compile_example("async def f():\n    pass\n\nawait f()\n", "docs/x.md:1")
     compile_example("import asyncio\n\nasync def main():\n    pass\n\nasyncio.run(main())\n", "docs/x.md:1")
+
+
+# -- docs/backends.md's local PostgreSQL recipe runs as written -----------------------------------------------------
+
+
+def test_the_local_postgres_recipe_runs_as_written() -> None:
+    import shutil
+    import tempfile
+
+    pytest.importorskip("pgserver")
+    pytest.importorskip("psycopg")
+    doc = (Path(__file__).parents[1] / "docs" / "backends.md").read_text()
+    start = doc.index("```python\nimport memlane\nimport pgserver\n")
+    block = doc[start + len("```python\n") : doc.index("```", start + 10)]
+    printed = next(line[2:] for line in block.splitlines() if line.startswith("# "))
+    where = tempfile.mkdtemp(prefix="memlane-recipe-")
+    os.chmod(where, 0o755)  # pgserver's postgres runs as another user when this one is root: it reaches ./pgdata
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "MEMLANE_EMBEDDER"}
+        done = subprocess.run(
+            [sys.executable, "-c", block], capture_output=True, text=True, cwd=where, env=env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == printed
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
