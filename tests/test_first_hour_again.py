@@ -392,3 +392,117 @@ def test_the_local_postgres_recipe_runs_as_written() -> None:
         assert done.stdout.strip() == printed
     finally:
         shutil.rmtree(where, ignore_errors=True)
+
+
+# -- docs/mcp.md's size table is the measured one ---------------------------------------------------------------------
+
+
+def test_the_mcp_size_table_in_the_docs_is_what_tools_list_measures(tmp_path: Path) -> None:
+    from memlane.mcp import PROFILES
+    from test_first_hour import tools_list_chars
+
+    doc = (Path(__file__).parents[1] / "docs" / "mcp.md").read_text()
+    documented = {
+        m.group(1): (int(m.group(2)), int(m.group(3).replace(",", "")))
+        for m in re.finditer(r"^\| `(\w+)`[^|]*\| (\d+) \| ([\d,]+) \|$", doc, re.MULTILINE)
+    }
+    with memlane.open(tmp_path / "m.db", embedder=None) as mem:
+        measured = {}
+        for profile in [None, *PROFILES]:
+            names, chars = tools_list_chars(mem, profile)
+            measured[profile or "default"] = (len(names), chars)
+    table = "\n".join(f"{name}: {n} tools, {chars:,} characters" for name, (n, chars) in measured.items())
+    assert documented == measured, f"docs/mcp.md's profile table should say:\n{table}"
+
+
+# -- what changed lately: list(order="recent"), on every surface ----------------------------------------------------
+
+
+def _written_in_order(mem: memlane.Memory) -> None:
+    for key in ("c", "a", "b"):
+        mem.put("notes", key, f"note {key}")
+    mem.put("notes", "c", "note c, changed")  # c is now the latest
+    mem.put("other", "z", "elsewhere")
+
+
+def test_list_recent_orders_by_last_write_and_pages(tmp_path: Path) -> None:
+    clock = iter(range(100))
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    with memlane.open(tmp_path / "m.db", embedder=None, clock=lambda: start + timedelta(seconds=next(clock))) as mem:
+        _written_in_order(mem)
+        assert [i.key for i in mem.list("notes").items] == ["a", "b", "c"]  # address order, as before
+        first = mem.list("notes", order="recent", limit=2)
+        assert [i.key for i in first.items] == ["c", "b"] and first.next_cursor is not None
+        rest = mem.list("notes", order="recent", limit=2, cursor=first.next_cursor)
+        assert [i.key for i in rest.items] == ["a"] and rest.next_cursor is None
+        assert [i.key for i in mem.list(order="recent").items] == ["z", "c", "b", "a"]
+        with pytest.raises(ValidationError, match="order: 'newest' is not one of address, recent"):
+            mem.list("notes", order="newest")
+        with pytest.raises(ValidationError, match="^key_prefix: "):
+            mem.list("notes", order="recent", key_prefix="a")
+        with pytest.raises(ValidationError, match="^cursor: "):
+            mem.list("notes", order="recent", cursor=mem.list("notes", limit=1).next_cursor)
+
+
+def test_list_recent_is_scoped_and_offered_by_the_client_and_the_mcp_default_profile(service: Any) -> None:
+    import asyncio
+
+    import memlane.aio
+
+    mem, url, token = service
+    _written_in_order(mem)
+    access = Access(mem)
+    _, alice = access.create_agent("alice")
+    access.grant("alice", "notes", "read")
+    with memlane.Client(url, alice) as client:
+        assert [i.key for i in client.list(order="recent").items] == ["c", "b", "a"]  # not other/z: out of scope
+    with memlane.Client(url, token) as admin:
+        assert [i.key for i in admin.list(order="recent", limit=1).items] == ["z"]
+
+    async def from_asyncio() -> list[str]:
+        async with memlane.aio.AsyncMemory(mem) as amem:
+            return [i.key for i in (await amem.list("notes", order="recent")).items]
+
+    # AsyncMemory closes the memory it wraps: the service's is used last
+    from test_first_hour import tools_list_chars
+
+    names, _ = tools_list_chars(mem, None)
+    assert "memory_list" in names
+    app = create_app(mem)
+    from starlette.testclient import TestClient
+
+    with TestClient(app) as http:
+        answer = http.post(
+            "/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "memory_list", "arguments": {"order": "recent", "limit": 2}},
+            },
+            headers={"Authorization": f"Bearer {alice}", "Accept": "application/json, text/event-stream"},
+        )
+    listed = answer.json()["result"]["structuredContent"]
+    assert [i["key"] for i in listed["items"]] == ["c", "b"] and listed["next_cursor"]
+    assert asyncio.run(from_asyncio()) == ["c", "b", "a"]
+
+
+def test_list_recent_on_postgres_sync_and_async(postgres: Any) -> None:
+    import asyncio
+
+    import memlane.aio
+
+    url = postgres.create()
+    with memlane.open(url, embedder=None) as mem:
+        _written_in_order(mem)
+        page = mem.list("notes", order="recent", limit=2)
+        assert [i.key for i in page.items] == ["c", "b"]
+        assert [i.key for i in mem.list("notes", order="recent", cursor=page.next_cursor).items] == ["a"]
+
+    async def main() -> list[str]:
+        async with memlane.aio.open(url, embedder=None) as amem:
+            return [i.key for i in (await amem.list(order="recent")).items]
+
+    assert asyncio.run(main()) == ["z", "c", "b", "a"]
