@@ -18,6 +18,7 @@ diff of every surviving mutant), and with ``--markdown`` the table docs/testing.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import random
@@ -56,18 +57,31 @@ class Module:
         return True
 
 
-# Memory's methods that enforce an agent's scope (the checks, and every method that calls one)
-SCOPE_CHECKS = (
-    "_readable", "_writable", "_facts_within", "_changeable", "_query_scope", "_owns", "_row", "put_many",
-    "add_conversation", "delete", "clear", "get", "exists", "get_many", "history", "add_entity", "add_alias",
-    "merge_entities", "assert_fact", "retract_fact", "end_fact", "add_document", "add_claim", "add_claims",
-    "supersede_claim", "resolve_entity", "facts_context", "claims_and_sources_context", "combined_context",
-    "lookup", "hydrate", "traverse", "neighbours", "query", "explain_query", "save_query", "run_saved_query",
-    "delete_saved_query",
-    # put_many's and get_many's checks (the async twins, _aget and the like, call the same checks; no agent reaches
-    # them: AsyncMemory wraps an owner's Memory, and the conformance suite's async runs guard their behaviour)
-    "_records", "_addresses",
-)  # fmt: skip
+def scope_checks(source: Path = ROOT / "src" / "memlane" / "core" / "memory.py") -> tuple[str, ...]:
+    """``Memory``'s methods that enforce an agent's scope, read from its source: the checks (every method that
+    reads ``self._scope``, but ``__init__``, which sets it) and every method that calls one, at any depth.
+
+    The async twins (``_aget``, ``_aput``...) call the same checks but are left out: no agent reaches them
+    (``AsyncMemory`` wraps an owner's ``Memory``), and the conformance suite's async runs guard their behaviour.
+    """
+    tree = ast.parse(source.read_text())
+    memory = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Memory")
+    uses = {  # method -> what it reaches on self (attributes and methods)
+        f.name: {
+            node.attr
+            for node in ast.walk(f)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        }
+        for f in memory.body
+        if isinstance(f, ast.FunctionDef) and f.name != "__init__"
+    }
+    found = {name for name, used in uses.items() if "_scope" in used}
+    while more := {name for name, used in uses.items() if used & found} - found:
+        found |= more
+    return tuple(sorted(found))
+
+
+SCOPE_CHECKS = scope_checks()
 
 
 MODULES: dict[str, Module] = {
@@ -213,7 +227,7 @@ MODULES: dict[str, Module] = {
         files=(
             "src/memlane/server/app.py",
             "src/memlane/server/routes.py",
-            "src/memlane/core/operations.py",
+            "src/memlane/values/operations.py",
             "src/memlane/values/wire.py",
             "src/memlane/client.py",
         ),

@@ -158,7 +158,7 @@ def mismatched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     mem = memlane.open(path, embedder="fake", indexing="sync")  # a write embeds (and so checks) before it answers
     mem.put(ALICE, "seed", "seed text")  # the store records the service's embedder before it serves
     svc = Served(mem)
-    other = memlane.open(path, embedder=FakeEmbedder(32))
+    other = memlane.open(path, embedder=None)  # a 32-dimensional fake is refused at open: reindex switches
     other.reindex(FakeEmbedder(32))
     other.close()
     yield svc

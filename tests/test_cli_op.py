@@ -16,9 +16,9 @@ from typer.testing import CliRunner, Result
 
 import memlane
 from memlane import cli
-from memlane.core import operations
 from memlane.core.access import Access
 from memlane.server import create_app
+from memlane.values import operations
 
 
 @pytest.fixture(autouse=True)

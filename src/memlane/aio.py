@@ -3,7 +3,7 @@
 One class per mode, with the same method names: ``await mem.get(ns, key)``
 where the synchronous API has ``mem.get(ns, key)``, as httpx's ``AsyncClient``
 mirrors its ``Client``. Every operation of the table is made from
-``Memory``'s signature and docstring (:mod:`memlane.surface`), so the async
+``Memory``'s signature and docstring (:mod:`memlane.values.surface`), so the async
 twins cannot drift from the core.
 
 The exact reads and the item writes (:data:`AWAITED`: ``get``, ``exists``,
@@ -36,10 +36,10 @@ from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .client import Client
-from .core import surface
 from .core.memory import Memory
 from .core.memory import open as _open
-from .core.operations import OPERATIONS
+from .values import surface
+from .values.operations import OPERATIONS
 
 # what AsyncMemory awaits on the store's async side (Memory._a<name>): the exact reads and the item writes,
 # native where the driver is (PostgreSQL). The rest (search and recall, whose embedder's work is CPU; the facts
@@ -103,7 +103,7 @@ class _Async:
 
 
 class AsyncMemory(_Async):
-    """A :class:`~memlane.memory.Memory` for asyncio: every operation a coroutine, run off the event loop.
+    """A :class:`~memlane.core.memory.Memory` for asyncio: every operation a coroutine, run off the event loop.
 
     Make one with ``await memlane.aio.open(...)`` (same arguments as
     :func:`memlane.open`), or wrap a memory you opened: ``AsyncMemory(mem)``.

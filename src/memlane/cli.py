@@ -44,10 +44,10 @@ from rich.tree import Tree
 
 import memlane
 
-from .core.operations import OPERATION, OPERATIONS
 from .domain.conversation import DEFAULT_WINDOW
 from .values.facts_text import DEFAULT_CHUNK_CHARS
 from .values.model import Item, namespace_text
+from .values.operations import OPERATION, OPERATIONS
 from .values.validate import MAX_DEPTH
 
 EXIT_FAILURE = 1
@@ -2813,7 +2813,7 @@ def index(
 # -- every operation of the table: memlane op NAME ---------------------------------------------------
 #
 # The commands above are written for people: positional arguments, tables, hints. `memlane op` has one command
-# per operation of the table (memlane.core.operations), made from Memory's signature and the table's meanings, that
+# per operation of the table (memlane.values.operations), made from Memory's signature and the table's meanings, that
 # prints the JSON the HTTP API answers: a new operation is a command here with nothing written for it.
 
 
@@ -2860,8 +2860,8 @@ def _operation_command(op: Any) -> Any:
     """The ``memlane op`` command of one operation of the table."""
     import inspect
 
-    from .core import surface
-    from .core.operations import ANSWERS, compact, wire_default
+    from .values import surface
+    from .values.operations import ANSWERS, compact, wire_default
 
     core = surface.signature(op.name).parameters
     kinds = {p.name: _kind(str(core[p.name].annotation)) for p in op.params()}

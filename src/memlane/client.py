@@ -4,8 +4,8 @@ An agent on another machine talks to a ``memlane serve`` process with its
 token and sees exactly what the service's visibility rule lets it see. HTTP
 errors come back as the same memlane exceptions the library raises.
 
-Every operation of :data:`memlane.core.operations.OPERATIONS` is a method made
-from the table and ``Memory``'s signature (:mod:`memlane.core.surface`): it sends
+Every operation of :data:`memlane.values.operations.OPERATIONS` is a method made
+from the table and ``Memory``'s signature (:mod:`memlane.values.surface`): it sends
 the arguments given and turns the answer back into ``Memory``'s return type
 (:data:`DECODE`). The few written here say why in :attr:`Client.DIFFERS`.
 """
@@ -20,18 +20,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .core import surface
-from .core.memory import RECORD_FIELDS
-from .core.operations import OPERATIONS, UNSENDABLE, Operation
-from .domain.conversation import DEFAULT_WINDOW, message_list
-from .values import errors, wire
+from .values import errors, surface, wire
 from .values import validate as v
 from .values.agents import Agent, Change, Grant, Listing
 from .values.facts import Chunk, Claim, Context, record_from_dict
 from .values.model import Envelope, Item, Namespace, Page, Stats, Version
 from .values.model import namespace_tuple as ns_tuple
+from .values.operations import OPERATIONS, UNSENDABLE, Operation
 from .values.query import QueryPlan, QueryResult, SavedQuery
 from .values.retention import RetentionRule
+from .values.validate import DEFAULT_WINDOW, RECORD_FIELDS, message_list
 
 if TYPE_CHECKING:
     from .core.memory import Memory as _Operations  # a type checker sees Memory's operations, typed as Memory's
@@ -531,6 +529,7 @@ DECODE: dict[str, Callable[[Any], Any]] = {
     "deleted": lambda a: a["deleted"],  # a count (clear) or a bool (delete_saved_query), as JSON carries it
     "namespaces": lambda a: [tuple(ns) for ns in a["namespaces"]],
     "summary": lambda a: a["summary"],
+    "activity": lambda a: a,
     "versions": lambda a: [Version.from_dict(x) for x in a["versions"]],
     "envelope": Envelope.from_dict,
     "record": record_from_dict,

@@ -9,7 +9,7 @@ writes) and two for the query space. A server offers a *profile* of them (:data:
 ``tools/list`` stays small in the agent's context; facts, conversations and the query space
 are added on request (``memlane mcp --tools default,facts``, ``/mcp?tools=all``).
 
-The item and facts tools are made from the operations table (:mod:`memlane.core.operations`): an
+The item and facts tools are made from the operations table (:mod:`memlane.values.operations`): an
 :class:`Offer` names the operation and the parameters an agent sees; their defaults are the
 core's and their descriptions the table's. The two query-space tools are written out, since
 each answers for several operations. Like every interface, they are thin: parse the
@@ -53,9 +53,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 from starlette.responses import Response
 
-from .core.operations import ANSWERS, MEANINGS, OPERATION, REQUIRED, wire_default
 from .values import wire
 from .values.errors import MemlaneError, UnauthorizedError, ValidationError
+from .values.operations import ANSWERS, MEANINGS, OPERATION, REQUIRED, wire_default
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -445,7 +445,7 @@ SHAPES: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Offer:
-    """An MCP tool made from one operation of the table (:mod:`memlane.core.operations`).
+    """An MCP tool made from one operation of the table (:mod:`memlane.values.operations`).
 
     Its parameters' defaults are the core's and their descriptions the table's; what it says about
     itself is in :data:`DESCRIPTIONS`, and its hints follow from the operation (a safe read, a delete,

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import binascii
 import builtins
+import contextlib
 import json
 import math
 import os
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..domain import conversation
+from ..domain import activity, conversation
 from ..domain.facts import transfer
 from ..domain.facts.layer import FactsLayer
 from ..domain.indexer import LEASE_S, POLL_S, CatchUp, Indexer
@@ -30,7 +31,14 @@ from ..domain.search.embedders import (
     Embedder,
     check_runnable,
     default_available,
+    describe_record,
+    embedder_record,
+    embedder_spec,
+    embedder_version,
     get_embedder,
+    known_dimension,
+    record_differs,
+    recorded_spec,
     resolve_embedder,
 )
 from ..store.base import EVERYTHING, PutRow, Store, Within
@@ -51,6 +59,7 @@ from ..values.ids import new_ids
 from ..values.model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from ..values.query import QueryPlan, QueryResult, SavedQuery
 from ..values.retention import CleanupReport, RetentionRule
+from ..values.validate import RECORD_FIELDS
 
 if TYPE_CHECKING:
     from ..domain.extract import Extractor
@@ -72,7 +81,6 @@ NO_EMBEDDER = "none"  # open(embedder="none"): lexical only, as embedder=None an
 DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
 DEFAULT_RRF_K = 10
 INDEXING = ("background", "sync", "external")
-RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl", "index"})
 
 
 def _system_clock() -> datetime:
@@ -210,8 +218,18 @@ def _embedding(raw: Any, embedder: Embedder | None) -> builtins.list[float]:
 
 
 def _recorded_embedder(store: Store) -> dict[str, Any] | None:
+    """The embedder the store records (:func:`~memlane.search.embedders.embedder_record`), or ``None``.
+
+    A record from before dimensions were recorded gets the dimension of its
+    stored vectors, when there is one.
+    """
     raw = store.get_meta("embedder")
-    return None if raw is None else json.loads(raw)
+    if raw is None:
+        return None
+    recorded: dict[str, Any] = json.loads(raw)
+    if recorded.get("dimension") is None:
+        recorded["dimension"] = store.stored_dimension()
+    return recorded
 
 
 class Memory:
@@ -227,7 +245,7 @@ class Memory:
             them in batches), ``"sync"`` (every write embeds before it returns)
             or ``"external"`` (writes mark items; another process embeds them).
         catch_up: how much of its scope's waiting items a search embeds first
-            (:class:`~memlane.indexer.CatchUp`; default from the environment).
+            (:class:`~memlane.domain.indexer.CatchUp`; default from the environment).
             Also settable later as the :attr:`catch_up` attribute.
     """
 
@@ -250,8 +268,11 @@ class Memory:
         self._embedder_recorded = embedder is None or _recorded_embedder(store) is not None
         # shared by an agent's copy (AgentView copies this object): one thread per memory
         self._indexer = Indexer(self)
-        # set on an agent's copy (memlane.access.AgentView): every read is narrowed to it in SQL
+        # set on an agent's copy (memlane.core.access.AgentView): every read is narrowed to it in SQL
         self._scope: Scope | None = None
+        # recalls answered (no store keeps them), shared by the agents' copies; see activity()
+        opened = self._clock()
+        self._recalls = activity.RecallCounts(opened if opened.tzinfo is not None else opened.replace(tzinfo=UTC))
 
     @property
     def embedder(self) -> Embedder | None:
@@ -517,9 +538,9 @@ class Memory:
                 is in each returned item's value).
             at: the time of messages that carry none; defaults to now.
             window: turns each side indexed with a turn (0..10).
-            extractor: a :class:`memlane.extract.Extractor`; when given, what it
+            extractor: a :class:`memlane.domain.extract.Extractor`; when given, what it
                 finds in the new turns is filed as entities, facts and claims
-                citing them (see :mod:`memlane.extract`).
+                citing them (see :mod:`memlane.domain.extract`).
 
         Returns:
             The new turns' items, in order.
@@ -573,7 +594,7 @@ class Memory:
         return rows, True, self._indexing == "background"
 
     def _record_embedder(self, embedder: Embedder) -> None:
-        self._store.set_meta("embedder", json.dumps({"name": embedder.name, "dimension": embedder.dimension}))
+        self._store.set_meta("embedder", json.dumps(embedder_record(embedder)))
         self._embedder_recorded = True
 
     def _embed(self, texts: Sequence[str]) -> builtins.list[bytes]:
@@ -600,9 +621,10 @@ class Memory:
                 )
             blobs[text] = to_blob(normalise(vec))
         recorded = _recorded_embedder(self._store) if self._embedder_recorded else None
-        if recorded is not None and recorded["dimension"] != embedder.dimension:
-            # open() compares names only, so a remote embedder is not called just to open a store
-            raise EmbedderMismatchError(_mismatch(recorded, embedder.name, embedder.dimension))
+        if recorded is not None and record_differs(recorded, embedder):
+            # open() checked the same rule, but another process may have reindexed since, and an embedder
+            # that learns its dimension from its first response (openai:) was not asked at open
+            raise EmbedderMismatchError(_mismatch(recorded, embedder))
         if not self._embedder_recorded:
             self._record_embedder(embedder)
         return [blobs[t] for t in texts]
@@ -632,7 +654,7 @@ class Memory:
     def cleanup(self) -> int:
         """Physically delete expired rows and history beyond the retention rules; returns how many.
 
-        The count is :attr:`CleanupReport.total <memlane.retention.CleanupReport.total>`
+        The count is :attr:`CleanupReport.total <memlane.values.retention.CleanupReport.total>`
         (expired items plus history versions); :meth:`cleanup_report` tells them apart.
         """
         return self.cleanup_report().total
@@ -657,7 +679,7 @@ class Memory:
 
         Replaces the rule at exactly that prefix (``()``/``""``: every
         namespace). Nothing is deleted until :meth:`cleanup`. See
-        :mod:`memlane.retention` for the precise rules: the live item never
+        :mod:`memlane.values.retention` for the precise rules: the live item never
         counts or goes; with both limits a version must be inside both; a
         namespace follows the longest prefix covering it.
         """
@@ -863,7 +885,7 @@ class Memory:
 
         ``where`` maps dotted field paths to a value (equality) or to operators
         ``$eq $ne $gt $gte $lt $lte``: ``{"kind": "note", "stats.score": {"$gte": 3}}``.
-        Comparisons are type-aware (see :mod:`memlane.where`). ``order`` is
+        Comparisons are type-aware (see :mod:`memlane.values.where`). ``order`` is
         ``"updated_desc"`` (newest first, then address) or ``"address"``;
         ``limit`` is 1..1000 and ``offset`` skips that many matches (0..1,000,000).
         """
@@ -904,6 +926,22 @@ class Memory:
     def history(self, namespace: Namespace | str, key: str) -> builtins.list[Version]:
         """Past versions of an address (replaced, deleted, cleared), newest first."""
         return self._store.history(self._readable(namespace), v.key(key))
+
+    def activity(
+        self, namespace_prefix: Namespace | str = (), *, bucket: str = "hour", days: int = 7
+    ) -> dict[str, Any]:
+        """The memory's life over time: per namespace and ``bucket`` (``hour`` or ``day``), the last ``days``.
+
+        Each row has ``namespace``, ``at`` (the bucket's start) and four counts: ``writes`` (item versions
+        written; history pruned by a retention rule is no longer counted), ``deletes`` (items deleted or
+        cleared), ``facts`` (entities, fact versions, documents and claims recorded) and ``recalls``
+        (searches and recalls that returned hits from the namespace). Recalls are not stored: this memory
+        counts the ones it answered since ``recalls_since`` (a service counts per worker process).
+        Buckets with nothing in them are left out.
+        """
+        prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
+        bucket, days = activity.window(bucket, days)
+        return activity.timeline(self._store, self._recalls, self._within(prefix), prefix, bucket, days, self._now())
 
     def stats(self) -> Stats:
         """Counts (active and expired items, namespaces, history, vectors), size and embedder."""
@@ -955,7 +993,7 @@ class Memory:
             rrf_k: the RRF constant ``k`` in ``1/(k + rank)`` (default 10).
             weights: per-channel RRF weights (default lexical 1.0, vector 0.5).
             floor: apply the relevance decision: drop the hits it judges not
-                relevant (counted in ``below_floor``; see :mod:`memlane.search.relevance`).
+                relevant (counted in ``below_floor``; see :mod:`memlane.domain.search.relevance`).
             min_score: also drop hits whose fused score is below this.
 
         Returns:
@@ -997,7 +1035,15 @@ class Memory:
                 )
             else:
                 pending = self._catch_up(within, notes, timings)
-                nominations["vector"] = self._store.vector(query_vector, within, k)
+                try:
+                    found = self._store.vector(query_vector, within, k)
+                    mismatch = [] if found else self._dimension_note(len(query_vector))
+                except StoreError:  # PostgreSQL refuses to compare vectors of two dimensions: said as on SQLite
+                    found, mismatch = [], self._dimension_note(len(query_vector))
+                    if not mismatch:
+                        raise
+                nominations["vector"] = found
+                notes.extend(mismatch)
             timings["vector_ms"] = _ms(t)
         t = time.perf_counter()
         fused = rank.fuse(nominations, rrf_k=rrf_k, weights=weights)
@@ -1026,6 +1072,7 @@ class Memory:
             below, truncated = below + refused, False
         timings["confirm_ms"] = _ms(t)
         status = _status(hits, pending, below, judge, notes)
+        self._recalls.count((hit.item.namespace for hit in hits), now)
         timings["total_ms"] = _ms(started)
         return Envelope(
             operation="search",
@@ -1066,6 +1113,20 @@ class Memory:
         timings["catch_up_ms"] = _ms(t)
         return left
 
+    def _dimension_note(self, dimension: int) -> builtins.list[str]:
+        """Why a vector channel that ran nominated nothing, if it is that the store's vectors have another
+        dimension than the query's (read only then: the store may have been reindexed by another process)."""
+        recorded = _recorded_embedder(self._store)
+        if recorded is None or recorded.get("dimension") in (None, dimension):
+            return []
+        made = recorded_spec(recorded)
+        return [
+            f"vector channel found nothing: the query vector has {dimension} dimensions, but this store's vectors "
+            f"have {recorded['dimension']} (made by {describe_record(recorded)}); open the store without choosing "
+            f"an embedder to use the recorded one, {made}, or rebuild the vectors with `memlane reindex --embedder "
+            f"NAME` (Python: Memory.reindex(NAME))"
+        ]
+
     def _embed_query(self, query: str) -> builtins.list[float]:
         from ..values.vectors import normalise
 
@@ -1097,7 +1158,7 @@ class Memory:
         scored 0.0, no index touched. Without one it searches: ``mode`` is
         ``hybrid`` (lexical + vector, the default), ``lexical``, ``vector``, or
         the chooser-assisted ``single`` / ``tiered`` (a caller-supplied
-        :class:`~memlane.search.choose.Chooser` picks addresses from the
+        :class:`~memlane.domain.search.choose.Chooser` picks addresses from the
         summarize map; without one they fall back to lexical and say so).
 
         ``floor`` applies :meth:`search`'s relevance decision, dropping the hits
@@ -1112,7 +1173,9 @@ class Memory:
         if key is not None:
             prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
             limit = v.limit(limit, maximum=1000)
-            items = self._store.fetch(v.key(key), self._within(prefix), limit + 1, self._now())  # one more: truncated?
+            now = self._now()
+            items = self._store.fetch(v.key(key), self._within(prefix), limit + 1, now)  # one more: truncated?
+            self._recalls.count((item.namespace for item in items[:limit]), now)
             return Envelope(
                 operation="recall",
                 params={
@@ -1183,7 +1246,7 @@ class Memory:
             new = resolve_embedder(embedder)
             assert new is not None
             recorded = _recorded_embedder(self._store)
-            if recorded is not None and (recorded["name"], recorded["dimension"]) != (new.name, new.dimension):
+            if recorded is not None and record_differs(recorded, new):
                 self._store.drop_vectors()
                 self._facts.drop_vectors()
             self._record_embedder(new)
@@ -1209,7 +1272,7 @@ class Memory:
                 progress(done, total)
         return done + self._facts.embed_missing(batch_size)
 
-    # -- write-behind indexing (memlane.indexer) -----------------------------
+    # -- write-behind indexing (memlane.domain.indexer) ----------------------
 
     def wait_indexed(self, timeout: float | None = None) -> bool:
         """Embed what is waiting, here and now, and wait for batches other indexers hold; ``True`` when done.
@@ -1274,7 +1337,7 @@ class Memory:
 
     # -- schema -----------------------------------------------------------
 
-    # -- facts, claims and sources (see memlane.facts) ------------------------
+    # -- facts, claims and sources (see memlane.domain.facts) -----------------
 
     @property
     def _facts(self) -> FactsLayer:
@@ -1478,7 +1541,7 @@ class Memory:
         """A chunk with its neighbouring passages, in document order."""
         return self._facts.neighbours(chunk_id, before, after, within=self._facts_within())
 
-    # -- query space (see memlane.query) ----------------------------------------
+    # -- query space (see memlane.domain.query) ---------------------------------
 
     def query(
         self,
@@ -1651,24 +1714,54 @@ def _named_embedder(spec: Any) -> Any:
 _LEXICAL_ONLY = " (Python: embedder=None; CLI: --embedder none) for lexical search only"
 
 
-def _choose_embedder(store: Store, named: Any) -> Embedder | None:
+def _choose_embedder(store: Store, named: Any, *, writable: bool) -> Embedder | None:
+    """The embedder a memory opened with ``named`` uses: the one named, else the one the store records (its full
+    record: name, dimension, spec and version), else the default; refused if it does not match the record.
+
+    A record that lacks what the chosen embedder tells (a store from before dimensions or specs were recorded)
+    is completed here, when the store is writable.
+    """
     recorded = _recorded_embedder(store)
     if named is _UNNAMED:
         if recorded is None:
             return get_embedder(DEFAULT_EMBEDDER) if default_available() else None
+        spec = recorded_spec(recorded)
         try:
-            chosen = get_embedder(recorded["name"])
+            chosen = get_embedder(spec)
         except EmbedderError as e:
             raise EmbedderError(
-                f"this store's vectors were made by {recorded['name']!r}, which cannot be loaded here ({e}); "
-                f"open it without an embedder{_LEXICAL_ONLY}"
+                f"this store's vectors were made by {spec!r}, which cannot be loaded here ({e}); open it with that "
+                f"embedder (Python: embedder=<the embedder object>), or without an embedder{_LEXICAL_ONLY}"
             ) from e
         check_runnable(chosen, f"this store's vectors were made by it: open the store without vectors{_LEXICAL_ONLY}")
+    else:
+        chosen = named
+    if chosen is None or recorded is None:
         return chosen
-    # names only: asking a remote embedder its dimension would cost a request on every open
-    if named is not None and recorded is not None and recorded["name"] != named.name:
-        raise EmbedderMismatchError(_mismatch(recorded, named.name))
-    return named  # type: ignore[no-any-return]
+    if record_differs(recorded, chosen):
+        raise EmbedderMismatchError(_mismatch(recorded, chosen, from_record=named is _UNNAMED))
+    if writable:
+        _complete_record(store, recorded, chosen)
+    return chosen
+
+
+def _complete_record(store: Store, recorded: dict[str, Any], chosen: Embedder) -> None:
+    """Record what an older record lacks (its dimension, spec or version), once the chosen embedder matches it."""
+    dimension = known_dimension(chosen)
+    if dimension is None:
+        return  # known at the embedder's first response; the record is completed by its next write
+    full = {"name": chosen.name, "dimension": dimension, "spec": embedder_spec(chosen)}
+    version = embedder_version(chosen)
+    if version is not None:
+        full["version"] = version
+    if all(recorded.get(k) is not None for k in full):
+        return  # complete already (the usual case): nothing more is read or written
+    raw = store.get_meta("embedder")  # read again just before writing: another process may have reindexed since
+    current = None if raw is None else json.loads(raw)
+    if current is None or current == full or any(current.get(k) not in (None, v) for k, v in full.items()):
+        return
+    with contextlib.suppress(StoreError):  # a store this role may not write (a read-only role): completed later
+        store.set_meta("embedder", json.dumps(full))
 
 
 def no_embedder_note() -> str:
@@ -1684,13 +1777,25 @@ def no_embedder_note() -> str:
     )
 
 
-def _mismatch(recorded: dict[str, Any], name: str, dimension: int | None = None) -> str:
-    made = f"{recorded['name']!r} ({recorded['dimension']} dimensions)"
-    asked = f"{name!r}" + (f" ({dimension} dimensions)" if dimension is not None else "")
+def _mismatch(recorded: dict[str, Any], embedder: Embedder, *, from_record: bool = False) -> str:
+    """Why an embedder is refused on this store (both described) and what to do next."""
+    asked = describe_record(
+        {"name": embedder.name, "dimension": known_dimension(embedder), "version": embedder_version(embedder)}
+    )
+    made = describe_record(recorded)
+    spec = embedder_spec(embedder)
+    if from_record:  # the recorded spec (or, before specs were recorded, the name) makes another embedder here
+        return (
+            f"this store's vectors were made by {made}, but {recorded_spec(recorded)!r} makes "
+            f"{asked} here; open the store with the embedder that made them, named with its argument "
+            f"(e.g. {recorded['name']}:<argument>) (Python: or the embedder object), or rebuild them with `memlane "
+            f"reindex --embedder {spec}` (Python: Memory.reindex({spec!r}))"
+        )
+    made_by = recorded_spec(recorded)
     return (
         f"this store's vectors were made by {made}, not {asked}; rebuild them with `memlane reindex --embedder "
-        f"{name}` (Python: Memory.reindex({name!r})), or open the store without choosing an embedder to use "
-        "the recorded one"
+        f"{spec}` (Python: Memory.reindex({spec!r})), or open the store without choosing an embedder to use "
+        f"the recorded one, {made_by}"
     )
 
 
@@ -1717,8 +1822,9 @@ def open(  # noqa: A001
             ``dimension`` and ``embed_batch``. By default ``$MEMLANE_EMBEDDER``
             (a name, or ``none``) if set; else an existing store uses the
             embedder it records and a new store the default (``minilm``) when
-            its extra is installed. Naming a different embedder than the store
-            records raises :class:`EmbedderMismatchError`.
+            its extra is installed. An embedder whose vectors do not compare
+            with the store's (another name, dimension or version than the
+            store records) raises :class:`EmbedderMismatchError`.
         migrate: apply pending schema migrations (the default). ``False``
             opens without changing the schema, for ``migration_status()``.
         read_only: open an existing SQLite file read-only (``mode=ro``): reads
@@ -1761,7 +1867,7 @@ def open(  # noqa: A001
     if not migrate:
         return Memory(store, clock=clock, author=author, embedder=None, catch_up=catch_up)
     try:
-        chosen = _choose_embedder(store, named)
+        chosen = _choose_embedder(store, named, writable=not read_only)
     except BaseException:
         store.close()
         raise

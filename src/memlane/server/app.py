@@ -32,9 +32,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.access import Access, Agent, AgentView
 from ..core.memory import Memory
-from ..core.operations import OPERATIONS, compact
 from ..values import errors, validate, wire
 from ..values.gate import DEFAULT_CAPACITY, DEFAULT_MAX_WAIT, DEFAULT_PER_AGENT, Gate
+from ..values.operations import OPERATIONS, compact
 from ..values.wire import error_body
 from .dispatch import JSON_HEADERS, NOT_JSON, Dispatch, Prepare, encode, error_answer, send_answer
 from .routes import Body, register
@@ -407,7 +407,7 @@ def create_app(
     def ok(obj: Any) -> Response:
         return Response(encode(compact(obj)), media_type="application/json")
 
-    # every POST /v1/<operation> of the table (memlane.core.operations), declared for OpenAPI and /v1/operations;
+    # every POST /v1/<operation> of the table (memlane.values.operations), declared for OpenAPI and /v1/operations;
     # the Dispatch middleware answers them
     register(route)
 

@@ -1,7 +1,7 @@
 """The hot path of the service: every ``POST /v1/<operation>`` of the table, served as plain ASGI.
 
 FastAPI builds the service's OpenAPI, its docs page, the administration routes
-and the rest; the operations of :data:`memlane.core.operations.OPERATIONS` (every
+and the rest; the operations of :data:`memlane.values.operations.OPERATIONS` (every
 get, put, search...) are answered here instead, because a request's own work
 is often a few tens of microseconds and FastAPI's generic machinery (dependency
 solving, a worker-thread hop per dependency, ``jsonable_encoder``) cost thirty
@@ -33,8 +33,8 @@ from pydantic import ValidationError as PydanticError
 
 from ..core.access import Access, AgentView
 from ..core.memory import Memory
-from ..core.operations import ANSWERS, OPERATIONS, Operation, compact
 from ..values import errors, validate, wire
+from ..values.operations import ANSWERS, OPERATIONS, Operation, compact
 from .routes import bodies
 
 JSON_HEADERS = [(b"content-type", b"application/json")]

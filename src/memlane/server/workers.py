@@ -39,6 +39,7 @@ import uvicorn
 import memlane
 
 from ..core.memory import Memory
+from ..domain.search.embedders import embedder_spec
 
 # PostgreSQL connections of all workers' pools together: with each worker's dedicated read connection and
 # the supervisor's pool, 16 workers stay under the server's default max_connections (100)
@@ -211,7 +212,8 @@ def run(
     Returns whether the workers started.
     """
     spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: no thread or connection of this one
-    embedder = mem.embedder.name if mem.embedder is not None else None
+    # the full spec ("fake:384"), not the name: a name alone may make another dimension in the worker
+    embedder = embedder_spec(mem.embedder) if mem.embedder is not None else None
     address = holder.getsockname()
 
     def start() -> tuple[Any, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..values.errors import ValidationError
 from ..values.model import Item, Namespace, Version, decode_json, namespace_tuple, parse_metadata
-from ..values.where import balanced
+from .where_sql import balanced
 
 # the columns an item and each of its history versions share
 VERSION_COLUMNS = (

@@ -1,6 +1,6 @@
 """The storage interface every backend implements.
 
-The :class:`~memlane.memory.Memory` facade validates input, reads the clock
+The :class:`~memlane.core.memory.Memory` facade validates input, reads the clock
 and generates ids; a :class:`Store` only moves already-valid rows in and out of
 its database. Namespaces arrive as tuples, times as aware UTC datetimes, values
 as canonical JSON text, so a backend never re-validates and never builds SQL
@@ -112,7 +112,7 @@ class Store(ABC):
         loses any it had (and its vector): search never finds it. The returned
         items carry the stored JSON and decode it only when read.
         With ``if_absent``, a live item at any of the addresses raises
-        :class:`~memlane.errors.ConflictError` and nothing is written; the
+        :class:`~memlane.values.errors.ConflictError` and nothing is written; the
         check and the write are atomic against other writers. With ``mark``,
         every written item with text and no vector is marked (at its new
         version) for the indexer, in the same transaction; ``None`` marks them if
@@ -239,6 +239,11 @@ class Store(ABC):
         """``(items with a current vector, items without one)``."""
 
     @abstractmethod
+    def stored_dimension(self) -> int | None:
+        """The dimension of one stored item vector, or ``None`` when there is none (a store's recorded embedder
+        from before dimensions were recorded gets it from here)."""
+
+    @abstractmethod
     def put_vectors(self, rows: Sequence[tuple[int, int, bytes]]) -> int:
         """Store ``(ref, version, blob)`` vectors where the item is still at that version."""
 
@@ -246,7 +251,7 @@ class Store(ABC):
     def drop_vectors(self) -> None:
         """Delete every vector."""
 
-    # -- write-behind indexing (memlane.indexer) ---------------------------
+    # -- write-behind indexing (memlane.domain.indexer) --------------------
 
     @abstractmethod
     def mark_missing(self) -> int:
@@ -374,7 +379,7 @@ class Store(ABC):
     ) -> builtins.list[Item]:
         """Live items inside ``within`` whose value meets every condition, in one statement.
 
-        ``where`` is already validated (:mod:`memlane.where`) and is rendered as
+        ``where`` is already validated (:mod:`memlane.values.where`) and is rendered as
         bound SQL, never formatted into it. ``order`` is ``updated_desc``
         (newest first, then address) or ``address``; ``offset`` items are skipped.
         """

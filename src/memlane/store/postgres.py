@@ -19,7 +19,7 @@ Design (the SQLite backend's, translated):
 * Vectors live in ``item_vectors`` as ``pgvector`` values, searched with an
   HNSW index (cosine) once the embedder's dimension is known. Without the
   extension everything else works and the vector channel raises
-  :class:`~memlane.errors.BackendUnavailableError` naming it.
+  :class:`~memlane.values.errors.BackendUnavailableError` naming it.
 * A ``psycopg_pool`` connection pool; every write is one transaction.
 """
 
@@ -589,7 +589,7 @@ def _fetch_statement(key: str, within: Within, limit: int, now: datetime) -> tup
 def _select_statement(
     within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
 ) -> tuple[str, builtins.list[Any]]:
-    from ..values import where as w
+    from . import where_sql as w
 
     live, params = c.live_filter(within, "", now, "%s")
     test, test_params = w.postgres_sql(builtins.list(where))
@@ -1464,6 +1464,13 @@ class PostgresStore(Store):
                 (after, limit),
             ).fetchall()
 
+    def stored_dimension(self) -> int | None:
+        """The dimension of one stored item vector (``pgvector``'s own, or float32 bytes without it), or ``None``."""
+        dims = "vector_dims(embedding)" if self._vector_kind == "pgvector" else "length(embedding) / 4"
+        with self._conn() as conn:
+            row = conn.execute(f"SELECT {dims} FROM item_vectors LIMIT 1").fetchone()
+        return None if row is None else int(row[0])
+
     def count_vectors(self) -> tuple[int, int]:
         """``(items with a current vector, items without one)``."""
         with self._conn() as conn:
@@ -1674,7 +1681,7 @@ class PostgresStore(Store):
                 if self._reader is not None:
                     self._reader.close()
 
-    # -- query space (memlane.query) ----------------------------------------
+    # -- query space (memlane.domain.query) ---------------------------------
 
     def query_runner(self) -> Any:
         """The query space's runner (:class:`memlane.store.runner.PostgresRunner`), made once per store."""

@@ -1244,6 +1244,13 @@ class SqliteStore(Store):
                 (after, limit),
             ).fetchall()
 
+    def stored_dimension(self) -> int | None:
+        """The dimension of one stored item vector (float32: 4 bytes each), or ``None``."""
+        with self._lock:
+            self._check_open()
+            row = self._conn.execute("SELECT length(embedding) / 4 FROM item_vectors LIMIT 1").fetchone()
+        return None if row is None else int(row[0])
+
     def count_vectors(self) -> tuple[int, int]:
         """``(items with a current vector, items without one)``."""
         with self._lock:
@@ -1482,7 +1489,7 @@ class SqliteStore(Store):
         self, within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
     ) -> builtins.list[Item]:
         """Live items inside ``within`` meeting ``where`` (json_type/json_extract, bound paths), paged."""
-        from ..values import where as w
+        from . import where_sql as w
 
         live, params = self._filter(within, "", now)
         test, test_params = w.sqlite_sql(builtins.list(where))

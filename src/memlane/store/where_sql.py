@@ -1,0 +1,126 @@
+"""A ``where`` (:func:`memlane.values.where.conditions`) as one SQL condition, for SQLite and for PostgreSQL.
+
+Every operand and path is a bound parameter; only fixed fragments are joined. The rule is
+:func:`memlane.values.where.holds`, which the stores are tested against.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..values.where import Condition
+
+_INT64 = 2**63
+
+
+def _sqlite_path(steps: tuple[str | int, ...]) -> str:
+    # segments never hold '"' (refused in values.where._check_segment); SQLite reads a backslash in a quoted step as an
+    # escape, so one is doubled (a field "a\\b" was never matched)
+    return "$" + "".join(f"[{s}]" if isinstance(s, int) else '."' + s.replace("\\", "\\\\") + '"' for s in steps)
+
+
+def _sqlite_number(x: Any) -> Any:
+    return x if isinstance(x, float) or -_INT64 <= x < _INT64 else float(x)
+
+
+def _sqlite_equal(column: str, steps: tuple[str | int, ...], x: Any, params: list[Any], out: list[str]) -> None:
+    """Append to ``out`` the flat tests that all hold when the JSON at ``steps`` equals ``x``.
+
+    One test per value of ``x``, none inside another: the statement nests no
+    deeper for a value nested 100 levels than for a number.
+    """
+    p = _sqlite_path(steps)
+    if x is None:
+        params.append(p)
+        out.append(f"COALESCE(json_type({column}, ?), 'null') = 'null'")
+    elif isinstance(x, bool):
+        params.extend((p, "true" if x else "false"))
+        out.append(f"COALESCE(json_type({column}, ?) = ?, 0)")
+    elif isinstance(x, int | float):
+        params.extend((p, p, _sqlite_number(x)))
+        out.append(f"COALESCE(json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) = ?, 0)")
+    elif isinstance(x, str):
+        params.extend((p, p, x))
+        out.append(f"COALESCE(json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?, 0)")
+    elif isinstance(x, list):
+        params.extend((p, p, len(x)))
+        out.append(f"COALESCE(json_type({column}, ?) = 'array' AND json_array_length({column}, ?) = ?, 0)")
+        for i, e in enumerate(x):
+            _sqlite_equal(column, (*steps, i), e, params, out)
+    else:
+        params.extend((p, p, len(x)))
+        out.append(
+            f"COALESCE(json_type({column}, ?) = 'object' AND (SELECT count(*) FROM json_each({column}, ?)) = ?, 0)"
+        )
+        for k, e in x.items():
+            _sqlite_equal(column, (*steps, k), e, params, out)
+
+
+def balanced(tests: Sequence[str], op: str = "AND") -> str:
+    """``tests`` joined by ``op`` as a balanced tree, in order: parsers and expression trees nest log2(n) deep.
+
+    A chain of n ANDs (or ORs) is an expression tree n deep, which SQLite refuses past 1,000.
+    """
+    if len(tests) == 1:
+        return tests[0]
+    half = len(tests) // 2
+    return f"({balanced(tests[:half], op)} {op} {balanced(tests[half:], op)})"
+
+
+_SQL_OP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def sqlite_sql(where: list[Condition], column: str = "items.value") -> tuple[str, list[Any]]:
+    """``where`` as one SQLite condition over the JSON text in ``column`` (``1`` when empty), with its parameters."""
+    params: list[Any] = []
+    tests: list[str] = []
+    for path, op, operand in where:
+        if op == "$eq":
+            _sqlite_equal(column, path, operand, params, tests)
+            continue
+        if op == "$ne":
+            inner: list[str] = []
+            _sqlite_equal(column, path, operand, params, inner)
+            tests.append(f"NOT {balanced(inner)}")
+            continue
+        p = _sqlite_path(path)
+        kinds = "'text'" if isinstance(operand, str) else "'integer', 'real'"
+        params.extend((p, p, operand if isinstance(operand, str) else _sqlite_number(operand)))
+        tests.append(f"COALESCE(json_type({column}, ?) IN ({kinds}) AND json_extract({column}, ?) {_SQL_OP[op]} ?, 0)")
+    return (balanced(tests) if tests else "1"), params
+
+
+# jsonb refuses the escape of NUL (\u0000), which a stored string may hold: such a value is read as having no
+# fields rather than failing the statement for every row in scope
+_PG_VALUE = "(CASE WHEN strpos(items.value, '\\u0000') = 0 THEN items.value::jsonb END)"
+
+
+def postgres_sql(where: list[Condition], column: str = _PG_VALUE) -> tuple[str, list[Any]]:
+    """``where`` as one PostgreSQL condition over the jsonb ``column`` (``TRUE`` when empty), with its parameters.
+
+    Numbers travel as text and compare as ``numeric``: the exact decimal that
+    JSON (and Python's ``repr``) wrote, so no digits are lost to ``float8``.
+    """
+    params: list[Any] = []
+    parts = []
+    for path, op, operand in where:
+        at = f"({column} #> %s::text[])"
+        if op in ("$eq", "$ne"):
+            if operand is None:
+                sql = f"COALESCE({at}, 'null'::jsonb) = 'null'::jsonb"
+                params.append(list(path))
+            else:
+                sql = f"COALESCE({at} = %s::jsonb, FALSE)"
+                params.extend((list(path), json.dumps(operand, allow_nan=False)))
+            parts.append(sql if op == "$eq" else f"NOT ({sql})")
+            continue
+        if isinstance(operand, str):
+            test = f"jsonb_typeof({at}) = 'string' THEN ({at} #>> '{{}}') COLLATE \"C\" {_SQL_OP[op]} %s"
+            params.extend((list(path), list(path), operand))
+        else:
+            test = f"jsonb_typeof({at}) = 'number' THEN ({at})::numeric {_SQL_OP[op]} %s::numeric"
+            params.extend((list(path), list(path), repr(operand)))
+        parts.append(f"COALESCE(CASE WHEN {test} END, FALSE)")
+    return (" AND ".join(parts) or "TRUE"), params
