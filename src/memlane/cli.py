@@ -473,11 +473,8 @@ def _metadata(raw: str | None) -> Any:
 
 
 def _console(stderr: bool = False) -> Console:
-    # Made per call so that redirected streams and $COLUMNS are honoured. Not to a terminal (a pipe, a file), a
-    # line of text is never broken at the width (80 there): a script reads a token or an address on one line
-    console = Console(stderr=stderr, highlight=False)
-    console.soft_wrap = not console.is_terminal
-    return console
+    # Made per call so that redirected streams and $COLUMNS are honoured.
+    return Console(stderr=stderr, highlight=False)
 
 
 def _print_json(data: Any) -> None:
@@ -2203,8 +2200,9 @@ def agent_create(
     if as_json:
         _print_json({"agent": agent.to_dict(), "token": token})
         return
-    _console().print(f"Created agent {agent.name!r} (namespace agent/{agent.name}).", highlight=False)
-    _console().print(f"Token (shown once): {token}", highlight=False)
+    # one line each, whatever the width (a pipe is 80 columns to rich): a script reads the token from its line
+    _console().print(f"Created agent {agent.name!r} (namespace agent/{agent.name}).", soft_wrap=True)
+    _console().print(f"Token (shown once): {token}", soft_wrap=True)
 
 
 @_command("token", agent_app)
@@ -2219,7 +2217,7 @@ def agent_token(
     """
     with _open(db, NO_EMBEDDER) as mem:
         token = _access(mem).rotate_token(name)
-    _console().print(f"New token for {name!r} (shown once): {token}", highlight=False)
+    _console().print(f"New token for {name!r} (shown once): {token}", soft_wrap=True)
 
 
 @_command("list", agent_app)
