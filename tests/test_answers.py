@@ -428,7 +428,7 @@ ANSWERS: list[Answer] = [
         client=lambda c, s: c.stats(),
         exc=errors.ForbiddenError,
     ),
-    # -- 404 not_found: the core, access administration, the router, the inspector
+    # -- 404 not_found: the core, access administration, the inspector; no_such_route: the router
     Answer(
         "unknown-saved-query",
         "world",
@@ -461,9 +461,9 @@ ANSWERS: list[Answer] = [
         "unknown-route",
         "world",
         404,
-        "not_found",
+        "no_such_route",
         lambda s: s.call("POST", "/v1/no_such_operation", {}),
-        "Not Found",
+        "nothing is served at POST /v1/no_such_operation",
     ),
     Answer(
         "unknown-inspector-asset",
@@ -706,7 +706,7 @@ ANSWERS: list[Answer] = [
 ]
 
 
-SHAPE = {"type", "message", "field", "reason", "part", "retry_after"}
+SHAPE = {"type", "message", "field", "reason", "part", "retry_after", "path"}
 
 
 def error_of(resp: httpx.Response, status: int, kind: str, field: str | None) -> dict[str, Any]:
@@ -778,6 +778,7 @@ DOCUMENTED = {
     (401, "unauthorized"),
     (403, "forbidden"),
     (404, "not_found"),
+    (404, "no_such_route"),
     (405, "method_not_allowed"),
     (409, "conflict"),
     (409, "embedder_mismatch"),

@@ -193,6 +193,12 @@ class Client(_Operations):
             raise errors.ValidationError(
                 "url", "must be a service URL such as http://127.0.0.1:8420, or a list of them"
             )
+        for u in urls:
+            _check_url(u.strip())
+        if not isinstance(token, str) or not token.strip() or not all("!" <= c <= "~" for c in token):
+            raise errors.ValidationError(
+                "token", f"must be an agent's token as `memlane agent create NAME` prints it, not {token!r}"
+            )
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise errors.ValidationError("retries", f"must be a whole number >= 0, not {retries!r}")
         if isinstance(backoff, bool) or not isinstance(backoff, int | float) or not 0 <= backoff <= MAX_RETRY_WAIT:
@@ -512,6 +518,20 @@ class Client(_Operations):
         (:meth:`memlane.core.access.Access.history`); ``after`` a ``seq`` to read on from."""
         answer = self._call("GET", "admin/log?" + _query(agent=agent, room=room, after=after, limit=limit))
         return [_change(c) for c in answer["changes"]]
+
+
+def _check_url(url: str) -> None:
+    """Refuse a base URL that could never reach a service (no scheme, no host) when the client is made, not at the
+    first request after its retries."""
+    from urllib.parse import urlsplit
+
+    if "://" not in url:
+        raise errors.ValidationError("url", f"{url!r} has no scheme: write http://{url} (or https://)")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise errors.ValidationError("url", f"{url!r} must start with http:// or https://")
+    if not parts.hostname:
+        raise errors.ValidationError("url", f"{url!r} names no host: write e.g. http://127.0.0.1:8420")
 
 
 def _segment(name: Any, field: str) -> str:

@@ -147,9 +147,9 @@ later turns to the same conversation (numbering continues); omit it to start a n
 Delete the item at an exact address: use it when a memory is wrong or unwanted
 (memory_history still shows it). Returns {deleted: false} if nothing was there.""",
     "memory_list": """\
-Items with their values in address order under a namespace prefix (and key prefix), a
-page at a time: pass next_cursor back as cursor. Use it to read a small, known area; for
-an overview use memory_summarize, for a topic memory_search.""",
+Items with their values under a namespace prefix (and key prefix), a page at a time: pass
+next_cursor back as cursor. order "recent": what changed lately first. For an overview use
+memory_summarize, for a topic memory_search.""",
     "memory_summarize": """\
 The map of the memory: per namespace, its key paths cut at depth segments, with counts
 (no values). Use it FIRST on an unfamiliar store; drill down with key_prefix and a larger
@@ -396,6 +396,7 @@ SHAPES: dict[str, Any] = {
     "key_prefix": str,
     "limit": int,
     "cursor": str,
+    "order": str,
     "floor": bool,
     "query": str,
     "value": Any,
@@ -554,7 +555,7 @@ ITEM_OFFERS = (
           answer=lambda item, args: {"item": item.to_dict()}),
     Offer("add_conversation", ("namespace", "messages", "session", "at", "window")),
     Offer("delete", ("namespace", "key"), answer=_deleted),
-    Offer("list", ("namespace_prefix", "key_prefix", "limit", "cursor")),
+    Offer("list", ("namespace_prefix", "key_prefix", "limit", "cursor", "order")),
     Offer("summarize", ("namespace_prefix", "depth", "key_prefix")),
     Offer("search", ("query", "namespace_prefix", "limit", "channels", "floor")),
     Offer("recall", ("query", "key", "namespace_prefix", "limit", "mode", "floor"), prepare=_query_or_key),

@@ -272,7 +272,10 @@ class Dispatch:
                 args = op.from_wire(args)
             if prepare is not None:
                 args = prepare(args)
-            target: Memory | AgentView = self.mem if op.admin else self.access.view(agent, gated=False)
+            view = self.access.view(agent, gated=False)
+            # an owner setting (retention) runs on the core as the admin who asked: its name is recorded, as in
+            # the access log
+            target: Memory | AgentView = view._as_author() if op.admin else view
             answer = ANSWERS[op.result](getattr(target, op.name)(**args), args)
         except errors.MemlaneError as e:
             return error_answer(e)

@@ -49,6 +49,8 @@ KINDS: tuple[Kind, ...] = (
     Kind(errors.MemlaneError, "error", 500, "Error"),
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
+# the type of a 404 for a path that no route serves (distinct from not_found: nothing at an address)
+NO_SUCH_ROUTE = "no_such_route"
 # the answers that carry no error body of ours (a proxy, an old server): the status alone decides
 _BY_STATUS = {
     400: errors.ValidationError,
@@ -106,6 +108,12 @@ def decode(error: Any, status: int, *, suffix: str = "") -> errors.MemlaneError:
     """
     error = error if isinstance(error, Mapping) else {}
     message = str(error.get("message") or f"HTTP {status}")
+    if status == 404 and error.get("type") in (None, NO_SUCH_ROUTE):
+        # a route nobody serves (a base URL with /v1 or /api appended, a misspelt operation) or no memlane service
+        # at all (no error shape of ours): the URL is wrong, which must never read as "no such item"
+        if error.get("type") is None:
+            message = "the answer is not a memlane service's: is the URL the service root (where GET /v1/health is)?"
+        return errors.ValidationError("url", message + suffix)
     kind = _BY_NAME.get(str(error.get("type", "")))
     cls = kind.cls if kind is not None else _BY_STATUS.get(status, errors.StoreError)
     if cls is errors.ValidationError:
