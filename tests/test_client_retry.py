@@ -283,10 +283,10 @@ def test_clear_whose_connection_was_lost_is_never_sent_again(
 
 def test_the_operations_safe_to_send_again_are_exactly_these() -> None:
     """Each one only reads: sent twice it changes nothing. Adding one here is a decision about retries."""
-    from memlane.core.operations import OPERATIONS
+    from memlane.values.operations import OPERATIONS
 
     assert sorted(memlane.client._SAFE) == sorted(op.name for op in OPERATIONS if op.safe) == [
-        "claims_and_sources_context", "combined_context", "describe_query_space", "exists", "explain_query",
+        "activity", "claims_and_sources_context", "combined_context", "describe_query_space", "exists", "explain_query",
         "facts_context", "fetch", "get", "get_many", "history", "hydrate", "list", "lookup", "namespaces",
         "neighbours", "query", "recall", "resolve_entity", "retention_rules", "run_saved_query", "saved_queries",
         "search", "search_query_space", "select", "summarize", "traverse",
@@ -420,9 +420,13 @@ def test_an_error_answer_is_the_services_error_and_a_bare_one_keeps_its_text(
         assert str(missing.value).startswith("no list for that address") and "(HTTP 409 from " in str(missing.value)
         with pytest.raises(errors.MemlaneError) as bad:
             client.list("agent/alice")
-        with pytest.raises(errors.NotFoundError) as bare:  # no error object: the status says what it is
+        with pytest.raises(errors.ValidationError) as bare:  # a 404 with no error object: not a memlane service
             client.list("agent/alice")
-    assert str(bare.value).startswith("<html>no such page</html> (HTTP 404 from ")
+    assert (
+        bare.value.field == "url"
+        and "not a memlane service" in str(bare.value)
+        and "(HTTP 404 from " in str(bare.value)
+    )
     assert str(bad.value).startswith("<html>bad gateway</html>" + "x" * 176 + " (HTTP 502 from ")  # 200 characters
     assert sleeps == []
 
