@@ -146,7 +146,7 @@ IDF_MIN_ROWS = 20
 PROFILE_K = 50
 # a hit's companions (see Judge.settle) may stand beside it when a relevant hit is among the first HEAD_K of a
 # channel's nominations (a set that depends on neither `candidate_k` nor `limit`)
-HEAD_K = 10
+HEAD_K = 20
 
 
 @dataclass(frozen=True, slots=True)
