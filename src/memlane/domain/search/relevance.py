@@ -3,19 +3,24 @@
 Every confirmed hit is judged from the evidence it actually has, never from
 the shape of the query's words:
 
-* ``similarity``: the cosine of its vector to the query's, calibrated per
-  embedder as the excess over the embedder's *noise level* (the cosine that
-  unrelated texts reach by chance, :data:`NOISE`), ``(s - noise) / (1 - noise)``.
-  A hit the vector channel ran for but did not nominate is given the lowest
-  similarity the channel nominated (an upper bound on its own).
-* ``coverage``: the share of the query's content words (not stop words) that
-  the hit holds in its text, key or namespace, each word weighted by its
-  inverse document frequency *in the searched scope* (BM25's IDF), so a word
-  most items hold counts little and a rare one much.
+* ``similarity``: the cosine of its vector to the query's, read on the
+  reference scale (the embedder's own :class:`Scale`, measured on
+  :data:`REFERENCE_TEXTS`, mapped onto MiniLM's), then as the excess over the
+  noise level there (the cosine that unrelated texts reach by chance,
+  :data:`REFERENCE_NOISE`), ``(s - noise) / (1 - noise)``. A hit is read at
+  its own similarity when it is among the query's :data:`PROFILE_K` nearest
+  in scope, else at the lowest of them (an upper bound on its own), whatever
+  ``candidate_k`` is.
+* ``coverage``: the share of the query's content words (not stop words, not
+  words of one or two letters) that the hit holds in its text or key (not its
+  namespace: where an item is kept is not what it says), each word weighted
+  by its inverse document frequency *in the searched scope* (BM25's IDF), so
+  a word most items hold counts little and a rare one much; in a scope of
+  fewer than :data:`IDF_MIN_ROWS` items every content word weighs the same.
 * ``rarity``: how rare the rarest query word it holds is in the scope,
   ``1 - log(1 + df) / log(1 + N)``.
 * ``standout``: how far its similarity stands above the mean similarity of
-  the vector channel's candidates (calibrated as above): the answer to a
+  the query's PROFILE_K nearest (read as above): the answer to a
   question stands out from the rest of the scope, while a question the memory
   cannot answer meets a flat field of look-alikes.
 * ``absent``: the IDF-weighted share of the query's content words that occur
@@ -26,7 +31,8 @@ the shape of the query's words:
 
 A logistic model (:data:`VECTOR_MODEL` when the vector channel ran,
 :data:`LEXICAL_MODEL` otherwise) turns the evidence into a probability of
-relevance; a hit is relevant when it reaches the model's threshold. The
+relevance; a hit is relevant when it reaches the model's threshold, or when
+it holds every content word of the query (whatever its vector says). The
 coefficients and thresholds were fitted by ``bench/relevance.py fit`` on
 development data only (LoCoMo conversations conv-26, conv-30 and conv-41 written
 through ``add_conversation``, and the development split of memlane's paraphrase
