@@ -198,3 +198,15 @@ def test_a_hits_verdict_does_not_depend_on_candidate_k_or_limit(tmp_path_factory
 
     check()
     mem.close()
+
+
+def test_the_scale_is_measured_again_when_reindex_changes_the_embedder(tmp_path: Path) -> None:
+    mem = _notes(tmp_path / "m.db", FakeEmbedder(64))
+    assert mem.recall(UNRELATED[0], namespace_prefix="user/u1").status == "nothing_relevant"
+    before = mem._scale_for_relevance()
+    mem.reindex(Shifted(FakeEmbedder(64)))
+    after = mem._scale_for_relevance()
+    assert before is not None and after is not None and after.mean > before.mean + 0.5
+    for question in UNRELATED:
+        assert mem.recall(question, namespace_prefix="user/u1").status == "nothing_relevant", question
+    mem.close()
