@@ -471,7 +471,8 @@ class Judge:
         if self.vector_ran:
             sim = self._profile.get(hit.item.id) if self._profile else hit.similarity
             if sim is not None:
-                read = f", {self.scale.read(sim):.2f} on the reference scale" if self.scale is not None else ""
+                ref = sim if self.scale is None else self.scale.read(sim)
+                read = f", {ref:.2f} on the reference scale" if abs(ref - sim) >= 0.005 else ""
                 parts.append(f"similarity {sim:.2f}{read} (noise {self.noise:.2f})")
             else:
                 parts.append("not among the query's nearest vectors")
