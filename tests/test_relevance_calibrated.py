@@ -157,13 +157,15 @@ def test_short_function_words_neither_help_nor_hurt_on_a_base_install(tmp_path: 
     chats.close()
 
 
-def test_a_scope_too_small_for_idf_weighs_every_word_the_same() -> None:
+def test_a_scope_too_small_for_idf_weighs_every_word_the_same_but_one_all_items_hold() -> None:
     def counts(words: Any, limit: int) -> tuple[int, dict[str, int]]:
-        return 3, {"caroline": 3, "support": 1}
+        return 3, {"caroline": 3, "support": 1, "feel": 2}
 
-    judge = relevance.Judge(counts, ["caroline", "support", "group"], None, vector_ran=False)
+    judge = relevance.Judge(counts, ["caroline", "support", "feel", "group"], None, vector_ran=False)
     idf, total, _, missing = judge._query_weights()
-    assert idf == {"caroline": 1.0, "support": 1.0, "group": 1.0} and missing == ["group"]
+    assert idf == {"caroline": 0.0, "support": 1.0, "feel": 1.0, "group": 1.0} and missing == ["group"]
+    only_common = relevance.Judge(counts, ["caroline"], None, vector_ran=False)
+    assert only_common._query_weights()[0] == {"caroline": 1.0}
 
 
 # -- the same verdict whatever candidate_k and limit ------------------------------------------------------------

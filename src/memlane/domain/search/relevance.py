@@ -16,7 +16,8 @@ the shape of the query's words:
   namespace: where an item is kept is not what it says), each word weighted
   by its inverse document frequency *in the searched scope* (BM25's IDF), so
   a word most items hold counts little and a rare one much; in a scope of
-  fewer than :data:`IDF_MIN_ROWS` items every content word weighs the same.
+  fewer than :data:`IDF_MIN_ROWS` items every content word weighs the same,
+  except one every item holds, which weighs nothing (unless all of them do).
 * ``rarity``: how rare the rarest query word it holds is in the scope,
   ``1 - log(1 + df) / log(1 + N)``.
 * ``standout``: how far its similarity stands above the mean similarity of
@@ -145,7 +146,8 @@ SCOPE_LIMIT = 5_000
 DF_LIMIT = 1_000
 # a scope this large makes an absent word full evidence; a smaller one proportionally less (log scale)
 SCOPE_REFERENCE = 1_000
-# below this many items a scope is too small for IDF: every content word weighs the same (a plain share of them)
+# below this many items a scope is too small for IDF: every content word weighs the same (a plain share of them),
+# except a word every item holds, which weighs nothing (unless every content word is such a word)
 IDF_MIN_ROWS = 20
 # the query's similarity profile: its PROFILE_K best similarities in scope, whatever `candidate_k` is, so the
 # verdict of a hit never depends on how many candidates a channel was asked for
@@ -370,8 +372,12 @@ class Judge:
         the evidence of the absent words, and those words."""
         if self._weights is None:
             rows, dfs = self.scope()
-            if rows < IDF_MIN_ROWS:  # too few items for IDF to say which word is rare: each counts the same
-                idf = dict.fromkeys(self.content, 1.0)
+            if rows < IDF_MIN_ROWS:
+                # too few items for IDF to say how rare a word is: each counts the same, except a word every item
+                # holds, which tells them apart no more than a stop word (unless every word is one)
+                idf = {w: 0.0 if dfs.get(w, 0) >= rows else 1.0 for w in self.content}
+                if not any(idf.values()):
+                    idf = dict.fromkeys(self.content, 1.0)
             else:
                 idf = {w: _idf(dfs.get(w, 0), rows) for w in self.content}
             total = sum(idf.values()) or 1.0
