@@ -268,6 +268,8 @@ class Memory:
         self._embedder_recorded = embedder is None or _recorded_embedder(store) is not None
         # shared by an agent's copy (AgentView copies this object): one thread per memory
         self._indexer = Indexer(self)
+        # (embedder, its relevance scale): measured at the first vector search, again when the embedder changes
+        self._relevance_scale: tuple[Embedder, relevance.Scale | None] | None = None
         # set on an agent's copy (memlane.core.access.AgentView): every read is narrowed to it in SQL
         self._scope: Scope | None = None
         # recalls answered (no store keeps them), shared by the agents' copies; see activity()
@@ -1017,10 +1019,14 @@ class Memory:
         nominations: dict[str, Sequence[Any]] = {}
         timings: dict[str, float] = {}
         words = rank.terms(query)
+        lexical_found: Sequence[Any] = ()
+        vector_found: Sequence[Any] = ()
         if "lexical" in wanted:
             if not words:
                 notes.append("the query has no searchable words")
-            nominations["lexical"] = self._store.lexical(words, within, k)
+            # at least the head the relevance decision reads (relevance.HEAD_K), whatever candidate_k is
+            lexical_found = self._store.lexical(words, within, max(k, relevance.HEAD_K))
+            nominations["lexical"] = lexical_found[:k]
             timings["lexical_ms"] = _ms(started)
         pending = None
         if "vector" in wanted:
@@ -1036,7 +1042,9 @@ class Memory:
             else:
                 pending = self._catch_up(within, notes, timings)
                 try:
-                    found = self._store.vector(query_vector, within, k)
+                    # the query's similarity profile (relevance.PROFILE_K nearest) is read whatever candidate_k is
+                    vector_found = self._store.vector(query_vector, within, max(k, relevance.PROFILE_K))
+                    found = vector_found[:k]
                     mismatch = [] if found else self._dimension_note(len(query_vector))
                 except StoreError:  # PostgreSQL refuses to compare vectors of two dimensions: said as on SQLite
                     found, mismatch = [], self._dimension_note(len(query_vector))
@@ -1049,13 +1057,15 @@ class Memory:
         fused = rank.fuse(nominations, rrf_k=rrf_k, weights=weights)
         timings["fuse_ms"] = _ms(t)
         t = time.perf_counter()
-        vector_found = nominations.get("vector") or ()
+        profile = vector_found[: relevance.PROFILE_K] if "vector" in nominations else []
         judge = relevance.Judge(
             lambda terms, most: self._store.document_counts(terms, within, most),
             words,
             None if self._embedder is None else self._embedder.name,
             vector_ran="vector" in nominations,
-            vector_scores=[n[1] for n in vector_found],
+            vector_scores=[n[1] for n in profile],
+            vector_ids=[n[0] for n in profile],
+            scale=self._scale_for_relevance() if "vector" in nominations and embedding is None else None,
         )
 
         def accept(hit: Hit) -> bool:
@@ -1067,7 +1077,9 @@ class Memory:
         hits, dropped, truncated, below = rank.confirm_relevant(
             fused, lambda ids: self._store.hydrate(ids, within, now), limit, terms=words, accept=accept
         )
-        hits, refused = judge.settle(hits, drop=bool(floor))
+        heads = [n[0] for n in lexical_found[: relevance.HEAD_K]] + [n[0] for n in profile[: relevance.HEAD_K]]
+        found_head = self._head_found(judge, heads, hits, within, now, words)
+        hits, refused = judge.settle(hits, drop=bool(floor), found=found_head)
         if refused:
             below, truncated = below + refused, False
         timings["confirm_ms"] = _ms(t)
@@ -1099,6 +1111,47 @@ class Memory:
             below_floor=below,
             status=status,
         )
+
+    def _scale_for_relevance(self) -> relevance.Scale | None:
+        """The embedder's :class:`~memlane.domain.search.relevance.Scale`, measured once per embedder (one batch of
+        :data:`~memlane.domain.search.relevance.REFERENCE_TEXTS`) and again after ``reindex`` changes it."""
+        embedder = self._embedder
+        if embedder is None:
+            return None
+        cached = self._relevance_scale
+        if cached is None or cached[0] is not embedder:
+            try:
+                scale: relevance.Scale | None = relevance.measure_scale(
+                    embedder.embed_batch(list(relevance.REFERENCE_TEXTS))
+                )
+            except Exception:  # an embedder that fails here fails the query too; until then, its name's noise
+                scale = None
+            self._relevance_scale = cached = (embedder, scale)
+        return cached[1]
+
+    def _head_found(
+        self,
+        judge: relevance.Judge,
+        heads: Sequence[Any],
+        hits: Sequence[Hit],
+        within: Sequence[Namespace],
+        now: datetime,
+        words: Sequence[str],
+    ) -> bool:
+        """Whether a hit among the channels' heads (the first relevance.HEAD_K nominations of each) is relevant
+        on its own: what lets weaker hits stand beside it, whatever candidate_k and limit are."""
+        judged = {hit.item.id: hit for hit in hits}
+        if any(judged[ref].relevant for ref in heads if ref in judged):
+            return True
+        rest = [ref for ref in dict.fromkeys(heads) if ref not in judged]
+        if not rest:
+            return False
+        live = self._store.hydrate(rest, within, now)
+        for item in live.values():
+            hit = Hit(item, 0.0, matched=relevance.matched(words, item))
+            if judge.judge(hit).relevant:
+                return True
+        return False
 
     def _catch_up(self, within: Sequence[Namespace], notes: builtins.list[str], timings: dict[str, float]) -> int:
         """Embed the scope's items still waiting for vectors, within :attr:`catch_up`; returns how many still wait."""
