@@ -159,7 +159,7 @@ class Store(ABC):
 
     @abstractmethod
     def get_by_id(self, item_id: str, within: Within, now: datetime) -> Item | None:
-        """The live item with this id if it lies inside ``within`` (the scope is part of the statement), else ``None``."""
+        """The live item with this id if it lies inside ``within`` (the scope is in the statement), else ``None``."""
 
     @abstractmethod
     def delete_by_id(self, item_id: str, within: Within, now: datetime, author: str | None) -> bool:
