@@ -3,8 +3,8 @@
 Ten item tools, one per verb an agent needs: ``memory_get``, ``memory_get_many``,
 ``memory_put``, ``memory_delete``, ``memory_list``, ``memory_summarize``,
 ``memory_search``, ``memory_recall``, ``memory_history`` and ``memory_add_conversation``,
-two by an item's id (``memory_get_by_id``, ``memory_delete_by_id``: the ``ids`` profile), eighteen for the facts layer (:class:`FactTools`: resolve, the assured reads, primitives,
-writes) and two for the query space. A server offers a *profile* of them (:data:`PROFILES`,
+two by an item's id (``memory_get_by_id``, ``memory_delete_by_id``: the ``ids`` profile),
+eighteen for the facts layer (:class:`FactTools`: resolve, the assured reads, primitives, writes) and two for the query space. A server offers a *profile* of them (:data:`PROFILES`,
 :func:`tool_selection`): by default the nine item tools an agent uses every turn, so that
 ``tools/list`` stays small in the agent's context; facts, conversations and the query space
 and ids are added on request (``memlane mcp --tools default,facts``, ``/mcp?tools=all``).
