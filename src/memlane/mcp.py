@@ -3,11 +3,12 @@
 Ten item tools, one per verb an agent needs: ``memory_get``, ``memory_get_many``,
 ``memory_put``, ``memory_delete``, ``memory_list``, ``memory_summarize``,
 ``memory_search``, ``memory_recall``, ``memory_history`` and ``memory_add_conversation``,
-two by an item's id (``memory_get_by_id``, ``memory_delete_by_id``: the ``ids`` profile),
-eighteen for the facts layer (:class:`FactTools`: resolve, the assured reads, primitives, writes) and two for the query space. A server offers a *profile* of them (:data:`PROFILES`,
-:func:`tool_selection`): by default the nine item tools an agent uses every turn, so that
-``tools/list`` stays small in the agent's context; facts, conversations and the query space
-and ids are added on request (``memlane mcp --tools default,facts``, ``/mcp?tools=all``).
+two by an item's id (``memory_get_by_id``, ``memory_delete_by_id``), eighteen for the facts
+layer (:class:`FactTools`: resolve, the assured reads, primitives, writes) and two for the
+query space. A server offers a *profile* of them (:data:`PROFILES`, :func:`tool_selection`):
+by default the nine item tools an agent uses every turn, so that ``tools/list`` stays small
+in the agent's context; conversations, ids, facts and the query space are added on request
+(``memlane mcp --tools default,facts``, ``/mcp?tools=all``).
 
 The item and facts tools are made from the operations table (:mod:`memlane.values.operations`): an
 :class:`Offer` names the operation and the parameters an agent sees; their defaults are the
