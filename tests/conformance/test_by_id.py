@@ -102,3 +102,12 @@ def test_an_agent_asking_an_id_it_cannot_see_gets_the_not_found_answer(mem):
     assert alice.get_by_id(own.id) == own and alice.delete_by_id(own.id) is True
     assert mem.history("agent/alice", "plans")[0].changed_by == "alice"
     assert not hasattr(alice, "import_records")  # an owner operation: it writes ids, times and authors as given
+
+
+def test_exported_items_import_back_by_id(mem):
+    item = mem.put("user/1", "k", {"v": 1}, metadata={"source": "chat"})
+    exported = getattr(mem, "sync", mem).export_records()  # an async surface's export is its .sync's iterator
+    records = [r for r in exported if r["record"] == "item"]  # over a service: GET /v1/export
+    assert mem.delete_by_id(item.id) is True
+    assert mem.import_records(records) == 1
+    assert mem.get_by_id(item.id) == item
