@@ -242,6 +242,38 @@ MODULES: dict[str, Module] = {
         select="",
         note="the operations table, the routes built from it, the error mapping and the Client's error kinds",
     ),
+    "client": Module(
+        files=("src/memlane/client.py",),
+        within={"memlane.client": ("__init__", "url", "__repr__", "close", "__enter__", "__exit__", "_call", "_send")},
+        tests=("tests/test_client_retry.py",),
+        # the AsyncClient runs the same transport; the real service down for seconds is the slow twin of the
+        # fake-clock window tests
+        select="not AsyncClient and not real_service",
+        note="the Client's transport: what is sent again (429, a lost connection within retry_window), failover",
+    ),
+    "gate": Module(
+        files=("src/memlane/values/gate.py",),
+        tests=("tests/test_gate.py",),
+        select="",
+        note="fair sharing of expensive work: capacity, per-agent share, max_waiting, round robin, time-outs",
+    ),
+    "mcp-profiles": Module(
+        files=("src/memlane/mcp.py",),
+        within={
+            "memlane.mcp": (
+                "instructions",
+                "tool_selection",
+                "_tool_names",
+                "call_tool",
+                "build_server",
+                "_bearer",
+                "_selection",
+            )
+        },  # fmt: skip
+        tests=("tests/test_mcp_profiles.py",),
+        select="",
+        note="which tools a server offers (--tools, ?tools=), its instructions, the bearer check at /mcp",
+    ),
 }
 
 

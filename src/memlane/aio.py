@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .client import Client
@@ -170,6 +170,37 @@ surface.off_loop(AsyncMemory, Memory, _TABLE + MEMORY_EXTRAS)
 surface.off_loop(AsyncClient, Client, _TABLE + CLIENT_EXTRAS)
 
 
-async def open(url: str | os.PathLike[str] | None = None, **options: Any) -> AsyncMemory:  # noqa: A001
-    """Open a memory for asyncio; the arguments of :func:`memlane.open`, opened off the event loop."""
-    return AsyncMemory(await asyncio.to_thread(_open, url, **options))
+class Opening:
+    """What :func:`open` returns: await it for the memory, or use it in ``async with`` directly.
+
+    ``async with await memlane.aio.open(path) as mem`` and ``async with memlane.aio.open(path) as mem`` both
+    open the memory off the event loop and close it at the end of the block.
+    """
+
+    def __init__(self, url: str | os.PathLike[str] | None, options: dict[str, Any]) -> None:
+        self._url = url
+        self._options = options
+        self._memory: AsyncMemory | None = None
+
+    async def _opened(self) -> AsyncMemory:
+        return AsyncMemory(await asyncio.to_thread(_open, self._url, **self._options))
+
+    def __await__(self) -> Generator[Any, None, AsyncMemory]:
+        return self._opened().__await__()
+
+    async def __aenter__(self) -> AsyncMemory:
+        self._memory = await self._opened()
+        return self._memory
+
+    async def __aexit__(self, *exc: object) -> None:
+        memory, self._memory = self._memory, None
+        if memory is not None:
+            await memory.close()
+
+
+def open(url: str | os.PathLike[str] | None = None, **options: Any) -> Opening:  # noqa: A001
+    """Open a memory for asyncio; the arguments of :func:`memlane.open`, opened off the event loop.
+
+    Await it (``mem = await memlane.aio.open(path)``), or use it in ``async with`` with or without ``await``.
+    """
+    return Opening(url, options)

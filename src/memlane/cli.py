@@ -1486,7 +1486,8 @@ def import_records(
                 # the core names the record by its number; without one, the line last read is the culprit
                 record = getattr(e, "record", None)
                 line = lines.lines[record - 1] if record and record <= len(lines.lines) else lines.line
-                raise memlane.ValidationError(f"line {line}", str(e)) from e
+                said = str(e).removeprefix("record: ").removeprefix(f"record {record}: ")  # the line says which
+                raise memlane.ValidationError(f"line {line}", said) from e
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
@@ -2142,10 +2143,13 @@ def serve(
     from .server.workers import run as run_workers
     from .server.workers import single as single_server
 
+    if not 0 <= port <= 65535:  # the system would take it modulo 65536 and serve elsewhere
+        _fail(f"--port {port}: a port must be 1-65535, or 0 for a free one the system chooses (then printed)")
     url = _db_url(db)
     count = workers or default_workers(postgres=_sqlite_file(url) is None)
     # first: a taken port fails before anything is created or printed
     listener = _listen(host, port, shared=count > 1)
+    port = listener.getsockname()[1]  # the port the system chose for --port 0
     pool = pool_size or (worker_pool(count) if count > 1 and _sqlite_file(url) is None else None)
     started = False
     try:
@@ -2158,19 +2162,19 @@ def serve(
                 except memlane.ConflictError:  # another replica created it first
                     pass
                 else:
-                    err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
+                    err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", soft_wrap=True)
             where = f"{mem.store.location} at http://{host}:{port}"
             if count > 1:
 
                 def ready() -> None:  # once a worker listens: a request sent then is answered
-                    err.print(f"memlane serving {where} (workers: {count})", highlight=False)
+                    err.print(f"memlane serving {where} (workers: {count})", soft_wrap=True)
 
                 started = run_workers(mem, url, listener, workers=count, pool=pool, options={}, ready=ready)
             else:
                 # the app is built before "serving" is said, and the socket already listens: a request sent
                 # the moment the line appears is queued, not refused
                 server = single_server(create_app(mem), host, port)
-                err.print(f"memlane serving {where} (workers: 1)", highlight=False)
+                err.print(f"memlane serving {where} (workers: 1)", soft_wrap=True)
                 server.run(sockets=[listener])
                 started = server.started
     finally:
@@ -2268,8 +2272,9 @@ def agent_create(
     if as_json:
         _print_json({"agent": agent.to_dict(), "token": token})
         return
-    _console().print(f"Created agent {agent.name!r} (namespace agent/{agent.name}).", highlight=False)
-    _console().print(f"Token (shown once): {token}", highlight=False)
+    # one line each, whatever the width (a pipe is 80 columns to rich): a script reads the token from its line
+    _console().print(f"Created agent {agent.name!r} (namespace agent/{agent.name}).", soft_wrap=True)
+    _console().print(f"Token (shown once): {token}", soft_wrap=True)
 
 
 @_command("token", agent_app)
@@ -2284,7 +2289,7 @@ def agent_token(
     """
     with _open(db, NO_EMBEDDER) as mem:
         token = _access(mem).rotate_token(name)
-    _console().print(f"New token for {name!r} (shown once): {token}", highlight=False)
+    _console().print(f"New token for {name!r} (shown once): {token}", soft_wrap=True)
 
 
 @_command("list", agent_app)

@@ -33,9 +33,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-import numpy as np
-
-try:
+try:  # first: without the extra, one line naming it, before anything else fails on a bare import
+    import numpy as np
     from langgraph.store.base import (
         BaseStore,
         GetOp,
@@ -53,7 +52,9 @@ try:
     )
     from langgraph.store.base.embed import get_text_at_path
 except ImportError as e:  # pragma: no cover - the langgraph extra
-    raise ImportError("memlane.langgraph needs LangGraph: pip install 'memlane[langgraph]'") from e
+    raise ImportError(
+        f"memlane.langgraph needs LangGraph and numpy ({e}): pip install 'memlane[langgraph]'", name=e.name
+    ) from e
 
 from .domain.search.embedders import Embedder, resolve_embedder
 from .store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS

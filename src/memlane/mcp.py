@@ -38,6 +38,7 @@ import contextlib
 import functools
 import inspect
 import json
+import re
 import typing
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -67,35 +68,39 @@ if TYPE_CHECKING:
     Backend = Memory | AgentView
 
 SERVER_NAME = "memlane"
-# The server's instructions, a line per situation, each kept only when the tools it names are offered.
-GUIDE: list[tuple[tuple[str, ...], str]] = [
-    ((), "memlane is your durable memory. Items live at addresses: a namespace (text such as user/123, or a "
-     "list of segments) and a key, ideally a dotted taxonomy path such as preferences.ui.theme. Values are JSON "
-     "and keep their type."),
-    ((), "Which tool to use:"),
-    (("memory_get",), "- You know the address (namespace + key): memory_get (or memory_get_many for several)."),
-    (("memory_recall",), "- You know the key but not the namespace, or want the newest value filed under a key: "
-     "memory_recall with key."),
-    (("memory_search",), "- You know a topic, not a name: memory_search (or memory_recall with query)."),
-    (("memory_summarize",), "- The store is unfamiliar: memory_summarize first (the map of namespaces and key "
-     "paths with counts), then memory_get / memory_get_many / memory_list on what it shows."),
-    (("memory_put",), "- Write with memory_put (replaces an existing address; memory_history keeps the old "
-     "versions), remove with memory_delete."),
-    (("memory_add_conversation",), "- A chat or meeting to remember turn by turn: memory_add_conversation."),
-    (("memory_facts_context",), "- What is true about a person or project: memory_resolve_entity, then "
-     "memory_facts_context; what sources said: memory_claims_and_sources_context."),
-    (("memory_query",), "- A question over many records (counts, joins, \"which documents mention X and Y?\"): "
-     "memory_query_space to see the SQL views, then memory_query with one read-only SELECT."),
-]  # fmt: skip
+# The server's instructions, a line per situation, each kept only when every tool it names is offered.
+GUIDE: list[str] = [
+    "memlane is your durable memory. Items live at addresses: a namespace (text such as user/123, or a list of "
+    "segments) and a key, ideally a dotted taxonomy path such as preferences.ui.theme. Values are JSON and keep "
+    "their type.",
+    "Which tool to use:",
+    "- You know the address (namespace + key): memory_get.",
+    "- You know several addresses: memory_get_many, in one call.",
+    "- You know the key but not the namespace, or want the newest value filed under a key: memory_recall with key "
+    "(or with query, for a topic).",
+    "- You know a topic, not a name: memory_search.",
+    "- The store is unfamiliar: memory_summarize first (the map of namespaces and key paths with counts), then read "
+    "what it shows.",
+    "- Page through a namespace in key order: memory_list.",
+    "- Write with memory_put (replaces an existing address; the old version is kept).",
+    "- Earlier versions of an address, and who wrote them: memory_history.",
+    "- Remove an item with memory_delete.",
+    "- A chat or meeting to remember turn by turn: memory_add_conversation.",
+    "- What is true about a person or project: memory_resolve_entity, then memory_facts_context.",
+    "- What sources said about it: memory_claims_and_sources_context.",
+    '- A question over many records (counts, joins, "which documents mention X and Y?"): memory_query_space to '
+    "see the SQL views, then memory_query with one read-only SELECT.",
+]
+_TOOL_NAME = re.compile(r"\bmemory_[a-z_]+")
 
 
 def instructions(tools: Iterable[str]) -> str:
-    """The server's instructions for the tools it offers."""
+    """The server's instructions for the tools it offers: no line names a tool that is not offered."""
     offered = set(tools)
-    return "\n".join(line for needs, line in GUIDE if set(needs) <= offered) + "\n"
+    return "\n".join(line for line in GUIDE if set(_TOOL_NAME.findall(line)) <= offered) + "\n"
 
 
-INSTRUCTIONS = instructions(n for needs, _ in GUIDE for n in needs)  # every tool offered
+INSTRUCTIONS = instructions(n for line in GUIDE for n in _TOOL_NAME.findall(line))  # every tool offered
 
 # -- inputs --------------------------------------------------------------------------
 
@@ -150,9 +155,9 @@ there updates it). found is false if no item you may read has that id.""",
 Delete the item with an id (memory_history still shows it). Returns {deleted: false} if no
 item you may read has that id.""",
     "memory_list": """\
-Items with their values in address order under a namespace prefix (and key prefix), a
-page at a time: pass next_cursor back as cursor. Use it to read a small, known area; for
-an overview use memory_summarize, for a topic memory_search.""",
+Items with their values under a namespace prefix (and key prefix), a page at a time: pass
+next_cursor back as cursor. order "recent": what changed lately first. For an overview use
+memory_summarize, for a topic memory_search.""",
     "memory_summarize": """\
 The map of the memory: per namespace, its key paths cut at depth segments, with counts
 (no values). Use it FIRST on an unfamiliar store; drill down with key_prefix and a larger
@@ -399,6 +404,7 @@ SHAPES: dict[str, Any] = {
     "key_prefix": str,
     "limit": int,
     "cursor": str,
+    "order": str,
     "floor": bool,
     "query": str,
     "value": Any,
@@ -573,7 +579,7 @@ ITEM_OFFERS = (
           answer=lambda item, args: {"item": item.to_dict()}),
     Offer("add_conversation", ("namespace", "messages", "session", "at", "window")),
     Offer("delete", ("namespace", "key"), answer=_deleted),
-    Offer("list", ("namespace_prefix", "key_prefix", "limit", "cursor")),
+    Offer("list", ("namespace_prefix", "key_prefix", "limit", "cursor", "order")),
     Offer("summarize", ("namespace_prefix", "depth", "key_prefix")),
     Offer("search", ("query", "namespace_prefix", "limit", "channels", "floor")),
     Offer("recall", ("query", "key", "namespace_prefix", "limit", "mode", "floor"), prepare=_query_or_key),
@@ -754,8 +760,8 @@ def tool_selection(spec: str | Iterable[str] | None = None) -> tuple[str, ...]:
     chosen: dict[str, None] = {}
     for word in words or ["default"]:
         name = word.lstrip("-").strip()
-        full = TOOL_ALIASES.get(name, name if name in PROFILES or name.startswith("memory_") else f"memory_{name}")
-        full = TOOL_ALIASES.get(full, full)
+        full = name if name in PROFILES or name.startswith("memory_") else f"memory_{name}"
+        full = TOOL_ALIASES.get(full, full)  # an earlier name (set, memory_set) is the tool's
         if full in PROFILES:
             names = PROFILES[full]
         elif full in PROFILES["all"]:

@@ -72,6 +72,7 @@ DEFAULT_PATH = "memlane.db"
 CHANNELS = ("lexical", "vector")
 MODES = ("hybrid", "lexical", "vector", "single", "tiered")
 DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded embedder, else the default
+NO_EMBEDDER = "none"  # open(embedder="none"): lexical only, as embedder=None and the CLI's --embedder none
 # Fusion defaults, measured in bench/retrieval.py (docs/benchmarks.md): a small
 # general embedder is the weaker channel on conversational text, so the vector
 # channel counts half, and a small k lets each channel's top ranks decide.
@@ -132,6 +133,37 @@ def _page(items: builtins.list[Item], limit: int) -> Page:
         items = items[:limit]
         return Page(items, _encode_cursor(items[-1].namespace, items[-1].key))
     return Page(items, None)
+
+
+def _recent(order: Any, key_prefix: Any) -> bool:
+    """Whether ``list`` reads what changed lately (``order="recent"``) rather than in address order."""
+    if order not in ("address", "recent"):
+        raise ValidationError("order", f"{order!r} is not one of address, recent")
+    if order == "recent" and key_prefix:
+        raise ValidationError("key_prefix", "is for order='address'; order='recent' lists a namespace prefix")
+    return bool(order == "recent")
+
+
+def _recent_page(items: builtins.list[Item], arguments: tuple[Any, ...]) -> Page:
+    """A page of what changed lately from the ``limit + 1`` items read at ``offset`` (``arguments``)."""
+    limit, offset = arguments[3] - 1, arguments[4]
+    if len(items) > limit:
+        raw = json.dumps({"recent": offset + limit}, separators=(",", ":"))
+        return Page(items[:limit], base64.urlsafe_b64encode(raw.encode()).decode().rstrip("="))
+    return Page(items, None)
+
+
+def _decode_recent_cursor(cursor: Any) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(str(cursor) + "=" * (-len(str(cursor)) % 4))
+        offset = json.loads(raw)["recent"]
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
+            raise ValueError(offset)
+        return offset
+    except (ValueError, TypeError, KeyError, binascii.Error) as e:
+        raise ValidationError(
+            "cursor", "is not a cursor returned by list(order='recent'); pass next_cursor unchanged"
+        ) from e
 
 
 def _to_depth(found: builtins.list[Namespace], max_depth: Any) -> builtins.list[Namespace]:
@@ -758,14 +790,27 @@ class Memory:
         key_prefix: str = "",
         limit: int = 100,
         cursor: str | None = None,
+        order: str = "address",
     ) -> Page:
         """Items in address order (namespace text, then key), one page at a time.
 
         Pass ``page.next_cursor`` back as ``cursor`` to continue; it is ``None``
-        on the last page.
+        on the last page. ``order="recent"``: what changed lately first (the most
+        recently written, then address), for "what happened since?"; its pages are
+        counted from the newest, so a write between two pages shifts them by one.
         """
+        if _recent(order, key_prefix):
+            arguments = self._recent_arguments(namespace_prefix, limit, cursor)
+            return _recent_page(self._store.select(*arguments), arguments)
         within, kp, limit, after = self._list_arguments(namespace_prefix, key_prefix, limit, cursor)
         return _page(self._store.list(within, kp, limit + 1, after, self._now()), limit)
+
+    def _recent_arguments(
+        self, namespace_prefix: Any, limit: Any, cursor: Any
+    ) -> tuple[Within, builtins.list[Condition], str, int, int, datetime]:
+        within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
+        offset = 0 if cursor is None else _decode_recent_cursor(cursor)
+        return within, [], "updated_desc", v.limit(limit) + 1, offset, self._now()
 
     def _list_arguments(
         self, namespace_prefix: Any, key_prefix: Any, limit: Any, cursor: Any
@@ -798,7 +843,11 @@ class Memory:
         key_prefix: str = "",
         limit: int = 100,
         cursor: str | None = None,
+        order: str = "address",
     ) -> Page:
+        if _recent(order, key_prefix):
+            arguments = self._recent_arguments(namespace_prefix, limit, cursor)
+            return _recent_page(await self._store.aselect(*arguments), arguments)
         within, kp, limit, after = self._list_arguments(namespace_prefix, key_prefix, limit, cursor)
         return _page(await self._store.alist(within, kp, limit + 1, after, self._now()), limit)
 
@@ -1678,7 +1727,8 @@ def _status(
     if pending:
         notes.append(
             f"not yet indexed: {pending} items in scope still wait for their vectors; the answer may be among "
-            "them (search again shortly, or call wait_indexed)"
+            "them: search again in a few seconds (the indexer embeds them in the background; in Python, a "
+            "Memory's or AsyncMemory's wait_indexed() waits for it)"
         )
         return "not_yet_indexed"
     if hits or below:
@@ -1703,10 +1753,10 @@ def _named_embedder(spec: Any) -> Any:
     that a missing extra fails at open() in one line and writes nothing; ``_UNNAMED`` when none is named."""
     if isinstance(spec, str) and spec == DEFAULT:
         spec = os.environ.get("MEMLANE_EMBEDDER") or DEFAULT
-        if spec == "none":
-            return None
         if spec == DEFAULT:
             return _UNNAMED
+    if isinstance(spec, str) and spec == NO_EMBEDDER:  # one spelling everywhere: --embedder none, $MEMLANE_EMBEDDER
+        return None
     chosen = resolve_embedder(spec)
     if chosen is not None:
         check_runnable(chosen, f"open without vectors{_LEXICAL_ONLY}")
@@ -1820,7 +1870,7 @@ def open(  # noqa: A001
             or ``./memlane.db``.
         clock: zero-argument callable returning an aware datetime.
         author: recorded on every write.
-        embedder: ``None`` for lexical only; a registered name (``"minilm"``,
+        embedder: ``None`` (or ``"none"``, the CLI's word) for lexical only; a registered name (``"minilm"``,
             ``"fake"``, ``"openai:<model>"``); or an object with ``name``,
             ``dimension`` and ``embed_batch``. By default ``$MEMLANE_EMBEDDER``
             (a name, or ``none``) if set; else an existing store uses the

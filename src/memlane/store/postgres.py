@@ -37,7 +37,14 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from ..values.errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
+from ..values.errors import (
+    BackendUnavailableError,
+    ConflictError,
+    SchemaVersionError,
+    StorageFullError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ..values.model import Item, Namespace, Stats, Version
 from . import _common as c
 from . import access_tables, facts_schema, query_space, retention_tables
@@ -530,6 +537,34 @@ def _one_line(e: BaseException) -> str:
     return "; ".join(dict.fromkeys(lines)) or type(e).__name__
 
 
+# SQLSTATEs of a server that is going away or not yet there: admin_shutdown, crash_shutdown, cannot_connect_now
+# (class 08, connection_exception, too)
+_AWAY = frozenset({"57P01", "57P02", "57P03"})
+DISK_FULL = "53100"  # disk_full
+RETRY_AFTER_S = 1  # what a 503 for an unreachable server tells the caller to wait
+
+
+def store_error(e: Exception, location: str) -> StoreError:
+    """The memlane error for a driver's error: the server unreachable (a connection refused or lost, the
+    pool finding none in time, the server shutting down) is :class:`StoreUnavailableError`, a full disk
+    :class:`StorageFullError`, anything else :class:`StoreError`; the driver's error is chained by the caller."""
+    state = getattr(e, "sqlstate", None)
+    if state == DISK_FULL:
+        return StorageFullError(
+            f"the PostgreSQL server's disk is full (database {location}): {_one_line(e)}; nothing was written. "
+            "Free space on the server's data disk, then write again; reads still work"
+        )
+    if (psycopg is not None and isinstance(e, psycopg.OperationalError) and state is None) or (
+        state is not None and (state.startswith("08") or state in _AWAY)
+    ):
+        return StoreUnavailableError(
+            f"the database is unreachable ({location}): {_one_line(e)}; retry in a moment "
+            "(a write whose answer was lost may have committed: read it back before writing it again)",
+            retry_after=RETRY_AFTER_S,
+        )
+    return StoreError(f"PostgreSQL error: {e}")
+
+
 def redact(url: str) -> str:
     """A connection URL without its password, for messages and ``location``."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
@@ -717,8 +752,13 @@ class PostgresStore(Store):
                 f"cannot connect to {redact(url)}: {_one_line(e)}; check the URL and that the server is up "
                 f"(waited at most {timeout:g} s; set connect_timeout= in the URL or $MEMLANE_PG_CONNECT_TIMEOUT)"
             ) from None
+        self._min_size = min_size
+        # set when the server was found unreachable: the pool's connections may all be broken, and its own
+        # reconnection waits longer after each failure; the next use connects anew first (_recover)
+        self._outage = False
+        self._recover_lock = threading.Lock()
         try:
-            self._pool = ConnectionPool(url, min_size=min_size, max_size=max_size, kwargs=options, open=False)
+            self._pool = self._new_pool()
             self._pool.open(wait=True, timeout=timeout)
         except Exception as e:
             self._reader.close()
@@ -737,15 +777,48 @@ class PostgresStore(Store):
         """The server URL without its password."""
         return redact(self._url)
 
+    def _new_pool(self) -> Any:
+        return ConnectionPool(
+            self._url, min_size=self._min_size, max_size=self._max_size, kwargs=self._options, open=False
+        )
+
+    def _error(self, e: Exception) -> StoreError:
+        """:func:`store_error`, noting an unreachable server so that the next use reconnects first."""
+        error = store_error(e, self.location)
+        if isinstance(error, StoreUnavailableError):
+            self._outage = True
+        return error
+
+    def _recover(self, *, probe: bool = True) -> None:
+        """After an outage, before the pool is used: connect anew (``probe``), and on success put a new pool in
+        place of the old one, whose connections the outage broke and whose reconnection backs off. While the
+        server is still away this fails at once with :class:`StoreUnavailableError`, instead of a request
+        waiting for the pool's timeout; once it is back, the first request is served."""
+        with self._recover_lock:
+            if not self._outage or self._closed:
+                return
+            if probe:
+                try:
+                    psycopg.connect(self._url, **self._options).close()
+                except psycopg.Error as e:
+                    raise store_error(e, self.location) from e
+            old, self._pool = self._pool, self._new_pool()
+            self._pool.open(wait=False)
+            self._outage = False
+        # connections of the old pool still in use close as they come back
+        threading.Thread(target=old.close, kwargs={"timeout": 5.0}, name="memlane-old-pool", daemon=True).start()
+
     @contextmanager
     def _conn(self) -> Iterator[Any]:
         if self._closed:
             raise StoreError("this memory is closed; open it again with memlane.open()")
+        if self._outage:
+            self._recover()
         try:
             with self._pool.connection() as conn:
                 yield conn
         except psycopg.Error as e:
-            raise StoreError(f"PostgreSQL error: {e}") from e
+            raise self._error(e) from e
 
     def _connect_reader(self) -> Any:
         reader = psycopg.connect(self._url, **self._options)
@@ -766,14 +839,20 @@ class PostgresStore(Store):
             return
         try:
             if self._reader is None or self._reader.closed:
-                self._reader = self._connect_reader()
+                try:
+                    self._reader = self._connect_reader()
+                except psycopg.Error as e:  # the server away (a restart, say): the request's answer is a 503
+                    self._reader = None
+                    raise self._error(e) from e
+                if self._outage:  # the server is back: so is the pool, at once
+                    self._recover(probe=False)
             try:
                 yield self._reader
             except psycopg.OperationalError as e:
                 self._reader.close()  # reconnect next time
-                raise StoreError(f"PostgreSQL error: {e}") from e
+                raise self._error(e) from e
             except psycopg.Error as e:
-                raise StoreError(f"PostgreSQL error: {e}") from e
+                raise self._error(e) from e
         finally:
             self._reader_lock.release()
 
@@ -850,7 +929,7 @@ class PostgresStore(Store):
             async with (await self._loop_connections()).connection() as conn:
                 yield conn
         except psycopg.Error as e:
-            raise StoreError(f"PostgreSQL error: {e}") from e
+            raise self._error(e) from e
 
     async def aexists(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> bool:
         """:meth:`exists` on the event loop."""
