@@ -283,11 +283,11 @@ def test_clear_whose_connection_was_lost_is_never_sent_again(
 
 def test_the_operations_safe_to_send_again_are_exactly_these() -> None:
     """Each one only reads: sent twice it changes nothing. Adding one here is a decision about retries."""
-    from memlane.core.operations import OPERATIONS
+    from memlane.values.operations import OPERATIONS
 
     assert sorted(memlane.client._SAFE) == sorted(op.name for op in OPERATIONS if op.safe) == [
-        "claims_and_sources_context", "combined_context", "describe_query_space", "exists", "explain_query",
-        "facts_context", "fetch", "get", "get_many", "history", "hydrate", "list", "lookup", "namespaces",
+        "activity", "claims_and_sources_context", "combined_context", "describe_query_space", "exists", "explain_query",
+        "facts_context", "fetch", "get", "get_by_id", "get_many", "history", "hydrate", "list", "lookup", "namespaces",
         "neighbours", "query", "recall", "resolve_entity", "retention_rules", "run_saved_query", "saved_queries",
         "search", "search_query_space", "select", "summarize", "traverse",
     ]  # fmt: skip

@@ -85,6 +85,7 @@ GUIDE: list[str] = [
     "- Write with memory_put (replaces an existing address; the old version is kept).",
     "- Earlier versions of an address, and who wrote them: memory_history.",
     "- Remove an item with memory_delete.",
+    "- You have an item's id (a hit's id): memory_get_by_id reads it, memory_delete_by_id removes it.",
     "- A chat or meeting to remember turn by turn: memory_add_conversation.",
     "- What is true about a person or project: memory_resolve_entity, then memory_facts_context.",
     "- What sources said about it: memory_claims_and_sources_context.",
@@ -734,10 +735,10 @@ ITEM_TOOLS = (
 PROFILES: dict[str, tuple[str, ...]] = {
     # what an agent needs on every turn: read, write, find and map its memory (under 10 tools, 8,000 characters)
     "default": ITEM_TOOLS,
-    "ids": ("memory_get_by_id", "memory_delete_by_id"),
     "conversations": ("memory_add_conversation",),
     "facts": tuple(FACT_DESCRIPTIONS),
     "query": tuple(QUERY_DESCRIPTIONS),
+    "ids": ("memory_get_by_id", "memory_delete_by_id"),
 }
 PROFILES["all"] = tuple(dict.fromkeys(name for names in PROFILES.values() for name in names))
 # earlier tool names, still answered (not listed) where the tool they name is offered
