@@ -287,7 +287,7 @@ def test_the_operations_safe_to_send_again_are_exactly_these() -> None:
 
     assert sorted(memlane.client._SAFE) == sorted(op.name for op in OPERATIONS if op.safe) == [
         "activity", "claims_and_sources_context", "combined_context", "describe_query_space", "exists", "explain_query",
-        "facts_context", "fetch", "get", "get_many", "history", "hydrate", "list", "lookup", "namespaces",
+        "facts_context", "fetch", "get", "get_by_id", "get_many", "history", "hydrate", "list", "lookup", "namespaces",
         "neighbours", "query", "recall", "resolve_entity", "retention_rules", "run_saved_query", "saved_queries",
         "search", "search_query_space", "select", "summarize", "traverse",
     ]  # fmt: skip

@@ -30,7 +30,8 @@ from memlane.values.errors import ValidationError
 
 FACTS = PROFILES["facts"]
 QUERY = ("memory_query", "memory_query_space")
-EVERY = (*ITEM_TOOLS, "memory_add_conversation", *FACTS, *QUERY)
+IDS = ("memory_get_by_id", "memory_delete_by_id")
+EVERY = (*ITEM_TOOLS, "memory_add_conversation", *FACTS, *QUERY, *IDS)
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -51,20 +52,22 @@ def test_the_profiles_are_these_and_all_is_every_tool_once_in_order() -> None:
     assert PROFILES["default"] == ITEM_TOOLS and len(ITEM_TOOLS) == 9
     assert PROFILES["conversations"] == ("memory_add_conversation",)
     assert PROFILES["query"] == QUERY and len(FACTS) == 18
-    assert PROFILES["all"] == EVERY and len(set(EVERY)) == 30
-    assert list(PROFILES) == ["default", "conversations", "facts", "query", "all"]
+    assert PROFILES["ids"] == IDS
+    assert PROFILES["all"] == EVERY and len(set(EVERY)) == 32
+    assert list(PROFILES) == ["default", "conversations", "facts", "query", "ids", "all"]
     assert tool_selection(None) == tool_selection("") == tool_selection([]) == tool_selection(" , ") == ITEM_TOOLS
 
 
 @pytest.mark.parametrize(
     ("spec", "offered"),
     [
-        ("all,-facts", (*ITEM_TOOLS, "memory_add_conversation", *QUERY)),
-        ("all,-facts,-query,-conversations", ITEM_TOOLS),
-        ("all, -facts , -memory_query", (*ITEM_TOOLS, "memory_add_conversation", "memory_query_space")),
+        ("all,-facts", (*ITEM_TOOLS, "memory_add_conversation", *QUERY, *IDS)),
+        ("all,-facts,-query,-conversations,-ids", ITEM_TOOLS),
+        ("all, -facts , -memory_query", (*ITEM_TOOLS, "memory_add_conversation", "memory_query_space", *IDS)),
         ("facts,-memory_traverse,-lookup", tuple(n for n in FACTS if n not in ("memory_traverse", "memory_lookup"))),
         ("default,-memory_delete", tuple(n for n in ITEM_TOOLS if n != "memory_delete")),
-        (["all", "-default", "-facts"], ("memory_add_conversation", *QUERY)),
+        (["all", "-default", "-facts"], ("memory_add_conversation", *QUERY, *IDS)),
+        ("default,ids", (*ITEM_TOOLS, *IDS)),
         ("query,default", (*ITEM_TOOLS, *QUERY)),  # always in the order of "all"
         ("-facts,query", QUERY),  # read left to right: taking away what is not there yet takes nothing
         ("query,-query,get", ("memory_get",)),
@@ -84,8 +87,8 @@ def test_a_tools_earlier_name_selects_it(spec: str) -> None:
 @pytest.mark.parametrize(
     ("spec", "says"),
     [
-        ("memory_gett", "'memory_gett' is neither a profile (default, conversations, facts, query, all) nor a memlane "
-         "tool (memory_get, ...); did you mean memory_get"),
+        ("memory_gett", "'memory_gett' is neither a profile (default, conversations, facts, query, ids, all) nor "
+         "a memlane tool (memory_get, ...); did you mean memory_get"),
         ("factz", "did you mean facts?"),
         ("memory_add_claimz", "; did you mean memory_add_claim or memory_add_claims?"),  # the nearest two
         ("claimz", "; did you mean memory_add_claim or memory_add_claims?"),  # near as memory_claimz
@@ -155,7 +158,7 @@ def stdio(tmp_path: Path, tools: str) -> list[dict[str, Any]]:
     return answers
 
 
-@pytest.mark.parametrize(("tools", "offered"), [("memory_set", ["memory_put"]), ("all,-facts,-query,set", None)])
+@pytest.mark.parametrize(("tools", "offered"), [("memory_set", ["memory_put"]), ("all,-facts,-query,-ids,set", None)])
 def test_the_mcp_command_offers_what_tools_selects_earlier_names_included(
     tmp_path: Path, tools: str, offered: list[str] | None
 ) -> None:
@@ -196,8 +199,8 @@ def post(service: tuple[TestClient, str], query: str, message: dict[str, Any], a
         ("", ITEM_TOOLS),
         ("?tools=default&tools=facts", (*ITEM_TOOLS, *FACTS)),
         ("?tools=query&tools=conversations&tools=get", ("memory_get", "memory_add_conversation", *QUERY)),
-        ("?tools=all&tools=-facts", (*ITEM_TOOLS, "memory_add_conversation", *QUERY)),
-        ("?tools=all,-facts", (*ITEM_TOOLS, "memory_add_conversation", *QUERY)),
+        ("?tools=all&tools=-facts", (*ITEM_TOOLS, "memory_add_conversation", *QUERY, *IDS)),
+        ("?tools=all,-facts", (*ITEM_TOOLS, "memory_add_conversation", *QUERY, *IDS)),
         ("?tools=memory_set&tools=get", ("memory_get", "memory_put")),
         ("?other=1&tools=query", QUERY),
     ],

@@ -179,7 +179,6 @@ NOT_IN_TABLE: dict[str, str] = {
     "migration_status": "schema upkeep: CLI memlane migrate",
     "migrate": "schema upkeep: CLI memlane migrate",
     "export_records": "GET /v1/export streams it as JSON lines",
-    "import_records": "CLI memlane import: a restore runs beside the store, not over the wire",
     "wait_indexed": "the service indexes on its own; a client sees what still waits in pending_vectors",
     "index": "drains the indexing backlog where the embedder is (CLI memlane index), not over the wire",
     "start_indexing": "the service starts its own indexer; a client has nothing to start",

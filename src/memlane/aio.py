@@ -58,7 +58,6 @@ MEMORY_EXTRAS = (
     "index",
     "migration_status",
     "migrate",
-    "import_records",
 )
 CLIENT_EXTRAS = (
     "cleanup",

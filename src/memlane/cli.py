@@ -47,7 +47,7 @@ import memlane
 from .domain.conversation import DEFAULT_WINDOW
 from .values.facts_text import DEFAULT_CHUNK_CHARS
 from .values.model import Item, namespace_text
-from .values.operations import OPERATION, OPERATIONS
+from .values.operations import OPERATION, OPERATIONS, compact
 from .values.validate import MAX_DEPTH
 
 EXIT_FAILURE = 1
@@ -161,6 +161,21 @@ NamespaceArg = Annotated[str, typer.Argument(help="Namespace, e.g. user/123.", s
 KeyArg = Annotated[str, typer.Argument(help="Taxonomy key, e.g. preferences.ui.theme.", show_default=False)]
 ValueArg = Annotated[str, typer.Argument(help="JSON if it parses, else a string; - reads stdin.")]
 PrefixArg = Annotated[str, typer.Argument(help="Namespace prefix; everything when omitted.")]
+Url = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        metavar="URL",
+        help="Work on a running memlane service instead of a local file, e.g. http://127.0.0.1:8420 "
+        "(default: $MEMLANE_URL when --db is not given).",
+        show_default=False,
+    ),
+]
+Token = Annotated[
+    str | None,
+    typer.Option("--token", metavar="TOKEN", help="The agent token for --url (default: $MEMLANE_TOKEN).",
+                 show_default=False),
+]  # fmt: skip
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -331,10 +346,33 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
 ALIASES: dict[str, str] = {}
 
 
-def _command(name: str, group: typer.Typer | None = None, *, aliases: tuple[str, ...] = ()) -> Callable[[F], F]:
+# --url and --token of the running command (None: not given), read by _open
+_REMOTE: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
+    "memlane_cli_remote", default=(None, None)
+)
+
+
+def _with_remote(fn: Callable[..., Any], run: Callable[..., Any]) -> None:
+    """Give ``run`` (``fn``'s wrapper) the --url and --token options, after ``fn``'s own."""
+    import inspect
+    import typing
+
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in inspect.signature(fn).parameters.values()]
+    for name, annotation in (("url", Url), ("token", Token)):
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
+    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in params}
+
+
+def _command(
+    name: str, group: typer.Typer | None = None, *, aliases: tuple[str, ...] = (), remote: bool = False
+) -> Callable[[F], F]:
     """Register a command named ``name`` whose expected errors end in one line on stderr.
 
-    ``aliases`` are older names that still work, hidden from ``--help``.
+    ``aliases`` are older names that still work, hidden from ``--help``. ``remote``: it also takes
+    ``--url`` and ``--token`` (and ``$MEMLANE_URL``), to work on a running service through
+    :class:`memlane.Client` instead of a local store (see :func:`_open`).
     """
     if group is not None and isinstance(group.info.cls, typer.models.DefaultPlaceholder):
         group.info.cls = _Group  # the group's own --help shows its flags plainly too
@@ -342,6 +380,7 @@ def _command(name: str, group: typer.Typer | None = None, *, aliases: tuple[str,
     def register(fn: F) -> F:
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
+            given = _REMOTE.set((kwargs.pop("url", None), kwargs.pop("token", None)))
             try:
                 return fn(*args, **kwargs)
             except memlane.ValidationError as e:
@@ -357,7 +396,11 @@ def _command(name: str, group: typer.Typer | None = None, *, aliases: tuple[str,
                 if missing is None:
                     raise
                 _fail(missing)
+            finally:
+                _REMOTE.reset(given)
 
+        if remote:
+            _with_remote(fn, run)
         (group or app).command(name=name, cls=_Command)(run)
         for alias in aliases:
             (group or app).command(name=alias, cls=_Command, hidden=True)(run)
@@ -416,13 +459,42 @@ def _open_db(db: str | None, *, reads: bool | None = None, **options: Any) -> me
     return memlane.open(db, **options)
 
 
+def _remote(db: str | None, embedder: str | None) -> memlane.Client | None:
+    """A :class:`memlane.Client` when the command works on a service (--url, or $MEMLANE_URL without --db).
+
+    The Client has the methods of the Memory a command calls, with the same answers, so every command
+    that takes ``--url`` prints the same on a service as on a local file (for what the token may see).
+    """
+    url, token = _REMOTE.get()
+    if url is not None and db is not None:
+        _fail("give either --db (a local store) or --url (a service), not both", EXIT_INVALID)
+    url = url or (None if db is not None else os.environ.get("MEMLANE_URL") or None)
+    if url is None:
+        return None
+    if embedder is not None:
+        _fail("--embedder applies to a local store; a service embeds with its own embedder", EXIT_INVALID)
+    token = token or os.environ.get("MEMLANE_TOKEN")
+    if not token:
+        _fail(
+            f"--url {url} needs an agent token: pass --token or set $MEMLANE_TOKEN "
+            "(memlane agent create NAME prints one)",
+            EXIT_INVALID,
+        )
+    return memlane.Client(url, token)
+
+
 def _open(db: str | None, embedder: str | None, *, hint: bool = True, **options: Any) -> memlane.Memory:
     """Open the memory; ``embedder`` is the --embedder value, ``None`` when it was not given.
 
     Not given leaves the choice to :func:`memlane.open` ($MEMLANE_EMBEDDER, the
     store's recorded embedder, the default); ``none`` opens without vectors.
     ``options`` go to :func:`memlane.open` as they are (``None`` values left out).
+    A command that takes ``--url`` (:func:`_command`'s ``remote``) gets a
+    :class:`memlane.Client` to the service instead, when one is named.
     """
+    client = _remote(db, embedder)
+    if client is not None:
+        return client  # type: ignore[return-value]  # the Client has every method these commands call
     options = {k: v for k, v in options.items() if v is not None}
     try:
         if embedder is None:
@@ -616,7 +688,7 @@ def _hint_namespace(namespace: str) -> None:
         typer.echo(f"Note: {hint}", err=True)
 
 
-@_command("put", aliases=("set",))
+@_command("put", aliases=("set",), remote=True)
 def put_item(
     namespace: NamespaceArg,
     key: KeyArg,
@@ -650,7 +722,7 @@ def put_item(
     _put(db, embedder, namespace, key, _value(value, string), text, metadata, ttl, as_json, index)
 
 
-@_command("note")
+@_command("note", remote=True)
 def note(
     namespace: NamespaceArg,
     value: ValueArg,
@@ -672,7 +744,7 @@ def note(
     _put(db, embedder, namespace, None, _value(value, string), text, metadata, ttl, as_json)
 
 
-@_command("delete")
+@_command("delete", remote=True)
 def delete_item(
     namespace: NamespaceArg,
     key: KeyArg,
@@ -697,7 +769,7 @@ def delete_item(
         _console().print(Text(f"Deleted {namespace} key {key!r}"))
 
 
-@_command("clear")
+@_command("clear", remote=True)
 def clear(
     prefix: Annotated[str, typer.Argument(help="Namespace prefix, e.g. user/123.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
@@ -749,7 +821,7 @@ def cleanup(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = Fals
 # -- exact reads --------------------------------------------------------------
 
 
-@_command("get")
+@_command("get", remote=True)
 def get_item(
     namespace: NamespaceArg,
     key: KeyArg,
@@ -798,7 +870,7 @@ def get_item(
         console.print(details)
 
 
-@_command("fetch")
+@_command("fetch", remote=True)
 def fetch(
     key: Annotated[str, typer.Argument(help="The exact key to recall.")],
     prefix: Prefix = "",
@@ -822,7 +894,7 @@ def fetch(
         _show_items(items)
 
 
-@_command("list")
+@_command("list", remote=True)
 def list_items(
     prefix: PrefixArg = "",
     key_prefix: KeyPrefix = "",
@@ -859,7 +931,7 @@ def list_items(
         _console().print(Text(f"Next page: --cursor {cursor}"))
 
 
-@_command("namespaces")
+@_command("namespaces", remote=True)
 def namespaces(
     prefix: PrefixArg = "",
     max_depth: Annotated[int | None, typer.Option("--max-depth", help="Cut namespaces to N segments.")] = None,
@@ -885,7 +957,7 @@ def namespaces(
     _console().print(table if found else "No namespaces.")
 
 
-@_command("summarize")
+@_command("summarize", remote=True)
 def summarize(
     prefix: PrefixArg = "",
     depth: Annotated[int, typer.Option("--depth", help="Cut keys to N taxonomy segments.")] = 3,
@@ -915,7 +987,7 @@ def summarize(
     _console().print(tree if summary else "No items.")
 
 
-@_command("history")
+@_command("history", remote=True)
 def history(
     namespace: NamespaceArg,
     key: KeyArg,
@@ -1113,7 +1185,7 @@ RecallFloor = Annotated[
 ]
 
 
-@_command("search")
+@_command("search", remote=True)
 def search(
     query: QueryArg,
     prefix: Prefix = "",
@@ -1165,7 +1237,7 @@ def search(
         envelope = mem.search(query, namespace_prefix=prefix, limit=limit, floor=floor, **options)
         missing = 0 if as_json else _missing_vectors(mem, envelope)
     if as_json:
-        _print_json(envelope.to_dict())
+        _print_json(compact(envelope.to_dict()))  # the HTTP body: the same through a service
     else:
         _show_envelope(envelope, missing)
 
@@ -1173,7 +1245,7 @@ def search(
 CHOOSER_MODES = ("single", "tiered")
 
 
-@_command("recall")
+@_command("recall", remote=True)
 def recall(
     query: Annotated[str, typer.Argument(help="What to recall; may be omitted with --key.")] = "",
     key: Annotated[
@@ -1226,7 +1298,7 @@ def recall(
         )
         missing = 0 if as_json else _missing_vectors(mem, envelope)
     if as_json:
-        _print_json(envelope.to_dict())
+        _print_json(compact(envelope.to_dict()))  # the HTTP body: the same through a service
     else:
         _show_envelope(envelope, missing)
 
@@ -1314,7 +1386,7 @@ def reindex(
 # -- moving data --------------------------------------------------------------
 
 
-@_command("export")
+@_command("export", remote=True)
 def export(
     file: Annotated[str, typer.Argument(help="Output JSONL file; - or omitted for stdout.")] = "-",
     db: Db = None,
@@ -2901,7 +2973,7 @@ def _operation_command(op: Any) -> Any:
     required = " ".join(p.name.upper() for p in op.params() if p.required)
     run.__doc__ = f"{op.summary}\n\n{doc}\n\nExample:\n    memlane op {op.name} {required}".rstrip()
     one = typer.Typer(add_completion=False)
-    _command(op.name, one)(run)
+    _command(op.name, one, remote=True)(run)
     return typer.main.get_command(one)
 
 

@@ -570,6 +570,7 @@ DECODE: dict[str, Callable[[Any], Any]] = {
     "retention_rule": lambda a: _rule(a),
     "retention_rules": lambda a: [_rule(r) for r in a["rules"]],
     "cleared": lambda a: bool(a["cleared"]),
+    "imported": lambda a: int(a["imported"]),
     "query_result": QueryResult.from_dict,
     "query_plan": QueryPlan.from_dict,
     "query_space": lambda a: a,

@@ -3,11 +3,12 @@
 Ten item tools, one per verb an agent needs: ``memory_get``, ``memory_get_many``,
 ``memory_put``, ``memory_delete``, ``memory_list``, ``memory_summarize``,
 ``memory_search``, ``memory_recall``, ``memory_history`` and ``memory_add_conversation``,
-eighteen for the facts layer (:class:`FactTools`: resolve, the assured reads, primitives,
-writes) and two for the query space. A server offers a *profile* of them (:data:`PROFILES`,
-:func:`tool_selection`): by default the nine item tools an agent uses every turn, so that
-``tools/list`` stays small in the agent's context; facts, conversations and the query space
-are added on request (``memlane mcp --tools default,facts``, ``/mcp?tools=all``).
+two by an item's id (``memory_get_by_id``, ``memory_delete_by_id``), eighteen for the facts
+layer (:class:`FactTools`: resolve, the assured reads, primitives, writes) and two for the
+query space. A server offers a *profile* of them (:data:`PROFILES`, :func:`tool_selection`):
+by default the nine item tools an agent uses every turn, so that ``tools/list`` stays small
+in the agent's context; conversations, ids, facts and the query space are added on request
+(``memlane mcp --tools default,facts``, ``/mcp?tools=all``).
 
 The item and facts tools are made from the operations table (:mod:`memlane.values.operations`): an
 :class:`Offer` names the operation and the parameters an agent sees; their defaults are the
@@ -84,6 +85,7 @@ GUIDE: list[str] = [
     "- Write with memory_put (replaces an existing address; the old version is kept).",
     "- Earlier versions of an address, and who wrote them: memory_history.",
     "- Remove an item with memory_delete.",
+    "- You have an item's id (a hit's id): memory_get_by_id reads it, memory_delete_by_id removes it.",
     "- A chat or meeting to remember turn by turn: memory_add_conversation.",
     "- What is true about a person or project: memory_resolve_entity, then memory_facts_context.",
     "- What sources said about it: memory_claims_and_sources_context.",
@@ -146,6 +148,13 @@ later turns to the same conversation (numbering continues); omit it to start a n
     "memory_delete": """\
 Delete the item at an exact address: use it when a memory is wrong or unwanted
 (memory_history still shows it). Returns {deleted: false} if nothing was there.""",
+    "memory_get_by_id": """\
+Read the item with an id (the id of a memory_search or memory_recall hit, or of any item
+you were given): returns {found, item}, the item with its namespace and key (memory_put
+there updates it). found is false if no item you may read has that id.""",
+    "memory_delete_by_id": """\
+Delete the item with an id (memory_history still shows it). Returns {deleted: false} if no
+item you may read has that id.""",
     "memory_list": """\
 Items with their values under a namespace prefix (and key prefix), a page at a time: pass
 next_cursor back as cursor. order "recent": what changed lately first. For an overview use
@@ -420,6 +429,7 @@ SHAPES: dict[str, Any] = {
     "k": int,
     "ids": list[str],
     "chunk_id": str,
+    "item_id": str,
     "before": int,
     "after": int,
     "kind": str,
@@ -537,6 +547,21 @@ def _deleted(deleted: bool, args: dict[str, Any]) -> dict[str, Any]:
     return {"deleted": deleted, "namespace": _text(args["namespace"]), "key": args["key"]}
 
 
+def _found_by_id(item: Any, args: dict[str, Any]) -> dict[str, Any]:
+    if item is None:  # one answer for an id never written and one this agent may not read
+        return {
+            "found": False,
+            "item": None,
+            "message": f"no item you may read has id {args['item_id']!r} (or it was deleted or expired); "
+            "memory_search finds items by topic",
+        }
+    return {"found": True, "item": item.to_dict()}
+
+
+def _deleted_by_id(deleted: bool, args: dict[str, Any]) -> dict[str, Any]:
+    return {"deleted": deleted, "item_id": args["item_id"]}
+
+
 def _pairs(args: dict[str, Any]) -> dict[str, Any]:
     addresses = [(a.namespace, a.key) if isinstance(a, Address) else (a[0], a[1]) for a in args["addresses"]]
     return {"addresses": addresses}
@@ -560,6 +585,8 @@ ITEM_OFFERS = (
     Offer("search", ("query", "namespace_prefix", "limit", "channels", "floor")),
     Offer("recall", ("query", "key", "namespace_prefix", "limit", "mode", "floor"), prepare=_query_or_key),
     Offer("history", ("namespace", "key")),
+    Offer("get_by_id", ("item_id",), answer=_found_by_id),
+    Offer("delete_by_id", ("item_id",), answer=_deleted_by_id),
 )  # fmt: skip
 FACT_OFFERS = (
     # reads
@@ -711,6 +738,7 @@ PROFILES: dict[str, tuple[str, ...]] = {
     "conversations": ("memory_add_conversation",),
     "facts": tuple(FACT_DESCRIPTIONS),
     "query": tuple(QUERY_DESCRIPTIONS),
+    "ids": ("memory_get_by_id", "memory_delete_by_id"),
 }
 PROFILES["all"] = tuple(dict.fromkeys(name for names in PROFILES.values() for name in names))
 # earlier tool names, still answered (not listed) where the tool they name is offered

@@ -93,6 +93,18 @@ def _pair(address: Any, n: int) -> Any:
     return address
 
 
+def _item_id(raw: Any) -> str:
+    if not isinstance(raw, str) or not raw or len(raw) > 200:
+        raise ValidationError("item_id", f"must be an item id such as a search hit's 'id', not {raw!r:.60}")
+    return raw
+
+
+def _exported(n: int, record: Any) -> dict[str, Any]:
+    if not isinstance(record, Mapping):
+        raise ValidationError("records", f"record {n} is a {type(record).__name__}, not an exported record (an object)")
+    return dict(record)
+
+
 def _prefix(raw: Any) -> Namespace:
     return v.namespace(raw, "namespace_prefix", allow_empty=True)
 
@@ -716,6 +728,35 @@ class Memory:
         """Items for many addresses in one round trip, in input order (``None`` where missing)."""
         checked = self._addresses(addresses)
         return self._store.get_many(checked, self._now()) if checked else []
+
+    def get_by_id(self, item_id: str) -> Item | None:
+        """The live item with this ``id`` (the one every item and search hit carries), or ``None``.
+
+        Read under the caller's scope inside the one statement: an id an agent may
+        not read answers ``None``, exactly as an id that was never written. The
+        item holds its ``namespace`` and ``key``: :meth:`put` at that address
+        updates it (keeping its ``id``), :meth:`delete_by_id` deletes it.
+        """
+        return self._store.get_by_id(_item_id(item_id), self._within(()), self._now())
+
+    def delete_by_id(self, item_id: str) -> bool:
+        """Delete the live item with this ``id`` (kept in history, as :meth:`delete` keeps it).
+
+        Returns whether a live item was deleted: ``False`` for an id that does not
+        exist, has expired or lies outside what the caller may read (the same answer).
+
+        Raises:
+            ForbiddenError: the caller may read the item but not write its namespace.
+        """
+        item_id = _item_id(item_id)
+        within = self._within(())
+        if self._scope is not None and not self._scope.admin:
+            # an item never moves: its namespace, read under the scope, says whether this agent may delete it
+            item = self._store.get_by_id(item_id, within, self._now())
+            if item is None:
+                return False
+            within = [self._writable(item.namespace)]
+        return self._store.delete_by_id(item_id, within, self._now(), self.author)
 
     def _addresses(self, addresses: Any) -> builtins.list[tuple[Namespace, str]]:
         """``get_many``'s addresses, checked: each a readable namespace and a key."""
@@ -1701,8 +1742,20 @@ class Memory:
         layer are then written in one transaction each. With an embedder,
         vectors are then computed for what was imported (items: by the indexer,
         unless ``indexing="sync"``). Returns the number of records written.
+
+        The owner's (or an admin agent's) operation: it writes ids, times and
+        authors as exported, in any namespace. Over the service (``POST
+        /v1/import``, ``Client.import_records``) each call is all or nothing;
+        a large import goes in several calls, each within the body limit.
+
+        Raises:
+            ValidationError: naming the first bad record (its number, from 1); nothing is written.
         """
-        numbered, facts = transfer.split(dict(r) for r in records)
+        if self._scope is not None and not self._scope.admin:
+            raise ForbiddenError("import writes ids, times and authors as exported: only the owner or an admin may")
+        if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
+            raise ValidationError("records", f"must be a list of exported records, not {type(records).__name__}")
+        numbered, facts = transfer.split(_exported(n, r) for n, r in enumerate(records, 1))
         parsed = transfer.parse(facts, self._store)  # checked before anything is written; items in their transaction
         count = self._store.import_records([r for _, r in numbered], self._now(), numbers=[n for n, _ in numbered])
         if facts:

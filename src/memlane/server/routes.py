@@ -51,6 +51,10 @@ class ClearedOut(BaseModel):
     cleared: bool
 
 
+class ImportedOut(BaseModel):
+    imported: int
+
+
 class QueryResultOut(BaseModel):
     columns: list[str]
     rows: list[list[Any]]
@@ -256,6 +260,7 @@ RESULTS: dict[str, type[BaseModel]] = {
     "retention_rule": RetentionRuleOut,
     "retention_rules": RetentionRulesOut,
     "cleared": ClearedOut,
+    "imported": ImportedOut,
     "query_result": QueryResultOut,
     "query_plan": QueryPlanOut,
     "query_space": QuerySpaceOut,

@@ -158,6 +158,15 @@ class Store(ABC):
         """Every live address inside ``within`` under a key prefix (feeds ``summarize``)."""
 
     @abstractmethod
+    def get_by_id(self, item_id: str, within: Within, now: datetime) -> Item | None:
+        """The live item with this id if it lies inside ``within`` (the scope is in the statement), else ``None``."""
+
+    @abstractmethod
+    def delete_by_id(self, item_id: str, within: Within, now: datetime, author: str | None) -> bool:
+        """Delete the live item with this id if it lies inside ``within``, keeping it in history as :meth:`delete`
+        does; ``False`` if there is none there."""
+
+    @abstractmethod
     def delete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
         """Delete a live item, keeping it in history; ``False`` if missing."""
 

@@ -1218,6 +1218,19 @@ class PostgresStore(Store):
         with self._write() as conn, conn.cursor() as cur:
             return self._steps(cur, _delete_steps(namespace, key, now, author))
 
+    def delete_by_id(self, item_id: str, within: Within, now: datetime, author: str | None) -> bool:
+        """Delete the live item with this id inside ``within``, keeping it in history (as :meth:`delete`)."""
+        at = c.ts(now)
+        where, params = self._filter(within, "", now)
+        with self._write() as conn, conn.cursor() as cur:
+            cur.execute(
+                f"DELETE FROM items WHERE id = %s AND {where} RETURNING {c.VERSION_COLUMNS}", (item_id, *params)
+            )
+            gone = cur.fetchall()
+            if gone:
+                cur.executemany(_HISTORY_ROW, [(*r, "delete", at, author) for r in gone])
+        return bool(gone)
+
     async def adelete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
         """:meth:`delete` on the event loop."""
         async with self._awrite() as cur:
@@ -1263,6 +1276,15 @@ class PostgresStore(Store):
         with self._read() as conn:
             row = conn.execute(_GET, ("/".join(namespace), key), prepare=True).fetchone()
         return _live_item(row, namespace, now)
+
+    def get_by_id(self, item_id: str, within: Within, now: datetime) -> Item | None:
+        """The live item with this id inside ``within``: one statement over the ``items_id`` index."""
+        where, params = self._filter(within, "", now)
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = %s AND {where}", (item_id, *params)
+            ).fetchone()
+        return None if row is None else c.row_to_item(row)
 
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """Many addresses in one statement per 1000."""

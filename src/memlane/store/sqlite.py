@@ -983,6 +983,18 @@ class SqliteStore(Store):
                 conn.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, key))
         return bool(copied)
 
+    def delete_by_id(self, item_id: str, within: Within, now: datetime, author: str | None) -> bool:
+        """Delete the live item with this id inside ``within``, keeping it in history (as :meth:`delete`)."""
+        at = c.ts(now)
+        where, params = self._filter(within, "", now)
+        with self._write() as conn:
+            copied = conn.execute(
+                _HISTORY_COPY + f"id = ? AND {where}", ("delete", at, author, item_id, *params)
+            ).rowcount
+            if copied:
+                conn.execute("DELETE FROM items WHERE id = ?", (item_id,))
+        return bool(copied)
+
     def clear(self, prefix: Namespace, now: datetime, author: str | None) -> int:
         """Delete everything under a prefix; live items go to history."""
         at = c.ts(now)
@@ -1018,6 +1030,16 @@ class SqliteStore(Store):
         if row is None or (row[10] is not None and row[10] <= c.ts(now if isinstance(now, datetime) else now())):
             return None
         return c.row_to_item(row, namespace)
+
+    def get_by_id(self, item_id: str, within: Within, now: datetime) -> Item | None:
+        """The live item with this id inside ``within``: one statement over the ``items_id`` index."""
+        where, params = self._filter(within, "", now)
+        with self._lock:
+            self._check_open()
+            row = self._conn.execute(
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ? AND {where}", (item_id, *params)
+            ).fetchone()
+        return None if row is None else c.row_to_item(row)
 
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """Many addresses; each chunk of 400 is one statement, all in one snapshot."""

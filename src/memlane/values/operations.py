@@ -259,6 +259,10 @@ OPERATIONS: tuple[Operation, ...] = (
         meanings={"addresses": 'e.g. [{"namespace": "user/123", "key": "preferences.ui.theme"}].'}),
     _op("fetch", "items", "Every visible item under exactly this key, newest first.", safe=True, point=True),
     _op("delete", "gone", "Delete one item (kept in history); 404 when missing."),
+    _op("get_by_id", "found", "The item with this id (any hit's id); 404 when missing or not yours to read.",
+        safe=True, point=True, meanings={"item_id": "An item's id, e.g. a search hit's id."}),
+    _op("delete_by_id", "gone", "Delete the item with this id (kept in history); 404 when missing or not yours.",
+        meanings={"item_id": "An item's id, e.g. a search hit's id."}),
     _op("clear", "deleted", "Delete every item under a writable namespace prefix."),
     _op("list", "page", "Items in address order, one page at a time.", safe=True),
     _op("namespaces", "namespaces", "Namespaces the caller may see.", safe=True),
@@ -341,6 +345,11 @@ OPERATIONS: tuple[Operation, ...] = (
     _op("set_retention", "retention_rule", "Keep N history versions and/or D days under a prefix.", admin=True),
     _op("retention_rules", "retention_rules", "Every history retention rule (admin).", admin=True, safe=True),
     _op("clear_retention", "cleared", "Remove the retention rule at exactly a prefix (admin).", admin=True),
+    # -- moving data: an owner setting (exact ids, times and authors)
+    _op("import_records", "imported", "Write exported records back exactly, all or nothing (admin).",
+        admin=True, meanings={
+            "records": "Records as export writes them (one JSON object each); large imports go in several calls.",
+        }),
     # -- the query space (memlane.domain.query)
     _op("query", "query_result", "Run one read-only SELECT over the memory_v1 views, bounded.", safe=True,
         expensive=True),
@@ -373,6 +382,8 @@ def _as_dict(r: Any, args: dict[str, Any]) -> Any:
 
 
 def _missing(args: dict[str, Any]) -> NotFoundError:
+    if "item_id" in args:  # one answer for an id never written and one the caller may not read
+        return NotFoundError(f"no item with id {args['item_id']!r}")
     return NotFoundError(f"no item at {args.get('namespace')!r} key {args.get('key')!r}")
 
 
@@ -412,6 +423,7 @@ ANSWERS: Mapping[str, Callable[[Any, dict[str, Any]], Any]] = MappingProxyType(
         "retention_rule": _as_dict,
         "retention_rules": _dicts("rules"),
         "cleared": lambda cleared, args: {"cleared": cleared},
+        "imported": lambda n, args: {"imported": n},
         "query_result": _as_dict,
         "query_plan": _as_dict,
         "query_space": lambda space, args: space,
