@@ -289,12 +289,12 @@ class Client(_Operations):
             if isinstance(err, dict) and "retry_after" not in err and resp.headers.get("retry-after", "").isdigit():
                 err = {**err, "retry_after": int(resp.headers["retry-after"])}
             failure = wire.decode(err, resp.status_code, suffix=f" (HTTP {resp.status_code} from {url})")
-            again = isinstance(failure, errors.BusyError) or (
-                repeatable and isinstance(failure, errors.StoreUnavailableError)  # a read: the database is back soon
-            )
-            if again and busy < self.retries:
-                # refused before it ran, or a read: safe to send again, after the wait the service asked for
-                time.sleep(min(float(failure.retry_after), MAX_RETRY_WAIT))
+            # refused before it ran (429), or a read the database could not serve (503): safe to send again
+            again = failure if isinstance(failure, errors.BusyError) else None
+            if repeatable and isinstance(failure, errors.StoreUnavailableError):
+                again = failure
+            if again is not None and busy < self.retries:
+                time.sleep(min(float(again.retry_after), MAX_RETRY_WAIT))  # the wait the service asked for
                 busy += 1
                 continue
             raise failure
