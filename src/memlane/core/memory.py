@@ -44,6 +44,7 @@ from ..domain.search.embedders import (
 from ..store.base import EVERYTHING, PutRow, Store, Within
 from ..values import retention
 from ..values import validate as v
+from ..values import where as w
 from ..values.errors import (
     BackendUnavailableError,
     ConflictError,
@@ -832,11 +833,15 @@ class Memory:
         limit: int = 10,
         offset: int = 0,
     ) -> builtins.list[Item]:
-        """Items under a prefix whose value meets conditions, evaluated in the database, one page.
+        """Items under a prefix meeting conditions, evaluated in the database, one page.
 
         ``where`` maps dotted field paths to a value (equality) or to operators
         ``$eq $ne $gt $gte $lt $lte``: ``{"kind": "note", "stats.score": {"$gte": 3}}``.
-        Comparisons are type-aware (see :mod:`memlane.values.where`). ``order`` is
+        A path reads the value, or with a first segment ``metadata``, ``author``,
+        ``created_at`` or ``updated_at`` that part of the item (``value.<path>``
+        names the value explicitly). Times are ISO 8601 or relative to the
+        memory's clock (``"-7d"``). Comparisons are type-aware (see
+        :mod:`memlane.values.where`). ``order`` is
         ``"updated_desc"`` (newest first, then address) or ``"address"``;
         ``limit`` is 1..1000 and ``offset`` skips that many matches (0..1,000,000).
         """
@@ -845,15 +850,14 @@ class Memory:
     def _select_arguments(
         self, namespace_prefix: Any, where: Any, order: Any, limit: Any, offset: Any
     ) -> tuple[Within, builtins.list[Condition], str, int, int, datetime]:
-        from ..values import where as w
-
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
-        conditions = w.conditions(where)
+        now = self._now()
+        conditions = w.conditions(where, now=now)
         if order not in ("updated_desc", "address"):
             raise ValidationError("order", f"{order!r} is not one of updated_desc, address")
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
             raise ValidationError("offset", "must be an integer from 0 to 1,000,000")
-        return within, conditions, order, v.limit(limit, maximum=1000), offset, self._now()
+        return within, conditions, order, v.limit(limit, maximum=1000), offset, now
 
     def summarize(
         self, namespace_prefix: Namespace | str = (), *, depth: int = 3, key_prefix: str = ""
@@ -918,6 +922,7 @@ class Memory:
         weights: Mapping[str, float] | None = None,
         floor: bool = False,
         min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> Envelope:
         """Search by topic: nominate per channel, fuse with RRF, confirm against live rows.
 
@@ -946,6 +951,9 @@ class Memory:
             floor: apply the relevance decision: drop the hits it judges not
                 relevant (counted in ``below_floor``; see :mod:`memlane.domain.search.relevance`).
             min_score: also drop hits whose fused score is below this.
+            where: conditions an item must meet, in :meth:`select`'s language; part of
+                each channel's statement, so the ``limit`` returned are the best among
+                the items meeting them.
 
         Returns:
             An :class:`Envelope`. Scores order hits; they are not calibrated.
@@ -964,6 +972,7 @@ class Memory:
         min_score = _min_score(min_score)
         within = self._within(prefix)
         now = self._now()
+        conditions = w.conditions(where, now=now)
         notes: builtins.list[str] = []
         nominations: dict[str, Sequence[Any]] = {}
         timings: dict[str, float] = {}
@@ -971,7 +980,7 @@ class Memory:
         if "lexical" in wanted:
             if not words:
                 notes.append("the query has no searchable words")
-            nominations["lexical"] = self._store.lexical(words, within, k)
+            nominations["lexical"] = self._store.lexical(words, within, k, conditions)
             timings["lexical_ms"] = _ms(started)
         pending = None
         if "vector" in wanted:
@@ -987,7 +996,7 @@ class Memory:
             else:
                 pending = self._catch_up(within, notes, timings)
                 try:
-                    found = self._store.vector(query_vector, within, k)
+                    found = self._store.vector(query_vector, within, k, conditions)
                     mismatch = [] if found else self._dimension_note(len(query_vector))
                 except StoreError:  # PostgreSQL refuses to compare vectors of two dimensions: said as on SQLite
                     found, mismatch = [], self._dimension_note(len(query_vector))
@@ -1016,7 +1025,7 @@ class Memory:
             return (min_score is None or hit.score >= min_score) and (not floor or judge.keeps(hit))
 
         hits, dropped, truncated, below = rank.confirm_relevant(
-            fused, lambda ids: self._store.hydrate(ids, within, now), limit, terms=words, accept=accept
+            fused, lambda ids: self._store.hydrate(ids, within, now, conditions), limit, terms=words, accept=accept
         )
         hits, refused = judge.settle(hits, drop=bool(floor))
         if refused:
@@ -1039,6 +1048,7 @@ class Memory:
                 "floor": bool(floor),
                 "min_score": min_score,
             }
+            | ({"where": dict(where)} if conditions else {})
             | self._searched(prefix, within),
             hits=hits,
             counts={ch: len(found) for ch, found in nominations.items()},
@@ -1102,6 +1112,7 @@ class Memory:
         chooser: Chooser | None = None,
         floor: bool | None = None,
         min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> Envelope:
         """The agent's one entry point to its memory.
 
@@ -1116,7 +1127,8 @@ class Memory:
         it judges not relevant. By default (``None``) a question in words is
         judged, so an answer can be empty ("nothing relevant"), while a
         ``vector`` recall with a caller-given ``embedding`` returns the
-        ``limit`` nearest, as a vector store does. ``min_score`` is :meth:`search`'s.
+        ``limit`` nearest, as a vector store does. ``min_score`` and ``where`` are
+        :meth:`search`'s (``where`` also narrows a keyed fetch).
         """
         started = time.perf_counter()
         if mode not in MODES:
@@ -1125,7 +1137,11 @@ class Memory:
             prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
             limit = v.limit(limit, maximum=1000)
             now = self._now()
-            items = self._store.fetch(v.key(key), self._within(prefix), limit + 1, now)  # one more: truncated?
+            conditions = w.conditions(where, now=now)
+            # one more: truncated? With conditions, every address holding the key (one per namespace), then those
+            # meeting them (the rule the stores apply in SQL)
+            items = self._store.fetch(v.key(key), self._within(prefix), 10_001 if conditions else limit + 1, now)
+            items = [item for item in items if w.matches(item.value, conditions, item)]
             self._recalls.count((item.namespace for item in items[:limit]), now)
             return Envelope(
                 operation="recall",
@@ -1136,6 +1152,7 @@ class Memory:
                     "limit": limit,
                     "mode": "keyed",
                 }
+                | ({"where": dict(where)} if conditions else {})
                 | self._searched(prefix, self._within(prefix)),
                 hits=[Hit(item, 0.0) for item in items[:limit]],
                 counts={"keyed": len(items[:limit])},
@@ -1150,6 +1167,8 @@ class Memory:
             if chooser is not None:
                 from ..domain.search.choose import choose
 
+                if where is not None:
+                    raise ValidationError("where", f"mode {mode!r} with a chooser takes no where; use mode 'hybrid'")
                 return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
             env = self.search(
                 query,
@@ -1158,6 +1177,7 @@ class Memory:
                 channels=("lexical",),
                 floor=floor,
                 min_score=min_score,
+                where=where,
             )
             env.notes.append(f"mode {mode!r} needs a chooser; fell back to lexical")
         else:
@@ -1170,6 +1190,7 @@ class Memory:
                 embedding=embedding,
                 floor=floor,
                 min_score=min_score,
+                where=where,
             )
         env.operation = "recall"
         env.params["mode"] = mode

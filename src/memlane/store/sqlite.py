@@ -1069,7 +1069,9 @@ class SqliteStore(Store):
 
     # -- ranked reads -----------------------------------------------------
 
-    def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
+    def lexical(
+        self, terms: Sequence[str], within: Within, k: int, where: Sequence[Any] = ()
+    ) -> builtins.list[Nomination]:
         """BM25 over ``items.text`` and the address words inside ``within``; terms are quoted and OR-ed.
 
         Common words cost what rare ones cost: a term found in ``LEXICAL_CAP``
@@ -1083,6 +1085,12 @@ class SqliteStore(Store):
         if not terms:
             return []
         inside, inside_params = c.within_filter(within, column="items.namespace")
+        if where:  # part of the joined statement: the k ranked are the best among the items meeting it
+            from . import where_sql
+
+            test, test_params = where_sql.sqlite_sql(builtins.list(where))
+            inside = f"{inside} AND {test}" if inside else test
+            inside_params = [*inside_params, *test_params]
         bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
         with self._lock:
             self._check_open()
@@ -1169,13 +1177,19 @@ class SqliteStore(Store):
                     raise StoreError(f"full-text search failed: {e}") from e
         return total, counts
 
-    def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
-        """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""
+    def hydrate(
+        self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Any] = ()
+    ) -> dict[str, Item]:
+        """Live rows inside ``within`` meeting ``where`` for candidate item ids (one statement, so one snapshot)."""
+        from . import where_sql
+
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        where, params = self._filter(within, "", now)
-        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND indexed AND {where}"
+        live, params = self._filter(within, "", now)
+        test, test_params = where_sql.sqlite_sql(builtins.list(where))
+        params = [*params, *test_params]
+        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND indexed AND {live} AND {test}"
         with self._lock:
             self._check_open()
             rows = self._conn.execute(sql, (*ids, *params)).fetchall()
@@ -1221,12 +1235,29 @@ class SqliteStore(Store):
         self._vectors_seen = seen
         return cache
 
-    def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
-        """Cosine nomination inside ``within``: ``(id, similarity, version_embedded)`` best first."""
+    def vector(
+        self, query: Sequence[float], within: Within, k: int, where: Sequence[Any] = ()
+    ) -> builtins.list[Nomination]:
+        """Cosine nomination inside ``within``: ``(id, similarity, version_embedded)`` best first.
+
+        With ``where``, the rows meeting it inside the scope are read first (one statement) and the cache
+        ranks those only, so the top ``k`` are the best among them.
+        """
         with self._lock:
             self._check_open()
             cache = self._vector_cache(len(query))
-            return cache.search(query, within, k)
+            refs = None
+            if where:
+                import numpy as np
+
+                from . import where_sql
+
+                inside, inside_params = c.within_filter(within, column="items.namespace")
+                test, test_params = where_sql.sqlite_sql(builtins.list(where))
+                sql = f"SELECT rowid FROM items WHERE {inside + ' AND ' if inside else ''}{test}"
+                found = self._conn.execute(sql, [*inside_params, *test_params]).fetchall()
+                refs = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
+            return cache.search(query, within, k, refs)
 
     def vector_cache_bytes(self) -> int:
         """Memory held by this process's vector cache."""
