@@ -44,7 +44,7 @@ from ..domain.search.embedders import (
 from ..store.base import EVERYTHING, PutRow, Store, Within
 from ..values import retention
 from ..values import validate as v
-from ..values import where as w
+from ..values import where as where_rules
 from ..values.errors import (
     BackendUnavailableError,
     ConflictError,
@@ -852,7 +852,7 @@ class Memory:
     ) -> tuple[Within, builtins.list[Condition], str, int, int, datetime]:
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
         now = self._now()
-        conditions = w.conditions(where, now=now)
+        conditions = where_rules.conditions(where, now=now)
         if order not in ("updated_desc", "address"):
             raise ValidationError("order", f"{order!r} is not one of updated_desc, address")
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
@@ -972,7 +972,7 @@ class Memory:
         min_score = _min_score(min_score)
         within = self._within(prefix)
         now = self._now()
-        conditions = w.conditions(where, now=now)
+        conditions = where_rules.conditions(where, now=now)
         notes: builtins.list[str] = []
         nominations: dict[str, Sequence[Any]] = {}
         timings: dict[str, float] = {}
@@ -1048,7 +1048,7 @@ class Memory:
                 "floor": bool(floor),
                 "min_score": min_score,
             }
-            | ({"where": dict(where)} if conditions else {})
+            | ({"where": dict(where or {})} if conditions else {})
             | self._searched(prefix, within),
             hits=hits,
             counts={ch: len(found) for ch, found in nominations.items()},
@@ -1137,11 +1137,11 @@ class Memory:
             prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
             limit = v.limit(limit, maximum=1000)
             now = self._now()
-            conditions = w.conditions(where, now=now)
+            conditions = where_rules.conditions(where, now=now)
             # one more: truncated? With conditions, every address holding the key (one per namespace), then those
             # meeting them (the rule the stores apply in SQL)
             items = self._store.fetch(v.key(key), self._within(prefix), 10_001 if conditions else limit + 1, now)
-            items = [item for item in items if w.matches(item.value, conditions, item)]
+            items = [item for item in items if where_rules.matches(item.value, conditions, item)]
             self._recalls.count((item.namespace for item in items[:limit]), now)
             return Envelope(
                 operation="recall",
@@ -1152,7 +1152,7 @@ class Memory:
                     "limit": limit,
                     "mode": "keyed",
                 }
-                | ({"where": dict(where)} if conditions else {})
+                | ({"where": dict(where or {})} if conditions else {})
                 | self._searched(prefix, self._within(prefix)),
                 hits=[Hit(item, 0.0) for item in items[:limit]],
                 counts={"keyed": len(items[:limit])},

@@ -1361,9 +1361,7 @@ class PostgresStore(Store):
             counts = {term: int(cur.fetchone()[0]) for term, cur in each.items()}
             return int(total.fetchone()[0]), counts
 
-    def hydrate(
-        self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Any] = ()
-    ) -> dict[str, Item]:
+    def hydrate(self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Any] = ()) -> dict[str, Item]:
         """Live rows inside ``within`` meeting ``where`` for candidate item ids (one statement, so one snapshot)."""
         from . import where_sql
 

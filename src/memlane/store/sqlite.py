@@ -1177,9 +1177,7 @@ class SqliteStore(Store):
                     raise StoreError(f"full-text search failed: {e}") from e
         return total, counts
 
-    def hydrate(
-        self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Any] = ()
-    ) -> dict[str, Item]:
+    def hydrate(self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Any] = ()) -> dict[str, Item]:
         """Live rows inside ``within`` meeting ``where`` for candidate item ids (one statement, so one snapshot)."""
         from . import where_sql
 

@@ -167,7 +167,7 @@ class VectorCache:
                     keep &= np.isin(self._ns[:n], allowed)
                 rows = np.flatnonzero(keep)
             else:
-                rows = np.flatnonzero(np.isin(self._ns[:n], allowed))
+                rows = np.flatnonzero(np.isin(self._ns[:n], allowed if allowed is not None else []))
             if rows.size == 0:
                 return []
             scores = self._matrix[rows] @ q

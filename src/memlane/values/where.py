@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import ValidationError
@@ -104,9 +104,7 @@ def _placed(condition: Condition, field: str, now: datetime | None) -> Condition
     if head in ("value", "metadata"):
         return path, op, operand
     if len(path) > 1:
-        raise ValidationError(
-            field, f"{head!r} has no fields ({name!r}); to reach a value field use 'value.{name}'"
-        )
+        raise ValidationError(field, f"{head!r} has no fields ({name!r}); to reach a value field use 'value.{name}'")
     if head == "author":
         if operand is not None and not isinstance(operand, str):
             raise ValidationError(field, f"{op} on 'author' compares text or None, not {type(operand).__name__}")
@@ -124,7 +122,7 @@ def _time(raw: Any, name: str, op: str, field: str, now: datetime | None) -> str
     rel = _RELATIVE.fullmatch(raw.strip())
     if rel is not None:
         sign, n, unit = rel.groups()
-        base = now if now is not None else datetime.now(timezone.utc)
+        base = now if now is not None else datetime.now(UTC)
         try:
             at = base + (-1 if sign == "-" else 1) * timedelta(seconds=int(n) * _UNIT[unit])
         except OverflowError:
@@ -135,9 +133,9 @@ def _time(raw: Any, name: str, op: str, field: str, now: datetime | None) -> str
         except ValueError:
             raise ValidationError(field, f"time {raw!r} on {name!r} does not parse; {how}") from None
     if at.tzinfo is None:
-        at = at.replace(tzinfo=timezone.utc)
+        at = at.replace(tzinfo=UTC)
     try:
-        return at.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        return at.astimezone(UTC).isoformat(timespec="microseconds")
     except OverflowError:
         raise ValidationError(field, f"time {raw!r} on {name!r} is out of range; {how}") from None
 
@@ -288,7 +286,7 @@ def _part(value: Any, item: Any, head: str) -> Any:
         return _MISSING
     got = getattr(item, head)
     if head in TIMES:
-        return got.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        return got.astimezone(UTC).isoformat(timespec="microseconds")
     return got
 
 
