@@ -10,7 +10,8 @@ the store. Then, all vectors made and warm, for each channel (lexical, vector, h
 vectors passed as ``embedding=``), times the search without a filter and with each filter, interleaved in
 rotating blocks, and counts the "short pages": searches that returned fewer than ``limit`` hits although at
 least ``limit`` items meet the filter and are candidates (for the lexical channel: hold a query term, worked
-out in Python from the corpus; for the vector channel: every item). The goal is none. SQLite only; files live in a temporary directory removed afterwards.
+out in Python from the corpus; for the vector channel: every item). The goal is none. SQLite only; files
+live in a temporary directory removed afterwards.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import memlane
-from memlane.domain.search import rank
 from _util import format_table, machine_info, progress, summarize, time_calls_interleaved, write_json
+from memlane.domain.search import rank
 from search import Corpus, RandomUnitEmbedder
 
 SELECTIVITY = {"0.1%": 1, "1%": 10, "10%": 100, "50%": 500}  # metadata.bucket < t, bucket = i % 1000
@@ -75,9 +76,18 @@ def main(argv: list[str] | None = None) -> int:
             for name, t in {"none": None, **SELECTIVITY}.items():
                 where = None if t is None else {"metadata.bucket": {"$lt": t}}
 
-                def call(q: str, vec: list[float], where: Any = where, name: str = name, t: Any = t) -> None:
+                def call(
+                    q: str,
+                    vec: list[float],
+                    where: Any = where,
+                    name: str = name,
+                    t: Any = t,
+                    chosen: Any = chosen,
+                    lexical: bool = channel == "lexical",
+                    short: dict[str, int] = short,
+                ) -> None:
                     env = mem.search(q, limit=10, channels=chosen, embedding=vec, where=where)
-                    fillable = t is None or channel != "lexical" or full[(q, t)]
+                    fillable = t is None or not lexical or full[(q, t)]
                     if len(env.hits) < 10 and fillable:
                         short[name] = short.get(name, 0) + 1
 
