@@ -145,3 +145,31 @@ def test_a_bad_filter_is_one_validation_error_naming_where(mem: Any, where: Any)
         with pytest.raises(ValidationError) as e:
             call()
         assert e.value.field == "where", e.value
+
+
+def test_a_filtered_vector_search_ranks_exactly_among_the_matches_in_a_large_store(mem: Any, backend: str) -> None:
+    """More vectors than the window a filtered vector search tests first: a common filter is answered from the
+    window, a rare one from the matches alone; both give the exact order of the matches (PostgreSQL's HNSW
+    index is approximate by design, so there only the filter is held)."""
+    mem.put_many(
+        [
+            {
+                "namespace": "big",
+                "key": f"k{i:04}",
+                "value": f"item {i} about {i % 37} and {i % 11}",
+                "metadata": {"m": i % 2, "r": i % 300},
+            }
+            for i in range(1500)
+        ]
+    )
+    ranked = [h.key for h in mem.search("item about 5", channels=["vector"], limit=1000, candidate_k=1500).hits]
+    for where, keep in (
+        ({"metadata.m": 1}, lambda k: int(k[1:]) % 2 == 1),
+        ({"metadata.r": 7}, lambda k: int(k[1:]) % 300 == 7),
+    ):
+        env = mem.search("item about 5", channels=["vector"], limit=5, where=where)
+        assert len(env.hits) == 5 and all(keep(h.key) for h in env.hits), where
+        if backend not in ("postgres", "async_postgres"):
+            expected = [k for k in ranked if keep(k)][:5] if len([k for k in ranked if keep(k)]) >= 5 else None
+            if expected is not None:
+                assert [h.key for h in env.hits] == expected, where

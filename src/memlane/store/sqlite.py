@@ -539,6 +539,10 @@ def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
     )
 
 
+# the cache's nearest a filtered vector search tests first (see SqliteStore.vector)
+_FILTER_WINDOW = 1000
+
+
 def _put_vectors_at(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, bytes]]) -> int:
     """Write ``(rowid, version, blob)`` vectors where the item is still at ``version``; returns how many."""
     if not rows:
@@ -1238,23 +1242,34 @@ class SqliteStore(Store):
     ) -> builtins.list[Nomination]:
         """Cosine nomination inside ``within``: ``(id, similarity, version_embedded)`` best first.
 
-        With ``where``, the rows meeting it inside the scope are read first (one statement) and the cache
-        ranks those only, so the top ``k`` are the best among them.
+        With ``where``, the top ``k`` are the best among the items meeting it: the cache's nearest
+        ``_FILTER_WINDOW`` (at least 20 x ``k``) are tested first, in one statement; when ``k`` of them meet
+        it, they are the best ``k`` that do (every other item ranks below them all). Otherwise the rows meeting
+        it inside the scope are read (one statement) and the cache ranks those only.
         """
         with self._lock:
             self._check_open()
             cache = self._vector_cache(len(query))
-            refs = None
-            if where:
-                import numpy as np
+            if not where:
+                return cache.search(query, within, k)
+            import numpy as np
 
-                from . import where_sql
+            from . import where_sql
 
-                inside, inside_params = c.within_filter(within, column="items.namespace")
-                test, test_params = where_sql.sqlite_sql(builtins.list(where))
-                sql = f"SELECT rowid FROM items WHERE {inside + ' AND ' if inside else ''}{test}"
-                found = self._conn.execute(sql, [*inside_params, *test_params]).fetchall()
-                refs = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
+            inside, inside_params = c.within_filter(within, column="items.namespace")
+            test, test_params = where_sql.sqlite_sql(builtins.list(where))
+            scoped = f"{inside + ' AND ' if inside else ''}{test}"
+            nearest = cache.search(query, within, max(_FILTER_WINDOW, 20 * k))
+            if len(nearest) < len(cache):  # else the window holds every candidate: rank the matches below
+                marks = ",".join("?" * len(nearest))
+                sql = f"SELECT id FROM items WHERE id IN ({marks}) AND {scoped}"
+                meet = {r[0] for r in self._conn.execute(sql, [*(n[0] for n in nearest), *inside_params, *test_params])}
+                kept = [n for n in nearest if n[0] in meet]
+                if len(kept) >= k:
+                    return kept[:k]
+            found = self._conn.execute(f"SELECT rowid FROM items WHERE {scoped}", [*inside_params, *test_params])
+            rows = found.fetchall()
+            refs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             return cache.search(query, within, k, refs)
 
     def vector_cache_bytes(self) -> int:
