@@ -530,6 +530,31 @@ def _value(raw: str, force_string: bool) -> Any:
         return raw
 
 
+Where = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        metavar="JSON",
+        help='Only items meeting these conditions (as select\'s where), e.g. \'{"metadata.source": "chat", '
+        '"created_at": {"$gte": "-7d"}}\'.',
+        show_default=False,
+    ),
+]
+
+
+def _where(raw: str | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except RecursionError:
+        raise memlane.ValidationError("where", "is nested too deep") from None
+    except ValueError as e:
+        raise memlane.ValidationError(
+            "where", f'is not valid JSON ({e}); pass an object such as \'{{"kind": "note"}}\''
+        ) from None
+
+
 def _metadata(raw: str | None) -> Any:
     if raw is None:
         return None
@@ -1207,6 +1232,7 @@ def search(
         int | None, typer.Option("--rrf-k", help="The RRF constant k in 1/(k + rank) (default: 10).")
     ] = None,
     floor: Floor = False,
+    where: Where = None,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
@@ -1224,8 +1250,9 @@ def search(
         memlane search "kitten" --channels vector
         memlane search "editor theme" --channels lexical --json
         memlane search "kitten" --no-floor
+        memlane search "editor" --where '{"metadata.source": "chat"}'
     """
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"where": _where(where)}
     chosen = _split_channels(channels)
     if chosen is not None:
         options["channels"] = chosen
@@ -1266,6 +1293,7 @@ def recall(
         ),
     ] = None,
     floor: RecallFloor = None,
+    where: Where = None,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
@@ -1294,7 +1322,14 @@ def recall(
         chooser = memlane.OpenAIChooser(chooser_model)
     with _open(db, embedder) as mem:
         envelope = mem.recall(
-            query, key=key, namespace_prefix=prefix, limit=limit, mode=mode, chooser=chooser, floor=floor
+            query,
+            key=key,
+            namespace_prefix=prefix,
+            limit=limit,
+            mode=mode,
+            chooser=chooser,
+            floor=floor,
+            where=_where(where),
         )
         missing = 0 if as_json else _missing_vectors(mem, envelope)
     if as_json:

@@ -170,7 +170,7 @@ class Client(_Operations):
         "put": "refuses what JSON cannot carry (NaN, sets) before sending, naming the field",
         "put_many": "refuses unknown record fields before sending (the service ignores them: additive API)",
         "add_conversation": "the extractor is a Python object: it runs here and files through this client",
-        "recall": "a chooser runs here; key, embedding, floor and min_score are sent only when given, "
+        "recall": "a chooser runs here; key, embedding, floor, min_score and where are sent only when given, "
         "so servers before 0.2 keep working",
     }
 
@@ -290,7 +290,9 @@ class Client(_Operations):
                 err = {**err, "retry_after": int(resp.headers["retry-after"])}
             failure = wire.decode(err, resp.status_code, suffix=f" (HTTP {resp.status_code} from {url})")
             # refused before it ran (429), or a read the database could not serve (503): safe to send again
-            again = failure if isinstance(failure, errors.BusyError) else None
+            again: errors.BusyError | errors.StoreUnavailableError | None = None
+            if isinstance(failure, errors.BusyError):
+                again = failure
             if repeatable and isinstance(failure, errors.StoreUnavailableError):
                 again = failure
             if again is not None and busy < self.retries:
@@ -400,6 +402,7 @@ class Client(_Operations):
         chooser: Chooser | None = None,
         floor: bool | None = None,
         min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> Envelope:
         """The agent's entry point; see :meth:`Memory.recall`.
 
@@ -408,6 +411,9 @@ class Client(_Operations):
         """
         if chooser is not None and key is None and mode in ("single", "tiered"):
             from .domain.search.choose import choose
+
+            if where is not None:
+                raise errors.ValidationError("where", f"mode {mode!r} with a chooser takes no where; use mode 'hybrid'")
 
             return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
         # "namespace": the name servers before 0.2 read (newer ones accept it too)
@@ -420,6 +426,8 @@ class Client(_Operations):
             body["floor"] = floor
         if min_score is not None:
             body["min_score"] = min_score
+        if where is not None:
+            body["where"] = where
         return Envelope.from_dict(self._send("recall", body))
 
     def recall_keyed(

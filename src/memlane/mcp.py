@@ -126,9 +126,8 @@ ToolResult = Annotated[CallToolResult, dict[str, Any]]
 DESCRIPTIONS = {
     "memory_get": """\
 Read the item at an exact address (namespace + key): use it when you know the address.
-Exact, no ranking. Returns {found, item}; found is false if nothing is stored there. Know
-only the key? memory_recall with key. Only a topic? memory_search. Unfamiliar store?
-memory_summarize first.""",
+Returns {found, item}; found is false if nothing is stored there. Know only the key?
+memory_recall with key. Only a topic? memory_search.""",
     "memory_get_many": """\
 Read several exact addresses in one call, in input order (null where nothing is stored).
 Use it instead of repeated memory_get, e.g. on keys memory_summarize or memory_list showed.""",
@@ -162,18 +161,18 @@ memory_summarize, for a topic memory_search.""",
     "memory_summarize": """\
 The map of the memory: per namespace, its key paths cut at depth segments, with counts
 (no values). Use it FIRST on an unfamiliar store; drill down with key_prefix and a larger
-depth, then read items with memory_get.""",
+depth.""",
     "memory_search": """\
-Find items about a topic when you don't know their address: use it for questions such as
-"what do I know about the user's editor?" (full-text and vector search over live rows).
+Find items about a topic when you don't know their address, e.g. "what do I know about the
+user's editor?" (full-text and vector).
 Know the address? memory_get; the key? memory_recall with key. Scores only order the hits.""",
     "memory_recall": """\
-One call for either lookup: with key, the keyed recall: every item filed under exactly that
-key in any namespace you may see, newest first, no ranking (use it when you know the key
-but not the namespace); without key, it searches query like memory_search.""",
+With key, every item filed under exactly that key in any
+namespace you may see, newest first, unranked (the key known, not the namespace);
+without key, a search like memory_search.""",
     "memory_history": """\
 Past versions of an exact address, newest first: earlier values, who wrote them, when, and
-what ended them. Use it for "what was this before?"; the current value is memory_get.""",
+what ended them. Use it for "what was this before?".""",
 }
 
 DESCRIPTIONS = {name: " ".join(text.split()) for name, text in DESCRIPTIONS.items()}  # one paragraph each
@@ -407,6 +406,7 @@ SHAPES: dict[str, Any] = {
     "cursor": str,
     "order": str,
     "floor": bool,
+    "where": dict[str, Any] | None,
     "query": str,
     "value": Any,
     "text": str,
@@ -582,8 +582,8 @@ ITEM_OFFERS = (
     Offer("delete", ("namespace", "key"), answer=_deleted),
     Offer("list", ("namespace_prefix", "key_prefix", "limit", "cursor", "order")),
     Offer("summarize", ("namespace_prefix", "depth", "key_prefix")),
-    Offer("search", ("query", "namespace_prefix", "limit", "channels", "floor")),
-    Offer("recall", ("query", "key", "namespace_prefix", "limit", "mode", "floor"), prepare=_query_or_key),
+    Offer("search", ("query", "namespace_prefix", "limit", "channels", "floor", "where")),
+    Offer("recall", ("query", "key", "namespace_prefix", "limit", "mode", "floor", "where"), prepare=_query_or_key),
     Offer("history", ("namespace", "key")),
     Offer("get_by_id", ("item_id",), answer=_found_by_id),
     Offer("delete_by_id", ("item_id",), answer=_deleted_by_id),

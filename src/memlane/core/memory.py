@@ -44,6 +44,7 @@ from ..domain.search.embedders import (
 from ..store.base import EVERYTHING, PutRow, Store, Within
 from ..values import retention
 from ..values import validate as v
+from ..values import where as where_rules
 from ..values.errors import (
     BackendUnavailableError,
     ConflictError,
@@ -924,11 +925,15 @@ class Memory:
         limit: int = 10,
         offset: int = 0,
     ) -> builtins.list[Item]:
-        """Items under a prefix whose value meets conditions, evaluated in the database, one page.
+        """Items under a prefix meeting conditions, evaluated in the database, one page.
 
         ``where`` maps dotted field paths to a value (equality) or to operators
         ``$eq $ne $gt $gte $lt $lte``: ``{"kind": "note", "stats.score": {"$gte": 3}}``.
-        Comparisons are type-aware (see :mod:`memlane.values.where`). ``order`` is
+        A path reads the value, or with a first segment ``metadata``, ``author``,
+        ``created_at`` or ``updated_at`` that part of the item (``value.<path>``
+        names the value explicitly). Times are ISO 8601 or relative to the
+        memory's clock (``"-7d"``). Comparisons are type-aware (see
+        :mod:`memlane.values.where`). ``order`` is
         ``"updated_desc"`` (newest first, then address) or ``"address"``;
         ``limit`` is 1..1000 and ``offset`` skips that many matches (0..1,000,000).
         """
@@ -937,15 +942,14 @@ class Memory:
     def _select_arguments(
         self, namespace_prefix: Any, where: Any, order: Any, limit: Any, offset: Any
     ) -> tuple[Within, builtins.list[Condition], str, int, int, datetime]:
-        from ..values import where as w
-
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
-        conditions = w.conditions(where)
+        now = self._now()
+        conditions = where_rules.conditions(where, now=now)
         if order not in ("updated_desc", "address"):
             raise ValidationError("order", f"{order!r} is not one of updated_desc, address")
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
             raise ValidationError("offset", "must be an integer from 0 to 1,000,000")
-        return within, conditions, order, v.limit(limit, maximum=1000), offset, self._now()
+        return within, conditions, order, v.limit(limit, maximum=1000), offset, now
 
     def summarize(
         self, namespace_prefix: Namespace | str = (), *, depth: int = 3, key_prefix: str = ""
@@ -1010,6 +1014,7 @@ class Memory:
         weights: Mapping[str, float] | None = None,
         floor: bool = False,
         min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> Envelope:
         """Search by topic: nominate per channel, fuse with RRF, confirm against live rows.
 
@@ -1038,6 +1043,9 @@ class Memory:
             floor: apply the relevance decision: drop the hits it judges not
                 relevant (counted in ``below_floor``; see :mod:`memlane.domain.search.relevance`).
             min_score: also drop hits whose fused score is below this.
+            where: conditions an item must meet, in :meth:`select`'s language; part of
+                each channel's statement, so the ``limit`` returned are the best among
+                the items meeting them.
 
         Returns:
             An :class:`Envelope`. Scores order hits; they are not calibrated.
@@ -1056,6 +1064,7 @@ class Memory:
         min_score = _min_score(min_score)
         within = self._within(prefix)
         now = self._now()
+        conditions = where_rules.conditions(where, now=now)
         notes: builtins.list[str] = []
         nominations: dict[str, Sequence[Any]] = {}
         timings: dict[str, float] = {}
@@ -1066,7 +1075,7 @@ class Memory:
             if not words:
                 notes.append("the query has no searchable words")
             # at least the head the relevance decision reads (relevance.HEAD_K), whatever candidate_k is
-            lexical_found = self._store.lexical(words, within, max(k, relevance.HEAD_K))
+            lexical_found = self._store.lexical(words, within, max(k, relevance.HEAD_K), conditions)
             nominations["lexical"] = lexical_found[:k]
             timings["lexical_ms"] = _ms(started)
         pending = None
@@ -1084,7 +1093,7 @@ class Memory:
                 pending = self._catch_up(within, notes, timings)
                 try:
                     # the query's similarity profile (relevance.PROFILE_K nearest) is read whatever candidate_k is
-                    vector_found = self._store.vector(query_vector, within, max(k, relevance.PROFILE_K))
+                    vector_found = self._store.vector(query_vector, within, max(k, relevance.PROFILE_K), conditions)
                     found = vector_found[:k]
                     mismatch = [] if found else self._dimension_note(len(query_vector))
                 except StoreError:  # PostgreSQL refuses to compare vectors of two dimensions: said as on SQLite
@@ -1116,7 +1125,7 @@ class Memory:
             return (min_score is None or hit.score >= min_score) and (not floor or judge.keeps(hit))
 
         hits, dropped, truncated, below = rank.confirm_relevant(
-            fused, lambda ids: self._store.hydrate(ids, within, now), limit, terms=words, accept=accept
+            fused, lambda ids: self._store.hydrate(ids, within, now, conditions), limit, terms=words, accept=accept
         )
         heads = [n[0] for n in lexical_found[: relevance.HEAD_K]] + [n[0] for n in profile[: relevance.HEAD_K]]
         found_head = self._head_found(judge, heads, hits, within, now, words)
@@ -1141,6 +1150,7 @@ class Memory:
                 "floor": bool(floor),
                 "min_score": min_score,
             }
+            | ({"where": dict(where or {})} if conditions else {})
             | self._searched(prefix, within),
             hits=hits,
             counts={ch: len(found) for ch, found in nominations.items()},
@@ -1245,6 +1255,7 @@ class Memory:
         chooser: Chooser | None = None,
         floor: bool | None = None,
         min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> Envelope:
         """The agent's one entry point to its memory.
 
@@ -1259,7 +1270,8 @@ class Memory:
         it judges not relevant. By default (``None``) a question in words is
         judged, so an answer can be empty ("nothing relevant"), while a
         ``vector`` recall with a caller-given ``embedding`` returns the
-        ``limit`` nearest, as a vector store does. ``min_score`` is :meth:`search`'s.
+        ``limit`` nearest, as a vector store does. ``min_score`` and ``where`` are
+        :meth:`search`'s (``where`` also narrows a keyed fetch).
         """
         started = time.perf_counter()
         if mode not in MODES:
@@ -1268,7 +1280,11 @@ class Memory:
             prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
             limit = v.limit(limit, maximum=1000)
             now = self._now()
-            items = self._store.fetch(v.key(key), self._within(prefix), limit + 1, now)  # one more: truncated?
+            conditions = where_rules.conditions(where, now=now)
+            # one more: truncated? With conditions, every address holding the key (one per namespace), then those
+            # meeting them (the rule the stores apply in SQL)
+            items = self._store.fetch(v.key(key), self._within(prefix), 10_001 if conditions else limit + 1, now)
+            items = [item for item in items if where_rules.matches(item.value, conditions, item)]
             self._recalls.count((item.namespace for item in items[:limit]), now)
             return Envelope(
                 operation="recall",
@@ -1279,6 +1295,7 @@ class Memory:
                     "limit": limit,
                     "mode": "keyed",
                 }
+                | ({"where": dict(where or {})} if conditions else {})
                 | self._searched(prefix, self._within(prefix)),
                 hits=[Hit(item, 0.0) for item in items[:limit]],
                 counts={"keyed": len(items[:limit])},
@@ -1293,6 +1310,8 @@ class Memory:
             if chooser is not None:
                 from ..domain.search.choose import choose
 
+                if where is not None:
+                    raise ValidationError("where", f"mode {mode!r} with a chooser takes no where; use mode 'hybrid'")
                 return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
             env = self.search(
                 query,
@@ -1301,6 +1320,7 @@ class Memory:
                 channels=("lexical",),
                 floor=floor,
                 min_score=min_score,
+                where=where,
             )
             env.notes.append(f"mode {mode!r} needs a chooser; fell back to lexical")
         else:
@@ -1313,6 +1333,7 @@ class Memory:
                 embedding=embedding,
                 floor=floor,
                 min_score=min_score,
+                where=where,
             )
         env.operation = "recall"
         env.params["mode"] = mode

@@ -216,12 +216,15 @@ class Store(ABC):
         """Counts and size."""
 
     @abstractmethod
-    def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
+    def lexical(
+        self, terms: Sequence[str], within: Within, k: int, where: Sequence[Condition] = ()
+    ) -> builtins.list[Nomination]:
         """BM25 nomination over all of ``within`` at once, higher score is better.
 
         ``terms`` are plain words; the backend quotes them, so user text is
         never parsed as index query syntax. Expiry is *not* applied here: the
-        confirm step owns it.
+        confirm step owns it. ``where`` is part of the statement: the ``k``
+        nominated are the best among the items meeting it.
         """
 
     @abstractmethod
@@ -232,12 +235,18 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
-        """Re-read candidates by item id from live, indexed rows inside ``within``, in one statement."""
+    def hydrate(
+        self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Condition] = ()
+    ) -> dict[str, Item]:
+        """Re-read candidates by item id from live, indexed rows inside ``within`` meeting ``where``, in one
+        statement."""
 
     @abstractmethod
-    def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
-        """Cosine nomination over stored vectors inside ``within`` (score: similarity)."""
+    def vector(
+        self, query: Sequence[float], within: Within, k: int, where: Sequence[Condition] = ()
+    ) -> builtins.list[Nomination]:
+        """Cosine nomination over stored vectors inside ``within`` (score: similarity); ``where`` is applied
+        before the top ``k`` are taken."""
 
     @abstractmethod
     def vector_backlog(self, limit: int, *, after: int = 0) -> builtins.list[tuple[int, int, str]]:

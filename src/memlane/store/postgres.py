@@ -404,9 +404,9 @@ capped AS MATERIALIZED (
     SELECT p.w, c.ref
     FROM plan p
     CROSS JOIN LATERAL (
-        (SELECT i.ref FROM items i WHERE NOT p.by_scope AND i.tsv @@ p.q{scope} LIMIT %(cap)s)
+        (SELECT i.ref FROM items i WHERE NOT p.by_scope AND i.tsv @@ p.q{scope}/*where*/ LIMIT %(cap)s)
         UNION ALL
-        (SELECT i.ref FROM items i WHERE p.by_scope AND (i.tsv || ''::tsvector) @@ p.q{scope} LIMIT %(cap)s)
+        (SELECT i.ref FROM items i WHERE p.by_scope AND (i.tsv || ''::tsvector) @@ p.q{scope}/*where*/ LIMIT %(cap)s)
     ) AS c
 ),
 df AS MATERIALIZED (
@@ -1374,7 +1374,9 @@ class PostgresStore(Store):
 
     # -- ranked reads -----------------------------------------------------
 
-    def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
+    def lexical(
+        self, terms: Sequence[str], within: Within, k: int, where: Sequence[Any] = ()
+    ) -> builtins.list[Nomination]:
         """Full-text nomination: IDF-weighted, length-normalised ``ts_rank`` (BM25-like), one round trip.
 
         The terms are normalised by the ``memlane`` configuration into
@@ -1382,7 +1384,8 @@ class PostgresStore(Store):
         lexeme's weight is BM25's IDF, ``ln(1 + (N - n + 0.5) / (n + 0.5))``,
         with ``n`` the rows it matches in the searched scope and ``N`` the
         rows of the scope (the planner's estimate for the whole table). See
-        ``_LEXICAL`` for how one statement does it all.
+        ``_LEXICAL`` for how one statement does it all. A ``where`` joins the scope's test where each word's
+        rows are found, so the ``k`` ranked are the best among the items meeting it (the IDF counts those rows).
         """
         if not terms:
             return []
@@ -1404,10 +1407,16 @@ class PostgresStore(Store):
                 statement = _lexical_in_prefixes(lengths)
                 params.update((f"w{i}", a) for i, a in enumerate(arrays))
                 params["prefixes"] = c.prefix_lines(within)
+        if where:
+            from . import where_sql
+
+            test, test_params = where_sql.postgres_sql(builtins.list(where), table="i", named="where")
+            statement = statement.replace("/*where*/", f"\n      AND {test}")
+            params.update((f"where{i}", p) for i, p in enumerate(test_params))
         with self._one_trip(_chars(params.values())) as (conn, sync):
             # the settings hold for the ranking statement only (one transaction)
             conn.execute(_LEXICAL_SETTINGS, prepare=True)
-            cur = conn.execute(statement, params, prepare=True)
+            cur = conn.execute(statement, params, prepare=True if not where else None)
             sync()
             rows = cur.fetchall()
         return [(item_id, float(score), version) for item_id, score, version in rows]
@@ -1453,15 +1462,18 @@ class PostgresStore(Store):
             counts = {term: int(cur.fetchone()[0]) for term, cur in each.items()}
             return int(total.fetchone()[0]), counts
 
-    def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
-        """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""
+    def hydrate(self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Any] = ()) -> dict[str, Item]:
+        """Live rows inside ``within`` meeting ``where`` for candidate item ids (one statement, so one snapshot)."""
+        from . import where_sql
+
         if not ids:
             return {}
-        where, params = self._filter(within, "", now)
+        live, params = self._filter(within, "", now)
+        test, test_params = where_sql.postgres_sql(builtins.list(where))
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ANY(%s) AND indexed AND {where}",
-                (builtins.list(ids), *params),
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ANY(%s) AND indexed AND {live} AND {test}",
+                (builtins.list(ids), *params, *test_params),
             ).fetchall()
         return {r[0]: c.row_to_item(r) for r in rows}
 
@@ -1494,7 +1506,9 @@ class PostgresStore(Store):
             )
         self._index_dimension = dimension
 
-    def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
+    def vector(
+        self, query: Sequence[float], within: Within, k: int, where: Sequence[Any] = ()
+    ) -> builtins.list[Nomination]:
         """Cosine nomination through the HNSW index; inside a small scope, an exact scan.
 
         The index is approximate (as any HNSW): the top ``k`` of the ``ef_search``
@@ -1502,7 +1516,8 @@ class PostgresStore(Store):
         exact scan is cheaper and gives the true top ``k``. Inside a larger scope the
         index's nearest are filtered by the scope; when fewer than ``k`` of them are
         inside (a scope that is a small part of the store), the exact scan runs
-        instead. Every statement applies the scope itself.
+        instead. Every statement applies the scope itself, and ``where`` with it: the index's nearest are
+        kept when at least ``k`` of them meet it, else the exact scan ranks the items that do.
         """
         self._require_pgvector()
         if not within:
@@ -1516,10 +1531,17 @@ class PostgresStore(Store):
         with self._conn() as conn, conn.transaction():
             self._ensure_index(conn, dim)
             conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
-            if not inside:
+            if not inside and not where:
                 # the index ranks alone; id is read for the top k in the same statement
                 return _nominations(conn.execute(_vector_nearest(cast, ""), (literal, literal, k, k)).fetchall())
-            if ef >= k and self._scope_exceeds(conn, within, _EXACT_SCOPE_ROWS):
+            rooted = not inside
+            if where:
+                from . import where_sql
+
+                test, test_params = where_sql.postgres_sql(builtins.list(where))
+                inside = f"{inside} AND {test}" if inside else test
+                inside_params = [*inside_params, *test_params]
+            if ef >= k and (rooted or self._scope_exceeds(conn, within, _EXACT_SCOPE_ROWS)):
                 nearest = _vector_nearest(cast, inside)
                 rows = conn.execute(nearest, (literal, literal, ef, *inside_params, k)).fetchall()
                 if len(rows) >= k:

@@ -592,6 +592,10 @@ def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
     )
 
 
+# the cache's nearest a filtered vector search tests first (see SqliteStore.vector)
+_FILTER_WINDOW = 1000
+
+
 def _put_vectors_at(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, bytes]]) -> int:
     """Write ``(rowid, version, blob)`` vectors where the item is still at ``version``; returns how many."""
     if not rows:
@@ -1169,7 +1173,9 @@ class SqliteStore(Store):
 
     # -- ranked reads -----------------------------------------------------
 
-    def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
+    def lexical(
+        self, terms: Sequence[str], within: Within, k: int, where: Sequence[Any] = ()
+    ) -> builtins.list[Nomination]:
         """BM25 over ``items.text`` and the address words inside ``within``; terms are quoted and OR-ed.
 
         Common words cost what rare ones cost: a term found in ``LEXICAL_CAP``
@@ -1183,6 +1189,12 @@ class SqliteStore(Store):
         if not terms:
             return []
         inside, inside_params = c.within_filter(within, column="items.namespace")
+        if where:  # part of the joined statement: the k ranked are the best among the items meeting it
+            from . import where_sql
+
+            test, test_params = where_sql.sqlite_sql(builtins.list(where))
+            inside = f"{inside} AND {test}" if inside else test
+            inside_params = [*inside_params, *test_params]
         bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
         with self._lock:
             self._check_open()
@@ -1269,13 +1281,17 @@ class SqliteStore(Store):
                     raise StoreError(f"full-text search failed: {e}") from e
         return total, counts
 
-    def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
-        """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""
+    def hydrate(self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Any] = ()) -> dict[str, Item]:
+        """Live rows inside ``within`` meeting ``where`` for candidate item ids (one statement, so one snapshot)."""
+        from . import where_sql
+
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        where, params = self._filter(within, "", now)
-        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND indexed AND {where}"
+        live, params = self._filter(within, "", now)
+        test, test_params = where_sql.sqlite_sql(builtins.list(where))
+        params = [*params, *test_params]
+        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND indexed AND {live} AND {test}"
         with self._lock:
             self._check_open()
             rows = self._conn.execute(sql, (*ids, *params)).fetchall()
@@ -1321,12 +1337,40 @@ class SqliteStore(Store):
         self._vectors_seen = seen
         return cache
 
-    def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
-        """Cosine nomination inside ``within``: ``(id, similarity, version_embedded)`` best first."""
+    def vector(
+        self, query: Sequence[float], within: Within, k: int, where: Sequence[Any] = ()
+    ) -> builtins.list[Nomination]:
+        """Cosine nomination inside ``within``: ``(id, similarity, version_embedded)`` best first.
+
+        With ``where``, the top ``k`` are the best among the items meeting it: the cache's nearest
+        ``_FILTER_WINDOW`` (at least 20 x ``k``) are tested first, in one statement; when ``k`` of them meet
+        it, they are the best ``k`` that do (every other item ranks below them all). Otherwise the rows meeting
+        it inside the scope are read (one statement) and the cache ranks those only.
+        """
         with self._lock:
             self._check_open()
             cache = self._vector_cache(len(query))
-            return cache.search(query, within, k)
+            if not where:
+                return cache.search(query, within, k)
+            import numpy as np
+
+            from . import where_sql
+
+            inside, inside_params = c.within_filter(within, column="items.namespace")
+            test, test_params = where_sql.sqlite_sql(builtins.list(where))
+            scoped = f"{inside + ' AND ' if inside else ''}{test}"
+            nearest = cache.search(query, within, max(_FILTER_WINDOW, 20 * k))
+            if len(nearest) < len(cache):  # else the window holds every candidate: rank the matches below
+                marks = ",".join("?" * len(nearest))
+                sql = f"SELECT id FROM items WHERE id IN ({marks}) AND {scoped}"
+                meet = {r[0] for r in self._conn.execute(sql, [*(n[0] for n in nearest), *inside_params, *test_params])}
+                kept = [n for n in nearest if n[0] in meet]
+                if len(kept) >= k:
+                    return kept[:k]
+            found = self._conn.execute(f"SELECT rowid FROM items WHERE {scoped}", [*inside_params, *test_params])
+            rows = found.fetchall()
+            refs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            return cache.search(query, within, k, refs)
 
     def vector_cache_bytes(self) -> int:
         """Memory held by this process's vector cache."""

@@ -72,11 +72,28 @@ def balanced(tests: Sequence[str], op: str = "AND") -> str:
 _SQL_OP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
-def sqlite_sql(where: list[Condition], column: str = "items.value") -> tuple[str, list[Any]]:
-    """``where`` as one SQLite condition over the JSON text in ``column`` (``1`` when empty), with its parameters."""
+def _sqlite_column(where: Condition, table: str) -> tuple[str, tuple[str, ...]]:
+    """The column a condition reads (JSON text for the value and the metadata) and the path inside it."""
+    path = where[0]
+    return f"{table}.{path[0]}", path[1:]
+
+
+def sqlite_sql(where: list[Condition], table: str = "items") -> tuple[str, list[Any]]:
+    """``where`` as one SQLite condition over the row of ``table`` (``1`` when empty), with its parameters."""
     params: list[Any] = []
     tests: list[str] = []
-    for path, op, operand in where:
+    for condition in where:
+        (head, *_), op, operand = condition
+        column, path = _sqlite_column(condition, table)
+        if head not in ("value", "metadata"):  # a text column: author (may be NULL) or a time
+            if op in ("$eq", "$ne"):
+                test = f"{column} IS NULL" if operand is None else f"COALESCE({column} = ?, 0)"
+                tests.append(test if op == "$eq" else f"NOT ({test})")
+            else:
+                tests.append(f"COALESCE({column} {_SQL_OP[op]} ?, 0)")
+            if operand is not None:
+                params.append(operand)
+            continue
         if op == "$eq":
             _sqlite_equal(column, path, operand, params, tests)
             continue
@@ -94,33 +111,66 @@ def sqlite_sql(where: list[Condition], column: str = "items.value") -> tuple[str
 
 # jsonb refuses the escape of NUL (\u0000), which a stored string may hold: such a value is read as having no
 # fields rather than failing the statement for every row in scope
-_PG_VALUE = "(CASE WHEN strpos(items.value, '\\u0000') = 0 THEN items.value::jsonb END)"
+def _pg_json(column: str) -> str:
+    return f"(CASE WHEN strpos({column}, '\\u0000') = 0 THEN {column}::jsonb END)"
 
 
-def postgres_sql(where: list[Condition], column: str = _PG_VALUE) -> tuple[str, list[Any]]:
-    """``where`` as one PostgreSQL condition over the jsonb ``column`` (``TRUE`` when empty), with its parameters.
+_PG_VALUE = _pg_json("items.value")
+
+
+def postgres_sql(where: list[Condition], table: str = "items", named: str = "") -> tuple[str, list[Any]]:
+    """``where`` as one PostgreSQL condition over the row of ``table`` (``TRUE`` when empty), with its parameters.
 
     Numbers travel as text and compare as ``numeric``: the exact decimal that
     JSON (and Python's ``repr``) wrote, so no digits are lost to ``float8``.
+    With ``named``, the placeholders are ``%(<named><i>)s`` (``i`` the parameter's
+    place in the list returned), for a statement with named parameters.
     """
     params: list[Any] = []
     parts = []
-    for path, op, operand in where:
-        at = f"({column} #> %s::text[])"
+    count = [0]
+
+    def ph() -> str:  # the next parameter's placeholder: made in the order the parameters are appended
+        count[0] += 1
+        return f"%({named}{count[0] - 1})s" if named else "%s"
+
+    for (head, *rest), op, operand in where:
+        if head not in ("value", "metadata"):  # a text column: author (may be NULL) or a time
+            column = f'{table}.{head} COLLATE "C"'
+            if op in ("$eq", "$ne"):
+                if operand is None:
+                    sql = f"{table}.{head} IS NULL"
+                else:
+                    sql = f"COALESCE({column} = {ph()}, FALSE)"
+                    params.append(operand)
+                parts.append(sql if op == "$eq" else f"NOT ({sql})")
+            else:
+                parts.append(f"COALESCE({column} {_SQL_OP[op]} {ph()}, FALSE)")
+                params.append(operand)
+            continue
+        path = list(rest)
+        column = _pg_json(f"{table}.{head}")
+
+        def at(column: str = column) -> str:
+            return f"({column} #> {ph()}::text[])"
+
         if op in ("$eq", "$ne"):
             if operand is None:
-                sql = f"COALESCE({at}, 'null'::jsonb) = 'null'::jsonb"
-                params.append(list(path))
+                sql = f"COALESCE({at()}, 'null'::jsonb) = 'null'::jsonb"
+                params.extend((path,))
             else:
-                sql = f"COALESCE({at} = %s::jsonb, FALSE)"
-                params.extend((list(path), json.dumps(operand, allow_nan=False)))
+                first = at()
+                sql = f"COALESCE({first} = {ph()}::jsonb, FALSE)"
+                params.extend((path, json.dumps(operand, allow_nan=False)))
             parts.append(sql if op == "$eq" else f"NOT ({sql})")
             continue
         if isinstance(operand, str):
-            test = f"jsonb_typeof({at}) = 'string' THEN ({at} #>> '{{}}') COLLATE \"C\" {_SQL_OP[op]} %s"
-            params.extend((list(path), list(path), operand))
+            a, b = at(), at()
+            test = f"jsonb_typeof({a}) = 'string' THEN ({b} #>> '{{}}') COLLATE \"C\" {_SQL_OP[op]} {ph()}"
+            params.extend((path, path, operand))
         else:
-            test = f"jsonb_typeof({at}) = 'number' THEN ({at})::numeric {_SQL_OP[op]} %s::numeric"
-            params.extend((list(path), list(path), repr(operand)))
+            a, b = at(), at()
+            test = f"jsonb_typeof({a}) = 'number' THEN ({b})::numeric {_SQL_OP[op]} {ph()}::numeric"
+            params.extend((path, path, repr(operand)))
         parts.append(f"COALESCE(CASE WHEN {test} END, FALSE)")
     return (" AND ".join(parts) or "TRUE"), params

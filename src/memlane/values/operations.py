@@ -210,6 +210,7 @@ MEANINGS: Mapping[str, str] = MappingProxyType({
     "limit": "At most this many results.",
     "cursor": "next_cursor of the previous page; omit for the first.",
     "floor": "true: only the hits judged relevant; false: the k nearest.",
+    "where": 'e.g. {"metadata.src": "chat", "created_at": {"$gte": "-7d"}}',
     "query": "The question, in plain words.",
     "entity_ids": "Entity ids (ent_...), e.g. from memory_resolve_entity.",
     "hops": "Graph steps to expand from the entities (0-3).",
@@ -286,6 +287,7 @@ OPERATIONS: tuple[Operation, ...] = (
             "key": "Exact key: every item filed under it, newest first, instead of searching.",
             "mode": "Search mode without key.",
             "floor": "true: only the hits judged relevant; null: so, except a vector recall with an embedding.",
+            "where": "As search's.",
         }),
     # -- the facts layer
     _op("add_entity", "record", "Create an entity (person, project, thing); names need not be unique.", meanings={

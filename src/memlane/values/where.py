@@ -1,4 +1,4 @@
-"""Conditions on the fields of a value, for :meth:`memlane.Memory.select`.
+"""Conditions on an item's value, metadata, author and times, for ``select``, ``search`` and ``recall``.
 
 A ``where`` is a mapping from a field path to what the field must be, the
 shape LangGraph's ``filter`` has::
@@ -6,6 +6,13 @@ shape LangGraph's ``filter`` has::
     {"kind": "note", "stats.score": {"$gte": 3}, "owner": {"team": "core"}}
 
 - A path is dotted: ``stats.score`` is ``value["stats"]["score"]``.
+- A path's first segment may name another part of the item: ``metadata.<path>``
+  (the item's metadata), ``author`` (text or ``None``), ``created_at`` and
+  ``updated_at`` (times: an ISO 8601 text, or relative to the memory's clock as
+  ``-7d``, ``-12h``, ``-30m``, ``-45s``, ``-2w``; a time without an offset is
+  UTC). ``value.<path>`` names the value explicitly: it is how a value field
+  named ``metadata``, ``author``, ``created_at``, ``updated_at`` or ``value``
+  is reached (``value.author``).
 - A plain value means equality. A mapping without ``$`` keys is a nested path
   (``{"owner": {"team": "core"}}`` is ``{"owner.team": "core"}``).
 - ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte`` compare. Equality is
@@ -26,6 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import ValidationError
@@ -39,14 +47,24 @@ MAX_PATH = 16
 # value inside it): what an equality on SQLite compiles to grows with it, one flat test per value
 MAX_VALUES = 1000
 
+FIELDS = ("value", "metadata", "author", "created_at", "updated_at")
+"""What a condition's path starts with, once validated: the part of the item it reads."""
+TIMES = ("created_at", "updated_at")
+_RELATIVE = re.compile(r"([+-])(\d{1,9})([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
 Condition = tuple[tuple[str, ...], str, Any]
-"""``(path, operator, operand)``: one validated condition; the operand is a JSON value."""
+"""``(path, operator, operand)``: one validated condition. ``path[0]`` is one of :data:`FIELDS`; the rest is
+the path inside the value or the metadata. The operand is a JSON value; for a time, the fixed-width UTC text
+the stores hold (so text order is time order)."""
 
 _MISSING = object()
 
 
-def conditions(raw: Any, field: str = "where") -> list[Condition]:
+def conditions(raw: Any, field: str = "where", now: datetime | None = None) -> list[Condition]:
     """Validate a ``where`` mapping into conditions, all of which must hold.
+
+    ``now`` is the clock that relative times (``"-7d"``) count back from (default: the system's).
 
     Operands are held to the budget of stored values: nested at most
     :data:`~memlane.values.validate.MAX_DEPTH` levels, so a value at that depth can be
@@ -58,7 +76,8 @@ def conditions(raw: Any, field: str = "where") -> list[Condition]:
             segment, an operand that is not JSON (or NaN/Infinity), an ordering
             operand that is neither a number nor a string, an operand nested more
             than 100 levels deep, more than 1,000 values in the operands, or more
-            than 64 conditions.
+            than 64 conditions, a condition on ``author`` that is not text or ``None``, a time
+            that does not parse, or a path below ``author`` or a time.
     """
     if raw is None:
         return []
@@ -72,7 +91,53 @@ def conditions(raw: Any, field: str = "where") -> list[Condition]:
         _add(out, _split(name, field), want, field, budget)
     if len(out) > MAX_CONDITIONS:
         raise ValidationError(field, f"has {len(out)} conditions; at most {MAX_CONDITIONS}")
-    return out
+    return [_placed(c, field, now) for c in out]
+
+
+def _placed(condition: Condition, field: str, now: datetime | None) -> Condition:
+    """A condition with its path led by the part of the item it reads, its operand checked for that part."""
+    path, op, operand = condition
+    name = ".".join(path)
+    head = path[0]
+    if head not in FIELDS:
+        return ("value", *path), op, operand
+    if head in ("value", "metadata"):
+        return path, op, operand
+    if len(path) > 1:
+        raise ValidationError(field, f"{head!r} has no fields ({name!r}); to reach a value field use 'value.{name}'")
+    if head == "author":
+        if operand is not None and not isinstance(operand, str):
+            raise ValidationError(field, f"{op} on 'author' compares text or None, not {type(operand).__name__}")
+        if operand is None and op in ORDERING:
+            raise ValidationError(field, f"{op} on 'author' compares text, not None")
+        return path, op, operand
+    return path, op, _time(operand, head, op, field, now)
+
+
+def _time(raw: Any, name: str, op: str, field: str, now: datetime | None) -> str:
+    """A time operand as the stores' UTC text: ISO 8601, or ``[+-]N[smhdw]`` from ``now``."""
+    how = "give an ISO 8601 time ('2026-01-31T12:00:00Z') or a relative one ('-7d', '-12h', '-30m', '-45s', '-2w')"
+    if not isinstance(raw, str):
+        raise ValidationError(field, f"{op} on {name!r} compares a time, not {type(raw).__name__}; {how}")
+    rel = _RELATIVE.fullmatch(raw.strip())
+    if rel is not None:
+        sign, n, unit = rel.groups()
+        base = now if now is not None else datetime.now(UTC)
+        try:
+            at = base + (-1 if sign == "-" else 1) * timedelta(seconds=int(n) * _UNIT[unit])
+        except OverflowError:
+            raise ValidationError(field, f"time {raw!r} on {name!r} is out of range; {how}") from None
+    else:
+        try:
+            at = datetime.fromisoformat(raw.strip())
+        except ValueError:
+            raise ValidationError(field, f"time {raw!r} on {name!r} does not parse; {how}") from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    try:
+        return at.astimezone(UTC).isoformat(timespec="microseconds")
+    except OverflowError:
+        raise ValidationError(field, f"time {raw!r} on {name!r} is out of range; {how}") from None
 
 
 def _split(name: str, field: str) -> tuple[str, ...]:
@@ -95,7 +160,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")  # no UTF-8 carries one to a database
 
 
 def _add(out: list[Condition], path: tuple[str, ...], want: Any, field: str, budget: list[int]) -> None:
-    if len(path) > MAX_PATH:
+    if len(path) > MAX_PATH + (path[0] in ("value", "metadata")):
         raise ValidationError(field, f"field path {'.'.join(path)!r} is deeper than {MAX_PATH}")
     if isinstance(want, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in want):
         for op, operand in want.items():
@@ -213,10 +278,22 @@ def _lists_equal(a: Any, b: Any) -> bool:
     return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-def holds(value: Any, condition: Condition) -> bool:
-    """Whether one condition holds for a stored value."""
+def _part(value: Any, item: Any, head: str) -> Any:
+    """The part of an item a condition reads: the value given, else the item's attribute (``_MISSING`` without)."""
+    if head == "value":
+        return value
+    if item is None:
+        return _MISSING
+    got = getattr(item, head)
+    if head in TIMES:
+        return got.astimezone(UTC).isoformat(timespec="microseconds")
+    return got
+
+
+def holds(value: Any, condition: Condition, item: Any = None) -> bool:
+    """Whether one condition holds for a stored value (and ``item``'s metadata, author and times)."""
     path, op, operand = condition
-    field = _at(value, path)
+    field = _at(_part(value, item, path[0]), path[1:])
     if op in ("$eq", "$ne"):
         if operand is None:
             equal = field is _MISSING or field is None
@@ -237,6 +314,10 @@ def holds(value: Any, condition: Condition) -> bool:
     return bool(field <= operand)
 
 
-def matches(value: Any, where: list[Condition]) -> bool:
-    """Whether every condition holds for a stored value (the rule the stores apply in SQL)."""
-    return all(holds(value, c) for c in where)
+def matches(value: Any, where: list[Condition], item: Any = None) -> bool:
+    """Whether every condition holds for a stored value (the rule the stores apply in SQL).
+
+    Conditions on the metadata, author or times read them from ``item`` (an :class:`~memlane.Item`);
+    without one they do not hold (``$ne``: they do).
+    """
+    return all(holds(value, c, item) for c in where)
