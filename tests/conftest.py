@@ -19,8 +19,39 @@ import pytest
 import memlane
 
 
+def fast_dir() -> str | None:
+    """A folder in memory (``/dev/shm``) with room to spare, for the tests' files and PostgreSQL; else ``None``.
+
+    The suite writes thousands of small databases, each synced to disk at every commit: on a shared or slow disk
+    that wait was most of a PostgreSQL test's time (0.4 to 2 s to copy the template database, 0.1 s in memory).
+    ``MEMLANE_TEST_TMP`` names another folder; ``MEMLANE_TEST_TMP=`` (empty) keeps the system's temporary folder.
+    """
+    chosen = os.environ.get("MEMLANE_TEST_TMP", "/dev/shm")
+    if not chosen or not os.path.isdir(chosen) or not os.access(chosen, os.W_OK):
+        return None
+    if chosen == "/dev/shm":
+        stats = os.statvfs(chosen)
+        if stats.f_bavail * stats.f_frsize < 4 * 2**30:  # a container's 64 MiB /dev/shm: the disk it is
+            return None
+    return chosen
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own tmp_path set-up reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
     sys._called_from_test = True  # type: ignore[attr-defined]
+    # tmp_path in memory: the controller of an xdist run (or a plain run) makes the folder, workers get a part of it
+    if config.option.basetemp is None and not hasattr(config, "workerinput") and (where := fast_dir()):
+        config.option.basetemp = tempfile.mkdtemp(prefix="memlane-tests-", dir=where)
+        config.stash[_MADE_BASETEMP] = config.option.basetemp
+
+
+_MADE_BASETEMP = pytest.StashKey[str]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = config.stash.get(_MADE_BASETEMP, None)
+    if made:  # it is memory: not kept for the next run as pytest's own folders are
+        shutil.rmtree(made, ignore_errors=True)
 
 
 class FakeClock:
@@ -159,7 +190,7 @@ class PostgresServer:
 def postgres() -> Iterator[PostgresServer]:
     # not under pytest's tmp_path: pytest makes that 0700 and prunes old runs,
     # and pgserver's postgres process runs as another user
-    base = tempfile.mkdtemp(prefix="memlane-pg-")
+    base = tempfile.mkdtemp(prefix="memlane-pg-", dir=fast_dir())
     os.chmod(base, 0o755)
     server = PostgresServer(base)
     yield server
@@ -168,17 +199,66 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The async surfaces run the conformance suite; other tests that take ``mem`` want a Memory or a Client."""
+    """The async surfaces run the conformance suite; other tests that take ``mem`` want a Memory or a Client.
+
+    A conformance test that opens the store itself (no ``mem``) runs on ``sqlite`` and ``postgres`` only: on a
+    surface it would open the same store the same way. Under pytest-xdist (``make test``) the slowest units of
+    work come first, so that no worker is left with a long file at the end (:func:`_cost`).
+    """
     keep, drop = [], []
     for item in items:
         param = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
-        if param in ("async", "async_client", "async_postgres") and "conformance" not in item.nodeid:
+        if param in SURFACES and ("conformance" not in item.nodeid or "mem" not in item.fixturenames):
             drop.append(item)
         else:
             keep.append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike, so their collections agree
+        costs: dict[str, float] = {}
+        for item in items:
+            unit = work_unit(item.nodeid)
+            costs[unit] = costs.get(unit, 0.0) + _cost(item.nodeid)
+        items.sort(key=lambda item: -costs[work_unit(item.nodeid)])  # stable: a unit's tests keep their order
+
+
+# How the suite is spread over pytest-xdist's workers (`make test`: -n auto --dist loadfile). A unit of work is a
+# file, so a file's module fixtures (a browser, a service, fresh venvs) are made once; a conformance file is one
+# unit per backend, as its backends share nothing. Seconds a test takes on a quiet 2-core machine, roughly, for
+# the files measured slow (docs/testing.md, "How the suite runs"); any other test counts 0.05 s.
+SLOW_FILES: dict[str, float] = {}
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work ``nodeid`` belongs to: its file, or for a conformance test its file and backend."""
+    path, _, rest = nodeid.partition("::")
+    if path.startswith("tests/conformance/") and rest.endswith("]"):
+        for part in rest[rest.index("[") + 1 : -1].split("-"):
+            if part in BACKENDS:
+                return f"{path}[{part}]"
+    return path
+
+
+def _cost(nodeid: str) -> float:
+    path = nodeid.partition("::")[0]
+    unit = work_unit(nodeid)
+    return SLOW_FILES.get(unit, SLOW_FILES.get(path, 0.05))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with :func:`work_unit`'s units, in the order the workers collected them (slowest first)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return Units(config, log)
 
 
 @pytest.fixture(params=BACKENDS)
