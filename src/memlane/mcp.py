@@ -148,11 +148,11 @@ later turns to the same conversation (numbering continues); omit it to start a n
 Delete the item at an exact address: use it when a memory is wrong or unwanted
 (memory_history still shows it). Returns {deleted: false} if nothing was there.""",
     "memory_get_by_id": """\
-Read the item with an id (the id of a memory_search or memory_recall hit, or of any item
+Use it to read the item with an id (of a memory_search or memory_recall hit, or any item
 you were given): returns {found, item}, the item with its namespace and key (memory_put
 there updates it). found is false if no item you may read has that id.""",
     "memory_delete_by_id": """\
-Delete the item with an id (memory_history still shows it). Returns {deleted: false} if no
+Use it to delete the item with an id (memory_history still shows it). Returns {deleted: false} if no
 item you may read has that id.""",
     "memory_list": """\
 Items with their values under a namespace prefix (and key prefix), a page at a time: pass
@@ -161,18 +161,18 @@ memory_summarize, for a topic memory_search.""",
     "memory_summarize": """\
 The map of the memory: per namespace, its key paths cut at depth segments, with counts
 (no values). Use it FIRST on an unfamiliar store; drill down with key_prefix and a larger
-depth.""",
+depth, then memory_get.""",
     "memory_search": """\
 Find items about a topic when you don't know their address, e.g. "what do I know about the
 user's editor?" (full-text and vector).
 Know the address? memory_get; the key? memory_recall with key. Scores only order the hits.""",
     "memory_recall": """\
-With key, every item filed under exactly that key in any
-namespace you may see, newest first, unranked (the key known, not the namespace);
-without key, a search like memory_search.""",
+With key, a keyed read: every item under exactly that key in any namespace you may see,
+newest first, unranked (use it when you know the key, not the namespace). Without key, a
+search like memory_search.""",
     "memory_history": """\
-Past versions of an exact address, newest first: earlier values, who wrote them, when, and
-what ended them. Use it for "what was this before?".""",
+Past versions of an exact address, newest first: values, authors, times and what ended
+them. Use it for "what was this before?".""",
 }
 
 DESCRIPTIONS = {name: " ".join(text.split()) for name, text in DESCRIPTIONS.items()}  # one paragraph each
