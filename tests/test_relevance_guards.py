@@ -1,0 +1,176 @@
+"""The relevance decision's edges (#35): what the model reads for a hit the vector channel did not nominate,
+the cap on what an absent word weighs beyond a scope of 1,000 items, a query of stop words only, and the
+bounds the scope's counts are asked with.
+
+The decision is :class:`memlane.domain.search.relevance.Judge`; most tests drive it with a made-up scope (a
+``counts`` function), one runs a real search on SQLite and recomputes its verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+import memlane
+from memlane.domain.search import relevance
+from memlane.values.model import Hit, Item
+
+
+def _hit(matched: list[str], *, similarity: float | None = None) -> Hit:
+    item = Item("id", ("n",), "k", "v", "string", "v", {}, None, None, None, None, 1)  # type: ignore[arg-type]
+    return Hit(item, 0.5, {"lexical": 1}, {}, matched, similarity)
+
+
+def _counts(rows: int, docs: dict[str, int], asked: list[tuple[tuple[str, ...], int]] | None = None) -> Any:
+    """A scope of ``rows`` items, ``docs[word]`` of them holding each word; records what it was asked."""
+
+    def counts(words: Any, limit: int) -> tuple[int, dict[str, int]]:
+        if asked is not None:
+            asked.append((tuple(words), limit))
+        return min(rows, limit), {w: min(docs[w], limit) for w in words if w in docs}
+
+    return counts
+
+
+def _judge(rows: int, docs: dict[str, int], terms: list[str], sims: list[float] = (), **kw: Any) -> Any:  # type: ignore[assignment]
+    return relevance.Judge(_counts(rows, docs), terms, kw.get("embedder", "minilm"), vector_ran=bool(sims),
+                           vector_scores=list(sims))  # fmt: skip
+
+
+# -- a hit the vector channel did not nominate ----------------------------------------------------------
+
+
+def test_a_hit_the_vector_channel_did_not_nominate_is_judged_at_the_lowest_nominated_similarity() -> None:
+    sims = [0.7, 0.55, 0.4]
+    judge = _judge(300, {"orchid": 4, "garden": 60}, ["orchid", "garden"], sims)
+    unnominated = _hit(["orchid"], similarity=None)
+    at_floor = _hit(["orchid"], similarity=0.4)
+    noise, mean = relevance.NOISE["minilm"], sum(sims) / 3
+    evidence = judge.evidence(unnominated)
+    assert evidence["similarity"] == round((0.4 - noise) / (1 - noise), 4) > 0
+    assert evidence["standout"] == round((0.4 - mean) / (1 - noise), 4) < 0
+    assert evidence == judge.evidence(at_floor)
+    assert judge.judge(unnominated).probability == judge.judge(at_floor).probability
+    # it is the bound, not the best: a hit at the top of the channel scores higher
+    assert judge.judge(_hit(["orchid"], similarity=0.7)).probability > judge.judge(unnominated).probability
+    assert "not among the vector channel's candidates" in judge.judge(unnominated).why
+    assert "similarity 0.40" in judge.judge(at_floor).why
+
+
+def test_an_absent_word_weighs_with_the_floor_similarity_of_an_unnominated_hit() -> None:
+    judge = _judge(2000, {"group": 5}, ["melanie", "group"], [0.6, 0.5])
+    evidence = judge.evidence(_hit(["group"]))
+    excess = (0.5 - relevance.NOISE["minilm"]) / (1 - relevance.NOISE["minilm"])
+    assert evidence["absent"] > 0
+    assert evidence["absent_similarity"] == round(evidence["absent"] * round(excess, 4), 4) or evidence[
+        "absent_similarity"
+    ] == pytest.approx(evidence["absent"] * excess, abs=1e-4)
+
+
+def test_without_nominations_a_vector_run_gives_no_similarity_and_no_standout() -> None:
+    # the vector channel ran and nominated nothing (an empty scope of vectors): nothing to bound a hit by
+    judge = relevance.Judge(_counts(10, {"a1": 1}), ["a1"], "minilm", vector_ran=True, vector_scores=[])
+    evidence = judge.evidence(_hit(["a1"]))
+    assert evidence["similarity"] == 0.0 and evidence["standout"] == 0.0 and evidence["absent_similarity"] == 0.0
+    assert judge.model is relevance.VECTOR_MODEL
+
+
+def test_in_a_real_search_a_hit_the_vector_channel_missed_gets_its_floor(tmp_path: Any) -> None:
+    """Hybrid search on SQLite where the query's words and its vector point at different items: the hits only
+    the lexical channel nominated are judged at the lowest similarity the vector channel nominated (recomputed
+    here from the store's own counts)."""
+    from memlane.domain.search.embedders import FakeEmbedder
+
+    with memlane.open(str(tmp_path / "m.db"), embedder="fake", indexing="sync") as mem:
+        mem.put("n", "near", "harbour crane lifts containers at dawn")
+        mem.put("n", "word", "a crane")
+        mem.put_many([{"namespace": "n", "key": f"f{i}", "value": f"filler note {i}"} for i in range(20)])
+        vector = FakeEmbedder().embed_batch(["filler note 3"])[0]
+        nominated = mem.search("crane", channels=["vector"], embedding=vector, candidate_k=2).hits
+        sims = [h.similarity for h in nominated]
+        assert len(sims) == 2 and None not in sims and min(sims) < max(sims)  # type: ignore[type-var]
+        env = mem.search("crane", embedding=vector, candidate_k=2)
+        by_key = {h.key: h for h in env.hits}
+        assert {"near", "word"} <= by_key.keys()
+        judge = relevance.Judge(
+            lambda terms, most: mem.store.document_counts(terms, mem._within(()), most),
+            ["crane"],
+            "fake",
+            vector_ran=True,
+            vector_scores=sims,  # type: ignore[arg-type]
+        )
+        for key in ("near", "word"):
+            missed = by_key[key]
+            assert "vector" not in missed.ranks and missed.similarity is None
+            floor = Hit(missed.item, missed.score, missed.ranks, {}, missed.matched, min(sims))  # type: ignore[type-var]
+            assert missed.relevance == judge.judge(floor).probability
+            assert "not among the vector channel's candidates" in (missed.why or "")
+
+
+# -- the absent-word cap ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rows", [1, 10, 100, 500, 999])
+def test_below_the_reference_scope_an_absent_word_weighs_with_the_log_of_the_scope(rows: int) -> None:
+    # every content word absent: the absent evidence is the scope weight itself
+    judge = _judge(rows, {}, ["zanzibar", "quokka"])
+    weight = math.log1p(rows) / math.log1p(relevance.SCOPE_REFERENCE)
+    assert judge.evidence(_hit([]))["absent"] == round(weight, 4) < 1.0
+
+
+@pytest.mark.parametrize("rows", [1000, 1001, 1500, 4999, 5000, 50_000])
+def test_from_the_reference_scope_on_an_absent_word_is_full_evidence_and_no_more(rows: int) -> None:
+    judge = _judge(rows, {}, ["zanzibar", "quokka"])
+    assert judge.evidence(_hit([]))["absent"] == 1.0
+    # half the query's weight absent (two words of equal rarity, one held nowhere): half the evidence
+    half = _judge(rows, {"quokka": 1}, ["zanzibar", "quokka"])
+    idf_absent = math.log(1 + (min(rows, 5000) + 0.5) / 0.5)
+    idf_held = math.log(1 + (min(rows, 5000) - 1 + 0.5) / 1.5)
+    assert half.evidence(_hit(["quokka"]))["absent"] == round(idf_absent / (idf_absent + idf_held), 4) < 1.0
+
+
+def test_the_scope_is_counted_once_within_its_bounds() -> None:
+    asked: list[tuple[tuple[str, ...], int]] = []
+    judge = relevance.Judge(_counts(20_000, {"alpha": 3000}, asked), ["alpha", "the"], None, vector_ran=False)
+    assert asked == []  # nothing counted until a hit is judged
+    for _ in range(3):
+        judge.judge(_hit(["alpha"]))
+    assert asked == [((), relevance.SCOPE_LIMIT), (("alpha",), relevance.DF_LIMIT)]
+    assert (relevance.SCOPE_LIMIT, relevance.DF_LIMIT) == (5_000, 1_000)
+    # counts stopped at their bounds: 5,000 rows, 1,000 holding the word
+    assert judge.scope() == (5000, {"alpha": 1000})
+
+
+# -- a query of stop words only -----------------------------------------------------------------------------
+
+
+def test_a_query_of_stop_words_only_is_judged_by_those_words() -> None:
+    """rank.terms searches such a query by its stop words, so they are its content: a hit holding them all
+    covers the whole query and is relevant on words alone."""
+    terms = memlane.domain.search.rank.terms("Who is it?")
+    assert terms == ["who", "is", "it"]
+    judge = _judge(50, {"who": 2, "is": 30, "it": 20}, terms)
+    assert judge.content == ["who", "is", "it"]
+    full = judge.judge(_hit(["who", "is", "it"]))
+    assert judge.evidence(_hit(["who", "is", "it"]))["coverage"] == 1.0
+    assert full.relevant and "holds 3 of 3 query words (who, is, it)" in full.why
+    none = judge.judge(_hit([]))
+    assert not none.relevant and "holds 0 of 3 query words" in none.why
+
+
+def test_stop_words_beside_content_words_are_left_out_of_the_evidence() -> None:
+    judge = _judge(50, {"who": 2, "orchid": 1}, ["who", "orchid"])
+    assert judge.content == ["orchid"]
+    assert judge.evidence(_hit(["who"]))["coverage"] == 0.0
+    assert judge.evidence(_hit(["orchid"]))["coverage"] == 1.0
+
+
+def test_a_lexical_recall_of_stop_words_only_finds_the_item_that_holds_them(tmp_path: Any) -> None:
+    with memlane.open(str(tmp_path / "m.db"), embedder=None) as mem:
+        mem.put("music", "band", "The Who played at the festival")
+        mem.put_many([{"namespace": "music", "key": f"n{i}", "value": f"drum solo number {i}"} for i in range(10)])
+        env = mem.recall("the who", mode="lexical")
+        assert [h.key for h in env.hits] == ["band"]
+        assert env.hits[0].relevant and env.status == "found"
