@@ -12,7 +12,9 @@ included.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 
 import memlane
 from conftest import Blocking, FakeClock
+from memlane.domain.search.embedders import FakeEmbedder
 
 NAMESPACES = ["a", "a/b", "c"]
 KEYS = ["k1", "k2", "k3.x"]
@@ -218,3 +221,92 @@ def test_the_twins_defaults_are_the_synchronous_methods_defaults(pair: Any) -> N
     assert len(_call(driven, "fetch", ("same",), {})[1]) == 10
     assert len(_call(driven, "list", (), {})[1]["items"]) == 100
     assert len(_call(driven, "select", (), {})[1]) == 10
+
+
+def test_each_twin_passes_on_every_argument(pair: Any) -> None:
+    """One scenario where every argument of every twin changes the answer: refusals of if_absent, a key prefix,
+    a cursor, an offset, a where, an order, a depth, a TTL, index=False."""
+    sync, driven, clock = pair
+    steps: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+        ("put", ("t/a", "k1", 1), {}),
+        ("put", ("t/a", "k1", 2), {"if_absent": True}),
+        ("put_many", ([{"namespace": "t/a", "key": "k1", "value": 3}],), {"if_absent": True}),
+        ("put_many", ([{"namespace": "t/a", "key": "k2", "value": {"v": 1}}],), {"if_absent": True}),
+        (
+            "put",
+            (
+                "t/a",
+                "k3.x",
+                "short",
+            ),
+            {"ttl": 5, "metadata": {"m": 1}, "text": "words", "index": False},
+        ),
+        ("put", ("t/b/c", "k1", {"v": 2}), {}),
+        ("list", ("t",), {"key_prefix": "k3."}),
+        ("list", ("t",), {"limit": 1}),
+        ("list", ("t",), {"limit": 1, "cursor": None}),
+        ("fetch", ("k1",), {"namespace_prefix": "t/b", "limit": 1}),
+        ("fetch", ("k1",), {"limit": 1}),
+        ("select", ("t",), {"where": {"v": 2}}),
+        ("select", ("t",), {"order": "address", "limit": 2, "offset": 1}),
+        ("namespaces", ("t",), {"max_depth": 2}),
+        ("namespaces", ("t/b",), {}),
+        ("get_many", ([("t/a", "k1"), ("t/b/c", "k1"), ("t/a", "nope")],), {}),
+        ("exists", ("t/a", "k3.x"), {}),
+        ("delete", ("t/a", "k2"), {}),
+        ("history", ("t/a", "k2"), {}),
+        ("history", ("t/a", "k1"), {}),
+    ]
+    for name, args, kwargs in steps:
+        want = _call(sync, name, args, kwargs)
+        got = _call(driven, name, args, kwargs)
+        assert got == want, (name, args, kwargs)
+        if name == "list" and kwargs.get("limit") == 1:
+            assert want[1]["next_cursor"] is not None
+            more = {"limit": 1, "cursor": want[1]["next_cursor"]}
+            assert _call(driven, name, args, more) == _call(sync, name, args, more) != want
+    assert _call(sync, "put", ("t/a", "k1", 2), {"if_absent": True})[:2] == ("refused", "ConflictError")
+    clock.advance(5)
+    for name, args in (("exists", ("t/a", "k3.x")), ("get", ("t/a", "k3.x")), ("list", ("t",))):
+        assert _call(driven, name, args, {}) == _call(sync, name, args, {}), name
+
+
+class _Threads(FakeEmbedder):
+    """The fake embedder, noting the thread of each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[int] = []
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        self.threads.append(threading.get_ident())
+        return super().embed_batch(texts)
+
+
+@pytest.mark.parametrize("indexing", ["sync", "background"])
+def test_an_async_write_embeds_off_the_event_loop_and_marks_only_what_waits(tmp_path: Any, indexing: str) -> None:
+    """The embedder's work (CPU, or a remote call) never runs on the loop; a write whose vectors are made at
+    once leaves nothing marked for the indexer, a write-behind one leaves its items marked."""
+    from memlane.store.base import EVERYTHING
+
+    embedder = _Threads()
+    mem = memlane.open(str(tmp_path / "m.db"), embedder=embedder, indexing=indexing)
+
+    async def main() -> int:
+        amem = memlane.AsyncMemory(mem)
+        await amem.put("n", "first", "harbour crane")  # records the store's embedder (a write of its own)
+        await amem.put("n", "second", "dock crane")
+        await amem.put_many([{"namespace": "n", "key": "third", "value": "quay crane"}])
+        return threading.get_ident()
+
+    try:
+        loop_thread = asyncio.run(main())
+        if indexing == "sync":
+            assert len(embedder.threads) == 3 and loop_thread not in embedder.threads
+            assert mem.store.count_pending(EVERYTHING) == 0
+        else:
+            assert loop_thread not in embedder.threads  # the indexer's thread, if any, so far
+            assert mem.wait_indexed(30) and mem.store.count_pending(EVERYTHING) == 0
+        assert len(mem.search("crane", channels=["vector"], limit=3).hits) == 3
+    finally:
+        mem.close()
