@@ -34,11 +34,13 @@ class Counting(FakeEmbedder):
     def __init__(self) -> None:
         super().__init__()
         self.texts: list[str] = []
+        self.batches: list[list[str]] = []
         self.lock = threading.Lock()
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
         with self.lock:
             self.texts.extend(texts)
+            self.batches.append(list(texts))
         return super().embed_batch(texts)
 
     def stored(self, query: str) -> list[str]:
@@ -146,6 +148,18 @@ SECRET = "zebra private cache entry"
 def _never_embedded(counting: Counting) -> None:
     leaked = [t for t in counting.texts if "zebra" in t]
     assert leaked == [], leaked
+    assert [] not in counting.batches  # nor an empty call in its place (a remote embedder's wasted request)
+
+
+@pytest.mark.parametrize("indexing", ["sync", "background"])
+def test_a_write_with_nothing_to_embed_never_calls_the_embedder(store_url: str, indexing: str) -> None:
+    counting = Counting()
+    with memlane.open(store_url, embedder=counting, indexing=indexing) as mem:
+        mem.put("n", "cached", SECRET, index=False)
+        mem.put_many([{"namespace": "n", "key": f"c{i}", "value": SECRET, "index": False} for i in range(3)])
+        mem.put("n", "empty", "")
+        assert mem.wait_indexed(WAIT_S)
+        assert counting.batches == []
 
 
 @pytest.mark.parametrize("indexing", ["sync", "background", "external"])
@@ -210,3 +224,25 @@ def test_unindexed_items_written_before_an_embedder_are_not_marked_by_the_scan(s
         plain.reindex(counting2)
         _never_embedded(counting2)
         assert counting2.texts == ["a harbour crane"]
+
+
+@pytest.mark.parametrize("lease", [0, -1, float("inf"), float("nan"), True, "5", None])
+def test_index_refuses_a_lease_that_is_not_a_positive_number_of_seconds(store_url: str, lease: Any) -> None:
+    with memlane.open(store_url, embedder=Counting(), indexing="external") as mem:
+        mem.put("n", "k", "harbour crane")
+        with pytest.raises(memlane.ValidationError, match="positive number of seconds") as refused:
+            mem.index(lease=lease)
+        assert refused.value.field == "lease"
+        assert mem.stats().vectors_missing == 1  # nothing claimed
+
+
+def test_index_takes_a_lease_under_a_second_and_needs_an_embedder(store_url: str) -> None:
+    counting = Counting()
+    with memlane.open(store_url, embedder=counting, indexing="external") as mem:
+        mem.put("n", "k", "harbour crane")
+        assert mem.index(lease=0.5) == 1 and counting.texts == ["harbour crane"]
+    with (
+        memlane.open(store_url, embedder=None) as plain,
+        pytest.raises(memlane.EmbedderError, match="^no embedder to index with; open the store with one"),
+    ):
+        plain.index()
