@@ -174,3 +174,48 @@ def test_a_lexical_recall_of_stop_words_only_finds_the_item_that_holds_them(tmp_
         env = mem.recall("the who", mode="lexical")
         assert [h.key for h in env.hits] == ["band"]
         assert env.hits[0].relevant and env.status == "found"
+
+
+# -- the model and its parts ---------------------------------------------------------------------------------
+
+
+def test_the_model_reads_a_missing_feature_as_zero_and_clamps_far_tails() -> None:
+    lexical = relevance.LEXICAL_MODEL
+    assert lexical.probability({}) == 1.0 / (1.0 + math.exp(-lexical.bias))
+    z = lexical.bias + lexical.weights["coverage"]
+    assert lexical.probability({"coverage": 1.0}) == 1.0 / (1.0 + math.exp(-z))
+    # beyond |z| = 50 the probability is held where it is at 50: no overflow, and the same answer for any larger z
+    low, high = relevance.Model(-500.0, {}, 0.5), relevance.Model(500.0, {}, 0.5)
+    assert low.probability({}) == 1.0 / (1.0 + math.exp(50.0))
+    assert high.probability({}) == 1.0 / (1.0 + math.exp(-50.0))
+    assert relevance.Model(-50.0, {}, 0.5).probability({}) == low.probability({})
+
+
+def test_a_hit_exactly_at_the_threshold_is_relevant() -> None:
+    judge = _judge(10, {"alpha": 1}, ["alpha"])
+    judge.model = relevance.Model(0.0, {}, 0.5)  # p = 0.5 for every hit
+    verdict = judge.judge(_hit(["alpha"]))
+    assert verdict.probability == 0.5 and verdict.relevant
+    assert verdict.why.startswith("relevant (p=0.50, threshold 0.50): ")
+    judge.model = relevance.Model(0.0, {}, 0.51)
+    verdict = judge.judge(_hit(["alpha"]))
+    assert not verdict.relevant and verdict.why.startswith("not relevant (p=0.50, threshold 0.51): ")
+
+
+def test_idf_is_bm25s_and_never_negative() -> None:
+    assert relevance._idf(50, 100) == math.log(1.0 + 50.5 / 50.5)
+    assert relevance._idf(0, 100) == math.log(1.0 + 100.5 / 0.5)
+    assert relevance._idf(100, 100) == math.log(1.0 + 0.5 / 100.5) > 0
+    # a word in half the scope weighs a third of the query when the other word is in a tenth of it
+    judge = _judge(100, {"half": 50, "tenth": 10}, ["half", "tenth"])
+    half, tenth = math.log(2.0), math.log(1.0 + 90.5 / 10.5)
+    assert judge.evidence(_hit(["half"]))["coverage"] == round(half / (half + tenth), 4)
+
+
+def test_item_words_are_the_stems_of_its_text_key_and_namespace() -> None:
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    item = Item("i", ("Lab", "Notes"), "pets.Cat", "x", "text", "Travelling THEMES Straße", {}, None, now, now, None, 1)
+    # lowercased, never uppercased first: "ß" would become "SS"
+    assert relevance.item_words(item) == {"travel", "them", "straße", "pet", "cat", "lab", "not"}
