@@ -219,3 +219,80 @@ def test_item_words_are_the_stems_of_its_text_key_and_namespace() -> None:
     item = Item("i", ("Lab", "Notes"), "pets.Cat", "x", "text", "Travelling THEMES Straße", {}, None, now, now, None, 1)
     # lowercased, never uppercased first: "ß" would become "SS"
     assert relevance.item_words(item) == {"travel", "them", "straß", "pet", "cat", "lab", "not"}
+
+
+# -- the search around the decision -------------------------------------------------------------------------
+
+
+def _notes_store(tmp_path: Any) -> Any:
+    mem = memlane.open(str(tmp_path / "m.db"), embedder="fake", indexing="sync")
+    mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"harbour crane note {i}"} for i in range(8)])
+    return mem
+
+
+def test_an_answer_whose_hits_stay_only_as_context_has_nothing_relevant_and_is_not_truncated(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every hit reaches the companion probability and none the threshold: with the decision on, the answer
+    drops them all (counted below the floor), is not truncated, and says why without inventing absent words."""
+    monkeypatch.setattr(relevance, "VECTOR_MODEL", relevance.Model(0.0, {}, threshold=0.9, companion=0.2))
+    with _notes_store(tmp_path) as mem:
+        kept = mem.search("harbour crane", limit=3)
+        assert len(kept.hits) == 3 and kept.truncated and all(h.relevance == 0.5 for h in kept.hits)
+        assert kept.status == "nothing_relevant" and not any(h.relevant for h in kept.hits)
+        env = mem.search("harbour crane", limit=3, floor=True)
+        assert env.hits == [] and env.below_floor == 3 and env.truncated is False
+        assert env.status == "nothing_relevant"
+        assert env.notes[-1] == "nothing relevant: none of 3 candidates passed the relevance decision"
+        absent = mem.search("harbour crane zanzibar", limit=3, floor=True)
+        assert absent.notes[-1].endswith("passed the relevance decision; nothing in scope mentions zanzibar")
+
+
+def test_a_search_states_the_parameters_it_ran_with(tmp_path: Any) -> None:
+    with _notes_store(tmp_path) as mem:
+        env = mem.search("crane", namespace_prefix="n", limit=3, rrf_k=7, candidate_k=20, embedding=[0.1] * 64)
+        expected = {
+            "query": "crane",
+            "namespace_prefix": "n",
+            "limit": 3,
+            "channels": ["lexical", "vector"],
+            "candidate_k": 20,
+            "rrf_k": 7,
+            "weights": {"lexical": 1.0, "vector": 0.5},
+            "embedding": "given",
+            "floor": False,
+            "min_score": None,
+        }
+        assert {k: env.params.get(k, "missing") for k in expected} == expected
+        assert mem.search("crane").params["embedding"] is None
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"), [("candidate_k", 0), ("candidate_k", 10_001), ("rrf_k", 0), ("rrf_k", 100_001)]
+)
+def test_a_search_refuses_a_bad_bound_naming_it(tmp_path: Any, argument: str, value: int) -> None:
+    with _notes_store(tmp_path) as mem, pytest.raises(memlane.ValidationError) as refused:
+        mem.search("crane", **{argument: value})
+    assert refused.value.field == argument
+
+
+def test_rarity_in_a_scope_of_one_item_and_to_four_places() -> None:
+    one = _judge(1, {"alpha": 1}, ["alpha"])
+    assert one.evidence(_hit(["alpha"]))["rarity"] == 0.0  # the only item holds it: nothing rarer
+    empty = _judge(0, {}, ["alpha"])
+    assert empty.evidence(_hit(["alpha"]))["rarity"] == 1.0
+    judge = _judge(500, {"alpha": 2}, ["alpha"])
+    exact = 1.0 - math.log1p(2) / math.log1p(500)
+    assert judge.evidence(_hit(["alpha"]))["rarity"] == round(exact, 4) != round(exact, 5)
+
+
+def test_an_answer_of_unjudged_hits_holds_nothing_relevant() -> None:
+    judge = _judge(20, {"alpha": 1}, ["alpha"])
+    unjudged = _hit(["alpha"])
+    assert unjudged.relevance is None
+    assert judge.settle([unjudged], drop=True) == ([], 1)
+    assert judge.settle([unjudged], drop=False) == ([unjudged], 0) and unjudged.relevant is False
+    # an unjudged hit does not count as the answer's relevant one: a context-strength hit beside it goes too
+    context = _hit(["alpha"])
+    context.relevance, context.relevant, context.why = 0.5, False, "not relevant (p=0.50): x"
+    assert judge.settle([context, unjudged], drop=True) == ([], 2) and not context.relevant
