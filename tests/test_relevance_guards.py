@@ -294,5 +294,9 @@ def test_an_answer_of_unjudged_hits_holds_nothing_relevant() -> None:
     assert judge.settle([unjudged], drop=False) == ([unjudged], 0) and unjudged.relevant is False
     # an unjudged hit does not count as the answer's relevant one: a context-strength hit beside it goes too
     context = _hit(["alpha"])
-    context.relevance, context.relevant, context.why = 0.5, False, "not relevant (p=0.50): x"
+    context.relevance, context.relevant, context.why = (
+        0.2,
+        False,
+        "not relevant (p=0.20): x",
+    )  # kept beside a relevant one
     assert judge.settle([context, unjudged], drop=True) == ([], 2) and not context.relevant
