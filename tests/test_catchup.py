@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -246,3 +247,55 @@ def test_index_takes_a_lease_under_a_second_and_needs_an_embedder(store_url: str
         pytest.raises(memlane.EmbedderError, match="^no embedder to index with; open the store with one"),
     ):
         plain.index()
+
+
+# -- when the embedder fails ------------------------------------------------------------------------------
+
+
+class Flaky(Counting):
+    """Fails its first ``failures`` calls (a remote embedder down), then works."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        with self.lock:
+            if self.failures > 0:
+                self.failures -= 1
+                raise RuntimeError("the embedding service is down")
+        return super().embed_batch(texts)
+
+
+def test_a_failed_catch_up_gives_its_claims_back_at_once(tmp_path: Any) -> None:
+    flaky = Flaky(1)
+    with memlane.open(str(tmp_path / "m.db"), embedder=flaky, indexing="external") as mem:
+        _waiting(mem, "w", 3)
+        env = mem.search("waiting note", namespace_prefix="w", channels=["lexical", "vector"], embedding=[0.1] * 64)
+        assert env.pending_vectors == 3 and any("could not embed" in n for n in env.notes)
+        # not leased until the lease runs out: another indexer claims them now
+        assert len(mem.store.claim_pending(64, "another-indexer", 60.0)) == 3
+
+
+def test_the_background_indexer_retries_after_a_failed_batch(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memlane.domain import indexer
+
+    monkeypatch.setattr(indexer, "RETRY_S", 0.05)
+    flaky = Flaky(1)
+    with memlane.open(str(tmp_path / "m.db"), embedder=flaky, indexing="background") as mem:
+        mem.put("n", "k", "harbour crane")
+        assert mem._indexer.running
+        deadline = time.monotonic() + WAIT_S
+        while (mem.stats().vectors_missing or mem._indexer.error is not None) and time.monotonic() < deadline:
+            time.sleep(0.02)  # the thread alone: it failed, waited RETRY_S and embedded the item
+        assert flaky.texts == ["harbour crane"] and mem._indexer.error is None
+        assert mem.stats().vectors_missing == 0
+    assert not mem._indexer.running
+
+
+def test_wait_indexed_gives_up_on_marks_another_indexer_holds(tmp_path: Any) -> None:
+    with memlane.open(str(tmp_path / "m.db"), embedder=Counting(), indexing="external") as mem:
+        mem.put("n", "k", "harbour crane")
+        assert len(mem.store.claim_pending(64, "another-indexer", 60.0)) == 1
+        assert mem.wait_indexed(0.1) is False
+        assert mem.stats().vectors_missing == 1
