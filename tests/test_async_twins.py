@@ -291,6 +291,14 @@ def test_an_async_write_embeds_off_the_event_loop_and_marks_only_what_waits(tmp_
 
     embedder = _Threads()
     mem = memlane.open(str(tmp_path / "m.db"), embedder=embedder, indexing=indexing)
+    recorded: list[int] = []  # the thread that records the store's embedder (a write of its own) at the first put
+    record = mem._record_embedder
+
+    def noting(chosen: Any) -> None:
+        recorded.append(threading.get_ident())
+        record(chosen)
+
+    mem._record_embedder = noting  # type: ignore[method-assign]
 
     async def main() -> int:
         amem = memlane.AsyncMemory(mem)
@@ -301,6 +309,7 @@ def test_an_async_write_embeds_off_the_event_loop_and_marks_only_what_waits(tmp_
 
     try:
         loop_thread = asyncio.run(main())
+        assert len(recorded) == 1 and loop_thread not in recorded
         if indexing == "sync":
             assert len(embedder.threads) == 3 and loop_thread not in embedder.threads
             assert mem.store.count_pending(EVERYTHING) == 0
