@@ -59,7 +59,7 @@ def _waiting(mem: Any, namespace: str, n: int, word: str = "note") -> list[str]:
 # -- the bound ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("bound", "expected"), [(0, 0), (1, 1), (5, 5), (8, 8), (9, 9), (20, 20), (40, 40), (60, 40)])
+@pytest.mark.parametrize(("bound", "expected"), [(0, 0), (1, 1), (5, 5), (9, 9), (60, 40)])
 def test_a_search_embeds_at_most_its_bound_of_waiting_items(store_url: str, bound: int, expected: int) -> None:
     counting = Counting()
     with memlane.open(store_url, embedder=counting, indexing="external") as mem:
@@ -228,8 +228,8 @@ def test_unindexed_items_written_before_an_embedder_are_not_marked_by_the_scan(s
 
 
 @pytest.mark.parametrize("lease", [0, -1, float("inf"), float("nan"), True, "5", None])
-def test_index_refuses_a_lease_that_is_not_a_positive_number_of_seconds(store_url: str, lease: Any) -> None:
-    with memlane.open(store_url, embedder=Counting(), indexing="external") as mem:
+def test_index_refuses_a_lease_that_is_not_a_positive_number_of_seconds(tmp_path: Any, lease: Any) -> None:
+    with memlane.open(str(tmp_path / "m.db"), embedder=Counting(), indexing="external") as mem:
         mem.put("n", "k", "harbour crane")
         with pytest.raises(memlane.ValidationError, match="positive number of seconds") as refused:
             mem.index(lease=lease)
