@@ -300,3 +300,21 @@ def test_an_answer_of_unjudged_hits_holds_nothing_relevant() -> None:
         "not relevant (p=0.20): x",
     )  # kept beside a relevant one
     assert judge.settle([context, unjudged], drop=True) == ([], 2) and not context.relevant
+
+
+def test_why_names_what_a_hit_holds_and_what_the_scope_lacks_in_plain_lists() -> None:
+    judge = _judge(100, {"orchid": 3, "garden": 9}, ["orchid", "garden", "melanie", "zanzibar"])
+    assert judge.judge(_hit(["orchid", "garden"])).why.endswith(
+        "holds 2 of 4 query words (orchid, garden); nothing in scope mentions melanie, zanzibar"
+    )
+    assert "holds 0 of 4 query words; nothing" in judge.judge(_hit([])).why
+    full = _judge(100, {"orchid": 3}, ["orchid"])
+    assert full.judge(_hit([])).why.endswith("holds 0 of 1 query words")
+
+
+def test_a_query_without_words_counts_only_the_scopes_rows() -> None:
+    asked: list[tuple[tuple[str, ...], int]] = []
+    judge = relevance.Judge(_counts(40, {}, asked), [], None, vector_ran=False)
+    verdict = judge.judge(_hit([]))
+    assert asked == [((), relevance.SCOPE_LIMIT)] and judge.scope() == (40, {})
+    assert not verdict.relevant and "query words" not in verdict.why
