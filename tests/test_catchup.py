@@ -299,3 +299,22 @@ def test_wait_indexed_gives_up_on_marks_another_indexer_holds(tmp_path: Any) -> 
         assert len(mem.store.claim_pending(64, "another-indexer", 60.0)) == 1
         assert mem.wait_indexed(0.1) is False
         assert mem.stats().vectors_missing == 1
+
+
+@pytest.mark.parametrize("batch_size", [0, 4097, True, 2.5])
+def test_index_refuses_a_batch_size_outside_1_to_4096_naming_it(tmp_path: Any, batch_size: Any) -> None:
+    with memlane.open(str(tmp_path / "m.db"), embedder=Counting(), indexing="external") as mem:
+        with pytest.raises(memlane.ValidationError) as refused:
+            mem.index(batch_size=batch_size)
+        assert refused.value.field == "batch_size"
+
+
+def test_index_embeds_in_batches_of_its_size_and_reports_progress(tmp_path: Any) -> None:
+    counting = Counting()
+    with memlane.open(str(tmp_path / "m.db"), embedder=counting, indexing="external") as mem:
+        _waiting(mem, "w", 5)
+        done: list[int] = []
+        assert mem.index(batch_size=2, progress=done.append) == 5
+        assert done == [2, 4, 5] and [len(b) for b in counting.batches] == [2, 2, 1]
+        _waiting(mem, "x", 3)
+        assert mem.index(batch_size=4096) == 3
