@@ -159,6 +159,7 @@ MODULES: dict[str, Module] = {
             "tests/conformance/test_recall.py",
             "tests/test_search_rules.py",
         ),
+        select=SQLITE_ONLY + " and not other_words",  # the MiniLM paraphrase tests read bench/data (not copied)
         note="ranking, fusion and confirm",
     ),
     "relevance": Module(
