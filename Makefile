@@ -41,8 +41,11 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests bench scripts
 	$(VENV)/bin/mypy
 
+# the suite on every core (TEST_WORKERS=1: in one process); each worker starts its own PostgreSQL and takes
+# whole files (a conformance file per backend), slowest first: docs/testing.md, "How the suite runs"
+TEST_WORKERS ?= auto
 test: setup browser lint
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 # each extra really installed from the package index into a fresh venv, then its docs' examples run there
 # (`make test` builds those venvs from .venv's packages instead: no network, seconds); several minutes

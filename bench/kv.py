@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import memlane
+import memlane.core.memory
 from memlane.domain.search import rank
 from memlane.store.sqlite import MIGRATIONS
 

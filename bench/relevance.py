@@ -17,6 +17,16 @@ Usage::
     # LoCoMo through recall as an agent calls it, on the fitting and the held-out conversations
     python bench/relevance.py locomo --locomo-store DIR/locomo-n0-minilm.db [--json OUT]
 
+    # a LoCoMo store of some conversations written with add_conversation under any embedder (see EMBEDDERS)
+    python bench/relevance.py build --embedder shifted:minilm --convs conv-26 conv-30 --out DIR/s.db
+    python bench/relevance.py locomo --locomo-store DIR/s.db --embedder shifted:minilm --convs conv-26 conv-30
+
+Embedders (``--embedder``; ``probe`` takes several, comma-separated): ``minilm``
+(the default), ``shifted:NAME`` (NAME's vectors plus one shared direction, so
+different texts score 0.7-0.85 cosine, as older API embedders do), ``fake``,
+``none`` (lexical only: a base install), and ``trigram`` (a caller's own
+embedder, written here as a caller writes one: hashed character trigrams).
+
 Sets (see docs/benchmarks.md, "Relevance decision"):
 
 * ``paraphrase``: ``bench/data/paraphrase.json``, memlane's own probe: short
@@ -66,6 +76,55 @@ FEATURES = {
 }
 
 
+class Shifted:
+    """NAME's vectors plus one shared direction: unrelated texts score high, as older API embedders' do."""
+
+    def __init__(self, inner: Any, weight: float = 1.6) -> None:
+        self.inner, self.weight = inner, weight
+        self.name = f"shifted-{inner.name}"
+        self.dimension = inner.dimension
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        import numpy as np
+
+        vecs = np.asarray(self.inner.embed_batch(texts), dtype=np.float64)
+        moved = vecs + self.weight / math.sqrt(self.dimension)
+        return (moved / np.linalg.norm(moved, axis=1, keepdims=True)).tolist()  # type: ignore[no-any-return]
+
+
+class Trigram:
+    """A caller's own embedder, as a caller writes one: hashed character trigrams of the lowercase text."""
+
+    name = "trigram"
+    dimension = 256
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        import zlib
+
+        out = []
+        for text in texts:
+            vec = [0.0] * self.dimension
+            padded = f"  {text.lower()}  "
+            for i in range(len(padded) - 2):
+                vec[zlib.crc32(padded[i : i + 3].encode()) % self.dimension] += 1.0
+            norm = math.sqrt(sum(x * x for x in vec)) or 1.0
+            out.append([x / norm for x in vec])
+        return out
+
+
+def make_embedder(spec: str) -> Any:
+    """An embedder from a bench spec (see the module docstring): a name memlane knows, or one of the above."""
+    from memlane.domain.search.embedders import resolve_embedder
+
+    if spec == "none":
+        return None
+    if spec.startswith("shifted:"):
+        return Shifted(resolve_embedder(spec.split(":", 1)[1]))
+    if spec == "trigram":
+        return Trigram()
+    return spec
+
+
 def progress(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -90,11 +149,64 @@ def write_notes(mem: Any, users: Sequence[dict[str, Any]]) -> None:
 
 
 def probe(args: argparse.Namespace) -> dict[str, Any]:
+    """The paraphrase probe (and the plain examples) once per embedder of ``--embedder`` (comma-separated)."""
+    specs = [e for e in args.embedder.split(",") if e]
+    if len(specs) == 1:
+        return probe_one(args, specs[0])
+    return {spec: probe_one(args, spec) for spec in specs}
+
+
+# plain examples written for this bench (not from any data set): notes as a user writes them, each with a question
+# it answers in other or the same words, and questions nothing here answers
+EXAMPLES: dict[str, Any] = {
+    "notes": {
+        "car": "I drive a blue Subaru Outback, bought second hand in 2019.",
+        "deploy": "We deploy the billing service every Friday after noon.",
+        "travel": "Flying to Lisbon in May for my sister's wedding, back on the 14th.",
+        "diet": "Vegetarian since 2020, but I still eat eggs and cheese.",
+        "cat": "Our cat Miso hides under the bed when the vacuum runs.",
+        "work": "Backend engineer at a logistics startup since March.",
+    },
+    "questions": {
+        "what car do I drive?": "car",
+        "deploy": "deploy",
+        "what are my travel plans?": "travel",
+        "do I eat meat?": "diet",
+        "what is my pet's name?": "cat",
+        "where do I work?": "work",
+    },
+    "unrelated": [
+        "what is the boiling point of mercury?",
+        "who painted the Sistine chapel ceiling?",
+        "how many moons does Neptune have?",
+        "recommend a thriller novel",
+    ],
+}
+
+
+def examples(mem: Any) -> dict[str, Any]:
+    ns = ("bench", "examples")
+    for key, text in EXAMPLES["notes"].items():
+        mem.put(ns, key, text)
+    found = [
+        q
+        for q, key in EXAMPLES["questions"].items()
+        if key in [h.key for h in mem.recall(q, namespace_prefix=ns).hits][:3]
+    ]
+    empty = [q for q in EXAMPLES["unrelated"] if status_of(mem.recall(q, namespace_prefix=ns)) == "nothing_relevant"]
+    return {
+        "found_in_top3": f"{len(found)}/{len(EXAMPLES['questions'])}",
+        "missed": [q for q in EXAMPLES["questions"] if q not in found],
+        "unrelated_nothing_relevant": f"{len(empty)}/{len(EXAMPLES['unrelated'])}",
+    }
+
+
+def probe_one(args: argparse.Namespace, spec: str) -> dict[str, Any]:
     """Every paraphrase question must find its note in the top 3; every unrelated one must come back empty."""
     users = paraphrase_users(args.split)
-    out: dict[str, Any] = {"split": args.split, "embedder": args.embedder, "indexing": args.indexing, "surfaces": {}}
+    out: dict[str, Any] = {"split": args.split, "embedder": spec, "indexing": args.indexing, "surfaces": {}}
     with tempfile.TemporaryDirectory(prefix="memlane-probe-") as tmp:
-        mem = memlane.open(str(Path(tmp) / "probe.db"), embedder=args.embedder, indexing=args.indexing)
+        mem = memlane.open(str(Path(tmp) / "probe.db"), embedder=make_embedder(spec), indexing=args.indexing)
         write_notes(mem, users)  # background: the first searches embed their scope first (read-your-writes)
         for surface in ("recall", "search"):
             found = unrelated_empty = 0
@@ -128,6 +240,12 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
                 "leaks": leaks,
                 "statuses_of_unrelated": dict(statuses),
             }
+        out["examples"] = examples(mem)
+        progress(
+            f"probe {spec}: "
+            + json.dumps({k: v for k, v in out["surfaces"]["recall"].items() if "/" in str(v)})
+            + f" examples {out['examples']}"
+        )
         mem.close()
     return out
 
@@ -332,10 +450,11 @@ def collect(args: argparse.Namespace) -> int:
 
 def locomo(args: argparse.Namespace) -> dict[str, Any]:
     """LoCoMo through ``recall`` as an agent calls it (the decision on): hit@10 at home, empty answers elsewhere."""
-    mem = memlane.open(args.locomo_store, embedder=args.embedder, indexing="sync")
+    mem = memlane.open(args.locomo_store, embedder=make_embedder(args.embedder), indexing="sync")
     queries = [json.loads(line) for line in open(args.queries, encoding="utf-8") if line.strip()]
     out: dict[str, Any] = {}
-    for part, convs in (("fit", LOCOMO_FIT), ("heldout", LOCOMO_HELDOUT)):
+    parts = (("chosen", tuple(args.convs)),) if args.convs else (("fit", LOCOMO_FIT), ("heldout", LOCOMO_HELDOUT))
+    for part, convs in parts:
         elsewhere = {c: convs[(i + 1) % len(convs)] for i, c in enumerate(convs)}
         for mode in args.modes:
             hits = empty_home = empty_away = questions = 0
@@ -345,8 +464,11 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
                 if conv not in convs or not q.get("evidence_ids"):
                     continue
                 gold = frozenset(e.split(":", 1)[1] for e in q["evidence_ids"] if e.startswith(conv + ":"))
-                home = mem.recall(q["question"], namespace_prefix=("locomo", conv), limit=LIMIT, mode=mode)
-                away = mem.recall(q["question"], namespace_prefix=("locomo", elsewhere[conv]), limit=LIMIT, mode=mode)
+                floor = False if args.no_floor else None
+                home = mem.recall(q["question"], namespace_prefix=("locomo", conv), limit=LIMIT, mode=mode, floor=floor)
+                away = mem.recall(
+                    q["question"], namespace_prefix=("locomo", elsewhere[conv]), limit=LIMIT, mode=mode, floor=floor
+                )
                 questions += 1
                 hits += any(hit_key(h) in gold for h in home.hits[:10])
                 empty_home += not home.hits
@@ -362,6 +484,29 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
             progress(f"locomo {part} {mode}: {out[f'{part}:{mode}']}")
     mem.close()
     return out
+
+
+def build(args: argparse.Namespace) -> int:
+    """The turns of ``--convs`` written with ``add_conversation`` (as ``bench/retrieval.py --ingest conversation``)."""
+    from retrieval import locomo_turn_text  # type: ignore[import-not-found]
+
+    mem = memlane.open(args.out, embedder=make_embedder(args.embedder), indexing="sync")
+    sessions: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for line in open(args.memories, encoding="utf-8"):
+        r = json.loads(line)
+        if r["conversation_id"] in args.convs:
+            sessions[(r["conversation_id"], r["session"])].append(r)
+    started = time.perf_counter()
+    for (conv, session), turns in sorted(sessions.items()):
+        turns.sort(key=lambda r: r["turn"])
+        messages = [
+            {"speaker": r["speaker"], "text": locomo_turn_text(r), "at": r["session_datetime"], "id": r["dia_id"]}
+            for r in turns
+        ]
+        mem.add_conversation(("locomo", conv), messages, session=str(session))
+    progress(f"built {args.out}: {mem.stats().active_items} turns in {time.perf_counter() - started:.0f} s")
+    mem.close()
+    return 0
 
 
 # -- fit and replay ---------------------------------------------------------------------------
@@ -519,6 +664,13 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--queries", default="../shared/data/locomo/locomo_queries.jsonl")
     lo.add_argument("--embedder", default="minilm")
     lo.add_argument("--modes", nargs="+", default=["hybrid", "lexical"])
+    lo.add_argument("--convs", nargs="+", help="these conversations only (one part), each asked in the next one")
+    lo.add_argument("--no-floor", action="store_true", help="the same recalls without the decision (floor=False)")
+    b = sub.add_parser("build", help="a LoCoMo store of some conversations, written with add_conversation")
+    b.add_argument("--embedder", default="minilm")
+    b.add_argument("--memories", default="../shared/data/locomo/locomo_memories.jsonl")
+    b.add_argument("--convs", nargs="+", required=True)
+    b.add_argument("--out", required=True)
     lo.add_argument("--json", metavar="OUT")
     f = sub.add_parser("fit", help="fit the decision on the development rows and replay it on every set")
     f.add_argument("--evidence", required=True)
@@ -534,6 +686,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "collect":
         return collect(args)
+    if args.command == "build":
+        return build(args)
     if args.command in ("locomo", "freshness"):
         text = json.dumps(locomo(args) if args.command == "locomo" else freshness(args), indent=1)
         print(text)

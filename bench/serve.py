@@ -230,8 +230,14 @@ class Server:
 
         try:
             root = psutil.Process(self.proc.pid)
-            # uvicorn's workers, not the multiprocessing helper (resource tracker)
-            children = [c for c in root.children(recursive=True) if "resource_tracker" not in " ".join(c.cmdline())]
+            # uvicorn's workers (forks of the fork server), not multiprocessing's helpers (the fork server, the
+            # resource tracker: the supervisor's own children)
+            helpers = ("forkserver", "resource_tracker")
+            children = [
+                c
+                for c in root.children(recursive=True)
+                if not (c.ppid() == root.pid and any(h in " ".join(c.cmdline()) for h in helpers))
+            ]
             return [root, *children]
         except psutil.Error:
             return []

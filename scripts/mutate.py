@@ -18,6 +18,7 @@ diff of every surviving mutant), and with ``--markdown`` the table docs/testing.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import random
@@ -56,18 +57,31 @@ class Module:
         return True
 
 
-# Memory's methods that enforce an agent's scope (the checks, and every method that calls one)
-SCOPE_CHECKS = (
-    "_readable", "_writable", "_facts_within", "_changeable", "_query_scope", "_owns", "_row", "put_many",
-    "add_conversation", "delete", "clear", "get", "exists", "get_many", "history", "add_entity", "add_alias",
-    "merge_entities", "assert_fact", "retract_fact", "end_fact", "add_document", "add_claim", "add_claims",
-    "supersede_claim", "resolve_entity", "facts_context", "claims_and_sources_context", "combined_context",
-    "lookup", "hydrate", "traverse", "neighbours", "query", "explain_query", "save_query", "run_saved_query",
-    "delete_saved_query",
-    # put_many's and get_many's checks (the async twins, _aget and the like, call the same checks; no agent reaches
-    # them: AsyncMemory wraps an owner's Memory, and the conformance suite's async runs guard their behaviour)
-    "_records", "_addresses",
-)  # fmt: skip
+def scope_checks(source: Path = ROOT / "src" / "memlane" / "core" / "memory.py") -> tuple[str, ...]:
+    """``Memory``'s methods that enforce an agent's scope, read from its source: the checks (every method that
+    reads ``self._scope``, but ``__init__``, which sets it) and every method that calls one, at any depth.
+
+    The async twins (``_aget``, ``_aput``...) call the same checks but are left out: no agent reaches them
+    (``AsyncMemory`` wraps an owner's ``Memory``), and the conformance suite's async runs guard their behaviour.
+    """
+    tree = ast.parse(source.read_text())
+    memory = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Memory")
+    uses = {  # method -> what it reaches on self (attributes and methods)
+        f.name: {
+            node.attr
+            for node in ast.walk(f)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        }
+        for f in memory.body
+        if isinstance(f, ast.FunctionDef) and f.name != "__init__"
+    }
+    found = {name for name, used in uses.items() if "_scope" in used}
+    while more := {name for name, used in uses.items() if used & found} - found:
+        found |= more
+    return tuple(sorted(found))
+
+
+SCOPE_CHECKS = scope_checks()
 
 # Memory's methods that make vectors or mark items for the indexer, and a search's catch-up
 INDEXING = ("_catch_up", "_to_write", "_write", "_with_vectors", "_embed", "wait_indexed", "index")
@@ -257,7 +271,7 @@ MODULES: dict[str, Module] = {
         files=(
             "src/memlane/server/app.py",
             "src/memlane/server/routes.py",
-            "src/memlane/core/operations.py",
+            "src/memlane/values/operations.py",
             "src/memlane/values/wire.py",
             "src/memlane/client.py",
         ),
@@ -271,6 +285,38 @@ MODULES: dict[str, Module] = {
         ),
         select="",
         note="the operations table, the routes built from it, the error mapping and the Client's error kinds",
+    ),
+    "client": Module(
+        files=("src/memlane/client.py",),
+        within={"memlane.client": ("__init__", "url", "__repr__", "close", "__enter__", "__exit__", "_call", "_send")},
+        tests=("tests/test_client_retry.py",),
+        # the AsyncClient runs the same transport; the real service down for seconds is the slow twin of the
+        # fake-clock window tests
+        select="not AsyncClient and not real_service",
+        note="the Client's transport: what is sent again (429, a lost connection within retry_window), failover",
+    ),
+    "gate": Module(
+        files=("src/memlane/values/gate.py",),
+        tests=("tests/test_gate.py",),
+        select="",
+        note="fair sharing of expensive work: capacity, per-agent share, max_waiting, round robin, time-outs",
+    ),
+    "mcp-profiles": Module(
+        files=("src/memlane/mcp.py",),
+        within={
+            "memlane.mcp": (
+                "instructions",
+                "tool_selection",
+                "_tool_names",
+                "call_tool",
+                "build_server",
+                "_bearer",
+                "_selection",
+            )
+        },  # fmt: skip
+        tests=("tests/test_mcp_profiles.py",),
+        select="",
+        note="which tools a server offers (--tools, ?tools=), its instructions, the bearer check at /mcp",
     ),
 }
 

@@ -19,8 +19,39 @@ import pytest
 import memlane
 
 
+def fast_dir() -> str | None:
+    """A folder in memory (``/dev/shm``) with room to spare, for the tests' files and PostgreSQL; else ``None``.
+
+    The suite writes thousands of small databases, each synced to disk at every commit: on a shared or slow disk
+    that wait was most of a PostgreSQL test's time (0.4 to 2 s to copy the template database, 0.1 s in memory).
+    ``MEMLANE_TEST_TMP`` names another folder; ``MEMLANE_TEST_TMP=`` (empty) keeps the system's temporary folder.
+    """
+    chosen = os.environ.get("MEMLANE_TEST_TMP", "/dev/shm")
+    if not chosen or not os.path.isdir(chosen) or not os.access(chosen, os.W_OK):
+        return None
+    if chosen == "/dev/shm":
+        stats = os.statvfs(chosen)
+        if stats.f_bavail * stats.f_frsize < 4 * 2**30:  # a container's 64 MiB /dev/shm: the disk it is
+            return None
+    return chosen
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own tmp_path set-up reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
     sys._called_from_test = True  # type: ignore[attr-defined]
+    # tmp_path in memory: the controller of an xdist run (or a plain run) makes the folder, workers get a part of it
+    if config.option.basetemp is None and not hasattr(config, "workerinput") and (where := fast_dir()):
+        config.option.basetemp = tempfile.mkdtemp(prefix="memlane-tests-", dir=where)
+        config.stash[_MADE_BASETEMP] = config.option.basetemp
+
+
+_MADE_BASETEMP = pytest.StashKey[str]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = config.stash.get(_MADE_BASETEMP, None)
+    if made:  # it is memory: not kept for the next run as pytest's own folders are
+        shutil.rmtree(made, ignore_errors=True)
 
 
 class FakeClock:
@@ -46,6 +77,13 @@ def clock() -> FakeClock:
 BACKENDS = ["sqlite", "postgres", "client", "async", "async_client", "async_postgres"]
 SURFACES = ("client", "async", "async_client", "async_postgres")  # a surface over a memory, not a backend
 ON_POSTGRES = ("postgres", "async_postgres")
+# AsyncClient's every method is the Client's, run in a worker thread (memlane.aio, core/surface.py's off_loop): the
+# `client` run drives that Client with the same arguments on every conformance file. `async_client` runs these files,
+# whose tests call each of AsyncClient's 43 methods that the whole suite calls (recorded over every file on
+# 2026-12-07: docs/testing.md, "How the suite runs"); the other files on it ran the same code a second time.
+ASYNC_CLIENT_FILES = {
+    f"tests/conformance/test_{name}.py" for name in ("ttl", "facts", "query", "unindexed", "reads", "limits")
+}
 
 
 class Blocking:
@@ -159,7 +197,7 @@ class PostgresServer:
 def postgres() -> Iterator[PostgresServer]:
     # not under pytest's tmp_path: pytest makes that 0700 and prunes old runs,
     # and pgserver's postgres process runs as another user
-    base = tempfile.mkdtemp(prefix="memlane-pg-")
+    base = tempfile.mkdtemp(prefix="memlane-pg-", dir=fast_dir())
     os.chmod(base, 0o755)
     server = PostgresServer(base)
     yield server
@@ -168,17 +206,141 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The async surfaces run the conformance suite; other tests that take ``mem`` want a Memory or a Client."""
+    """The async surfaces run the conformance suite; other tests that take ``mem`` want a Memory or a Client.
+
+    A conformance test that opens the store itself (no ``mem``) runs on ``sqlite`` and ``postgres`` only: on a
+    surface it would open the same store the same way. Under pytest-xdist (``make test``) the slowest units of
+    work come first, so that no worker is left with a long file at the end (:func:`_cost`).
+    """
     keep, drop = [], []
     for item in items:
         param = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
-        if param in ("async", "async_client", "async_postgres") and "conformance" not in item.nodeid:
+        if param in SURFACES and ("conformance" not in item.nodeid or "mem" not in item.fixturenames):
+            drop.append(item)
+        elif param == "async_client" and item.nodeid.partition("::")[0] not in ASYNC_CLIENT_FILES:
             drop.append(item)
         else:
             keep.append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike, so their collections agree
+        costs: dict[str, float] = {}
+        for item in items:
+            unit = work_unit(item.nodeid)
+            costs[unit] = costs.get(unit, 0.0) + _cost(item.nodeid)
+        items.sort(key=lambda item: -costs[work_unit(item.nodeid)])  # stable: a unit's tests keep their order
+
+
+# How the suite is spread over pytest-xdist's workers (`make test`: -n auto --dist loadfile). A unit of work is a
+# file, so a file's module fixtures (a browser, a service, fresh venvs) are made once; a conformance file is one
+# unit per backend, as its backends share nothing. Seconds a test takes, roughly, for
+# the files measured slow (docs/testing.md, "How the suite runs"); any other test counts 0.05 s. Measured on
+# 2026-12-07 with -n 2 on a shared machine (seconds per test; the comment: tests, seconds in all).
+SLOW_FILES: dict[str, float] = {
+    "tests/test_cli_setup.py": 3.74,  # 82 tests, 307 s
+    "tests/test_docs.py": 3.39,  # 67 tests, 227 s
+    "tests/test_cli.py": 2.85,  # 76 tests, 217 s
+    "tests/test_workers.py": 13.53,  # 15 tests, 203 s
+    "tests/test_query_fence.py": 0.54,  # 201 tests, 108 s
+    "tests/conformance/test_limits.py[async_postgres]": 5.35,  # 20 tests, 107 s
+    "tests/test_service.py": 0.42,  # 248 tests, 104 s
+    "tests/conformance/test_limits.py[postgres]": 3.77,  # 22 tests, 83 s
+    "tests/test_scope_scale.py": 1.49,  # 53 tests, 79 s
+    "tests/test_sharing.py": 2.23,  # 30 tests, 67 s
+    "tests/conformance/test_validation.py[client]": 1.01,  # 54 tests, 55 s
+    "tests/test_mcp.py": 4.31,  # 12 tests, 52 s
+    "tests/test_embedder_onnx.py": 2.61,  # 18 tests, 47 s
+    "tests/test_store.py": 0.56,  # 81 tests, 45 s
+    "tests/test_first_hour.py": 1.81,  # 24 tests, 43 s
+    "tests/test_architecture.py": 2.23,  # 16 tests, 36 s
+    "tests/test_vector_scope.py": 2.47,  # 12 tests, 30 s
+    "tests/test_postgres.py": 1.80,  # 16 tests, 29 s
+    "tests/test_indexing.py": 0.92,  # 30 tests, 28 s
+    "tests/conformance/test_limits.py[client]": 1.23,  # 20 tests, 25 s
+    "tests/test_answers.py": 0.32,  # 70 tests, 23 s
+    "tests/conformance/test_limits.py[async_client]": 1.12,  # 20 tests, 22 s
+    "tests/test_sqlite.py": 1.46,  # 15 tests, 22 s
+    "tests/test_rules_property.py": 3.58,  # 6 tests, 21 s
+    "tests/test_search_rules.py": 0.37,  # 55 tests, 20 s
+    "tests/conformance/test_retention.py[postgres]": 0.45,  # 45 tests, 20 s
+    "tests/test_langgraph.py": 0.22,  # 88 tests, 20 s
+    "tests/conformance/test_retention.py[client]": 0.43,  # 45 tests, 19 s
+    "tests/test_boundary.py": 0.46,  # 42 tests, 19 s
+    "tests/test_facts_rules.py": 0.14,  # 134 tests, 19 s
+    "tests/conformance/test_retention.py[async_postgres]": 0.41,  # 45 tests, 18 s
+    "tests/conformance/test_validation.py[postgres]": 0.32,  # 55 tests, 17 s
+    "tests/conformance/test_items.py[client]": 0.42,  # 41 tests, 17 s
+    "tests/test_text_once.py": 0.91,  # 18 tests, 16 s
+    "tests/conformance/test_items.py[async_postgres]": 0.37,  # 41 tests, 15 s
+    "tests/test_client_retry.py": 0.41,  # 37 tests, 15 s
+    "tests/conformance/test_query.py[client]": 1.01,  # 15 tests, 15 s
+    "tests/test_inspector.py": 2.50,  # 6 tests, 15 s
+    "tests/test_async_memory.py": 1.34,  # 11 tests, 15 s
+    "tests/conformance/test_validation.py[async_postgres]": 0.27,  # 54 tests, 15 s
+    "tests/test_namespaces_speed.py": 3.61,  # 4 tests, 14 s
+    "tests/test_mcp_budget.py": 0.50,  # 26 tests, 13 s
+    "tests/conformance/test_items.py[postgres]": 0.30,  # 41 tests, 12 s
+    "tests/test_cli_op.py": 0.93,  # 13 tests, 12 s
+    "tests/test_validate.py": 0.03,  # 387 tests, 12 s
+    "tests/conformance/test_facts.py[async_postgres]": 0.48,  # 25 tests, 12 s
+    "tests/test_conversation.py": 0.18,  # 67 tests, 12 s
+    "tests/conformance/test_facts.py[client]": 0.43,  # 25 tests, 11 s
+    "tests/conformance/test_facts.py[async_client]": 0.43,  # 25 tests, 11 s
+    "tests/test_access.py": 0.15,  # 69 tests, 11 s
+    "tests/test_bench.py": 5.19,  # 2 tests, 10 s
+    "tests/test_langgraph_guards.py": 0.23,  # 44 tests, 10 s
+    "tests/conformance/test_facts.py[postgres]": 0.40,  # 25 tests, 10 s
+    "tests/conformance/test_limits_property.py[postgres]": 1.12,  # 9 tests, 10 s
+    "tests/conformance/test_reads.py[async_client]": 0.46,  # 21 tests, 10 s
+    "tests/conformance/test_recall.py[postgres]": 0.44,  # 22 tests, 10 s
+    "tests/conformance/test_recall.py[async_postgres]": 0.73,  # 13 tests, 10 s
+    "tests/test_facts_lexical.py": 3.15,  # 3 tests, 9 s
+    "tests/conformance/test_limits.py[sqlite]": 0.43,  # 22 tests, 9 s
+    "tests/test_langgraph_rules.py": 0.45,  # 20 tests, 9 s
+    "tests/conformance/test_reads.py[postgres]": 0.42,  # 21 tests, 9 s
+    "tests/conformance/test_search.py[async_postgres]": 0.41,  # 21 tests, 9 s
+    "tests/conformance/test_query.py[async_postgres]": 0.57,  # 15 tests, 9 s
+    "tests/conformance/test_query.py[async_client]": 0.54,  # 15 tests, 8 s
+    # files added after that measure, guessed from runs of each alone on the same shared machine
+    "tests/test_faults.py": 12.0,  # 13 tests, services killed and databases cut
+    "tests/test_serve_embedder.py": 10.0,  # 2 tests, each a memlane serve with 2 workers
+    "tests/test_cli_remote.py": 1.5,  # 16 tests over a live service
+    "tests/test_first_hour_again.py": 1.0,
+    "tests/test_embedder_record.py": 1.0,
+    "tests/test_relevance_calibrated.py": 1.0,
+}
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work ``nodeid`` belongs to: its file, or for a conformance test its file and backend."""
+    path, _, rest = nodeid.partition("::")
+    if path.startswith("tests/conformance/") and rest.endswith("]"):
+        for part in rest[rest.index("[") + 1 : -1].split("-"):
+            if part in BACKENDS:
+                return f"{path}[{part}]"
+    return path
+
+
+def _cost(nodeid: str) -> float:
+    path = nodeid.partition("::")[0]
+    unit = work_unit(nodeid)
+    return SLOW_FILES.get(unit, SLOW_FILES.get(path, 0.05))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with :func:`work_unit`'s units, in the order the workers collected them (slowest first)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return Units(config, log)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -19,6 +19,10 @@ How each answer is produced:
   loopback port nobody listens on.
 * ``503 store_error``: another connection holds SQLite's write lock past the
   store's busy timeout; and a memory closed under the running service.
+* ``503 store_unavailable``: a service over PostgreSQL whose connections go
+  through a loopback relay, cut after it started (the database away).
+* ``507 storage_full``: a SQLite database whose page limit is its size (SQLite's
+  own "database or disk is full"; tests/test_faults.py fills a real tmpfs too).
 * ``502 chooser_error`` and ``500 error`` cannot come from the service's own
   components (choosers run in the caller's process; nothing raises a bare
   ``MemlaneError``), so those cases replace one method of the served
@@ -158,7 +162,7 @@ def mismatched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     mem = memlane.open(path, embedder="fake", indexing="sync")  # a write embeds (and so checks) before it answers
     mem.put(ALICE, "seed", "seed text")  # the store records the service's embedder before it serves
     svc = Served(mem)
-    other = memlane.open(path, embedder=FakeEmbedder(32))
+    other = memlane.open(path, embedder=None)  # a 32-dimensional fake is refused at open: reindex switches
     other.reindex(FakeEmbedder(32))
     other.close()
     yield svc
@@ -205,6 +209,32 @@ def closed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     svc.close()
 
 
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A service whose SQLite database may not grow (``max_page_count`` at its size: SQLITE_FULL, "database or
+    disk is full", as on a full disk; tests/test_faults.py fills a real small filesystem too)."""
+    svc = Served(memlane.open(str(tmp_path_factory.mktemp("full") / "m.db"), embedder="fake"))
+    conn = svc.mem.store.connection
+    conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+    yield svc
+    svc.close()
+
+
+@pytest.fixture(scope="module")
+def unreachable(postgres: Any) -> Iterator[Served]:
+    """A service over PostgreSQL whose server went away after it started (a relay to it, cut)."""
+    from cuttable import Cuttable
+
+    db = postgres.create()
+    relay = Cuttable(postgres.admin_url)
+    svc = Served(memlane.open(relay.url(db), embedder="fake"))
+    relay.cut()
+    yield svc
+    svc.close()
+    relay.close()
+    postgres.drop(db)
+
+
 def inject(svc: Served, monkeypatch: pytest.MonkeyPatch, exc: Exception) -> None:
     """Make the served memory's ``history`` raise ``exc`` (for answers no real component gives)."""
 
@@ -246,6 +276,14 @@ def _allow_post(svc: Served, resp: httpx.Response) -> None:
 
 def _nothing_written_locked(svc: Served, resp: httpx.Response) -> None:
     assert svc.mem.get(ALICE, "locked.out") is None  # reads still work under the write lock (WAL)
+
+
+def _retry_after_one(svc: Served, resp: httpx.Response) -> None:
+    assert resp.headers["retry-after"] == "1" and resp.json()["error"]["retry_after"] == 1
+
+
+def _nothing_written_full(svc: Served) -> None:
+    assert svc.mem.get(ALICE, "big") is None  # and reads still work
 
 
 def _chunks(data: bytes, size: int = 4096) -> Iterator[bytes]:
@@ -390,7 +428,7 @@ ANSWERS: list[Answer] = [
         client=lambda c, s: c.stats(),
         exc=errors.ForbiddenError,
     ),
-    # -- 404 not_found: the core, access administration, the router, the inspector
+    # -- 404 not_found: the core, access administration, the inspector; no_such_route: the router
     Answer(
         "unknown-saved-query",
         "world",
@@ -423,9 +461,9 @@ ANSWERS: list[Answer] = [
         "unknown-route",
         "world",
         404,
-        "not_found",
+        "no_such_route",
         lambda s: s.call("POST", "/v1/no_such_operation", {}),
-        "Not Found",
+        "nothing is served at POST /v1/no_such_operation",
     ),
     Answer(
         "unknown-inspector-asset",
@@ -630,6 +668,29 @@ ANSWERS: list[Answer] = [
         client=lambda c, s: c.get(ALICE, "k"),
         exc=errors.StoreError,
     ),
+    Answer(
+        "any-request-while-the-database-is-unreachable",
+        "unreachable",
+        503,
+        "store_unavailable",
+        lambda s: s.call("POST", "/v1/get", {"namespace": ALICE, "key": "k"}),
+        "the database is unreachable",
+        client=lambda c, s: c.get(ALICE, "k"),
+        exc=errors.StoreUnavailableError,
+        check=_retry_after_one,
+    ),
+    # -- 507 storage_full
+    Answer(
+        "write-on-a-full-disk",
+        "full",
+        507,
+        "storage_full",
+        lambda s: s.call("POST", "/v1/put", {"namespace": ALICE, "key": "big", "value": "x" * 12_000}),
+        "the disk is full",
+        client=lambda c, s: c.put(ALICE, "big", "x" * 12_000),
+        exc=errors.StorageFullError,
+        check=lambda s, r: _nothing_written_full(s),
+    ),
     # -- 500 error
     Answer(
         "any-other-memlane-error-injected",
@@ -645,7 +706,7 @@ ANSWERS: list[Answer] = [
 ]
 
 
-SHAPE = {"type", "message", "field", "reason", "part", "retry_after"}
+SHAPE = {"type", "message", "field", "reason", "part", "retry_after", "path"}
 
 
 def error_of(resp: httpx.Response, status: int, kind: str, field: str | None) -> dict[str, Any]:
@@ -717,6 +778,7 @@ DOCUMENTED = {
     (401, "unauthorized"),
     (403, "forbidden"),
     (404, "not_found"),
+    (404, "no_such_route"),
     (405, "method_not_allowed"),
     (409, "conflict"),
     (409, "embedder_mismatch"),
@@ -727,6 +789,8 @@ DOCUMENTED = {
     (502, "embedder_error"),
     (502, "chooser_error"),
     (503, "store_error"),
+    (503, "store_unavailable"),
+    (507, "storage_full"),
 }
 
 
@@ -761,7 +825,7 @@ def test_an_unexpected_exception_is_a_500_that_leaks_nothing_and_the_client_rais
 
 
 def test_the_client_raises_store_error_when_the_service_cannot_be_reached() -> None:
-    with memlane.Client(f"http://127.0.0.1:{free_port()}", WRONG_TOKEN, timeout=5) as client:
+    with memlane.Client(f"http://127.0.0.1:{free_port()}", WRONG_TOKEN, timeout=5, retry_window=0.5) as client:
         with pytest.raises(errors.MemlaneError) as raised:
             client.get(ALICE, "k")
     assert type(raised.value) is errors.StoreError
@@ -1059,6 +1123,19 @@ def _failing_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[st
     return ["history", "user/1", "k", "--db", _empty(tmp_path)]
 
 
+def _full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every SQLite store opened may not grow past its size (SQLITE_FULL, as on a full disk)."""
+    opened = SqliteStore.__init__
+
+    def capped(self: SqliteStore, *args: Any, **kwargs: Any) -> None:
+        opened(self, *args, **kwargs)
+        self.connection.execute(f"PRAGMA max_page_count = {self.connection.execute('PRAGMA page_count').fetchone()[0]}")
+
+    db = _empty(tmp_path)
+    monkeypatch.setattr(SqliteStore, "__init__", capped)
+    return ["set", "user/1", "big", "x" * 100_000, "--db", db]
+
+
 # (name, args given tmp_path and monkeypatch, exit code, fragment of the one stderr line)
 CLI_ANSWERS: list[tuple[str, Callable[[Path, pytest.MonkeyPatch], list[str]], int, str]] = [
     ("validation_error", lambda p, m: ["set", "a//b", "k", "v", "--db", str(p / "m.db")], 2, "namespace: has an empty"),
@@ -1081,6 +1158,7 @@ CLI_ANSWERS: list[tuple[str, Callable[[Path, pytest.MonkeyPatch], list[str]], in
     ("store_error-not-a-database", lambda p, m: ["stats", "--db", _junk(p)], 1, "file is not a database"),
     ("store_error-no-directory", lambda p, m: ["set", "a", "k", "v", "--db", str(p / "no" / "m.db")], 1, "directory"),
     ("store_error-newer-schema", lambda p, m: ["stats", "--db", _newer_schema(p)], 1, "upgrade memlane"),
+    ("storage_full", _full_disk, 1, "Error: the disk is full: cannot write to the SQLite database"),
     ("error-injected", _failing_history, 1, "Error: first line second line"),
 ]
 

@@ -5,14 +5,12 @@ Every import counts: at the top of a module, inside a function, and under
 cycle. A module's layer is its folder (``memlane/values/``, ``store/``,
 ``domain/``, ``core/``; the surfaces at the package root and in ``server/``); a
 module imports only its own layer or those below, and the surfaces do not import
-one another except where :data:`SURFACE_EDGES` says why. The module paths of
-before the folders stay importable as the same module objects (``memlane/_moved.py``).
+one another except where :data:`SURFACE_EDGES` says why.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib
 import json
 import re
 import subprocess
@@ -23,7 +21,6 @@ from pathlib import Path
 import pytest
 
 import memlane
-from memlane._moved import MOVED
 
 SRC = Path(memlane.__file__).parent
 
@@ -32,8 +29,8 @@ ORDER = ["values", "store", "domain", "core", "surfaces"]
 LAYER_FOLDERS = ("values", "store", "domain", "core")
 # what callers touch: these modules at the package root, and the service's folder
 SURFACES = ("client", "aio", "cli", "mcp", "langgraph", "server")
-# the package root itself (a facade over the layers) and the table of the old module paths: no layer
-ROOT = ("", "_moved")
+# the package root itself (a facade over the layers): no layer
+ROOT = ("",)
 
 # surface -> surface imports, each with its reason
 SURFACE_EDGES = {
@@ -75,40 +72,11 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
             else:
                 continue
             for target in targets:
-                target = _new_path(target)  # an old path is the module it names now (memlane/_moved.py)
                 while target and target not in modules:
                     target = target.rpartition(".")[0]
                 if target and target != name:
                     graph[name].add(target)
     return graph
-
-
-def _new_path(name: str) -> str:
-    """A dotted name inside memlane (``memory.Memory``) with an old module path replaced by the new one."""
-    parts = name.split(".")
-    for i in range(len(parts), 0, -1):
-        moved = MOVED.get("memlane." + ".".join(parts[:i]))
-        if moved:
-            return ".".join([moved.removeprefix("memlane."), *parts[i:]])
-    return name
-
-
-def _old_paths(path: Path, package: list[str] | None = None) -> list[str]:
-    """The old module paths an import statement of this file names (``package``: the file's, for relative ones)."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level and package is not None:
-            parts = ["memlane", *package[: len(package) - (node.level - 1)], *([node.module] if node.module else [])]
-            base = ".".join(parts)
-            names = [base, *(f"{base}.{a.name}" for a in node.names)]
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            names = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
-        else:
-            continue
-        found += [f"{path.name}:{node.lineno} {n}" for n in names if n in MOVED]
-    return found
 
 
 def _layer(module: str) -> str | None:
@@ -226,6 +194,67 @@ def test_the_client_is_imported_without_any_backend_or_driver(module: str) -> No
     assert out.strip() == "[]"
 
 
+# a process that only talks HTTP: the Client, its import and its calls, in a fresh interpreter
+_CLIENT_ALONE = """
+import json, sys
+import memlane.client
+from memlane import Client
+after_import = sorted(m for m in sys.modules if m.startswith("memlane"))
+client = Client("http://127.0.0.1:9", "token", retries=0)  # nothing listens on port 9
+try:
+    client.get("notes", "k")
+except memlane.StoreError as e:
+    assert "cannot reach" in str(e), e
+signature = str(__import__("inspect").signature(Client.search))
+print(json.dumps([after_import, sorted(m for m in sys.modules if m.startswith("memlane")), signature]))
+"""
+
+
+def test_the_client_loads_no_core_domain_or_store_module() -> None:
+    """``import memlane.client`` and ``memlane.Client`` load the Client and the values it speaks in, and so does
+    an operation sent: ``Memory``'s signatures come from ``values/operations.json``, not from importing it."""
+    done = subprocess.run([sys.executable, "-c", _CLIENT_ALONE], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after_import, after_a_call, signature = json.loads(done.stdout)
+    for loaded in (after_import, after_a_call):
+        assert [
+            m for m in loaded if _layer(m.removeprefix("memlane.")) not in (None, "values") and m != "memlane.client"
+        ] == []
+        assert {"memlane", "memlane.client", "memlane.values.operations"} <= set(loaded)
+    assert signature.startswith("(self, query: 'str', *, namespace_prefix: 'Namespace | str' = ()")
+
+
+def test_every_public_name_of_the_package_resolves_where_it_lives() -> None:
+    """The package root imports each name when it is first asked for: every name of ``__all__`` resolves (in a
+    fresh process) to the object of the module it lives in, ``dir()`` lists them, and the names a type checker
+    sees are those ``__all__`` lists."""
+    code = (
+        "import importlib, json, memlane\n"
+        "where = {n: importlib.import_module('memlane.' + memlane._WHERE[n]) for n in memlane.__all__}\n"
+        "print(json.dumps({n: [m.__name__, getattr(memlane, n) is getattr(m, n)] for n, m in where.items()}"
+        " | {'': sorted(set(memlane.__all__) - set(dir(memlane)))}"
+        # the layers' packages and the async module, as attributes: `memlane.aio.open(...)` after `import memlane`
+        " | {m: [m, getattr(memlane, m) is importlib.import_module('memlane.' + m)] for m in memlane._SUBMODULES}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout)
+    assert found.pop("") == []
+    assert [n for n, (_, same) in found.items() if not same] == []
+    assert found["Memory"][0] == found["open"][0] == "memlane.core.memory" and found["Client"][0] == "memlane.client"
+    assert found["NotFoundError"][0] == "memlane.values.errors" and found["AsyncMemory"][0] == "memlane.aio"
+    assert {"aio", "core", "values"} <= set(found)
+    seen = {  # the TYPE_CHECKING block of memlane/__init__.py
+        a.asname or a.name
+        for node in ast.walk(ast.parse((SRC / "__init__.py").read_text()))
+        if isinstance(node, ast.ImportFrom) and node.level
+        for a in node.names
+    }
+    assert seen == set(memlane.__all__) == set(memlane._WHERE)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        memlane.nothing  # noqa: B018
+
+
 # modules outside the store layer that still hold SQL statements, each with its reason (to move into the stores)
 SQL_OUTSIDE_THE_STORES: dict[str, str] = {}
 _STATEMENT = re.compile(
@@ -260,104 +289,24 @@ def test_sql_statements_live_in_the_store_layer() -> None:
     assert _ANY_CASE.match("select a from t where b = ?") and not _ANY_CASE.match("Select hits by topic.")
 
 
-# -- the old module paths (memlane/_moved.py) ----------------------------------------------------------------
+# a piece of a statement: an SQL function over JSON, a cast, a JSON path operator, a CASE (what a `where` renders)
+_FRAGMENT = re.compile(r"\b(COALESCE|json_\w+|jsonb_\w+|strpos)\s*\(|::(jsonb|text|numeric)\b|\s#>>?\s|\bCASE WHEN\b")
 
 
-def test_the_old_folders_and_files_are_gone_and_every_new_path_is_a_module() -> None:
-    for old, new in MOVED.items():
-        assert old.removeprefix("memlane.") not in MODULES, f"{old} is a file again: it would shadow the alias"
-        assert new.removeprefix("memlane.") in MODULES, f"{old} -> {new}, which is no module"
-    for package in ("memlane.facts", "memlane.query", "memlane.search"):
-        assert (SRC / MOVED[package].removeprefix("memlane.").replace(".", "/") / "__init__.py").exists()
-
-
-def test_memlane_itself_imports_only_the_new_paths() -> None:
-    """The old paths are for callers; memlane's own code, tests, benchmarks and scripts name where modules are."""
-    old = []
-    for name, path in MODULES.items():
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        old += _old_paths(path, [p for p in package if p])
-    root = SRC.parents[1]
-    for folder in ("tests", "bench", "scripts"):
-        for path in (root / folder).rglob("*.py"):
-            old += _old_paths(path)
-    assert old == []
-
-
-def test_the_alias_table_imports_nothing_of_memlane() -> None:
-    """``_moved`` is installed before the package's other imports: it must not import them itself."""
-    tree = ast.parse((SRC / "_moved.py").read_text())
-    named = [
-        a.name if isinstance(n, ast.Import) else (n.module or "")
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Import | ast.ImportFrom)
-        for a in n.names
-    ]
-    assert not any(m.startswith("memlane") for m in named) and not any(
-        isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(tree)
+def _fragments(path: Path) -> int:
+    """String literals (each part of an f-string) that hold a piece of SQL."""
+    return sum(
+        isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(_FRAGMENT.search(node.value))
+        for node in ast.walk(ast.parse(path.read_text()))
     )
-    code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('moved_alone', {str(SRC / '_moved.py')!r})\n"
-        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
-        "print(sorted(m for m in sys.modules if m.startswith('memlane')), len(module.MOVED))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["[]", str(len(MOVED))]
 
 
-# each entry imported in a clean sys.modules (every memlane module dropped first), by the old path first or the new
-_SAME_OBJECT = """
-import importlib, json, sys
-from memlane._moved import MOVED
-
-wrong = []
-for old, new in MOVED.items():
-    for name in [m for m in sys.modules if m == "memlane" or m.startswith("memlane.")]:
-        del sys.modules[name]
-    first, second = (old, new) if ORDER == "old first" else (new, old)
-    a = importlib.import_module(first)
-    b = importlib.import_module(second)
-    if not (a is b is sys.modules[old] is sys.modules[new]) or a.__name__ != new or a.__spec__.name != new:
-        wrong.append([old, new, repr(a), repr(b), getattr(a.__spec__, "name", None)])
-print(json.dumps(wrong))
-"""
-
-
-@pytest.mark.parametrize("order", ["old first", "new first"])
-def test_every_old_path_is_the_same_module_object_as_its_new_path(order: str) -> None:
-    code = f"ORDER = {order!r}\n" + _SAME_OBJECT
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout) == []
-
-
-def test_the_old_paths_import_as_before_in_a_fresh_process() -> None:
-    code = (
-        "import memlane.query.space\n"
-        "from memlane.query import QueryPlan\n"
-        "from memlane.search.embedders import register_embedder\n"
-        "from memlane.facts.model import Fact\n"
-        "import memlane, memlane.store.query_space, memlane.domain.search.embedders, memlane.values.facts\n"
-        "assert memlane.query.space is memlane.store.query_space\n"
-        "assert QueryPlan is memlane.QueryPlan is memlane.values.query.QueryPlan\n"
-        "assert register_embedder is memlane.domain.search.embedders.register_embedder\n"
-        "assert Fact is memlane.values.facts.Fact\n"
-        # the package's attributes of before: `import memlane` then memlane.errors.X
-        "assert memlane.errors is memlane.values.errors and memlane.memory is memlane.core.memory\n"
-        "assert memlane.search is memlane.domain.search\n"
-        "print('ok')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.stdout.strip() == "ok", done.stderr[-3000:]
-
-
-def test_a_monkeypatch_through_an_old_path_is_seen_through_the_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    core_memory = importlib.import_module("memlane.core.memory")
-    embedders = importlib.import_module("memlane.domain.search.embedders")
-    monkeypatch.setattr("memlane.memory.DEFAULT_PATH", "elsewhere.db")
-    monkeypatch.setattr("memlane.search.embedders.DEFAULT_EMBEDDER", "fake")
-    assert core_memory.DEFAULT_PATH == "elsewhere.db" and memlane.Memory.__module__ == "memlane.core.memory"
-    assert embedders.DEFAULT_EMBEDDER == "fake"
-    monkeypatch.undo()
-    assert core_memory.DEFAULT_PATH == "memlane.db"
+def test_sql_fragments_live_in_the_store_layer_too() -> None:
+    """Not a whole statement only: the pieces a store joins into one (a ``where`` as SQL, store/where_sql.py) are
+    SQL, and the values layer holds none (docs/architecture.md)."""
+    holding = {name for name, path in MODULES.items() if _layer(name) != "store" and _fragments(path)}
+    assert holding == set()
+    assert _fragments(MODULES["store.where_sql"]) >= 10
+    for text in ("COALESCE(json_type(items.value, ?), 'null')", "(v #> %s::text[])", "CASE WHEN x THEN 1 END"):
+        assert _FRAGMENT.search(text), text
+    assert not _FRAGMENT.search("Select the hits whose value meets the conditions (in SQL), newest first.")

@@ -413,6 +413,17 @@ def test_search_channels_choose_what_nominates(db: Path) -> None:
     assert header.split() == ["#", "namespace", "key", "score", "lexical", "text"]
 
 
+def test_search_and_recall_take_a_where(db: Path) -> None:
+    ok(db, "set", "user/1", "a", '{"text": "red apples", "kind": "fruit"}', "--metadata", '{"source": "chat"}')
+    ok(db, "set", "user/1", "b", '{"text": "red cars", "kind": "car"}')
+    where = '{"metadata.source": "chat", "created_at": {"$gte": "-1h"}}'
+    assert [h["key"] for h in as_json(db, "search", "red", "--where", where)["hits"]] == ["a"]
+    assert [h["key"] for h in as_json(db, "recall", "red", "--where", '{"kind": "car"}')["hits"]] == ["b"]
+    assert [h["key"] for h in as_json(db, "recall", "--key", "a", "--where", '{"kind": "car"}')["hits"]] == []
+    assert_one_line_error(run(db, "search", "red", "--where", '{"kind": {"$like": 1}}'), 2, "where: unknown operator")
+    assert_one_line_error(run(db, "recall", "red", "--where", "{kind"), 2, "where: is not valid JSON")
+
+
 @pytest.mark.parametrize("channels", ["bogus", "lexical,semantic", "", ","])
 def test_search_bad_channels_exit_2(db: Path, channels: str) -> None:
     ok(db, "migrate")

@@ -16,9 +16,9 @@ from typer.testing import CliRunner, Result
 
 import memlane
 from memlane import cli
-from memlane.core import operations
 from memlane.core.access import Access
 from memlane.server import create_app
+from memlane.values import operations
 
 
 @pytest.fixture(autouse=True)
@@ -38,17 +38,19 @@ def answer(db: Path, name: str, *args: str) -> Any:
 
 
 def test_every_operation_is_a_command_with_the_wires_parameters() -> None:
-    """Required parameters are arguments, in the core's order; the others are options; nothing more but --db and
-    --embedder. A new operation of the table is a command here with nothing written for it."""
+    """Required parameters are arguments, in the core's order; the others are options; nothing more but --db,
+    --embedder, --url and --token. A new operation of the table is a command here with nothing written for it."""
     for spec in operations.OPERATIONS:
         command = cli._operation_command(spec)
         arguments = [p.name for p in command.params if p.param_type_name == "argument"]
         options = {p.name for p in command.params if p.param_type_name == "option"}
         assert arguments == [p.name for p in spec.params() if p.required], spec.name
-        assert options == {p.name for p in spec.params() if not p.required} | {"db", "embedder"}, spec.name
+        assert options == {p.name for p in spec.params() if not p.required} | {"db", "embedder", "url", "token"}, (
+            spec.name
+        )
         assert command.help is not None and command.help.startswith(spec.summary)
         for param in command.params:
-            meaning = spec.meaning(param.name) if param.name not in ("db", "embedder") else None
+            meaning = spec.meaning(param.name) if param.name not in ("db", "embedder", "url", "token") else None
             if meaning is not None:
                 assert meaning in (param.help or ""), (spec.name, param.name)
 

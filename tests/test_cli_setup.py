@@ -293,6 +293,7 @@ PLACEHOLDERS = {
     "sql": "SELECT 1",
     "addresses": '[["user/1", "k"]]',
     "text": "words",
+    "item_id": "0" * 32,
 }
 # memlane op takes a list parameter as JSON
 OP_PLACEHOLDERS = PLACEHOLDERS | {

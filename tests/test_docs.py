@@ -181,7 +181,9 @@ def test_a_broken_promise_or_print_fails_and_kept_ones_pass() -> None:
     for code in ("x = 'light'\nx  # 'dark'\n", "print('hi')\n# ho\n", "x = 1\nx  # True\n"):
         with pytest.raises(AssertionError):
             run_example(code, "t", {})
-    run_example("import asyncio\nawait asyncio.sleep(0)  # None\n", "t", {})
+    run_example("import asyncio\nasyncio.run(asyncio.sleep(0))  # None\n", "t", {})
+    with pytest.raises(SyntaxError):  # as for a reader running the block as a script
+        run_example("import asyncio\nawait asyncio.sleep(0)  # None\n", "t", {})
 
 
 # The Python examples assume some names without defining them: ``mem`` (a Memory, as in the API reference),
@@ -657,8 +659,9 @@ class Install:
     """What one install's docs are.
 
     ``python``: ``(doc, which, embedder)``: ``which`` Python blocks run, ``"local"`` (those without a service),
-    ``"service"`` (those talking to http://127.0.0.1:8420) or ``"each"`` (every block on its own, as a reader
-    copies one section), with ``$MEMLANE_EMBEDDER`` set to ``embedder`` (``None``: unset, as a new user).
+    ``"service"`` (those talking to http://127.0.0.1:8420), ``"each"`` (every block on its own, as a reader
+    copies one section) or ``"with:TEXT"`` (each block containing TEXT, on its own), with ``$MEMLANE_EMBEDDER``
+    set to ``embedder`` (``None``: unset, as a new user).
     ``shell``: ``(doc, word)``: the doc's shell blocks that contain ``word`` (``""``: all), with ``embedder``.
     """
 
@@ -669,7 +672,14 @@ class Install:
 
 INSTALLS = {
     # the library and the CLI alone: SQLite and full text; no embedder is installed, and none is set
-    "": Install(python=(("README.md", "local", None), ("docs/facts.md", "local", None)), shell=(("README.md", ""),)),
+    "": Install(
+        python=(
+            ("README.md", "local", None),
+            ("docs/facts.md", "local", None),
+            ("docs/python-api.md", "with:memlane.aio.open", None),  # the asyncio example says it runs here
+        ),
+        shell=(("README.md", ""),),
+    ),
     # the default embedder: the README as written (minilm from the installed package), the API reference
     "vectors": Install(
         python=(("README.md", "local", None), ("docs/python-api.md", "local", "fake")),
@@ -706,6 +716,8 @@ def _python_blocks(doc: str, which: str) -> list[Block]:
     blocks = [b for b in PYTHON if b.doc == doc]
     if which == "each":
         return blocks
+    if which.startswith("with:"):  # the blocks that say they run on this install, each on its own
+        return [b for b in blocks if which[5:] in b.code]
     return [b for b in blocks if (DOC_URL in b.code) == (which == "service")]
 
 
@@ -715,7 +727,7 @@ def run_in_venv(bin_dir: Path, doc: str, which: str, embedder: str | None, workd
     assert blocks, f"{doc}: no {which} Python blocks to run"
     spec: dict[str, Any] = {
         "blocks": [{"name": str(b), "code": b.code} for b in blocks],
-        "independent": which == "each",
+        "independent": which == "each" or which.startswith("with:"),
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "PYTHON"))}
     if embedder is not None:

@@ -323,7 +323,7 @@ def test_the_default_mcp_profile_fits_an_agents_context_and_each_profile_is_meas
             sizes[profile or "default"] = (len(names), chars)
     assert sizes["default"][0] < 10 and sizes["default"][1] < 8_000, sizes
     print("\nMCP tools/list per profile (tools, characters):", json.dumps(sizes))  # the figures in docs/mcp.md
-    assert sizes["all"][0] == len(set(sum(PROFILES.values(), ()))) == 30
+    assert sizes["all"][0] == len(set(sum(PROFILES.values(), ()))) == 32
 
 
 def test_profiles_combine_and_subtract_and_a_typo_names_the_nearest(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -70,6 +71,9 @@ class GateRule(RuleBasedStateMachine):
             assert (others_wait and mine >= self.gate.per_agent) or len(self.queued[agent]) >= self.gate.max_waiting
             return
         assert (waiter is None) == room
+        # and it is refused whenever one of those holds: waiting is not granted past the share or max_waiting
+        assert room or not (others_wait and mine >= self.gate.per_agent)
+        assert room or len(self.queued[agent]) < self.gate.max_waiting
         if waiter is None:
             self.held[agent] += 1
             self._count_grant(agent, None)
@@ -267,3 +271,127 @@ def test_the_process_queues_a_bounded_number_of_requests_whoever_sends_them(monk
     for t in threads:
         t.join(timeout=5)
     assert gate.running() == 0 and gate.waiting() == 0
+
+
+@pytest.mark.parametrize("allowed", [0, 1, 3])
+def test_with_n_waiting_allowed_the_nth_waits_and_the_next_is_refused(allowed: int) -> None:
+    gate = Gate(per_agent=1, capacity=1, max_wait=10, max_waiting=allowed)
+    with gate.enter("a"):
+        with waiting(gate, "a", allowed) as threads:  # alone: past its share, its requests wait
+            assert gate.waiting() == allowed
+            with pytest.raises(BusyError) as refused:
+                with gate.enter("a"):
+                    pass
+            assert gate.waiting() == allowed and gate.running("a") == 1
+            assert f"this agent already has {allowed} searches or queries waiting (at most {allowed})" in str(
+                refused.value
+            )
+            assert refused.value.retry_after >= 1
+            if allowed:
+                with waiting(gate, "b", 1) as others:  # another agent's count is its own
+                    assert gate.waiting() == allowed + 1
+                threads += others
+    for t in threads:
+        t.join(timeout=10)
+    assert gate.running() == 0 and gate.waiting() == 0
+
+
+def test_each_refusal_says_why_and_when_to_retry() -> None:
+    gate = Gate(per_agent=1, capacity=2, max_wait=0.05, max_waiting=1)
+    gate._held_s = 3.0  # places are held 3 s on average
+    with gate.enter("a"), gate.enter("b"):
+        with waiting(gate, "c", 1) as threads:  # c waits: a is at its share while another agent waits
+            with pytest.raises(BusyError) as over:
+                with gate.enter("a"):
+                    pass
+            assert str(over.value) == (
+                "this agent already has 1 searches or queries running or waiting while other agents wait (its fair "
+                "share is 1); retry after the time given"
+            )
+            assert over.value.retry_after == 5  # ceil(3 x (1 + 1 waiting / 2 places))
+            with pytest.raises(BusyError) as full:
+                with gate.enter("c"):
+                    pass
+            assert str(full.value) == (
+                "this agent already has 1 searches or queries waiting (at most 1); wait for some to finish, then retry"
+            )
+            assert full.value.retry_after == 5
+    for t in threads:
+        t.join(timeout=10)
+    with gate.enter("a"), gate.enter("a2"), pytest.raises(BusyError) as late:
+        with gate.enter("b"):
+            pass
+    assert str(late.value) == (
+        "no place for this search or query within 0.05 s (the service is saturated); retry after the time given"
+    )
+    assert late.value.retry_after == 3
+
+
+def test_the_process_wide_refusal_says_how_many_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    import memlane.values.gate
+
+    monkeypatch.setattr(memlane.values.gate, "MAX_QUEUED", 1)
+    gate = Gate(per_agent=1, capacity=1, max_wait=10)
+    gate._held_s = 2.0
+    with gate.enter("holder"), waiting(gate, "one", 1) as threads:
+        with pytest.raises(BusyError) as full:
+            with gate.enter("two"):
+                pass
+    for t in threads:
+        t.join(timeout=10)
+    assert (
+        str(full.value) == "1 searches or queries are waiting in this process (at most 1); retry after the time given"
+    )
+    assert full.value.retry_after == 4  # ceil(2 x (1 + 1 waiting / 1 place))
+
+
+@pytest.mark.parametrize(("held", "waiters", "expected"), [(1.0, 0, 1), (0.2, 0, 1), (1.0, 1, 2), (2.5, 3, 10)])
+def test_retry_after_is_the_time_the_queue_ahead_takes_at_least_a_second(
+    held: float, waiters: int, expected: int
+) -> None:
+    gate = Gate(per_agent=1, capacity=1, max_wait=10)
+    gate._held_s = held
+    with gate.enter("holder"), waiting(gate, "w", waiters) if waiters else contextlib.nullcontext() as threads:
+        assert gate._retry_after() == expected  # held x (1 + waiting / capacity), rounded up
+    for t in threads or ():
+        t.join(timeout=10)
+
+
+def test_an_event_loop_waiter_is_refused_after_max_wait_and_a_cancelled_one_just_leaves() -> None:
+    async def scenario() -> None:
+        gate = Gate(per_agent=1, capacity=1, max_wait=0.1)
+        await gate.acquire("hog")
+        started = time.monotonic()
+        with pytest.raises(BusyError, match="within 0.1 s"):
+            await asyncio.wait_for(gate.acquire("late"), 5)  # bounded: a waiter that is never refused fails here
+        assert 0.05 <= time.monotonic() - started < 5 and gate.waiting() == 0
+        gate.max_wait = 10
+        leaver = asyncio.create_task(gate.acquire("leaver"))
+        await asyncio.sleep(0.01)
+        assert gate.waiting() == 1
+        leaver.cancel()
+        await asyncio.gather(leaver, return_exceptions=True)
+        assert leaver.cancelled() and gate.waiting() == 0 and gate.running() == 1  # cancelled, not refused
+        gate.release("hog")
+        assert gate.running() == 0
+
+    asyncio.run(scenario())
+
+
+def test_each_agents_places_are_counted_apart_and_nothing_is_kept_once_all_leave() -> None:
+    gate = Gate(per_agent=2, capacity=4)
+    with gate.enter("a"), gate.enter("a"), gate.enter("b"):
+        assert (gate.running("a"), gate.running("b"), gate.running("c"), gate.running()) == (2, 1, 0, 3)
+    for n in range(50):  # many callers, each once (made-up tokens): the gate keeps no entry for any of them
+        with gate.enter(f"caller-{n}"):
+            pass
+    assert gate.running() == 0 and gate._running == {} and gate._queues == {} and not gate._turns
+
+
+def test_a_new_gate_asks_for_one_second() -> None:
+    """Before any place was held, a place is taken to last a second: the first refusal says 1."""
+    gate = Gate(per_agent=1, capacity=1, max_waiting=0)
+    with gate.enter("a"), pytest.raises(BusyError) as refused:
+        with gate.enter("b"):
+            pass
+    assert refused.value.retry_after == 1

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +35,15 @@ XSS = '<img src=x onerror="window.__pwned=1">'
 
 
 class Site:
-    """A live service over a seeded memory, and alice's token."""
+    """A live service over a seeded memory, and alice's token.
+
+    The memory's clock runs ``offset`` behind the real one while seeding, so the writes, facts and recalls
+    spread over the last three days, as a timeline would show them; then it is the real clock.
+    """
 
     def __init__(self, db: Path) -> None:
-        self.mem = memlane.open(str(db), embedder="fake")
+        self.offset = timedelta(days=-3)
+        self.mem = memlane.open(str(db), embedder="fake", clock=lambda: datetime.now(UTC) + self.offset)
         access = Access(self.mem)
         _, self.token = access.create_agent("alice")
         access.create_agent("bob")
@@ -49,14 +57,40 @@ class Site:
         for theme in ("light", "sepia", "dark"):  # version 3, two earlier versions in history
             alice.put(("agent", "alice"), "preferences.ui.theme", theme, metadata={"source": "settings page"})
         alice.put(("agent", "alice"), "preferences.editor.font", {"family": "Fira Code", "size": 13})
-        alice.put_many(
-            [{"namespace": ("agent", "alice"), "key": f"log.{i:03d}", "value": f"entry {i}"} for i in range(30)]
-        )
+        for i in range(30):  # one log entry every two hours, a recall now and then
+            self.offset += timedelta(hours=2)
+            alice.put(("agent", "alice"), f"log.{i:03d}", f"entry {i}")
+            if i % 4 == 0:
+                alice.search("entry log", namespace_prefix="agent/alice")
+        self.offset = timedelta(0)
+        self._seed_facts(alice, bob)
         alice.put(("room", "team"), "decisions.db", "Use SQLite <b>not</b> Postgres for the dark theme store")
         alice.put(("room", "team"), "notes.html", XSS)
         bob.put(("room", "secret"), "plan", "bob's dark secret")
         self.server = LiveServer(create_app(self.mem))
         self.url = self.server.url + "/"
+
+    def _seed_facts(self, alice: Any, bob: Any) -> None:
+        mine = ("agent", "alice")
+        self.ravi = alice.add_entity(mine, "Ravi", kind="person", aliases=["RK"], profile="billing engineer")
+        self.billing = alice.add_entity(mine, "Billing migration", kind="project")
+        self.kim = alice.add_entity(mine, "Kim", kind="person", profile=XSS, aliases=[XSS])
+        self.team = alice.add_entity(("room", "team"), "Team Acme", kind="team")
+        alice.assert_fact(mine, self.ravi.id, "works on", self.billing.id, source="note:17")
+        alice.assert_fact(mine, self.ravi.id, "works on", self.billing.id, source="note:18")  # evidence, not a copy
+        alice.assert_fact(mine, self.ravi.id, "based in", "Berlin", valid_from="2025-06-01T00:00:00Z")
+        alice.assert_fact(mine, self.kim.id, "leads", self.billing.id)
+        alice.assert_fact(("room", "team"), self.ravi.id, "member of", self.team.id)
+        march = alice.assert_fact(mine, self.billing.id, "cutover date", "2026-03-01", source="plan-v1")
+        alice.assert_fact(mine, self.billing.id, "cutover date", "2026-04-15", source="plan-v2", supersedes=march.id)
+        doc = alice.add_document(
+            mine, "Standup 3 March", ["Ravi: the cutover moves to mid April.", "Kim: fine by me."], source="meeting:42"
+        )
+        alice.add_claim(mine, "The cutover moves to mid April", speaker="Ravi", chunk=doc.chunk_ids[0],
+                        about=[self.ravi.id, self.billing.id])  # fmt: skip
+        # bob's secret room links a secret entity to the team: alice must not see it, on any page
+        secret = bob.add_entity(("room", "secret"), "Secret plan", kind="project")
+        bob.assert_fact(("room", "secret"), secret.id, "involves", self.team.id)
 
     def close(self) -> None:
         self.server.stop()
@@ -401,3 +435,175 @@ def test_switching_namespace_closes_the_item_panel_of_the_one_left(site: Site, b
     _css(browser, "#ns-list button[data-ns='room/team']").click()
     _wait(browser, lambda d: not _css(d, "#item").is_displayed())
     _wait(browser, lambda d: all("room/team" in r.text for r in _all(d, "#items tbody tr")))
+
+
+# -- the facts layer and the timeline ------------------------------------------------
+
+
+def _png_pixels(png: bytes) -> tuple[int, int, list[tuple[int, ...]]]:
+    """``(width, height, RGB pixels)`` of an 8-bit, non-interlaced RGB or RGBA PNG (what Chromium writes)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks, header = 8, [], b""
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind, data = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = data
+        elif kind == b"IDAT":
+            chunks.append(data)
+        pos += 12 + length
+    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", header)
+    assert depth == 8 and color in (2, 6) and interlace == 0, (depth, color, interlace)
+    bpp = 3 if color == 2 else 4
+    raw, stride = zlib.decompress(b"".join(chunks)), width * bpp
+    rows: list[bytearray] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - bpp] if i >= bpp else 0
+            up, corner = prev[i], prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 0xFF
+        rows.append(line)
+        prev = line
+    pixels = [tuple(row[i : i + 3]) for row in rows for i in range(0, stride, bpp)]
+    return width, height, pixels
+
+
+def _near(pixel: tuple[int, ...], rgb: tuple[int, int, int], tolerance: int = 8) -> bool:
+    return all(abs(a - b) <= tolerance for a, b in zip(pixel, rgb, strict=True))
+
+
+def _node_names(driver: Any) -> dict[str, str]:
+    nodes = _all(driver, "#graph g.node")
+    return {g.get_attribute("data-id"): g.find_element("css selector", "text").text for g in nodes}
+
+
+def test_entity_page_shows_facts_graph_and_claims_with_sources_in_chromium(
+    site: Site, browser: Any, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    _fresh(browser, site)
+    _sign_in(browser, site.token)
+    _wait(browser, _text_in("#who", "alice"))
+    _css(browser, "#tab-entities").click()
+    _wait(browser, _visible("#entities tbody tr"))
+    names = [b.text for b in _all(browser, "#entities button.entity-link")]
+    assert names == ["Billing migration", "Kim", "Ravi", "Team Acme"]  # bob's secret entity stays out
+
+    _css(browser, f"#entities button.entity-link[data-id='{site.ravi.id}']").click()
+    _wait(browser, _text_in("#entity-name", "Ravi"))
+    page = _css(browser, "#entity").text
+    assert "RK" in page and "billing engineer" in page and "agent/alice" in page
+    # the facts, with both clocks and their sources
+    heads = [th.text for th in _all(browser, "#entity-fact-table thead th")]
+    assert heads[:8] == ["Subject", "Predicate", "Object", "Valid from", "Valid to", "Recorded", "Retracted",
+                         "Evidence (sources)"]  # fmt: skip
+    facts = {r.find_elements("css selector", "td")[1].text: r for r in _all(browser, "#entity-fact-table tbody tr")}
+    assert set(facts) == {"works_on", "based_in", "member_of"}
+    works = facts["works_on"].find_elements("css selector", "td")
+    assert works[2].text == "Billing migration"
+    assert [c.text for c in facts["works_on"].find_elements("css selector", ".source")] == ["note:17", "note:18"]
+    assert works[7].text.startswith("2 ") and works[8].text == "current"
+    based = facts["based_in"].find_elements("css selector", "td")
+    assert based[2].text == '"Berlin"' and based[3].text == "2025-06-01 00:00:00 UTC" and based[5].text.endswith("UTC")
+    # the neighbourhood: Ravi in the middle, what his current facts link him to around him
+    _wait(browser, _visible("#graph g.node.centre"))
+    around = {site.ravi.id: "Ravi", site.billing.id: "Billing migration", site.team.id: "Team Acme"}
+    assert _node_names(browser) == around
+    assert len(_all(browser, "#graph line.edge")) == 2
+    assert sorted(t.text for t in _all(browser, "#graph text.edge-label")) == ["member_of", "works_on"]
+    # two hops: Kim leads the billing migration
+    from selenium.webdriver.support.ui import Select
+
+    Select(_css(browser, "#graph-hops")).select_by_value("2")
+    _wait(browser, lambda d: site.kim.id in _node_names(d))
+    assert _css(browser, f"#graph g.node[data-id='{site.kim.id}']").get_attribute("data-hop") == "2"
+    # the claims, each with its source: document, where it came from, the passage
+    claim = _css(browser, "#entity-claim-table tbody tr")
+    assert "The cutover moves to mid April" in claim.text and "Ravi" in claim.text
+    source = claim.find_element("css selector", ".claim-source").text
+    assert "Standup 3 March" in source and "meeting:42" in source and "the cutover moves to mid April." in source
+    _screenshot(browser, tmp_path / "inspector-entity.png", record_property)
+    browser.execute_script("arguments[0].scrollIntoView()", _css(browser, "#entity-fact-table"))
+    _screenshot(browser, tmp_path / "inspector-entity-facts.png", record_property)
+
+    # a neighbour opens its own page: the date that moved, on both clocks
+    _css(browser, f"#graph g.node[data-id='{site.billing.id}']").click()
+    _wait(browser, _text_in("#entity-name", "Billing migration"))
+    rows = [r for r in _all(browser, "#entity-fact-table tbody tr") if "cutover_date" in r.text]
+    assert [(r.get_attribute("data-state"), r.find_elements("css selector", "td")[2].text) for r in rows] == [
+        ("retracted", '"2026-03-01"'),
+        ("current", '"2026-04-15"'),
+    ]
+    assert rows[0].find_elements("css selector", "td")[6].text.endswith("UTC")  # its belief ended
+    assert [c.text for c in rows[0].find_elements("css selector", ".source")] == ["plan-v1"]
+    # a name in a fact opens that entity; a profile that looks like HTML stays text
+    _css(browser, f"#entity-fact-table button.entity-link[data-id='{site.kim.id}']").click()
+    _wait(browser, _text_in("#entity-name", "Kim"))
+    assert _css(browser, "#entity").text.count(XSS) == 2  # alias and profile
+    assert _all(browser, "#entity img") == [] and browser.execute_script("return window.__pwned") is None
+    # the team's page shows no trace of bob's secret room
+    _css(browser, "#entity-back").click()
+    _wait(browser, _visible(f"#entities button.entity-link[data-id='{site.team.id}']")).click()
+    _wait(browser, _text_in("#entity-name", "Team Acme"))
+    _wait(browser, _visible("#graph g.node.centre"))
+    assert set(_node_names(browser).values()) == {"Team Acme", "Ravi", "Billing migration"}  # still two hops
+    Select(_css(browser, "#graph-hops")).select_by_value("1")
+    _wait(browser, lambda d: set(_node_names(d).values()) == {"Team Acme", "Ravi"})
+    assert "Secret" not in _css(browser, "#entity").text
+    assert _console_problems(browser) == []
+
+
+def test_timeline_plots_writes_and_recalls_per_namespace_in_chromium(
+    site: Site, browser: Any, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    _fresh(browser, site)
+    _sign_in(browser, site.token)
+    _wait(browser, _text_in("#who", "alice"))
+    _css(browser, "#tab-timeline").click()
+    plot = _wait(browser, _visible("#timeline-svg"))
+    lanes = [g.get_attribute("data-ns") for g in _all(browser, "#timeline-svg g.lane")]
+    assert lanes == ["agent/alice", "room/team"]  # bob's secret room is not alice's to see
+    totals = {
+        r.find_element("css selector", "code").text: [int(td.text) for td in r.find_elements("css selector", "td.num")]
+        for r in _all(browser, "#timeline-totals tbody tr")
+    }
+    # writes, deletes, facts, recalls: 3 theme versions, the font and 30 log entries; 4 entities and 5 facts
+    # versions, a document and a claim... and the searches made while seeding (one more if a test searched)
+    assert totals["agent/alice"][:3] == [34, 0, 3 + 5 + 1 + 1]
+    assert totals["agent/alice"][3] >= 8
+    assert totals["room/team"][:3] == [2, 0, 2]
+    # the bars spread over the three days the writes took
+    writes = {b.get_attribute("x") for b in _all(browser, "#timeline-svg g.lane[data-ns='agent/alice'] rect.writes")}
+    assert len(writes) >= 25
+    assert _all(browser, "#timeline-svg rect.recalls")
+
+    # the screenshot shows the plot: bars in the writes and recalls colours on the plot's background
+    shot = tmp_path / "inspector-timeline.png"
+    shot.write_bytes(plot.screenshot_as_png)
+    print(f"inspector screenshot: {shot}")
+    record_property(shot.stem, str(shot))
+    width, height, pixels = _png_pixels(shot.read_bytes())
+    assert width >= 600 and height >= 150
+    background = max(set(pixels), key=pixels.count)
+    assert sum(p != background for p in pixels) > 0.01 * len(pixels)
+    assert sum(_near(p, (0x25, 0x63, 0xEB)) for p in pixels) > 200  # writes
+    assert sum(_near(p, (0xEA, 0x58, 0x0C)) for p in pixels) > 50  # recalls
+    assert sum(_near(p, (0x16, 0xA3, 0x4A)) for p in pixels) > 20  # facts
+    _screenshot(browser, tmp_path / "inspector-timeline-page.png", record_property)
+
+    # by day: one bar per namespace and day
+    from selenium.webdriver.support.ui import Select
+
+    Select(_css(browser, "#tl-bucket")).select_by_value("day")
+    _wait(browser, lambda d: 3 <= len(_all(d, "#timeline-svg g.lane[data-ns='agent/alice'] rect.writes")) <= 5)
+    assert _console_problems(browser) == []

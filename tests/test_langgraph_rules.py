@@ -160,7 +160,32 @@ def test_a_filtered_search_is_one_select_for_exactly_the_page(tmp_path: Any) -> 
         spy = Spy(mem)
         found = MemlaneStore(spy).search(("s",), filter={"i": {"$gte": 100}}, limit=5, offset=10)
         assert [r.value["i"] for r in found] == [110, 111, 112, 113, 114]  # one write time: ties by address
-        assert spy.calls == [("select", {"where": {"i": {"$gte": 100}}, "limit": 5, "offset": 10})]
+        # the filter is on the value: value.<path>, so a field named author or created_at stays the value's
+        assert spy.calls == [("select", {"where": {"value.i": {"$gte": 100}}, "limit": 5, "offset": 10})]
+
+
+def test_a_filtered_ranked_search_passes_its_filter_down_in_one_search(tmp_path: Any) -> None:
+    """A selective filter over many better-ranked items: one search, the filter in memlane's statement, a full
+    page (the adapter no longer ranks windows and filters them in Python). A value field named like an item
+    column (author, created_at) is the value's."""
+    import memlane
+
+    with memlane.open(tmp_path / "spy.db", embedder=None) as mem:
+        mem.put_many(
+            [
+                {
+                    "namespace": ("s",),
+                    "key": f"k{i:04}",
+                    "value": {"text": "rocket " * (1 + (i % 3 == 0) * 20), "author": "kim" if i % 100 == 0 else "x"},
+                }
+                for i in range(3000)
+            ]
+        )
+        spy = Spy(mem)
+        found = MemlaneStore(spy).search(("s",), query="rocket", filter={"author": "kim"}, limit=10)
+        assert len(found) == 10 and all(r.value["author"] == "kim" for r in found)
+        assert [name for name, _ in spy.calls] == ["search"]
+        assert spy.calls[0][1]["where"] == {"value.author": {"$eq": "kim"}}
 
 
 # -- from_conn_string, index configs, the sweeper --------------------------------------------------------

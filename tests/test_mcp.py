@@ -64,6 +64,8 @@ FACT_TOOLS = {
 TOOLS |= FACT_TOOLS
 QUERY_TOOLS = {"memory_query", "memory_query_space"}
 TOOLS |= QUERY_TOOLS
+ID_TOOLS = {"memory_get_by_id", "memory_delete_by_id"}
+TOOLS |= ID_TOOLS
 
 # The console script installed beside the interpreter running the tests.
 MEMLANE = Path(sys.executable).with_name("memlane")
@@ -536,3 +538,39 @@ def test_memory_set_with_index_false_is_read_by_address_and_never_searched(tmp_p
             assert got["found"] is True and got["item"]["indexed"] is False
 
     anyio.run(main)
+
+
+def test_an_id_an_agent_cannot_see_answers_exactly_as_an_id_never_written_on_every_surface(service: Service) -> None:
+    """HTTP, the Client and MCP: bob's item id, asked by alice, is a 404 / None / found false, byte for byte
+    what an id never written gets; bob's item stays. The owner's id reads and deletes work for their agent."""
+    bobs = service.mem.get(("agent", "bob"), "plans.launch")
+    assert bobs is not None
+    never = "0" * 32
+    mine = service.mem.put(("agent", "alice"), "scratch", "alice's scratch note")
+    headers = {"Authorization": f"Bearer {service.tokens['alice']}"}
+    with httpx.Client(base_url=service.url, headers=headers) as http:
+        for op in ("get_by_id", "delete_by_id"):
+            hidden = http.post(f"/v1/{op}", json={"item_id": bobs.id})
+            absent = http.post(f"/v1/{op}", json={"item_id": never})
+            assert hidden.status_code == absent.status_code == 404, op
+            assert hidden.text.replace(bobs.id, never) == absent.text, op
+            assert dict(hidden.headers).keys() == dict(absent.headers).keys(), op
+        assert http.post("/v1/get_by_id", json={"item_id": mine.id}).json()["value"] == "alice's scratch note"
+        assert http.post("/v1/import_records", json={"records": []}).status_code == 403  # an owner operation
+    with memlane.Client(service.url, service.tokens["alice"]) as client:
+        assert client.get_by_id(bobs.id) is None and client.get_by_id(never) is None
+        assert client.delete_by_id(bobs.id) is False and client.delete_by_id(never) is False
+
+    async def main() -> None:
+        async with http_session(service, "alice") as s:
+            for tool in ("memory_get_by_id", "memory_delete_by_id"):
+                hidden = await call(s, tool, item_id=bobs.id)
+                absent = await call(s, tool, item_id=never)
+                assert json.loads(json.dumps(hidden).replace(bobs.id, never)) == absent, tool
+            assert (await call(s, "memory_get_by_id", item_id=mine.id))["item"]["key"] == "scratch"
+            assert (await call(s, "memory_delete_by_id", item_id=mine.id))["deleted"] is True
+
+    run(main)
+    assert service.mem.get_by_id(bobs.id) == bobs
+    assert service.mem.get_by_id(mine.id) is None
+    assert service.mem.history(("agent", "alice"), "scratch")[0].changed_by == "alice"

@@ -166,3 +166,34 @@ def test_mcp_tools_carry_the_budget_at_its_limit_and_refuse_past_it(surface: Sur
 
     run(main)
     assert [i.key for i in surface.mem.list("budget").items] == ["deep"]
+
+
+BAD_WHERE = [
+    {"v": {"$like": "a%"}},
+    {".".join(["a"] * 17): 1},
+    {"v": {"$gt": [1]}},
+    {"author": 3},
+    {"created_at": {"$gte": "last tuesday"}},
+    {"updated_at.x": "-7d"},
+]
+
+
+def test_a_bad_filter_on_search_recall_and_select_is_a_400_or_a_tool_error_naming_where(surface: Surface) -> None:
+    surface.mem.put("budget", "k", {"text": "rocket", "v": 1})
+    for where in BAD_WHERE:
+        for path in ("search", "recall", "select"):
+            refused(surface, path, "where", body={"query": "rocket", "where": where})
+    found = surface.post("search", {"query": "rocket", "where": {"v": 1, "created_at": {"$lte": "+1d"}}})
+    assert found.status_code == 200 and [h["key"] for h in found.json()["hits"]] == ["k"]
+
+    async def main() -> None:
+        async with http_session(surface, "root") as s:  # type: ignore[arg-type]
+            hits = (await call(s, "memory_search", query="rocket", where={"v": 1}))["hits"]
+            assert [h["key"] for h in hits] == ["k"]
+            assert (await call(s, "memory_recall", query="rocket", where={"v": 2}))["hits"] == []
+            for where in BAD_WHERE:
+                for tool in ("memory_search", "memory_recall"):
+                    _, err = await fail(s, tool, query="rocket", where=where)
+                    assert err["field"] == "where", (tool, where, err)
+
+    run(main)

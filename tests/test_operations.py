@@ -1,6 +1,6 @@
 """Every interface states the core's parameters: required where the core requires them, the same defaults.
 
-The core's signatures are the one statement (``memlane.core.operations``); HTTP
+The core's signatures are the one statement (``memlane.values.operations``); HTTP
 bodies (from ``GET /v1/operations``), MCP tools (from ``tools/list``) and the
 Client's methods are held to them here. A difference must be listed in
 ``DELIBERATE`` with its reason, or the test fails: that is how ``k=20`` in
@@ -11,6 +11,8 @@ Client's methods are held to them here. A difference must be listed in
 from __future__ import annotations
 
 import inspect
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,11 @@ from starlette.testclient import TestClient
 
 import memlane
 from memlane import Client
-from memlane.core import operations
 from memlane.core.access import AgentView
 from memlane.core.memory import Memory
 from memlane.mcp import ALIASES, build_server
 from memlane.server import create_app
+from memlane.values import operations
 
 # an HTTP operation or MCP tool whose core method has another name
 HTTP_METHOD = {
@@ -137,7 +139,9 @@ def test_the_clients_methods_take_the_cores_parameters_with_the_same_defaults() 
         if name.startswith("_") or not hasattr(Memory, name):
             continue
         ours = {p.name: p for p in inspect.signature(fn).parameters.values() if p.name != "self"}
-        for param in operations.params(name):
+        # Memory's own signature: the Client's methods outside the table too (stats, cleanup, export_records)
+        core = list(inspect.signature(getattr(Memory, name)).parameters.values())[1:]
+        for param in (operations.Param(p.name, p.default) for p in core if p.kind is not p.VAR_KEYWORD):
             assert param.name in ours, f"Client.{name} lacks {param.name}"
             default = ours[param.name].default
             assert (default is inspect.Parameter.empty) == param.required, f"Client.{name}({param.name})"
@@ -175,7 +179,6 @@ NOT_IN_TABLE: dict[str, str] = {
     "migration_status": "schema upkeep: CLI memlane migrate",
     "migrate": "schema upkeep: CLI memlane migrate",
     "export_records": "GET /v1/export streams it as JSON lines",
-    "import_records": "CLI memlane import: a restore runs beside the store, not over the wire",
     "wait_indexed": "the service indexes on its own; a client sees what still waits in pending_vectors",
     "index": "drains the indexing backlog where the embedder is (CLI memlane index), not over the wire",
     "start_indexing": "the service starts its own indexer; a client has nothing to start",
@@ -284,8 +287,38 @@ def test_the_awaited_reads_take_exactly_their_synchronous_twins_parameters() -> 
         assert _parameters(twin) == _parameters(getattr(Memory, name)), name
 
 
+def _declared_text() -> str:
+    """``operations.json`` as ``scripts/declare.py`` writes it from ``Memory`` now: a parameter a line."""
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "scripts" / "declare.py"
+    spec = importlib.util.spec_from_file_location("declare", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.declared_text())
+
+
+def test_the_declared_signatures_are_memorys_own() -> None:
+    """The Client and the service read each operation's signature and docstring from ``operations.json``,
+    without importing the core: it must be what ``Memory`` declares, read back to the same signatures."""
+    text = _declared_text()
+    if os.environ.get("MEMLANE_UPDATE_GOLDEN"):
+        Path(operations.DECLARED).write_text(text, encoding="utf-8")
+    assert json.loads(Path(operations.DECLARED).read_text(encoding="utf-8")) == json.loads(text), (
+        "Memory's operations changed: run python scripts/declare.py to write src/memlane/values/operations.json"
+    )
+    for op in operations.OPERATIONS:
+        core = getattr(Memory, op.name)
+        assert operations.signature(op.name) == inspect.signature(core), op.name
+        assert operations.doc(op.name) == inspect.getdoc(core), op.name
+        assert operations.params(op.name) == tuple(
+            operations.Param(p.name, p.default) for p in list(inspect.signature(core).parameters.values())[1:]
+        ), op.name
+
+
 def test_a_surface_method_written_by_hand_must_say_why() -> None:
-    from memlane.core import surface
+    from memlane.values import surface
 
     class Quiet:
         def get(self, namespace: Any, key: str) -> Any:

@@ -31,7 +31,12 @@ def test_an_admin_sets_lists_applies_and_clears_rules_over_http(served: Any) -> 
     for n in range(5):
         admin.put("agent/alice", "counter", n)
     rule = admin.set_retention("agent", keep_versions=2)
-    assert (rule.prefix, rule.keep_versions, rule.keep_days, rule.updated_by) == (("agent",), 2, None, None)
+    assert (rule.prefix, rule.keep_versions, rule.keep_days, rule.updated_by) == (
+        ("agent",),
+        2,
+        None,
+        "root",
+    )  # the admin who set it
     assert [r.prefix for r in admin.retention_rules()] == [("agent",)] == [r.prefix for r in mem.retention_rules()]
     assert admin.cleanup() == 2  # five versions: the live one, two kept in history, two deleted
     assert [v.value for v in admin.history("agent/alice", "counter")] == [3, 2]

@@ -1,6 +1,6 @@
 """The routes built from the operations table, the wire's error words, and the Client's own logic.
 
-Guards ``src/memlane/core/operations.py`` (each table entry as built, the wire's
+Guards ``src/memlane/values/operations.py`` (each table entry as built, the wire's
 adjustments to a body), ``src/memlane/server/routes.py`` (the 404 that names
 the address), ``src/memlane/server/app.py`` (the OpenAPI document: the bearer
 scheme, the error answers, no never-given 422), ``src/memlane/values/wire.py`` (how a
@@ -24,10 +24,9 @@ import pytest
 from starlette.testclient import TestClient
 
 import memlane
-from memlane.core import operations
 from memlane.core.access import Access
 from memlane.server import create_app
-from memlane.values import errors, wire
+from memlane.values import errors, operations, wire
 from memlane.values.retention import RetentionRule
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -881,7 +881,9 @@ def test_the_bearer_scheme_is_case_insensitive_and_the_error_handlers_give_the_o
     assert bad_json.status_code == 400
     assert bad_json.json() == error_body("validation_error", "is not valid JSON", "body")
     # the framework's own refusals
-    assert app.http.get("/v1/nowhere").json() == error_body("not_found", "Not Found")
+    nowhere = app.http.get("/v1/nowhere").json()["error"]
+    assert (nowhere["type"], nowhere["path"]) == ("no_such_route", "/v1/nowhere")
+    assert nowhere["message"].startswith("nothing is served at GET /v1/nowhere: the operations are POST /v1/")
     wrong = app.http.get("/v1/put")
     assert (wrong.status_code, wrong.json()) == (405, error_body("method_not_allowed", "Method Not Allowed"))
     assert wrong.headers["allow"] == "POST"

@@ -243,7 +243,7 @@ REFUSALS: list[tuple[Any, Any, dict[str, Any], tuple[str, ...]]] = [
 def _slug(raw: Any) -> str:
     """A test id of letters, digits and ``_`` only (mutmut passes node ids on a command line)."""
     try:
-        shown = repr(raw)
+        shown = re.sub(r" at 0x[0-9a-f]+", "", repr(raw))  # an address differs per process (pytest-xdist's workers)
     except (ValueError, RecursionError):  # a 5000-digit int, a very deep list
         shown = type(raw).__name__
     return re.sub(r"[^A-Za-z0-9]+", "_", shown).strip("_")[:32] or "empty"

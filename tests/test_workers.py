@@ -80,14 +80,19 @@ class Service:
             return False
 
     def worker_pids(self) -> list[int]:
-        """The worker processes (uvicorn's; not multiprocessing's resource tracker)."""
+        """The worker processes (uvicorn's): the fork server's children, not the supervisor's own (the fork
+        server, multiprocessing's resource tracker)."""
         if self.workers == 1:
             return [self.proc.pid]
         try:
-            children = psutil.Process(self.proc.pid).children()
-            return [c.pid for c in children if "resource_tracker" not in " ".join(c.cmdline())]
+            return [c.pid for c in psutil.Process(self.proc.pid).children(recursive=True) if not self._helper(c)]
         except psutil.Error:
             return []
+
+    def _helper(self, process: psutil.Process) -> bool:
+        """Whether a process is one of multiprocessing's own (the fork server, the resource tracker)."""
+        command = " ".join(process.cmdline())
+        return process.ppid() == self.proc.pid and ("forkserver" in command or "resource_tracker" in command)
 
     def per_worker(self) -> dict[int, http.client.HTTPConnection]:
         """One open keep-alive connection to each worker, found by asking the workers which sockets they hold."""

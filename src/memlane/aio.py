@@ -3,7 +3,7 @@
 One class per mode, with the same method names: ``await mem.get(ns, key)``
 where the synchronous API has ``mem.get(ns, key)``, as httpx's ``AsyncClient``
 mirrors its ``Client``. Every operation of the table is made from
-``Memory``'s signature and docstring (:mod:`memlane.surface`), so the async
+``Memory``'s signature and docstring (:mod:`memlane.values.surface`), so the async
 twins cannot drift from the core.
 
 The exact reads and the item writes (:data:`AWAITED`: ``get``, ``exists``,
@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .client import Client
-from .core import surface
 from .core.memory import Memory
 from .core.memory import open as _open
-from .core.operations import OPERATIONS
+from .values import surface
+from .values.operations import OPERATIONS
 
 # what AsyncMemory awaits on the store's async side (Memory._a<name>): the exact reads and the item writes,
 # native where the driver is (PostgreSQL). The rest (search and recall, whose embedder's work is CPU; the facts
@@ -58,7 +58,6 @@ MEMORY_EXTRAS = (
     "index",
     "migration_status",
     "migrate",
-    "import_records",
 )
 CLIENT_EXTRAS = (
     "cleanup",
@@ -103,7 +102,7 @@ class _Async:
 
 
 class AsyncMemory(_Async):
-    """A :class:`~memlane.memory.Memory` for asyncio: every operation a coroutine, run off the event loop.
+    """A :class:`~memlane.core.memory.Memory` for asyncio: every operation a coroutine, run off the event loop.
 
     Make one with ``await memlane.aio.open(...)`` (same arguments as
     :func:`memlane.open`), or wrap a memory you opened: ``AsyncMemory(mem)``.
@@ -171,6 +170,37 @@ surface.off_loop(AsyncMemory, Memory, _TABLE + MEMORY_EXTRAS)
 surface.off_loop(AsyncClient, Client, _TABLE + CLIENT_EXTRAS)
 
 
-async def open(url: str | os.PathLike[str] | None = None, **options: Any) -> AsyncMemory:  # noqa: A001
-    """Open a memory for asyncio; the arguments of :func:`memlane.open`, opened off the event loop."""
-    return AsyncMemory(await asyncio.to_thread(_open, url, **options))
+class Opening:
+    """What :func:`open` returns: await it for the memory, or use it in ``async with`` directly.
+
+    ``async with await memlane.aio.open(path) as mem`` and ``async with memlane.aio.open(path) as mem`` both
+    open the memory off the event loop and close it at the end of the block.
+    """
+
+    def __init__(self, url: str | os.PathLike[str] | None, options: dict[str, Any]) -> None:
+        self._url = url
+        self._options = options
+        self._memory: AsyncMemory | None = None
+
+    async def _opened(self) -> AsyncMemory:
+        return AsyncMemory(await asyncio.to_thread(_open, self._url, **self._options))
+
+    def __await__(self) -> Generator[Any, None, AsyncMemory]:
+        return self._opened().__await__()
+
+    async def __aenter__(self) -> AsyncMemory:
+        self._memory = await self._opened()
+        return self._memory
+
+    async def __aexit__(self, *exc: object) -> None:
+        memory, self._memory = self._memory, None
+        if memory is not None:
+            await memory.close()
+
+
+def open(url: str | os.PathLike[str] | None = None, **options: Any) -> Opening:  # noqa: A001
+    """Open a memory for asyncio; the arguments of :func:`memlane.open`, opened off the event loop.
+
+    Await it (``mem = await memlane.aio.open(path)``), or use it in ``async with`` with or without ``await``.
+    """
+    return Opening(url, options)

@@ -44,10 +44,10 @@ from rich.tree import Tree
 
 import memlane
 
-from .core.operations import OPERATION, OPERATIONS
 from .domain.conversation import DEFAULT_WINDOW
 from .values.facts_text import DEFAULT_CHUNK_CHARS
 from .values.model import Item, namespace_text
+from .values.operations import OPERATION, OPERATIONS, compact
 from .values.validate import MAX_DEPTH
 
 EXIT_FAILURE = 1
@@ -161,6 +161,21 @@ NamespaceArg = Annotated[str, typer.Argument(help="Namespace, e.g. user/123.", s
 KeyArg = Annotated[str, typer.Argument(help="Taxonomy key, e.g. preferences.ui.theme.", show_default=False)]
 ValueArg = Annotated[str, typer.Argument(help="JSON if it parses, else a string; - reads stdin.")]
 PrefixArg = Annotated[str, typer.Argument(help="Namespace prefix; everything when omitted.")]
+Url = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        metavar="URL",
+        help="Work on a running memlane service instead of a local file, e.g. http://127.0.0.1:8420 "
+        "(default: $MEMLANE_URL when --db is not given).",
+        show_default=False,
+    ),
+]
+Token = Annotated[
+    str | None,
+    typer.Option("--token", metavar="TOKEN", help="The agent token for --url (default: $MEMLANE_TOKEN).",
+                 show_default=False),
+]  # fmt: skip
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -331,10 +346,33 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
 ALIASES: dict[str, str] = {}
 
 
-def _command(name: str, group: typer.Typer | None = None, *, aliases: tuple[str, ...] = ()) -> Callable[[F], F]:
+# --url and --token of the running command (None: not given), read by _open
+_REMOTE: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
+    "memlane_cli_remote", default=(None, None)
+)
+
+
+def _with_remote(fn: Callable[..., Any], run: Callable[..., Any]) -> None:
+    """Give ``run`` (``fn``'s wrapper) the --url and --token options, after ``fn``'s own."""
+    import inspect
+    import typing
+
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in inspect.signature(fn).parameters.values()]
+    for name, annotation in (("url", Url), ("token", Token)):
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
+    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in params}
+
+
+def _command(
+    name: str, group: typer.Typer | None = None, *, aliases: tuple[str, ...] = (), remote: bool = False
+) -> Callable[[F], F]:
     """Register a command named ``name`` whose expected errors end in one line on stderr.
 
-    ``aliases`` are older names that still work, hidden from ``--help``.
+    ``aliases`` are older names that still work, hidden from ``--help``. ``remote``: it also takes
+    ``--url`` and ``--token`` (and ``$MEMLANE_URL``), to work on a running service through
+    :class:`memlane.Client` instead of a local store (see :func:`_open`).
     """
     if group is not None and isinstance(group.info.cls, typer.models.DefaultPlaceholder):
         group.info.cls = _Group  # the group's own --help shows its flags plainly too
@@ -342,6 +380,7 @@ def _command(name: str, group: typer.Typer | None = None, *, aliases: tuple[str,
     def register(fn: F) -> F:
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
+            given = _REMOTE.set((kwargs.pop("url", None), kwargs.pop("token", None)))
             try:
                 return fn(*args, **kwargs)
             except memlane.ValidationError as e:
@@ -357,7 +396,11 @@ def _command(name: str, group: typer.Typer | None = None, *, aliases: tuple[str,
                 if missing is None:
                     raise
                 _fail(missing)
+            finally:
+                _REMOTE.reset(given)
 
+        if remote:
+            _with_remote(fn, run)
         (group or app).command(name=name, cls=_Command)(run)
         for alias in aliases:
             (group or app).command(name=alias, cls=_Command, hidden=True)(run)
@@ -416,13 +459,42 @@ def _open_db(db: str | None, *, reads: bool | None = None, **options: Any) -> me
     return memlane.open(db, **options)
 
 
+def _remote(db: str | None, embedder: str | None) -> memlane.Client | None:
+    """A :class:`memlane.Client` when the command works on a service (--url, or $MEMLANE_URL without --db).
+
+    The Client has the methods of the Memory a command calls, with the same answers, so every command
+    that takes ``--url`` prints the same on a service as on a local file (for what the token may see).
+    """
+    url, token = _REMOTE.get()
+    if url is not None and db is not None:
+        _fail("give either --db (a local store) or --url (a service), not both", EXIT_INVALID)
+    url = url or (None if db is not None else os.environ.get("MEMLANE_URL") or None)
+    if url is None:
+        return None
+    if embedder is not None:
+        _fail("--embedder applies to a local store; a service embeds with its own embedder", EXIT_INVALID)
+    token = token or os.environ.get("MEMLANE_TOKEN")
+    if not token:
+        _fail(
+            f"--url {url} needs an agent token: pass --token or set $MEMLANE_TOKEN "
+            "(memlane agent create NAME prints one)",
+            EXIT_INVALID,
+        )
+    return memlane.Client(url, token)
+
+
 def _open(db: str | None, embedder: str | None, *, hint: bool = True, **options: Any) -> memlane.Memory:
     """Open the memory; ``embedder`` is the --embedder value, ``None`` when it was not given.
 
     Not given leaves the choice to :func:`memlane.open` ($MEMLANE_EMBEDDER, the
     store's recorded embedder, the default); ``none`` opens without vectors.
     ``options`` go to :func:`memlane.open` as they are (``None`` values left out).
+    A command that takes ``--url`` (:func:`_command`'s ``remote``) gets a
+    :class:`memlane.Client` to the service instead, when one is named.
     """
+    client = _remote(db, embedder)
+    if client is not None:
+        return client  # type: ignore[return-value]  # the Client has every method these commands call
     options = {k: v for k, v in options.items() if v is not None}
     try:
         if embedder is None:
@@ -456,6 +528,31 @@ def _value(raw: str, force_string: bool) -> Any:
         return json.loads(raw, parse_constant=_reject_constant)
     except ValueError:
         return raw
+
+
+Where = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        metavar="JSON",
+        help='Only items meeting these conditions (as select\'s where), e.g. \'{"metadata.source": "chat", '
+        '"created_at": {"$gte": "-7d"}}\'.',
+        show_default=False,
+    ),
+]
+
+
+def _where(raw: str | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except RecursionError:
+        raise memlane.ValidationError("where", "is nested too deep") from None
+    except ValueError as e:
+        raise memlane.ValidationError(
+            "where", f'is not valid JSON ({e}); pass an object such as \'{{"kind": "note"}}\''
+        ) from None
 
 
 def _metadata(raw: str | None) -> Any:
@@ -616,7 +713,7 @@ def _hint_namespace(namespace: str) -> None:
         typer.echo(f"Note: {hint}", err=True)
 
 
-@_command("put", aliases=("set",))
+@_command("put", aliases=("set",), remote=True)
 def put_item(
     namespace: NamespaceArg,
     key: KeyArg,
@@ -650,7 +747,7 @@ def put_item(
     _put(db, embedder, namespace, key, _value(value, string), text, metadata, ttl, as_json, index)
 
 
-@_command("note")
+@_command("note", remote=True)
 def note(
     namespace: NamespaceArg,
     value: ValueArg,
@@ -672,7 +769,7 @@ def note(
     _put(db, embedder, namespace, None, _value(value, string), text, metadata, ttl, as_json)
 
 
-@_command("delete")
+@_command("delete", remote=True)
 def delete_item(
     namespace: NamespaceArg,
     key: KeyArg,
@@ -697,7 +794,7 @@ def delete_item(
         _console().print(Text(f"Deleted {namespace} key {key!r}"))
 
 
-@_command("clear")
+@_command("clear", remote=True)
 def clear(
     prefix: Annotated[str, typer.Argument(help="Namespace prefix, e.g. user/123.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
@@ -749,7 +846,7 @@ def cleanup(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = Fals
 # -- exact reads --------------------------------------------------------------
 
 
-@_command("get")
+@_command("get", remote=True)
 def get_item(
     namespace: NamespaceArg,
     key: KeyArg,
@@ -798,7 +895,7 @@ def get_item(
         console.print(details)
 
 
-@_command("fetch")
+@_command("fetch", remote=True)
 def fetch(
     key: Annotated[str, typer.Argument(help="The exact key to recall.")],
     prefix: Prefix = "",
@@ -822,7 +919,7 @@ def fetch(
         _show_items(items)
 
 
-@_command("list")
+@_command("list", remote=True)
 def list_items(
     prefix: PrefixArg = "",
     key_prefix: KeyPrefix = "",
@@ -859,7 +956,7 @@ def list_items(
         _console().print(Text(f"Next page: --cursor {cursor}"))
 
 
-@_command("namespaces")
+@_command("namespaces", remote=True)
 def namespaces(
     prefix: PrefixArg = "",
     max_depth: Annotated[int | None, typer.Option("--max-depth", help="Cut namespaces to N segments.")] = None,
@@ -885,7 +982,7 @@ def namespaces(
     _console().print(table if found else "No namespaces.")
 
 
-@_command("summarize")
+@_command("summarize", remote=True)
 def summarize(
     prefix: PrefixArg = "",
     depth: Annotated[int, typer.Option("--depth", help="Cut keys to N taxonomy segments.")] = 3,
@@ -915,7 +1012,7 @@ def summarize(
     _console().print(tree if summary else "No items.")
 
 
-@_command("history")
+@_command("history", remote=True)
 def history(
     namespace: NamespaceArg,
     key: KeyArg,
@@ -1113,7 +1210,7 @@ RecallFloor = Annotated[
 ]
 
 
-@_command("search")
+@_command("search", remote=True)
 def search(
     query: QueryArg,
     prefix: Prefix = "",
@@ -1135,6 +1232,7 @@ def search(
         int | None, typer.Option("--rrf-k", help="The RRF constant k in 1/(k + rank) (default: 10).")
     ] = None,
     floor: Floor = False,
+    where: Where = None,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
@@ -1152,8 +1250,9 @@ def search(
         memlane search "kitten" --channels vector
         memlane search "editor theme" --channels lexical --json
         memlane search "kitten" --no-floor
+        memlane search "editor" --where '{"metadata.source": "chat"}'
     """
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"where": _where(where)}
     chosen = _split_channels(channels)
     if chosen is not None:
         options["channels"] = chosen
@@ -1165,7 +1264,7 @@ def search(
         envelope = mem.search(query, namespace_prefix=prefix, limit=limit, floor=floor, **options)
         missing = 0 if as_json else _missing_vectors(mem, envelope)
     if as_json:
-        _print_json(envelope.to_dict())
+        _print_json(compact(envelope.to_dict()))  # the HTTP body: the same through a service
     else:
         _show_envelope(envelope, missing)
 
@@ -1173,7 +1272,7 @@ def search(
 CHOOSER_MODES = ("single", "tiered")
 
 
-@_command("recall")
+@_command("recall", remote=True)
 def recall(
     query: Annotated[str, typer.Argument(help="What to recall; may be omitted with --key.")] = "",
     key: Annotated[
@@ -1194,6 +1293,7 @@ def recall(
         ),
     ] = None,
     floor: RecallFloor = None,
+    where: Where = None,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
@@ -1222,11 +1322,18 @@ def recall(
         chooser = memlane.OpenAIChooser(chooser_model)
     with _open(db, embedder) as mem:
         envelope = mem.recall(
-            query, key=key, namespace_prefix=prefix, limit=limit, mode=mode, chooser=chooser, floor=floor
+            query,
+            key=key,
+            namespace_prefix=prefix,
+            limit=limit,
+            mode=mode,
+            chooser=chooser,
+            floor=floor,
+            where=_where(where),
         )
         missing = 0 if as_json else _missing_vectors(mem, envelope)
     if as_json:
-        _print_json(envelope.to_dict())
+        _print_json(compact(envelope.to_dict()))  # the HTTP body: the same through a service
     else:
         _show_envelope(envelope, missing)
 
@@ -1314,7 +1421,7 @@ def reindex(
 # -- moving data --------------------------------------------------------------
 
 
-@_command("export")
+@_command("export", remote=True)
 def export(
     file: Annotated[str, typer.Argument(help="Output JSONL file; - or omitted for stdout.")] = "-",
     db: Db = None,
@@ -1414,7 +1521,8 @@ def import_records(
                 # the core names the record by its number; without one, the line last read is the culprit
                 record = getattr(e, "record", None)
                 line = lines.lines[record - 1] if record and record <= len(lines.lines) else lines.line
-                raise memlane.ValidationError(f"line {line}", str(e)) from e
+                said = str(e).removeprefix("record: ").removeprefix(f"record {record}: ")  # the line says which
+                raise memlane.ValidationError(f"line {line}", said) from e
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
@@ -2070,10 +2178,13 @@ def serve(
     from .server.workers import run as run_workers
     from .server.workers import single as single_server
 
+    if not 0 <= port <= 65535:  # the system would take it modulo 65536 and serve elsewhere
+        _fail(f"--port {port}: a port must be 1-65535, or 0 for a free one the system chooses (then printed)")
     url = _db_url(db)
     count = workers or default_workers(postgres=_sqlite_file(url) is None)
     # first: a taken port fails before anything is created or printed
     listener = _listen(host, port, shared=count > 1)
+    port = listener.getsockname()[1]  # the port the system chose for --port 0
     pool = pool_size or (worker_pool(count) if count > 1 and _sqlite_file(url) is None else None)
     started = False
     try:
@@ -2086,19 +2197,19 @@ def serve(
                 except memlane.ConflictError:  # another replica created it first
                     pass
                 else:
-                    err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", highlight=False)
+                    err.print(f"Created agent 'admin'. Its token (shown once, keep it safe): {token}", soft_wrap=True)
             where = f"{mem.store.location} at http://{host}:{port}"
             if count > 1:
 
                 def ready() -> None:  # once a worker listens: a request sent then is answered
-                    err.print(f"memlane serving {where} (workers: {count})", highlight=False)
+                    err.print(f"memlane serving {where} (workers: {count})", soft_wrap=True)
 
                 started = run_workers(mem, url, listener, workers=count, pool=pool, options={}, ready=ready)
             else:
                 # the app is built before "serving" is said, and the socket already listens: a request sent
                 # the moment the line appears is queued, not refused
                 server = single_server(create_app(mem), host, port)
-                err.print(f"memlane serving {where} (workers: 1)", highlight=False)
+                err.print(f"memlane serving {where} (workers: 1)", soft_wrap=True)
                 server.run(sockets=[listener])
                 started = server.started
     finally:
@@ -2196,8 +2307,9 @@ def agent_create(
     if as_json:
         _print_json({"agent": agent.to_dict(), "token": token})
         return
-    _console().print(f"Created agent {agent.name!r} (namespace agent/{agent.name}).", highlight=False)
-    _console().print(f"Token (shown once): {token}", highlight=False)
+    # one line each, whatever the width (a pipe is 80 columns to rich): a script reads the token from its line
+    _console().print(f"Created agent {agent.name!r} (namespace agent/{agent.name}).", soft_wrap=True)
+    _console().print(f"Token (shown once): {token}", soft_wrap=True)
 
 
 @_command("token", agent_app)
@@ -2212,7 +2324,7 @@ def agent_token(
     """
     with _open(db, NO_EMBEDDER) as mem:
         token = _access(mem).rotate_token(name)
-    _console().print(f"New token for {name!r} (shown once): {token}", highlight=False)
+    _console().print(f"New token for {name!r} (shown once): {token}", soft_wrap=True)
 
 
 @_command("list", agent_app)
@@ -2806,7 +2918,7 @@ def index(
 # -- every operation of the table: memlane op NAME ---------------------------------------------------
 #
 # The commands above are written for people: positional arguments, tables, hints. `memlane op` has one command
-# per operation of the table (memlane.core.operations), made from Memory's signature and the table's meanings, that
+# per operation of the table (memlane.values.operations), made from Memory's signature and the table's meanings, that
 # prints the JSON the HTTP API answers: a new operation is a command here with nothing written for it.
 
 
@@ -2853,8 +2965,8 @@ def _operation_command(op: Any) -> Any:
     """The ``memlane op`` command of one operation of the table."""
     import inspect
 
-    from .core import surface
-    from .core.operations import ANSWERS, compact, wire_default
+    from .values import surface
+    from .values.operations import ANSWERS, compact, wire_default
 
     core = surface.signature(op.name).parameters
     kinds = {p.name: _kind(str(core[p.name].annotation)) for p in op.params()}
@@ -2896,7 +3008,7 @@ def _operation_command(op: Any) -> Any:
     required = " ".join(p.name.upper() for p in op.params() if p.required)
     run.__doc__ = f"{op.summary}\n\n{doc}\n\nExample:\n    memlane op {op.name} {required}".rstrip()
     one = typer.Typer(add_completion=False)
-    _command(op.name, one)(run)
+    _command(op.name, one, remote=True)(run)
     return typer.main.get_command(one)
 
 

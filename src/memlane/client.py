@@ -4,8 +4,8 @@ An agent on another machine talks to a ``memlane serve`` process with its
 token and sees exactly what the service's visibility rule lets it see. HTTP
 errors come back as the same memlane exceptions the library raises.
 
-Every operation of :data:`memlane.core.operations.OPERATIONS` is a method made
-from the table and ``Memory``'s signature (:mod:`memlane.core.surface`): it sends
+Every operation of :data:`memlane.values.operations.OPERATIONS` is a method made
+from the table and ``Memory``'s signature (:mod:`memlane.values.surface`): it sends
 the arguments given and turns the answer back into ``Memory``'s return type
 (:data:`DECODE`). The few written here say why in :attr:`Client.DIFFERS`.
 """
@@ -14,24 +14,23 @@ from __future__ import annotations
 
 import builtins
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .core import surface
-from .core.memory import RECORD_FIELDS
-from .core.operations import OPERATIONS, UNSENDABLE, Operation
-from .domain.conversation import DEFAULT_WINDOW, message_list
-from .values import errors, wire
+from .values import errors, surface, wire
 from .values import validate as v
 from .values.agents import Agent, Change, Grant, Listing
 from .values.facts import Chunk, Claim, Context, record_from_dict
 from .values.model import Envelope, Item, Namespace, Page, Stats, Version
 from .values.model import namespace_tuple as ns_tuple
+from .values.operations import OPERATIONS, UNSENDABLE, Operation
 from .values.query import QueryPlan, QueryResult, SavedQuery
 from .values.retention import RetentionRule
+from .values.validate import DEFAULT_WINDOW, RECORD_FIELDS, message_list
 
 if TYPE_CHECKING:
     from .core.memory import Memory as _Operations  # a type checker sees Memory's operations, typed as Memory's
@@ -134,6 +133,10 @@ def _check_json(value: Any, metadata: Any, ttl: Any) -> None:
 _SAFE = frozenset(op.name for op in OPERATIONS if op.safe)
 RETRIES = 3
 MAX_RETRY_WAIT = 30.0
+# how long a request that found no service is tried again: longer than a worker takes to restart on a busy machine
+RETRY_WINDOW = 10.0
+# a lost connection's waits double from ``backoff`` up to this, so a service that is back is found within it
+MAX_LOST_WAIT = 2.0
 
 
 class Client(_Operations):
@@ -146,13 +149,20 @@ class Client(_Operations):
             one and moves to the next when a connection fails.
         token: the agent's token (``memlane agent create NAME`` prints it).
         timeout: seconds per request.
-        retries: how many times a request is sent again (0: never) after an
-            answer that it did not run (429 busy, waiting the ``Retry-After``
-            seconds it gives) or a lost connection: a request that never
-            reached a service is always sent again, one that may have run only
-            when it merely reads (a write may have been applied).
+        retries: how many times a request refused with 429 busy (it did not
+            run), or a read answered 503 because the service's database is
+            unreachable, is sent again, after the ``Retry-After`` seconds the
+            service gives (at most 30); 0: never. A write answered 503 is never
+            sent again: the database may have gone away as it committed.
         backoff: seconds before the first retry after a lost connection,
-            doubled at each next one; every wait is at most 30 seconds.
+            doubled at each next one up to 2 seconds (or ``backoff``, if more),
+            with jitter.
+        retry_window: seconds, from the first try, during which a request
+            whose connection failed is sent again (to the next URL, if
+            several): always when it never reached a service (the connection
+            was refused), and when it may have run only if it merely reads (a
+            write may have been applied, so it is never sent twice). The
+            default outlasts a worker's restart; 0: never.
     """
 
     # the operations written here rather than made from the table, and why
@@ -160,7 +170,7 @@ class Client(_Operations):
         "put": "refuses what JSON cannot carry (NaN, sets) before sending, naming the field",
         "put_many": "refuses unknown record fields before sending (the service ignores them: additive API)",
         "add_conversation": "the extractor is a Python object: it runs here and files through this client",
-        "recall": "a chooser runs here; key, embedding, floor and min_score are sent only when given, "
+        "recall": "a chooser runs here; key, embedding, floor, min_score and where are sent only when given, "
         "so servers before 0.2 keep working",
     }
 
@@ -172,6 +182,7 @@ class Client(_Operations):
         timeout: float = 30.0,
         retries: int = RETRIES,
         backoff: float = 0.25,
+        retry_window: float = RETRY_WINDOW,
     ) -> None:
         try:
             import httpx
@@ -182,14 +193,28 @@ class Client(_Operations):
             raise errors.ValidationError(
                 "url", "must be a service URL such as http://127.0.0.1:8420, or a list of them"
             )
+        for u in urls:
+            _check_url(u.strip())
+        if not isinstance(token, str) or not token.strip() or not all("!" <= c <= "~" for c in token):
+            raise errors.ValidationError(
+                "token", f"must be an agent's token as `memlane agent create NAME` prints it, not {token!r}"
+            )
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise errors.ValidationError("retries", f"must be a whole number >= 0, not {retries!r}")
         if isinstance(backoff, bool) or not isinstance(backoff, int | float) or not 0 <= backoff <= MAX_RETRY_WAIT:
             raise errors.ValidationError("backoff", f"must be a number of seconds in [0, 30], not {backoff!r}")
+        if (
+            isinstance(retry_window, bool)
+            or not isinstance(retry_window, int | float)
+            or not math.isfinite(retry_window)
+            or retry_window < 0
+        ):
+            raise errors.ValidationError("retry_window", f"must be a number of seconds >= 0, not {retry_window!r}")
         self.urls = [u.strip().rstrip("/") for u in urls]
         self._current = 0
         self.retries = retries
         self.backoff = float(backoff)
+        self.retry_window = float(retry_window)
         self._http = httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
         self._httpx = httpx
         # failures before a request left this process: it cannot have run, so it may always be sent again
@@ -220,7 +245,9 @@ class Client(_Operations):
         content = None if body is None else _encode(body)
         headers = None if body is None else {"Content-Type": "application/json"}
         repeatable = method == "GET" if safe is None else safe
-        attempt = 0
+        deadline = time.monotonic() + self.retry_window
+        busy = 0  # 429s (and 503s of a read) so far
+        step = self.backoff  # the next wait after a failed connection, doubled each time up to the cap
         while True:
             url = self.url
             try:
@@ -239,16 +266,20 @@ class Client(_Operations):
                     ) from None
                 if len(self.urls) > 1:
                     self._current = (self._current + 1) % len(self.urls)  # the next service, for this try and later
-                if attempt < self.retries and (never_sent or repeatable):
-                    time.sleep(min(self.backoff * 2**attempt, MAX_RETRY_WAIT) * (0.5 + random.random() / 2))
-                    attempt += 1
-                    continue
-                if never_sent or repeatable:
-                    raise errors.StoreError(f"cannot reach the memlane service at {url}: {e}") from None
-                raise errors.StoreError(
-                    f"cannot reach the memlane service at {url}: {e}; the request was sent, so a write may or "
-                    "may not have been applied: read it back before sending it again"
-                ) from None
+                if not (never_sent or repeatable):
+                    raise errors.StoreError(
+                        f"cannot reach the memlane service at {url}: {e}; the request was sent, so a write may or "
+                        "may not have been applied: read it back before sending it again"
+                    ) from None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise errors.StoreError(
+                        f"cannot reach the memlane service at {url}: {e} (tried for {self.retry_window:g} s; "
+                        "start the service, or raise the Client's retry_window)"
+                    ) from None
+                time.sleep(min(step * (0.5 + random.random() / 2), left))
+                step = min(step * 2, max(self.backoff, MAX_LOST_WAIT))
+                continue
             if resp.status_code == 200:
                 return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else resp.text
             try:
@@ -258,10 +289,15 @@ class Client(_Operations):
             if isinstance(err, dict) and "retry_after" not in err and resp.headers.get("retry-after", "").isdigit():
                 err = {**err, "retry_after": int(resp.headers["retry-after"])}
             failure = wire.decode(err, resp.status_code, suffix=f" (HTTP {resp.status_code} from {url})")
-            if isinstance(failure, errors.BusyError) and attempt < self.retries:
-                # refused before it ran: always safe to send again, after the wait the service asked for
-                time.sleep(min(float(failure.retry_after), MAX_RETRY_WAIT))
-                attempt += 1
+            # refused before it ran (429), or a read the database could not serve (503): safe to send again
+            again: errors.BusyError | errors.StoreUnavailableError | None = None
+            if isinstance(failure, errors.BusyError):
+                again = failure
+            if repeatable and isinstance(failure, errors.StoreUnavailableError):
+                again = failure
+            if again is not None and busy < self.retries:
+                time.sleep(min(float(again.retry_after), MAX_RETRY_WAIT))  # the wait the service asked for
+                busy += 1
                 continue
             raise failure
 
@@ -366,6 +402,7 @@ class Client(_Operations):
         chooser: Chooser | None = None,
         floor: bool | None = None,
         min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> Envelope:
         """The agent's entry point; see :meth:`Memory.recall`.
 
@@ -374,6 +411,9 @@ class Client(_Operations):
         """
         if chooser is not None and key is None and mode in ("single", "tiered"):
             from .domain.search.choose import choose
+
+            if where is not None:
+                raise errors.ValidationError("where", f"mode {mode!r} with a chooser takes no where; use mode 'hybrid'")
 
             return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
         # "namespace": the name servers before 0.2 read (newer ones accept it too)
@@ -386,6 +426,8 @@ class Client(_Operations):
             body["floor"] = floor
         if min_score is not None:
             body["min_score"] = min_score
+        if where is not None:
+            body["where"] = where
         return Envelope.from_dict(self._send("recall", body))
 
     def recall_keyed(
@@ -486,6 +528,20 @@ class Client(_Operations):
         return [_change(c) for c in answer["changes"]]
 
 
+def _check_url(url: str) -> None:
+    """Refuse a base URL that could never reach a service (no scheme, no host) when the client is made, not at the
+    first request after its retries."""
+    from urllib.parse import urlsplit
+
+    if "://" not in url:
+        raise errors.ValidationError("url", f"{url!r} has no scheme: write http://{url} (or https://)")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise errors.ValidationError("url", f"{url!r} must start with http:// or https://")
+    if not parts.hostname:
+        raise errors.ValidationError("url", f"{url!r} names no host: write e.g. http://127.0.0.1:8420")
+
+
 def _segment(name: Any, field: str) -> str:
     """An agent or room name as one URL path segment, checked by the service's rule first (a name with ``/``
     could not travel in a path), so a bad one is the same ``ValidationError`` the service gives."""
@@ -511,6 +567,7 @@ DECODE: dict[str, Callable[[Any], Any]] = {
     "deleted": lambda a: a["deleted"],  # a count (clear) or a bool (delete_saved_query), as JSON carries it
     "namespaces": lambda a: [tuple(ns) for ns in a["namespaces"]],
     "summary": lambda a: a["summary"],
+    "activity": lambda a: a,
     "versions": lambda a: [Version.from_dict(x) for x in a["versions"]],
     "envelope": Envelope.from_dict,
     "record": record_from_dict,
@@ -521,6 +578,7 @@ DECODE: dict[str, Callable[[Any], Any]] = {
     "retention_rule": lambda a: _rule(a),
     "retention_rules": lambda a: [_rule(r) for r in a["rules"]],
     "cleared": lambda a: bool(a["cleared"]),
+    "imported": lambda a: int(a["imported"]),
     "query_result": QueryResult.from_dict,
     "query_plan": QueryPlan.from_dict,
     "query_space": lambda a: a,

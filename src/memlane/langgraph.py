@@ -33,9 +33,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-import numpy as np
-
-try:
+try:  # first: without the extra, one line naming it, before anything else fails on a bare import
+    import numpy as np
     from langgraph.store.base import (
         BaseStore,
         GetOp,
@@ -53,7 +52,9 @@ try:
     )
     from langgraph.store.base.embed import get_text_at_path
 except ImportError as e:  # pragma: no cover - the langgraph extra
-    raise ImportError("memlane.langgraph needs LangGraph: pip install 'memlane[langgraph]'") from e
+    raise ImportError(
+        f"memlane.langgraph needs LangGraph and numpy ({e}): pip install 'memlane[langgraph]'", name=e.name
+    ) from e
 
 from .domain.search.embedders import Embedder, resolve_embedder
 from .store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
@@ -315,7 +316,8 @@ def _sql_can_carry(operand: Any) -> bool:
 
 
 def split_filter(raw: Any) -> tuple[dict[str, Any] | None, builtins.list[w.Condition]]:
-    """A LangGraph filter as ``(where for memlane's SQL, conditions checked in Python)``.
+    """A LangGraph filter as ``(where for memlane's SQL, conditions checked in Python)``, on the value
+    (``value.<path>``: a field named ``author`` or ``created_at`` stays the value's).
 
     LangGraph's stores compare any value a filter holds: ``{"$lt": float("inf")}`` matches every
     finite number, a NaN or a string with a NUL character matches nothing (``$ne``: everything).
@@ -331,18 +333,20 @@ def split_filter(raw: Any) -> tuple[dict[str, Any] | None, builtins.list[w.Condi
     sql: dict[str, dict[str, Any]] = {}
     python: builtins.list[w.Condition] = []
     for path, op, operand in _filter_paths(raw):
+        # LangGraph filters the value: ``value.`` keeps a field named author, metadata or created_at on it
+        named = f"value.{path}" if isinstance(path, str) and path else path
         try:
-            w.conditions({path: None}, "filter")  # the path alone
+            w.conditions({named: None}, "filter")  # the path alone
         except ValidationError as e:
-            reason = str(e).split(": ", 1)[-1]
+            reason = str(e).split(": ", 1)[-1].replace("'value.", "'")
             raise ValidationError("filter", f"Invalid filter key {path!r}: {reason}") from None
         comparable = op in ("$eq", "$ne") or (isinstance(operand, int | float | str) and not isinstance(operand, bool))
         if op in w.OPERATORS and comparable and not _sql_can_carry(operand):
-            python.append((tuple(path.split(".")), op, operand))
+            python.append((("value", *path.split(".")), op, operand))
         elif not op:
-            sql[path] = operand
+            sql[named] = operand
         else:
-            sql.setdefault(path, {})[op] = operand
+            sql.setdefault(named, {})[op] = operand
     return (sql or None), python
 
 
@@ -506,7 +510,7 @@ class _Adapter:
         if deep:
             prefix = prefix[:_LABELS_KEPT]
         where, checked = split_filter(op.filter)  # checked: conditions memlane's SQL cannot carry
-        conditions = w.conditions(where, "filter") + checked
+        w.conditions(where, "filter")  # a bad filter is named "filter" here, as LangGraph's stores name it
         if op.limit <= 0 or op.offset < 0:
             return []
         if not op.query:
@@ -517,7 +521,8 @@ class _Adapter:
             self._refresh([i for i in found if self._refreshes(op)])
             return [_search_item(i, None) for i in found]
         wanted = op.offset + op.limit
-        overfetch = conditions or deep or self._several_texts
+        # the filter is part of memlane's ranking statements (where=): only what SQL cannot carry is checked here
+        overfetch = checked or deep or self._several_texts
         fetch = min(MAX_FETCH, max(50, FILTER_OVERFETCH * wanted)) if overfetch else min(MAX_FETCH, wanted)
         # one channel has nothing to fuse: it need nominate no more than it returns (as LangGraph asks its index)
         single = len(self._channels) == 1
@@ -535,11 +540,12 @@ class _Adapter:
                 floor=False,
                 candidate_k=fetch if single else None,
                 embedding=None if asked is None else asked.tolist(),
+                where=where,
             )
             hits = [
                 h
                 for h in env.hits
-                if (not conditions or w.matches(h.value, conditions))
+                if (not checked or w.matches(h.value, builtins.list(checked)))
                 and (not deep or decode_namespace(h.namespace)[: len(op.namespace_prefix)] == op.namespace_prefix)
             ]
             # matches that rank below the items the filter refuses: look further down, until the page is full,

@@ -3,13 +3,14 @@
 Ten item tools, one per verb an agent needs: ``memory_get``, ``memory_get_many``,
 ``memory_put``, ``memory_delete``, ``memory_list``, ``memory_summarize``,
 ``memory_search``, ``memory_recall``, ``memory_history`` and ``memory_add_conversation``,
-eighteen for the facts layer (:class:`FactTools`: resolve, the assured reads, primitives,
-writes) and two for the query space. A server offers a *profile* of them (:data:`PROFILES`,
-:func:`tool_selection`): by default the nine item tools an agent uses every turn, so that
-``tools/list`` stays small in the agent's context; facts, conversations and the query space
-are added on request (``memlane mcp --tools default,facts``, ``/mcp?tools=all``).
+two by an item's id (``memory_get_by_id``, ``memory_delete_by_id``), eighteen for the facts
+layer (:class:`FactTools`: resolve, the assured reads, primitives, writes) and two for the
+query space. A server offers a *profile* of them (:data:`PROFILES`, :func:`tool_selection`):
+by default the nine item tools an agent uses every turn, so that ``tools/list`` stays small
+in the agent's context; conversations, ids, facts and the query space are added on request
+(``memlane mcp --tools default,facts``, ``/mcp?tools=all``).
 
-The item and facts tools are made from the operations table (:mod:`memlane.core.operations`): an
+The item and facts tools are made from the operations table (:mod:`memlane.values.operations`): an
 :class:`Offer` names the operation and the parameters an agent sees; their defaults are the
 core's and their descriptions the table's. The two query-space tools are written out, since
 each answers for several operations. Like every interface, they are thin: parse the
@@ -37,6 +38,7 @@ import contextlib
 import functools
 import inspect
 import json
+import re
 import typing
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -53,9 +55,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 from starlette.responses import Response
 
-from .core.operations import ANSWERS, MEANINGS, OPERATION, REQUIRED, wire_default
 from .values import wire
 from .values.errors import MemlaneError, UnauthorizedError, ValidationError
+from .values.operations import ANSWERS, MEANINGS, OPERATION, REQUIRED, wire_default
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -66,35 +68,40 @@ if TYPE_CHECKING:
     Backend = Memory | AgentView
 
 SERVER_NAME = "memlane"
-# The server's instructions, a line per situation, each kept only when the tools it names are offered.
-GUIDE: list[tuple[tuple[str, ...], str]] = [
-    ((), "memlane is your durable memory. Items live at addresses: a namespace (text such as user/123, or a "
-     "list of segments) and a key, ideally a dotted taxonomy path such as preferences.ui.theme. Values are JSON "
-     "and keep their type."),
-    ((), "Which tool to use:"),
-    (("memory_get",), "- You know the address (namespace + key): memory_get (or memory_get_many for several)."),
-    (("memory_recall",), "- You know the key but not the namespace, or want the newest value filed under a key: "
-     "memory_recall with key."),
-    (("memory_search",), "- You know a topic, not a name: memory_search (or memory_recall with query)."),
-    (("memory_summarize",), "- The store is unfamiliar: memory_summarize first (the map of namespaces and key "
-     "paths with counts), then memory_get / memory_get_many / memory_list on what it shows."),
-    (("memory_put",), "- Write with memory_put (replaces an existing address; memory_history keeps the old "
-     "versions), remove with memory_delete."),
-    (("memory_add_conversation",), "- A chat or meeting to remember turn by turn: memory_add_conversation."),
-    (("memory_facts_context",), "- What is true about a person or project: memory_resolve_entity, then "
-     "memory_facts_context; what sources said: memory_claims_and_sources_context."),
-    (("memory_query",), "- A question over many records (counts, joins, \"which documents mention X and Y?\"): "
-     "memory_query_space to see the SQL views, then memory_query with one read-only SELECT."),
-]  # fmt: skip
+# The server's instructions, a line per situation, each kept only when every tool it names is offered.
+GUIDE: list[str] = [
+    "memlane is your durable memory. Items live at addresses: a namespace (text such as user/123, or a list of "
+    "segments) and a key, ideally a dotted taxonomy path such as preferences.ui.theme. Values are JSON and keep "
+    "their type.",
+    "Which tool to use:",
+    "- You know the address (namespace + key): memory_get.",
+    "- You know several addresses: memory_get_many, in one call.",
+    "- You know the key but not the namespace, or want the newest value filed under a key: memory_recall with key "
+    "(or with query, for a topic).",
+    "- You know a topic, not a name: memory_search.",
+    "- The store is unfamiliar: memory_summarize first (the map of namespaces and key paths with counts), then read "
+    "what it shows.",
+    "- Page through a namespace in key order: memory_list.",
+    "- Write with memory_put (replaces an existing address; the old version is kept).",
+    "- Earlier versions of an address, and who wrote them: memory_history.",
+    "- Remove an item with memory_delete.",
+    "- You have an item's id (a hit's id): memory_get_by_id reads it, memory_delete_by_id removes it.",
+    "- A chat or meeting to remember turn by turn: memory_add_conversation.",
+    "- What is true about a person or project: memory_resolve_entity, then memory_facts_context.",
+    "- What sources said about it: memory_claims_and_sources_context.",
+    '- A question over many records (counts, joins, "which documents mention X and Y?"): memory_query_space to '
+    "see the SQL views, then memory_query with one read-only SELECT.",
+]
+_TOOL_NAME = re.compile(r"\bmemory_[a-z_]+")
 
 
 def instructions(tools: Iterable[str]) -> str:
-    """The server's instructions for the tools it offers."""
+    """The server's instructions for the tools it offers: no line names a tool that is not offered."""
     offered = set(tools)
-    return "\n".join(line for needs, line in GUIDE if set(needs) <= offered) + "\n"
+    return "\n".join(line for line in GUIDE if set(_TOOL_NAME.findall(line)) <= offered) + "\n"
 
 
-INSTRUCTIONS = instructions(n for needs, _ in GUIDE for n in needs)  # every tool offered
+INSTRUCTIONS = instructions(n for line in GUIDE for n in _TOOL_NAME.findall(line))  # every tool offered
 
 # -- inputs --------------------------------------------------------------------------
 
@@ -119,9 +126,8 @@ ToolResult = Annotated[CallToolResult, dict[str, Any]]
 DESCRIPTIONS = {
     "memory_get": """\
 Read the item at an exact address (namespace + key): use it when you know the address.
-Exact, no ranking. Returns {found, item}; found is false if nothing is stored there. Know
-only the key? memory_recall with key. Only a topic? memory_search. Unfamiliar store?
-memory_summarize first.""",
+Returns {found, item}; found is false if nothing is stored there. Know only the key?
+memory_recall with key. Only a topic? memory_search.""",
     "memory_get_many": """\
 Read several exact addresses in one call, in input order (null where nothing is stored).
 Use it instead of repeated memory_get, e.g. on keys memory_summarize or memory_list showed.""",
@@ -141,25 +147,32 @@ later turns to the same conversation (numbering continues); omit it to start a n
     "memory_delete": """\
 Delete the item at an exact address: use it when a memory is wrong or unwanted
 (memory_history still shows it). Returns {deleted: false} if nothing was there.""",
+    "memory_get_by_id": """\
+Read the item with an id (the id of a memory_search or memory_recall hit, or of any item
+you were given): returns {found, item}, the item with its namespace and key (memory_put
+there updates it). found is false if no item you may read has that id.""",
+    "memory_delete_by_id": """\
+Delete the item with an id (memory_history still shows it). Returns {deleted: false} if no
+item you may read has that id.""",
     "memory_list": """\
-Items with their values in address order under a namespace prefix (and key prefix), a
-page at a time: pass next_cursor back as cursor. Use it to read a small, known area; for
-an overview use memory_summarize, for a topic memory_search.""",
+Items with their values under a namespace prefix (and key prefix), a page at a time: pass
+next_cursor back as cursor. order "recent": what changed lately first. For an overview use
+memory_summarize, for a topic memory_search.""",
     "memory_summarize": """\
 The map of the memory: per namespace, its key paths cut at depth segments, with counts
 (no values). Use it FIRST on an unfamiliar store; drill down with key_prefix and a larger
-depth, then read items with memory_get.""",
+depth.""",
     "memory_search": """\
-Find items about a topic when you don't know their address: use it for questions such as
-"what do I know about the user's editor?" (full-text and vector search over live rows).
+Find items about a topic when you don't know their address, e.g. "what do I know about the
+user's editor?" (full-text and vector).
 Know the address? memory_get; the key? memory_recall with key. Scores only order the hits.""",
     "memory_recall": """\
-One call for either lookup: with key, the keyed recall: every item filed under exactly that
-key in any namespace you may see, newest first, no ranking (use it when you know the key
-but not the namespace); without key, it searches query like memory_search.""",
+With key, every item filed under exactly that key in any
+namespace you may see, newest first, unranked (the key known, not the namespace);
+without key, a search like memory_search.""",
     "memory_history": """\
 Past versions of an exact address, newest first: earlier values, who wrote them, when, and
-what ended them. Use it for "what was this before?"; the current value is memory_get.""",
+what ended them. Use it for "what was this before?".""",
 }
 
 DESCRIPTIONS = {name: " ".join(text.split()) for name, text in DESCRIPTIONS.items()}  # one paragraph each
@@ -391,7 +404,9 @@ SHAPES: dict[str, Any] = {
     "key_prefix": str,
     "limit": int,
     "cursor": str,
+    "order": str,
     "floor": bool,
+    "where": dict[str, Any] | None,
     "query": str,
     "value": Any,
     "text": str,
@@ -414,6 +429,7 @@ SHAPES: dict[str, Any] = {
     "k": int,
     "ids": list[str],
     "chunk_id": str,
+    "item_id": str,
     "before": int,
     "after": int,
     "kind": str,
@@ -444,7 +460,7 @@ SHAPES: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Offer:
-    """An MCP tool made from one operation of the table (:mod:`memlane.core.operations`).
+    """An MCP tool made from one operation of the table (:mod:`memlane.values.operations`).
 
     Its parameters' defaults are the core's and their descriptions the table's; what it says about
     itself is in :data:`DESCRIPTIONS`, and its hints follow from the operation (a safe read, a delete,
@@ -531,6 +547,21 @@ def _deleted(deleted: bool, args: dict[str, Any]) -> dict[str, Any]:
     return {"deleted": deleted, "namespace": _text(args["namespace"]), "key": args["key"]}
 
 
+def _found_by_id(item: Any, args: dict[str, Any]) -> dict[str, Any]:
+    if item is None:  # one answer for an id never written and one this agent may not read
+        return {
+            "found": False,
+            "item": None,
+            "message": f"no item you may read has id {args['item_id']!r} (or it was deleted or expired); "
+            "memory_search finds items by topic",
+        }
+    return {"found": True, "item": item.to_dict()}
+
+
+def _deleted_by_id(deleted: bool, args: dict[str, Any]) -> dict[str, Any]:
+    return {"deleted": deleted, "item_id": args["item_id"]}
+
+
 def _pairs(args: dict[str, Any]) -> dict[str, Any]:
     addresses = [(a.namespace, a.key) if isinstance(a, Address) else (a[0], a[1]) for a in args["addresses"]]
     return {"addresses": addresses}
@@ -549,11 +580,13 @@ ITEM_OFFERS = (
           answer=lambda item, args: {"item": item.to_dict()}),
     Offer("add_conversation", ("namespace", "messages", "session", "at", "window")),
     Offer("delete", ("namespace", "key"), answer=_deleted),
-    Offer("list", ("namespace_prefix", "key_prefix", "limit", "cursor")),
+    Offer("list", ("namespace_prefix", "key_prefix", "limit", "cursor", "order")),
     Offer("summarize", ("namespace_prefix", "depth", "key_prefix")),
-    Offer("search", ("query", "namespace_prefix", "limit", "channels", "floor")),
-    Offer("recall", ("query", "key", "namespace_prefix", "limit", "mode", "floor"), prepare=_query_or_key),
+    Offer("search", ("query", "namespace_prefix", "limit", "channels", "floor", "where")),
+    Offer("recall", ("query", "key", "namespace_prefix", "limit", "mode", "floor", "where"), prepare=_query_or_key),
     Offer("history", ("namespace", "key")),
+    Offer("get_by_id", ("item_id",), answer=_found_by_id),
+    Offer("delete_by_id", ("item_id",), answer=_deleted_by_id),
 )  # fmt: skip
 FACT_OFFERS = (
     # reads
@@ -705,6 +738,7 @@ PROFILES: dict[str, tuple[str, ...]] = {
     "conversations": ("memory_add_conversation",),
     "facts": tuple(FACT_DESCRIPTIONS),
     "query": tuple(QUERY_DESCRIPTIONS),
+    "ids": ("memory_get_by_id", "memory_delete_by_id"),
 }
 PROFILES["all"] = tuple(dict.fromkeys(name for names in PROFILES.values() for name in names))
 # earlier tool names, still answered (not listed) where the tool they name is offered
@@ -727,8 +761,8 @@ def tool_selection(spec: str | Iterable[str] | None = None) -> tuple[str, ...]:
     chosen: dict[str, None] = {}
     for word in words or ["default"]:
         name = word.lstrip("-").strip()
-        full = TOOL_ALIASES.get(name, name if name in PROFILES or name.startswith("memory_") else f"memory_{name}")
-        full = TOOL_ALIASES.get(full, full)
+        full = name if name in PROFILES or name.startswith("memory_") else f"memory_{name}"
+        full = TOOL_ALIASES.get(full, full)  # an earlier name (set, memory_set) is the tool's
         if full in PROFILES:
             names = PROFILES[full]
         elif full in PROFILES["all"]:

@@ -154,3 +154,18 @@ def test_deleting_an_agent_takes_its_rooms_grants_and_token_in_one_logged_change
     assert log[-2:] == [("remove_member", "eng"), ("delete_agent", None)]
     assert access.delete_agent("carol") is False  # nothing left to delete
     assert mem.get("agent/alice", "notes.todo") is not None  # other agents' items untouched
+
+
+def test_activity_counts_only_what_the_agent_may_see(access, mem):
+    alice = access.view(access.agent("alice"))
+    bob = access.view(access.agent("bob"))
+    bob.search("billing", namespace_prefix="agent/bob")  # bob's recall of his own namespace
+    alice.search("billing")
+    rows = alice.activity()["rows"]
+    assert {r["namespace"] for r in rows} == {"agent/alice", "room/eng"}
+    assert all(r["recalls"] == 1 for r in rows)
+    owner = {r["namespace"]: r for r in mem.activity()["rows"]}
+    assert set(owner) == {"agent/alice", "agent/bob", "room/eng", "room/ops", "project/x"}
+    assert owner["agent/bob"]["recalls"] == 1 and owner["room/ops"]["recalls"] == 0
+    with pytest.raises(ForbiddenError):
+        alice.activity("room/ops")

@@ -1,5 +1,4 @@
 """The core layer: ``Memory`` composes the domain parts over one store, ``AgentView`` is a ``Memory`` narrowed
-to one agent's scope, ``operations.OPERATIONS`` is the table of operations the surfaces are made from. A module
-of this layer may import every layer below it (``memlane.domain``, ``memlane.store``, ``memlane.values``),
-never a surface.
+to one agent's scope. A module of this layer may import every layer below it (``memlane.domain``,
+``memlane.store``, ``memlane.values``), never a surface.
 """

@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..store import sharing
 from ..store._common import SqlSession, ns_tuple, ts
+from ..values import surface
 from ..values import validate as v
 from ..values.agents import Agent, Change, Grant, Listing, Scope
 from ..values.errors import ConflictError, NotFoundError, ValidationError
 from ..values.gate import Gate
 from ..values.model import Namespace, namespace_text
-from . import surface
-from .operations import Operation
+from ..values.operations import Operation
 
 if TYPE_CHECKING:
     from .memory import Memory

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import binascii
 import builtins
+import contextlib
 import json
 import math
 import os
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..domain import conversation
+from ..domain import activity, conversation
 from ..domain.facts import transfer
 from ..domain.facts.layer import FactsLayer
 from ..domain.indexer import LEASE_S, POLL_S, CatchUp, Indexer
@@ -30,12 +31,20 @@ from ..domain.search.embedders import (
     Embedder,
     check_runnable,
     default_available,
+    describe_record,
+    embedder_record,
+    embedder_spec,
+    embedder_version,
     get_embedder,
+    known_dimension,
+    record_differs,
+    recorded_spec,
     resolve_embedder,
 )
 from ..store.base import EVERYTHING, PutRow, Store, Within
 from ..values import retention
 from ..values import validate as v
+from ..values import where as where_rules
 from ..values.errors import (
     BackendUnavailableError,
     ConflictError,
@@ -51,6 +60,7 @@ from ..values.ids import new_ids
 from ..values.model import Envelope, Hit, Item, Namespace, Page, Stats, Version, namespace_text
 from ..values.query import QueryPlan, QueryResult, SavedQuery
 from ..values.retention import CleanupReport, RetentionRule
+from ..values.validate import RECORD_FIELDS
 
 if TYPE_CHECKING:
     from ..domain.extract import Extractor
@@ -63,6 +73,7 @@ DEFAULT_PATH = "memlane.db"
 CHANNELS = ("lexical", "vector")
 MODES = ("hybrid", "lexical", "vector", "single", "tiered")
 DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded embedder, else the default
+NO_EMBEDDER = "none"  # open(embedder="none"): lexical only, as embedder=None and the CLI's --embedder none
 # Fusion defaults, measured in bench/retrieval.py (docs/benchmarks.md): a small
 # general embedder is the weaker channel on conversational text, so the vector
 # channel counts half, and a small k lets each channel's top ranks decide.
@@ -71,7 +82,6 @@ DEFAULT = "default"  # sentinel for open(embedder=...): the store's recorded emb
 DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
 DEFAULT_RRF_K = 10
 INDEXING = ("background", "sync", "external")
-RECORD_FIELDS = frozenset({"namespace", "key", "value", "text", "metadata", "ttl", "index"})
 
 
 def _system_clock() -> datetime:
@@ -82,6 +92,18 @@ def _pair(address: Any, n: int) -> Any:
     if not isinstance(address, tuple | builtins.list) or len(address) != 2:
         raise ValidationError("addresses", f"address {n} must be a (namespace, key) pair")
     return address
+
+
+def _item_id(raw: Any) -> str:
+    if not isinstance(raw, str) or not raw or len(raw) > 200:
+        raise ValidationError("item_id", f"must be an item id such as a search hit's 'id', not {raw!r:.60}")
+    return raw
+
+
+def _exported(n: int, record: Any) -> dict[str, Any]:
+    if not isinstance(record, Mapping):
+        raise ValidationError("records", f"record {n} is a {type(record).__name__}, not an exported record (an object)")
+    return dict(record)
 
 
 def _prefix(raw: Any) -> Namespace:
@@ -112,6 +134,37 @@ def _page(items: builtins.list[Item], limit: int) -> Page:
         items = items[:limit]
         return Page(items, _encode_cursor(items[-1].namespace, items[-1].key))
     return Page(items, None)
+
+
+def _recent(order: Any, key_prefix: Any) -> bool:
+    """Whether ``list`` reads what changed lately (``order="recent"``) rather than in address order."""
+    if order not in ("address", "recent"):
+        raise ValidationError("order", f"{order!r} is not one of address, recent")
+    if order == "recent" and key_prefix:
+        raise ValidationError("key_prefix", "is for order='address'; order='recent' lists a namespace prefix")
+    return bool(order == "recent")
+
+
+def _recent_page(items: builtins.list[Item], arguments: tuple[Any, ...]) -> Page:
+    """A page of what changed lately from the ``limit + 1`` items read at ``offset`` (``arguments``)."""
+    limit, offset = arguments[3] - 1, arguments[4]
+    if len(items) > limit:
+        raw = json.dumps({"recent": offset + limit}, separators=(",", ":"))
+        return Page(items[:limit], base64.urlsafe_b64encode(raw.encode()).decode().rstrip("="))
+    return Page(items, None)
+
+
+def _decode_recent_cursor(cursor: Any) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(str(cursor) + "=" * (-len(str(cursor)) % 4))
+        offset = json.loads(raw)["recent"]
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
+            raise ValueError(offset)
+        return offset
+    except (ValueError, TypeError, KeyError, binascii.Error) as e:
+        raise ValidationError(
+            "cursor", "is not a cursor returned by list(order='recent'); pass next_cursor unchanged"
+        ) from e
 
 
 def _to_depth(found: builtins.list[Namespace], max_depth: Any) -> builtins.list[Namespace]:
@@ -178,8 +231,18 @@ def _embedding(raw: Any, embedder: Embedder | None) -> builtins.list[float]:
 
 
 def _recorded_embedder(store: Store) -> dict[str, Any] | None:
+    """The embedder the store records (:func:`~memlane.search.embedders.embedder_record`), or ``None``.
+
+    A record from before dimensions were recorded gets the dimension of its
+    stored vectors, when there is one.
+    """
     raw = store.get_meta("embedder")
-    return None if raw is None else json.loads(raw)
+    if raw is None:
+        return None
+    recorded: dict[str, Any] = json.loads(raw)
+    if recorded.get("dimension") is None:
+        recorded["dimension"] = store.stored_dimension()
+    return recorded
 
 
 class Memory:
@@ -195,7 +258,7 @@ class Memory:
             them in batches), ``"sync"`` (every write embeds before it returns)
             or ``"external"`` (writes mark items; another process embeds them).
         catch_up: how much of its scope's waiting items a search embeds first
-            (:class:`~memlane.indexer.CatchUp`; default from the environment).
+            (:class:`~memlane.domain.indexer.CatchUp`; default from the environment).
             Also settable later as the :attr:`catch_up` attribute.
     """
 
@@ -218,8 +281,13 @@ class Memory:
         self._embedder_recorded = embedder is None or _recorded_embedder(store) is not None
         # shared by an agent's copy (AgentView copies this object): one thread per memory
         self._indexer = Indexer(self)
-        # set on an agent's copy (memlane.access.AgentView): every read is narrowed to it in SQL
+        # (embedder, its relevance scale): measured at the first vector search, again when the embedder changes
+        self._relevance_scale: tuple[Embedder, relevance.Scale | None] | None = None
+        # set on an agent's copy (memlane.core.access.AgentView): every read is narrowed to it in SQL
         self._scope: Scope | None = None
+        # recalls answered (no store keeps them), shared by the agents' copies; see activity()
+        opened = self._clock()
+        self._recalls = activity.RecallCounts(opened if opened.tzinfo is not None else opened.replace(tzinfo=UTC))
 
     @property
     def embedder(self) -> Embedder | None:
@@ -485,9 +553,9 @@ class Memory:
                 is in each returned item's value).
             at: the time of messages that carry none; defaults to now.
             window: turns each side indexed with a turn (0..10).
-            extractor: a :class:`memlane.extract.Extractor`; when given, what it
+            extractor: a :class:`memlane.domain.extract.Extractor`; when given, what it
                 finds in the new turns is filed as entities, facts and claims
-                citing them (see :mod:`memlane.extract`).
+                citing them (see :mod:`memlane.domain.extract`).
 
         Returns:
             The new turns' items, in order.
@@ -541,7 +609,7 @@ class Memory:
         return rows, True, self._indexing == "background"
 
     def _record_embedder(self, embedder: Embedder) -> None:
-        self._store.set_meta("embedder", json.dumps({"name": embedder.name, "dimension": embedder.dimension}))
+        self._store.set_meta("embedder", json.dumps(embedder_record(embedder)))
         self._embedder_recorded = True
 
     def _embed(self, texts: Sequence[str]) -> builtins.list[bytes]:
@@ -568,9 +636,10 @@ class Memory:
                 )
             blobs[text] = to_blob(normalise(vec))
         recorded = _recorded_embedder(self._store) if self._embedder_recorded else None
-        if recorded is not None and recorded["dimension"] != embedder.dimension:
-            # open() compares names only, so a remote embedder is not called just to open a store
-            raise EmbedderMismatchError(_mismatch(recorded, embedder.name, embedder.dimension))
+        if recorded is not None and record_differs(recorded, embedder):
+            # open() checked the same rule, but another process may have reindexed since, and an embedder
+            # that learns its dimension from its first response (openai:) was not asked at open
+            raise EmbedderMismatchError(_mismatch(recorded, embedder))
         if not self._embedder_recorded:
             self._record_embedder(embedder)
         return [blobs[t] for t in texts]
@@ -600,7 +669,7 @@ class Memory:
     def cleanup(self) -> int:
         """Physically delete expired rows and history beyond the retention rules; returns how many.
 
-        The count is :attr:`CleanupReport.total <memlane.retention.CleanupReport.total>`
+        The count is :attr:`CleanupReport.total <memlane.values.retention.CleanupReport.total>`
         (expired items plus history versions); :meth:`cleanup_report` tells them apart.
         """
         return self.cleanup_report().total
@@ -625,7 +694,7 @@ class Memory:
 
         Replaces the rule at exactly that prefix (``()``/``""``: every
         namespace). Nothing is deleted until :meth:`cleanup`. See
-        :mod:`memlane.retention` for the precise rules: the live item never
+        :mod:`memlane.values.retention` for the precise rules: the live item never
         counts or goes; with both limits a version must be inside both; a
         namespace follows the longest prefix covering it.
         """
@@ -661,6 +730,35 @@ class Memory:
         checked = self._addresses(addresses)
         return self._store.get_many(checked, self._now()) if checked else []
 
+    def get_by_id(self, item_id: str) -> Item | None:
+        """The live item with this ``id`` (the one every item and search hit carries), or ``None``.
+
+        Read under the caller's scope inside the one statement: an id an agent may
+        not read answers ``None``, exactly as an id that was never written. The
+        item holds its ``namespace`` and ``key``: :meth:`put` at that address
+        updates it (keeping its ``id``), :meth:`delete_by_id` deletes it.
+        """
+        return self._store.get_by_id(_item_id(item_id), self._within(()), self._now())
+
+    def delete_by_id(self, item_id: str) -> bool:
+        """Delete the live item with this ``id`` (kept in history, as :meth:`delete` keeps it).
+
+        Returns whether a live item was deleted: ``False`` for an id that does not
+        exist, has expired or lies outside what the caller may read (the same answer).
+
+        Raises:
+            ForbiddenError: the caller may read the item but not write its namespace.
+        """
+        item_id = _item_id(item_id)
+        within = self._within(())
+        if self._scope is not None and not self._scope.admin:
+            # an item never moves: its namespace, read under the scope, says whether this agent may delete it
+            item = self._store.get_by_id(item_id, within, self._now())
+            if item is None:
+                return False
+            within = [self._writable(item.namespace)]
+        return self._store.delete_by_id(item_id, within, self._now(), self.author)
+
     def _addresses(self, addresses: Any) -> builtins.list[tuple[Namespace, str]]:
         """``get_many``'s addresses, checked: each a readable namespace and a key."""
         if isinstance(addresses, str | bytes | Mapping) or not isinstance(addresses, Iterable):
@@ -695,14 +793,27 @@ class Memory:
         key_prefix: str = "",
         limit: int = 100,
         cursor: str | None = None,
+        order: str = "address",
     ) -> Page:
         """Items in address order (namespace text, then key), one page at a time.
 
         Pass ``page.next_cursor`` back as ``cursor`` to continue; it is ``None``
-        on the last page.
+        on the last page. ``order="recent"``: what changed lately first (the most
+        recently written, then address), for "what happened since?"; its pages are
+        counted from the newest, so a write between two pages shifts them by one.
         """
+        if _recent(order, key_prefix):
+            arguments = self._recent_arguments(namespace_prefix, limit, cursor)
+            return _recent_page(self._store.select(*arguments), arguments)
         within, kp, limit, after = self._list_arguments(namespace_prefix, key_prefix, limit, cursor)
         return _page(self._store.list(within, kp, limit + 1, after, self._now()), limit)
+
+    def _recent_arguments(
+        self, namespace_prefix: Any, limit: Any, cursor: Any
+    ) -> tuple[Within, builtins.list[Condition], str, int, int, datetime]:
+        within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
+        offset = 0 if cursor is None else _decode_recent_cursor(cursor)
+        return within, [], "updated_desc", v.limit(limit) + 1, offset, self._now()
 
     def _list_arguments(
         self, namespace_prefix: Any, key_prefix: Any, limit: Any, cursor: Any
@@ -735,7 +846,11 @@ class Memory:
         key_prefix: str = "",
         limit: int = 100,
         cursor: str | None = None,
+        order: str = "address",
     ) -> Page:
+        if _recent(order, key_prefix):
+            arguments = self._recent_arguments(namespace_prefix, limit, cursor)
+            return _recent_page(await self._store.aselect(*arguments), arguments)
         within, kp, limit, after = self._list_arguments(namespace_prefix, key_prefix, limit, cursor)
         return _page(await self._store.alist(within, kp, limit + 1, after, self._now()), limit)
 
@@ -810,11 +925,15 @@ class Memory:
         limit: int = 10,
         offset: int = 0,
     ) -> builtins.list[Item]:
-        """Items under a prefix whose value meets conditions, evaluated in the database, one page.
+        """Items under a prefix meeting conditions, evaluated in the database, one page.
 
         ``where`` maps dotted field paths to a value (equality) or to operators
         ``$eq $ne $gt $gte $lt $lte``: ``{"kind": "note", "stats.score": {"$gte": 3}}``.
-        Comparisons are type-aware (see :mod:`memlane.where`). ``order`` is
+        A path reads the value, or with a first segment ``metadata``, ``author``,
+        ``created_at`` or ``updated_at`` that part of the item (``value.<path>``
+        names the value explicitly). Times are ISO 8601 or relative to the
+        memory's clock (``"-7d"``). Comparisons are type-aware (see
+        :mod:`memlane.values.where`). ``order`` is
         ``"updated_desc"`` (newest first, then address) or ``"address"``;
         ``limit`` is 1..1000 and ``offset`` skips that many matches (0..1,000,000).
         """
@@ -823,15 +942,14 @@ class Memory:
     def _select_arguments(
         self, namespace_prefix: Any, where: Any, order: Any, limit: Any, offset: Any
     ) -> tuple[Within, builtins.list[Condition], str, int, int, datetime]:
-        from ..values import where as w
-
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
-        conditions = w.conditions(where)
+        now = self._now()
+        conditions = where_rules.conditions(where, now=now)
         if order not in ("updated_desc", "address"):
             raise ValidationError("order", f"{order!r} is not one of updated_desc, address")
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
             raise ValidationError("offset", "must be an integer from 0 to 1,000,000")
-        return within, conditions, order, v.limit(limit, maximum=1000), offset, self._now()
+        return within, conditions, order, v.limit(limit, maximum=1000), offset, now
 
     def summarize(
         self, namespace_prefix: Namespace | str = (), *, depth: int = 3, key_prefix: str = ""
@@ -855,6 +973,22 @@ class Memory:
     def history(self, namespace: Namespace | str, key: str) -> builtins.list[Version]:
         """Past versions of an address (replaced, deleted, cleared), newest first."""
         return self._store.history(self._readable(namespace), v.key(key))
+
+    def activity(
+        self, namespace_prefix: Namespace | str = (), *, bucket: str = "hour", days: int = 7
+    ) -> dict[str, Any]:
+        """The memory's life over time: per namespace and ``bucket`` (``hour`` or ``day``), the last ``days``.
+
+        Each row has ``namespace``, ``at`` (the bucket's start) and four counts: ``writes`` (item versions
+        written; history pruned by a retention rule is no longer counted), ``deletes`` (items deleted or
+        cleared), ``facts`` (entities, fact versions, documents and claims recorded) and ``recalls``
+        (searches and recalls that returned hits from the namespace). Recalls are not stored: this memory
+        counts the ones it answered since ``recalls_since`` (a service counts per worker process).
+        Buckets with nothing in them are left out.
+        """
+        prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
+        bucket, days = activity.window(bucket, days)
+        return activity.timeline(self._store, self._recalls, self._within(prefix), prefix, bucket, days, self._now())
 
     def stats(self) -> Stats:
         """Counts (active and expired items, namespaces, history, vectors), size and embedder."""
@@ -880,6 +1014,7 @@ class Memory:
         weights: Mapping[str, float] | None = None,
         floor: bool = False,
         min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> Envelope:
         """Search by topic: nominate per channel, fuse with RRF, confirm against live rows.
 
@@ -906,8 +1041,11 @@ class Memory:
             rrf_k: the RRF constant ``k`` in ``1/(k + rank)`` (default 10).
             weights: per-channel RRF weights (default lexical 1.0, vector 0.5).
             floor: apply the relevance decision: drop the hits it judges not
-                relevant (counted in ``below_floor``; see :mod:`memlane.search.relevance`).
+                relevant (counted in ``below_floor``; see :mod:`memlane.domain.search.relevance`).
             min_score: also drop hits whose fused score is below this.
+            where: conditions an item must meet, in :meth:`select`'s language; part of
+                each channel's statement, so the ``limit`` returned are the best among
+                the items meeting them.
 
         Returns:
             An :class:`Envelope`. Scores order hits; they are not calibrated.
@@ -926,14 +1064,19 @@ class Memory:
         min_score = _min_score(min_score)
         within = self._within(prefix)
         now = self._now()
+        conditions = where_rules.conditions(where, now=now)
         notes: builtins.list[str] = []
         nominations: dict[str, Sequence[Any]] = {}
         timings: dict[str, float] = {}
         words = rank.terms(query)
+        lexical_found: Sequence[Any] = ()
+        vector_found: Sequence[Any] = ()
         if "lexical" in wanted:
             if not words:
                 notes.append("the query has no searchable words")
-            nominations["lexical"] = self._store.lexical(words, within, k)
+            # at least the head the relevance decision reads (relevance.HEAD_K), whatever candidate_k is
+            lexical_found = self._store.lexical(words, within, max(k, relevance.HEAD_K), conditions)
+            nominations["lexical"] = lexical_found[:k]
             timings["lexical_ms"] = _ms(started)
         pending = None
         if "vector" in wanted:
@@ -948,19 +1091,31 @@ class Memory:
                 )
             else:
                 pending = self._catch_up(within, notes, timings)
-                nominations["vector"] = self._store.vector(query_vector, within, k)
+                try:
+                    # the query's similarity profile (relevance.PROFILE_K nearest) is read whatever candidate_k is
+                    vector_found = self._store.vector(query_vector, within, max(k, relevance.PROFILE_K), conditions)
+                    found = vector_found[:k]
+                    mismatch = [] if found else self._dimension_note(len(query_vector))
+                except StoreError:  # PostgreSQL refuses to compare vectors of two dimensions: said as on SQLite
+                    found, mismatch = [], self._dimension_note(len(query_vector))
+                    if not mismatch:
+                        raise
+                nominations["vector"] = found
+                notes.extend(mismatch)
             timings["vector_ms"] = _ms(t)
         t = time.perf_counter()
         fused = rank.fuse(nominations, rrf_k=rrf_k, weights=weights)
         timings["fuse_ms"] = _ms(t)
         t = time.perf_counter()
-        vector_found = nominations.get("vector") or ()
+        profile = vector_found[: relevance.PROFILE_K] if "vector" in nominations else []
         judge = relevance.Judge(
             lambda terms, most: self._store.document_counts(terms, within, most),
             words,
             None if self._embedder is None else self._embedder.name,
             vector_ran="vector" in nominations,
-            vector_scores=[n[1] for n in vector_found],
+            vector_scores=[n[1] for n in profile],
+            vector_ids=[n[0] for n in profile],
+            scale=self._scale_for_relevance() if "vector" in nominations and embedding is None else None,
         )
 
         def accept(hit: Hit) -> bool:
@@ -970,13 +1125,16 @@ class Memory:
             return (min_score is None or hit.score >= min_score) and (not floor or judge.keeps(hit))
 
         hits, dropped, truncated, below = rank.confirm_relevant(
-            fused, lambda ids: self._store.hydrate(ids, within, now), limit, terms=words, accept=accept
+            fused, lambda ids: self._store.hydrate(ids, within, now, conditions), limit, terms=words, accept=accept
         )
-        hits, refused = judge.settle(hits, drop=bool(floor))
+        heads = [n[0] for n in lexical_found[: relevance.HEAD_K]] + [n[0] for n in profile[: relevance.HEAD_K]]
+        found_head = self._head_found(judge, heads, hits, within, now, words)
+        hits, refused = judge.settle(hits, drop=bool(floor), found=found_head)
         if refused:
             below, truncated = below + refused, False
         timings["confirm_ms"] = _ms(t)
         status = _status(hits, pending, below, judge, notes)
+        self._recalls.count((hit.item.namespace for hit in hits), now)
         timings["total_ms"] = _ms(started)
         return Envelope(
             operation="search",
@@ -992,6 +1150,7 @@ class Memory:
                 "floor": bool(floor),
                 "min_score": min_score,
             }
+            | ({"where": dict(where or {})} if conditions else {})
             | self._searched(prefix, within),
             hits=hits,
             counts={ch: len(found) for ch, found in nominations.items()},
@@ -1003,6 +1162,47 @@ class Memory:
             below_floor=below,
             status=status,
         )
+
+    def _scale_for_relevance(self) -> relevance.Scale | None:
+        """The embedder's :class:`~memlane.domain.search.relevance.Scale`, measured once per embedder (one batch of
+        :data:`~memlane.domain.search.relevance.REFERENCE_TEXTS`) and again after ``reindex`` changes it."""
+        embedder = self._embedder
+        if embedder is None:
+            return None
+        cached = self._relevance_scale
+        if cached is None or cached[0] is not embedder:
+            try:
+                scale: relevance.Scale | None = relevance.measure_scale(
+                    embedder.embed_batch(list(relevance.REFERENCE_TEXTS))
+                )
+            except Exception:  # an embedder that fails here fails the query too; until then, its name's noise
+                scale = None
+            self._relevance_scale = cached = (embedder, scale)
+        return cached[1]
+
+    def _head_found(
+        self,
+        judge: relevance.Judge,
+        heads: Sequence[Any],
+        hits: Sequence[Hit],
+        within: Sequence[Namespace],
+        now: datetime,
+        words: Sequence[str],
+    ) -> bool:
+        """Whether a hit among the channels' heads (the first relevance.HEAD_K nominations of each) is relevant
+        on its own: what lets weaker hits stand beside it, whatever candidate_k and limit are."""
+        judged = {hit.item.id: hit for hit in hits}
+        if any(judged[ref].relevant for ref in heads if ref in judged):
+            return True
+        rest = [ref for ref in dict.fromkeys(heads) if ref not in judged]
+        if not rest:
+            return False
+        live = self._store.hydrate(rest, within, now)
+        for item in live.values():
+            hit = Hit(item, 0.0, matched=relevance.matched(words, item))
+            if judge.judge(hit).relevant:
+                return True
+        return False
 
     def _catch_up(self, within: Sequence[Namespace], notes: builtins.list[str], timings: dict[str, float]) -> int:
         """Embed the scope's items still waiting for vectors, within :attr:`catch_up`; returns how many still wait."""
@@ -1016,6 +1216,20 @@ class Memory:
             left = self._store.count_pending(within)
         timings["catch_up_ms"] = _ms(t)
         return left
+
+    def _dimension_note(self, dimension: int) -> builtins.list[str]:
+        """Why a vector channel that ran nominated nothing, if it is that the store's vectors have another
+        dimension than the query's (read only then: the store may have been reindexed by another process)."""
+        recorded = _recorded_embedder(self._store)
+        if recorded is None or recorded.get("dimension") in (None, dimension):
+            return []
+        made = recorded_spec(recorded)
+        return [
+            f"vector channel found nothing: the query vector has {dimension} dimensions, but this store's vectors "
+            f"have {recorded['dimension']} (made by {describe_record(recorded)}); open the store without choosing "
+            f"an embedder to use the recorded one, {made}, or rebuild the vectors with `memlane reindex --embedder "
+            f"NAME` (Python: Memory.reindex(NAME))"
+        ]
 
     def _embed_query(self, query: str) -> builtins.list[float]:
         from ..values.vectors import normalise
@@ -1041,6 +1255,7 @@ class Memory:
         chooser: Chooser | None = None,
         floor: bool | None = None,
         min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> Envelope:
         """The agent's one entry point to its memory.
 
@@ -1048,14 +1263,15 @@ class Memory:
         scored 0.0, no index touched. Without one it searches: ``mode`` is
         ``hybrid`` (lexical + vector, the default), ``lexical``, ``vector``, or
         the chooser-assisted ``single`` / ``tiered`` (a caller-supplied
-        :class:`~memlane.search.choose.Chooser` picks addresses from the
+        :class:`~memlane.domain.search.choose.Chooser` picks addresses from the
         summarize map; without one they fall back to lexical and say so).
 
         ``floor`` applies :meth:`search`'s relevance decision, dropping the hits
         it judges not relevant. By default (``None``) a question in words is
         judged, so an answer can be empty ("nothing relevant"), while a
         ``vector`` recall with a caller-given ``embedding`` returns the
-        ``limit`` nearest, as a vector store does. ``min_score`` is :meth:`search`'s.
+        ``limit`` nearest, as a vector store does. ``min_score`` and ``where`` are
+        :meth:`search`'s (``where`` also narrows a keyed fetch).
         """
         started = time.perf_counter()
         if mode not in MODES:
@@ -1063,7 +1279,13 @@ class Memory:
         if key is not None:
             prefix = v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
             limit = v.limit(limit, maximum=1000)
-            items = self._store.fetch(v.key(key), self._within(prefix), limit + 1, self._now())  # one more: truncated?
+            now = self._now()
+            conditions = where_rules.conditions(where, now=now)
+            # one more: truncated? With conditions, every address holding the key (one per namespace), then those
+            # meeting them (the rule the stores apply in SQL)
+            items = self._store.fetch(v.key(key), self._within(prefix), 10_001 if conditions else limit + 1, now)
+            items = [item for item in items if where_rules.matches(item.value, conditions, item)]
+            self._recalls.count((item.namespace for item in items[:limit]), now)
             return Envelope(
                 operation="recall",
                 params={
@@ -1073,6 +1295,7 @@ class Memory:
                     "limit": limit,
                     "mode": "keyed",
                 }
+                | ({"where": dict(where or {})} if conditions else {})
                 | self._searched(prefix, self._within(prefix)),
                 hits=[Hit(item, 0.0) for item in items[:limit]],
                 counts={"keyed": len(items[:limit])},
@@ -1087,6 +1310,8 @@ class Memory:
             if chooser is not None:
                 from ..domain.search.choose import choose
 
+                if where is not None:
+                    raise ValidationError("where", f"mode {mode!r} with a chooser takes no where; use mode 'hybrid'")
                 return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
             env = self.search(
                 query,
@@ -1095,6 +1320,7 @@ class Memory:
                 channels=("lexical",),
                 floor=floor,
                 min_score=min_score,
+                where=where,
             )
             env.notes.append(f"mode {mode!r} needs a chooser; fell back to lexical")
         else:
@@ -1107,6 +1333,7 @@ class Memory:
                 embedding=embedding,
                 floor=floor,
                 min_score=min_score,
+                where=where,
             )
         env.operation = "recall"
         env.params["mode"] = mode
@@ -1134,7 +1361,7 @@ class Memory:
             new = resolve_embedder(embedder)
             assert new is not None
             recorded = _recorded_embedder(self._store)
-            if recorded is not None and (recorded["name"], recorded["dimension"]) != (new.name, new.dimension):
+            if recorded is not None and record_differs(recorded, new):
                 self._store.drop_vectors()
                 self._facts.drop_vectors()
             self._record_embedder(new)
@@ -1160,7 +1387,7 @@ class Memory:
                 progress(done, total)
         return done + self._facts.embed_missing(batch_size)
 
-    # -- write-behind indexing (memlane.indexer) -----------------------------
+    # -- write-behind indexing (memlane.domain.indexer) ----------------------
 
     def wait_indexed(self, timeout: float | None = None) -> bool:
         """Embed what is waiting, here and now, and wait for batches other indexers hold; ``True`` when done.
@@ -1225,7 +1452,7 @@ class Memory:
 
     # -- schema -----------------------------------------------------------
 
-    # -- facts, claims and sources (see memlane.facts) ------------------------
+    # -- facts, claims and sources (see memlane.domain.facts) -----------------
 
     @property
     def _facts(self) -> FactsLayer:
@@ -1429,7 +1656,7 @@ class Memory:
         """A chunk with its neighbouring passages, in document order."""
         return self._facts.neighbours(chunk_id, before, after, within=self._facts_within())
 
-    # -- query space (see memlane.query) ----------------------------------------
+    # -- query space (see memlane.domain.query) ---------------------------------
 
     def query(
         self,
@@ -1536,8 +1763,20 @@ class Memory:
         layer are then written in one transaction each. With an embedder,
         vectors are then computed for what was imported (items: by the indexer,
         unless ``indexing="sync"``). Returns the number of records written.
+
+        The owner's (or an admin agent's) operation: it writes ids, times and
+        authors as exported, in any namespace. Over the service (``POST
+        /v1/import``, ``Client.import_records``) each call is all or nothing;
+        a large import goes in several calls, each within the body limit.
+
+        Raises:
+            ValidationError: naming the first bad record (its number, from 1); nothing is written.
         """
-        numbered, facts = transfer.split(dict(r) for r in records)
+        if self._scope is not None and not self._scope.admin:
+            raise ForbiddenError("import writes ids, times and authors as exported: only the owner or an admin may")
+        if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
+            raise ValidationError("records", f"must be a list of exported records, not {type(records).__name__}")
+        numbered, facts = transfer.split(_exported(n, r) for n, r in enumerate(records, 1))
         parsed = transfer.parse(facts, self._store)  # checked before anything is written; items in their transaction
         count = self._store.import_records([r for _, r in numbered], self._now(), numbers=[n for n, _ in numbered])
         if facts:
@@ -1562,7 +1801,8 @@ def _status(
     if pending:
         notes.append(
             f"not yet indexed: {pending} items in scope still wait for their vectors; the answer may be among "
-            "them (search again shortly, or call wait_indexed)"
+            "them: search again in a few seconds (the indexer embeds them in the background; in Python, a "
+            "Memory's or AsyncMemory's wait_indexed() waits for it)"
         )
         return "not_yet_indexed"
     if hits or below:
@@ -1587,10 +1827,10 @@ def _named_embedder(spec: Any) -> Any:
     that a missing extra fails at open() in one line and writes nothing; ``_UNNAMED`` when none is named."""
     if isinstance(spec, str) and spec == DEFAULT:
         spec = os.environ.get("MEMLANE_EMBEDDER") or DEFAULT
-        if spec == "none":
-            return None
         if spec == DEFAULT:
             return _UNNAMED
+    if isinstance(spec, str) and spec == NO_EMBEDDER:  # one spelling everywhere: --embedder none, $MEMLANE_EMBEDDER
+        return None
     chosen = resolve_embedder(spec)
     if chosen is not None:
         check_runnable(chosen, f"open without vectors{_LEXICAL_ONLY}")
@@ -1601,24 +1841,54 @@ def _named_embedder(spec: Any) -> Any:
 _LEXICAL_ONLY = " (Python: embedder=None; CLI: --embedder none) for lexical search only"
 
 
-def _choose_embedder(store: Store, named: Any) -> Embedder | None:
+def _choose_embedder(store: Store, named: Any, *, writable: bool) -> Embedder | None:
+    """The embedder a memory opened with ``named`` uses: the one named, else the one the store records (its full
+    record: name, dimension, spec and version), else the default; refused if it does not match the record.
+
+    A record that lacks what the chosen embedder tells (a store from before dimensions or specs were recorded)
+    is completed here, when the store is writable.
+    """
     recorded = _recorded_embedder(store)
     if named is _UNNAMED:
         if recorded is None:
             return get_embedder(DEFAULT_EMBEDDER) if default_available() else None
+        spec = recorded_spec(recorded)
         try:
-            chosen = get_embedder(recorded["name"])
+            chosen = get_embedder(spec)
         except EmbedderError as e:
             raise EmbedderError(
-                f"this store's vectors were made by {recorded['name']!r}, which cannot be loaded here ({e}); "
-                f"open it without an embedder{_LEXICAL_ONLY}"
+                f"this store's vectors were made by {spec!r}, which cannot be loaded here ({e}); open it with that "
+                f"embedder (Python: embedder=<the embedder object>), or without an embedder{_LEXICAL_ONLY}"
             ) from e
         check_runnable(chosen, f"this store's vectors were made by it: open the store without vectors{_LEXICAL_ONLY}")
+    else:
+        chosen = named
+    if chosen is None or recorded is None:
         return chosen
-    # names only: asking a remote embedder its dimension would cost a request on every open
-    if named is not None and recorded is not None and recorded["name"] != named.name:
-        raise EmbedderMismatchError(_mismatch(recorded, named.name))
-    return named  # type: ignore[no-any-return]
+    if record_differs(recorded, chosen):
+        raise EmbedderMismatchError(_mismatch(recorded, chosen, from_record=named is _UNNAMED))
+    if writable:
+        _complete_record(store, recorded, chosen)
+    return chosen
+
+
+def _complete_record(store: Store, recorded: dict[str, Any], chosen: Embedder) -> None:
+    """Record what an older record lacks (its dimension, spec or version), once the chosen embedder matches it."""
+    dimension = known_dimension(chosen)
+    if dimension is None:
+        return  # known at the embedder's first response; the record is completed by its next write
+    full = {"name": chosen.name, "dimension": dimension, "spec": embedder_spec(chosen)}
+    version = embedder_version(chosen)
+    if version is not None:
+        full["version"] = version
+    if all(recorded.get(k) is not None for k in full):
+        return  # complete already (the usual case): nothing more is read or written
+    raw = store.get_meta("embedder")  # read again just before writing: another process may have reindexed since
+    current = None if raw is None else json.loads(raw)
+    if current is None or current == full or any(current.get(k) not in (None, v) for k, v in full.items()):
+        return
+    with contextlib.suppress(StoreError):  # a store this role may not write (a read-only role): completed later
+        store.set_meta("embedder", json.dumps(full))
 
 
 def no_embedder_note() -> str:
@@ -1634,13 +1904,25 @@ def no_embedder_note() -> str:
     )
 
 
-def _mismatch(recorded: dict[str, Any], name: str, dimension: int | None = None) -> str:
-    made = f"{recorded['name']!r} ({recorded['dimension']} dimensions)"
-    asked = f"{name!r}" + (f" ({dimension} dimensions)" if dimension is not None else "")
+def _mismatch(recorded: dict[str, Any], embedder: Embedder, *, from_record: bool = False) -> str:
+    """Why an embedder is refused on this store (both described) and what to do next."""
+    asked = describe_record(
+        {"name": embedder.name, "dimension": known_dimension(embedder), "version": embedder_version(embedder)}
+    )
+    made = describe_record(recorded)
+    spec = embedder_spec(embedder)
+    if from_record:  # the recorded spec (or, before specs were recorded, the name) makes another embedder here
+        return (
+            f"this store's vectors were made by {made}, but {recorded_spec(recorded)!r} makes "
+            f"{asked} here; open the store with the embedder that made them, named with its argument "
+            f"(e.g. {recorded['name']}:<argument>) (Python: or the embedder object), or rebuild them with `memlane "
+            f"reindex --embedder {spec}` (Python: Memory.reindex({spec!r}))"
+        )
+    made_by = recorded_spec(recorded)
     return (
         f"this store's vectors were made by {made}, not {asked}; rebuild them with `memlane reindex --embedder "
-        f"{name}` (Python: Memory.reindex({name!r})), or open the store without choosing an embedder to use "
-        "the recorded one"
+        f"{spec}` (Python: Memory.reindex({spec!r})), or open the store without choosing an embedder to use "
+        f"the recorded one, {made_by}"
     )
 
 
@@ -1662,13 +1944,14 @@ def open(  # noqa: A001
             or ``./memlane.db``.
         clock: zero-argument callable returning an aware datetime.
         author: recorded on every write.
-        embedder: ``None`` for lexical only; a registered name (``"minilm"``,
+        embedder: ``None`` (or ``"none"``, the CLI's word) for lexical only; a registered name (``"minilm"``,
             ``"fake"``, ``"openai:<model>"``); or an object with ``name``,
             ``dimension`` and ``embed_batch``. By default ``$MEMLANE_EMBEDDER``
             (a name, or ``none``) if set; else an existing store uses the
             embedder it records and a new store the default (``minilm``) when
-            its extra is installed. Naming a different embedder than the store
-            records raises :class:`EmbedderMismatchError`.
+            its extra is installed. An embedder whose vectors do not compare
+            with the store's (another name, dimension or version than the
+            store records) raises :class:`EmbedderMismatchError`.
         migrate: apply pending schema migrations (the default). ``False``
             opens without changing the schema, for ``migration_status()``.
         read_only: open an existing SQLite file read-only (``mode=ro``): reads
@@ -1711,7 +1994,7 @@ def open(  # noqa: A001
     if not migrate:
         return Memory(store, clock=clock, author=author, embedder=None, catch_up=catch_up)
     try:
-        chosen = _choose_embedder(store, named)
+        chosen = _choose_embedder(store, named, writable=not read_only)
     except BaseException:
         store.close()
         raise

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -27,13 +27,11 @@ from typing import TYPE_CHECKING, Any
 from ..values import validate as v
 from ..values.errors import ValidationError
 from ..values.model import Item, Namespace
+from ..values.validate import DEFAULT_WINDOW
 
 if TYPE_CHECKING:
     from .ports import Reader
 
-# Measured on shared/data LoCoMo with bench/conversation.py (default recall, MiniLM):
-# hit@10 0.739 for the turn alone, 0.832 at +/-1 turn, 0.863 at +/-2, 0.835 at +/-3.
-DEFAULT_WINDOW = 2
 MAX_WINDOW = 10
 MAX_MESSAGES = 10_000
 MAX_TURNS = 99_999  # five digits keep address order equal to turn order
@@ -144,16 +142,9 @@ class Message:
     message_id: str | int | None
 
 
-def message_list(raw: Any) -> list[Any]:
-    """``messages`` as a list, refusing a string or a single mapping (a common slip)."""
-    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
-        raise ValidationError("messages", f"must be a list of messages (mappings), not {type(raw).__name__}")
-    return list(raw)
-
-
 def messages(raw: Any, default_at: datetime | None) -> list[Message]:
     """Check every message before anything is written; the first bad one raises, naming its position."""
-    raw = message_list(raw)
+    raw = v.message_list(raw)
     if not raw:
         raise ValidationError("messages", "is empty; pass at least one {speaker, text} message")
     if len(raw) > MAX_MESSAGES:

@@ -32,9 +32,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.access import Access, Agent, AgentView
 from ..core.memory import Memory
-from ..core.operations import OPERATIONS, compact
 from ..values import errors, validate, wire
 from ..values.gate import DEFAULT_CAPACITY, DEFAULT_MAX_WAIT, DEFAULT_PER_AGENT, Gate
+from ..values.operations import OPERATIONS, compact
 from ..values.wire import error_body
 from .dispatch import JSON_HEADERS, NOT_JSON, Dispatch, Prepare, encode, error_answer, send_answer
 from .routes import Body, register
@@ -55,6 +55,7 @@ class ErrorDetail(BaseModel):
     field: str | None = Field(default=None, description="The parameter refused, for input errors.")
     reason: str | None = Field(default=None, description="For query_refused: a short code such as not_select.")
     part: str | None = Field(default=None, description="For query_refused: the offending part of the statement.")
+    path: str | None = Field(default=None, description="For no_such_route: the path that no route serves.")
 
 
 class ErrorOut(BaseModel):
@@ -74,13 +75,15 @@ ERROR_ANSWERS: dict[str, dict[str, Any]] = {
         (400, "Input refused (validation_error, naming the field) or a refused query (query_refused)."),
         (401, "No valid bearer token."),
         (403, "The agent may not read or write there."),
-        (404, "Nothing at that address, or no such record."),
+        (404, "Nothing at that address, or no such record (not_found); or no such route (no_such_route)."),
         (409, "A conditional write found the address taken, or the embedder differs."),
         (413, "The request body is too large."),
         (429, "Too much expensive work at once; retry after the Retry-After seconds."),
-        (503, "The store failed; nothing was written."),
+        (503, "The store failed, or the database is unreachable (store_unavailable, with Retry-After)."),
+        (507, "The disk holding the database is full (storage_full); nothing was written."),
     )
 }
+UNAUTHENTICATED = frozenset({f"/{API_VERSION}/health", f"/{API_VERSION}/ready"})
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -98,7 +101,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             for operation in methods.values():
                 answers = operation.setdefault("responses", {})
                 answers.pop("422", None)
-                if path.startswith(f"/{API_VERSION}/") and path != f"/{API_VERSION}/health":
+                if path.startswith(f"/{API_VERSION}/") and path not in UNAUTHENTICATED:
                     operation["security"] = [{"bearer": []}]
                     answers.update({k: v for k, v in ERROR_ANSWERS.items() if k not in answers})
         for unused in ("HTTPValidationError", "ValidationError"):
@@ -336,6 +339,16 @@ def create_app(
         kinds = {404: "not_found", 405: "method_not_allowed", 400: "validation_error", 413: "payload_too_large"}
         message = exc.detail if isinstance(exc.detail, str) else "request refused"
         field = None
+        if exc.status_code == 404:  # no route: not "no such item", so a client with a wrong base URL can tell
+            root = str(request.base_url).rstrip("/")
+            body = error_body(
+                wire.NO_SUCH_ROUTE,
+                f"nothing is served at {request.method} {request.url.path}: the operations are "
+                f"POST /{API_VERSION}/<operation> (GET /{API_VERSION}/operations lists them), and a client's base "
+                f"URL is the service root, such as {root}, without /{API_VERSION}, /api or /docs",
+            )
+            body["error"]["path"] = request.url.path
+            return JSONResponse(body, status_code=404, headers=exc.headers)
         if exc.status_code == 400:  # the body did not parse; a JSON decoder gives up on deep nesting too
             message = NOT_JSON
             field = "body"
@@ -396,7 +409,7 @@ def create_app(
     def ok(obj: Any) -> Response:
         return Response(encode(compact(obj)), media_type="application/json")
 
-    # every POST /v1/<operation> of the table (memlane.core.operations), declared for OpenAPI and /v1/operations;
+    # every POST /v1/<operation> of the table (memlane.values.operations), declared for OpenAPI and /v1/operations;
     # the Dispatch middleware answers them
     register(route)
 
@@ -496,9 +509,17 @@ def create_app(
     async def list_operations() -> Response:
         return JSONResponse({"version": API_VERSION, "operations": operations})
 
-    @app.get(f"/{API_VERSION}/health", summary="Whether the service is up (no token needed).")
+    @app.get(f"/{API_VERSION}/health", summary="Liveness: whether the service process answers (no token needed).")
     async def health() -> Response:  # declared for OpenAPI: Dispatch answers it, in front of FastAPI
         raise RuntimeError("GET /v1/health is answered by memlane.server.dispatch, in front of FastAPI")
+
+    @app.get(
+        f"/{API_VERSION}/ready",
+        summary="Readiness: whether the service can read its store now; 503 while the database is unreachable.",
+        responses={503: ERROR_ANSWERS["503"]},
+    )
+    async def ready() -> Response:  # declared for OpenAPI: Dispatch answers it, in front of FastAPI
+        raise RuntimeError("GET /v1/ready is answered by memlane.server.dispatch, in front of FastAPI")
 
     from ..mcp import mount_mcp
     from .inspector import mount_inspector

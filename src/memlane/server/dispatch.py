@@ -1,7 +1,7 @@
 """The hot path of the service: every ``POST /v1/<operation>`` of the table, served as plain ASGI.
 
 FastAPI builds the service's OpenAPI, its docs page, the administration routes
-and the rest; the operations of :data:`memlane.core.operations.OPERATIONS` (every
+and the rest; the operations of :data:`memlane.values.operations.OPERATIONS` (every
 get, put, search...) are answered here instead, because a request's own work
 is often a few tens of microseconds and FastAPI's generic machinery (dependency
 solving, a worker-thread hop per dependency, ``jsonable_encoder``) cost thirty
@@ -33,8 +33,8 @@ from pydantic import ValidationError as PydanticError
 
 from ..core.access import Access, AgentView
 from ..core.memory import Memory
-from ..core.operations import ANSWERS, OPERATIONS, Operation, compact
 from ..values import errors, validate, wire
+from ..values.operations import ANSWERS, OPERATIONS, Operation, compact
 from .routes import bodies
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -61,7 +61,7 @@ def encode(obj: Any) -> bytes:
 def error_answer(exc: errors.MemlaneError) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
     """Status, body and headers of the one error shape for a memlane error."""
     headers = list(JSON_HEADERS)
-    if isinstance(exc, errors.BusyError):
+    if isinstance(exc, (errors.BusyError, errors.StoreUnavailableError)):
         headers.append((b"retry-after", str(exc.retry_after).encode()))
     return wire.kind_of(exc).status, encode({"error": wire.encode(exc)}), headers
 
@@ -181,15 +181,22 @@ class Dispatch:
             f"{prefix}/{op.route}": (op, models[op.name], (prepare or {}).get(op.name)) for op in OPERATIONS
         }
         self.health_path = f"{prefix}/health"
+        self.ready_path = f"{prefix}/ready"
         self.health = encode({"status": "ok", "version": prefix.strip("/"), "backend": mem.store.backend})
+        self.ready = encode({"status": "ready", "version": prefix.strip("/"), "backend": mem.store.backend})
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
         if route is None or scope["method"] != "POST":
-            if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == self.health_path:
-                # the lightest answer of the stack: load balancers poll it, bench/serve.py takes it as the floor
-                await send_answer(send, 200, self.health, list(JSON_HEADERS))
-                return
+            if scope["type"] == "http" and scope["method"] == "GET":
+                if scope["path"] == self.health_path:
+                    # liveness, the lightest answer of the stack: the process serves (bench/serve.py's floor)
+                    await send_answer(send, 200, self.health, list(JSON_HEADERS))
+                    return
+                if scope["path"] == self.ready_path:
+                    # readiness: one indexed read of the store, so a load balancer polling it sees the database
+                    await send_answer(send, *(await self._in_thread(self._readiness)))
+                    return
             await self.app(scope, receive, send)
             return
         op, model, prepare = route
@@ -218,6 +225,18 @@ class Dispatch:
         else:
             answer = await self._in_thread(self._parse_and_answer, op, model, raw, prepare, token)
         await send_answer(send, *answer)
+
+    def _readiness(self) -> Answer:
+        """200 while the store answers a read; its error otherwise (503 with ``Retry-After`` while the database
+        is unreachable)."""
+        try:
+            self.mem.store.access_head()
+        except errors.MemlaneError as e:
+            return error_answer(e)
+        except Exception:
+            logging.getLogger("uvicorn.error").exception("memlane: the readiness check failed")
+            return error_answer(errors.StoreError("the store could not be read; the service's log has the details"))
+        return 200, self.ready, list(JSON_HEADERS)
 
     async def _in_thread(self, fn: Callable[..., Answer], *args: Any) -> Answer:
         return await asyncio.get_running_loop().run_in_executor(_threads(), fn, *args)
@@ -253,7 +272,10 @@ class Dispatch:
                 args = op.from_wire(args)
             if prepare is not None:
                 args = prepare(args)
-            target: Memory | AgentView = self.mem if op.admin else self.access.view(agent, gated=False)
+            view = self.access.view(agent, gated=False)
+            # an owner setting (retention) runs on the core as the admin who asked: its name is recorded, as in
+            # the access log
+            target: Memory | AgentView = view._as_author() if op.admin else view
             answer = ANSWERS[op.result](getattr(target, op.name)(**args), args)
         except errors.MemlaneError as e:
             return error_answer(e)

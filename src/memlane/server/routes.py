@@ -1,4 +1,4 @@
-"""Every ``POST /v1/<operation>`` of the service, built from one table (:data:`memlane.core.operations.OPERATIONS`).
+"""Every ``POST /v1/<operation>`` of the service, built from one table (:data:`memlane.values.operations.OPERATIONS`).
 
 Each operation's request model is made from the core's signature (required
 fields have no default, optional ones the core's default; ``bool`` fields are
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, create_model
 
-from ..core.operations import OPERATIONS, Operation, wire_default
+from ..values.operations import OPERATIONS, Operation, wire_default
 
 REQUIRED = ...
 
@@ -49,6 +49,10 @@ class RetentionRulesOut(BaseModel):
 
 class ClearedOut(BaseModel):
     cleared: bool
+
+
+class ImportedOut(BaseModel):
+    imported: int
 
 
 class QueryResultOut(BaseModel):
@@ -175,6 +179,25 @@ class SummaryOut(BaseModel):
     summary: dict[str, dict[str, int]]
 
 
+class ActivityRowOut(BaseModel):
+    namespace: str
+    at: str
+    writes: int
+    deletes: int
+    facts: int
+    recalls: int
+
+
+class ActivityOut(BaseModel):
+    namespace_prefix: str
+    bucket: str
+    since: str
+    until: str
+    recalls_since: str
+    series: list[str]
+    rows: list[ActivityRowOut]
+
+
 class ExistsOut(BaseModel):
     exists: bool
 
@@ -215,7 +238,7 @@ class ChunksOut(BaseModel):
     chunks: list[RecordOut]
 
 
-# result shape: its model, documenting what :data:`memlane.core.operations.ANSWERS` makes of the core's answer
+# result shape: its model, documenting what :data:`memlane.values.operations.ANSWERS` makes of the core's answer
 RESULTS: dict[str, type[BaseModel]] = {
     "item": ItemOut,
     "found": ItemOut,
@@ -226,6 +249,7 @@ RESULTS: dict[str, type[BaseModel]] = {
     "deleted": DeletedOut,
     "namespaces": NamespacesOut,
     "summary": SummaryOut,
+    "activity": ActivityOut,
     "versions": VersionsOut,
     "envelope": EnvelopeOut,
     "record": RecordOut,
@@ -236,6 +260,7 @@ RESULTS: dict[str, type[BaseModel]] = {
     "retention_rule": RetentionRuleOut,
     "retention_rules": RetentionRulesOut,
     "cleared": ClearedOut,
+    "imported": ImportedOut,
     "query_result": QueryResultOut,
     "query_plan": QueryPlanOut,
     "query_space": QuerySpaceOut,

@@ -39,6 +39,7 @@ import uvicorn
 import memlane
 
 from ..core.memory import Memory
+from ..domain.search.embedders import embedder_spec
 
 # PostgreSQL connections of all workers' pools together: with each worker's dedicated read connection and
 # the supervisor's pool, 16 workers stay under the server's default max_connections (100)
@@ -55,6 +56,7 @@ STOP_S = 30.0  # how long workers may take to finish their requests after a stop
 RETRY_S = 1.0  # before starting again a worker that could not start, or died soon after, while others serve
 MAX_RETRY_S = 30.0  # the longest wait: each quick death in a row doubles it
 SETTLED_S = 10.0  # a worker that served this long died of something else than its start: replaced at once
+ALONE_S = 0.5  # while no worker listens, the longest a slot waits after its last start before starting again
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
@@ -133,9 +135,24 @@ def shared_port(family: int, address: Any) -> socket.socket:
     return sock
 
 
+def _leave_fork_server() -> None:
+    """Close this worker's copy of the fork server's "supervisor alive" pipe (multiprocessing hands one to every
+    process it forks): the fork server ends when the supervisor's end of it closes, and with it its workers
+    (:func:`_end_with`); a copy held here would keep it, and so this worker, alive after the supervisor died."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
+
+
 def _end_with(supervisor: int) -> None:
-    """Have the kernel stop this worker (SIGTERM) when its supervisor dies, even by SIGKILL (Linux): a
-    worker left behind would go on serving the port with nobody to replace or stop it."""
+    """Have the kernel stop this worker (SIGTERM) when its parent dies, even by SIGKILL (Linux): a worker
+    left behind would go on serving the port with nobody to replace or stop it."""
+    _leave_fork_server()
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -145,7 +162,11 @@ def _end_with(supervisor: int) -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
         return
-    if os.getppid() != supervisor:  # it died before the request was made
+    # the parent is the fork server, which ends with the supervisor (its pipe from it closes): then the
+    # kernel stops this worker. A supervisor already gone before the request: stop now
+    try:
+        os.kill(supervisor, 0)
+    except ProcessLookupError:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -181,15 +202,46 @@ def _work(
         raise SystemExit(STARTUP_FAILURE)
 
 
+# what every worker imports (and builds: memlane.server.preload) before it serves: a fork server does it once,
+# and each worker is a fork of it
+PRELOAD = ["memlane.server.app", "memlane.mcp", "uvicorn", "memlane.server.preload"]
+
+
+def _context() -> Any:
+    """How workers are made: forks of a fork server (Linux, macOS) that imported :data:`PRELOAD` once, so a
+    replacement listens in a fraction of a second instead of importing and building everything anew (about
+    1.5 s of CPU, 3 to 4 s on a busy machine, while the port may have no other listener); the fork server is a
+    fresh interpreter, holding none of this process's threads or connections. Elsewhere a fresh interpreter
+    per worker."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():  # pragma: no cover - Windows
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
 def next_start(now: float, born: float, started: bool, delay: float) -> tuple[float, float]:
-    """When a dead worker's slot starts another, and the wait after the next quick death there.
+    """When a dead worker's slot starts another while other workers serve, and the wait after the next quick
+    death there.
 
     A worker that served :data:`SETTLED_S` is replaced at once; one that could not start or died sooner
-    waits ``delay``, which doubles (up to :data:`MAX_RETRY_S`) while its slot keeps dying quickly.
+    waits ``delay``, which doubles (up to :data:`MAX_RETRY_S`) while its slot keeps dying quickly. While no
+    other worker listens, :func:`start_at` brings the start forward.
     """
     if started and now - born >= SETTLED_S:
         return now, RETRY_S
     return now + delay, min(MAX_RETRY_S, delay * 2)
+
+
+def start_at(planned: float, born: float, serving: int) -> float:
+    """When a waiting slot starts its worker, given how many other workers listen now.
+
+    While others serve, at ``planned`` (the back-off of :func:`next_start`): connections go to them meanwhile.
+    While none does, the port refuses every connection, so the slot waits no longer than :data:`ALONE_S`
+    after its last start (``born``): at once for a worker killed after that, and never more than one
+    interpreter per slot each :data:`ALONE_S` for workers that cannot start at all (the store away).
+    """
+    return planned if serving > 0 else min(planned, born + ALONE_S)
 
 
 def run(
@@ -210,8 +262,9 @@ def run(
     sockets that listen), and replaces a worker that dies.
     Returns whether the workers started.
     """
-    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: no thread or connection of this one
-    embedder = mem.embedder.name if mem.embedder is not None else None
+    spawn = _context()
+    # the full spec ("fake:384"), not the name: a name alone may make another dimension in the worker
+    embedder = embedder_spec(mem.embedder) if mem.embedder is not None else None
     address = holder.getsockname()
 
     def start() -> tuple[Any, Any]:
@@ -249,16 +302,23 @@ def run(
                 now = time.monotonic()
                 if not not_before[i]:
                     # one that could not start (the store away?) or died soon after is tried again after a
-                    # wait that doubles while it keeps dying: never a loop of interpreters spawned 5 times a second
+                    # wait that doubles while it keeps dying and others serve: never a loop of interpreters
+                    # spawned 5 times a second
                     not_before[i], delay[i] = next_start(now, born[i], started.is_set(), delay[i])
                     if started.is_set():
                         wait = f" in {not_before[i] - now:.0f} s" if not_before[i] > now else ""
                         log.warning("memlane: worker %s exited (%s); starting another%s", process.pid,
                                     process.exitcode, wait)  # fmt: skip
-                if now < not_before[i]:
+                # the workers listening now (a replacement under way does not, yet): with none, the wait is short
+                serving = sum(p.is_alive() and s.is_set() for p, s in processes)
+                if now < start_at(not_before[i], born[i], serving):
                     continue
                 not_before[i] = 0.0
-                processes[i] = start()
+                try:
+                    processes[i] = start()
+                except OSError as e:  # no process could be made now (memory, a process limit): next round
+                    log.warning("memlane: could not start a worker (%s); trying again", e)
+                    not_before[i], delay[i] = next_start(now, now, False, delay[i])
                 born[i] = now
     finally:
         for process, _ in processes:

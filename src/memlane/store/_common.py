@@ -18,7 +18,7 @@ from typing import Any
 
 from ..values.errors import ValidationError
 from ..values.model import Item, Namespace, Version, decode_json, namespace_tuple, parse_metadata
-from ..values.where import balanced
+from .where_sql import balanced
 
 # the columns an item and each of its history versions share
 VERSION_COLUMNS = (
@@ -431,7 +431,10 @@ def import_rows(
                     raise ValueError(f"change {rec['change']!r} is not one of {', '.join(CHANGES)}")
                 row += (rec["change"], _time(rec, "changed_at"), rec.get("changed_by"))
         except (KeyError, TypeError, ValueError) as e:
-            what = str(e) if isinstance(e, ValidationError) else f"malformed ({e!r})"
+            if isinstance(e, KeyError):  # a required field left out: named, not a Python repr
+                what = f"has no {e.args[0]!r} field (an exported record has namespace, key, value, ...)"
+            else:
+                what = str(e)
             raise ValidationError("record", f"record {n}: {what}; nothing was imported", record=n) from e
         yield kind, row
 

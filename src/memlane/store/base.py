@@ -1,6 +1,6 @@
 """The storage interface every backend implements.
 
-The :class:`~memlane.memory.Memory` facade validates input, reads the clock
+The :class:`~memlane.core.memory.Memory` facade validates input, reads the clock
 and generates ids; a :class:`Store` only moves already-valid rows in and out of
 its database. Namespaces arrive as tuples, times as aware UTC datetimes, values
 as canonical JSON text, so a backend never re-validates and never builds SQL
@@ -112,7 +112,7 @@ class Store(ABC):
         loses any it had (and its vector): search never finds it. The returned
         items carry the stored JSON and decode it only when read.
         With ``if_absent``, a live item at any of the addresses raises
-        :class:`~memlane.errors.ConflictError` and nothing is written; the
+        :class:`~memlane.values.errors.ConflictError` and nothing is written; the
         check and the write are atomic against other writers. With ``mark``,
         every written item with text and no vector is marked (at its new
         version) for the indexer, in the same transaction; ``None`` marks them if
@@ -156,6 +156,15 @@ class Store(ABC):
     @abstractmethod
     def addresses(self, within: Within, key_prefix: str, now: datetime) -> Iterator[tuple[Namespace, str]]:
         """Every live address inside ``within`` under a key prefix (feeds ``summarize``)."""
+
+    @abstractmethod
+    def get_by_id(self, item_id: str, within: Within, now: datetime) -> Item | None:
+        """The live item with this id if it lies inside ``within`` (the scope is in the statement), else ``None``."""
+
+    @abstractmethod
+    def delete_by_id(self, item_id: str, within: Within, now: datetime, author: str | None) -> bool:
+        """Delete the live item with this id if it lies inside ``within``, keeping it in history as :meth:`delete`
+        does; ``False`` if there is none there."""
 
     @abstractmethod
     def delete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
@@ -207,12 +216,15 @@ class Store(ABC):
         """Counts and size."""
 
     @abstractmethod
-    def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
+    def lexical(
+        self, terms: Sequence[str], within: Within, k: int, where: Sequence[Condition] = ()
+    ) -> builtins.list[Nomination]:
         """BM25 nomination over all of ``within`` at once, higher score is better.
 
         ``terms`` are plain words; the backend quotes them, so user text is
         never parsed as index query syntax. Expiry is *not* applied here: the
-        confirm step owns it.
+        confirm step owns it. ``where`` is part of the statement: the ``k``
+        nominated are the best among the items meeting it.
         """
 
     @abstractmethod
@@ -223,12 +235,18 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
-        """Re-read candidates by item id from live, indexed rows inside ``within``, in one statement."""
+    def hydrate(
+        self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Condition] = ()
+    ) -> dict[str, Item]:
+        """Re-read candidates by item id from live, indexed rows inside ``within`` meeting ``where``, in one
+        statement."""
 
     @abstractmethod
-    def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
-        """Cosine nomination over stored vectors inside ``within`` (score: similarity)."""
+    def vector(
+        self, query: Sequence[float], within: Within, k: int, where: Sequence[Condition] = ()
+    ) -> builtins.list[Nomination]:
+        """Cosine nomination over stored vectors inside ``within`` (score: similarity); ``where`` is applied
+        before the top ``k`` are taken."""
 
     @abstractmethod
     def vector_backlog(self, limit: int, *, after: int = 0) -> builtins.list[tuple[int, int, str]]:
@@ -239,6 +257,11 @@ class Store(ABC):
         """``(items with a current vector, items without one)``."""
 
     @abstractmethod
+    def stored_dimension(self) -> int | None:
+        """The dimension of one stored item vector, or ``None`` when there is none (a store's recorded embedder
+        from before dimensions were recorded gets it from here)."""
+
+    @abstractmethod
     def put_vectors(self, rows: Sequence[tuple[int, int, bytes]]) -> int:
         """Store ``(ref, version, blob)`` vectors where the item is still at that version."""
 
@@ -246,7 +269,7 @@ class Store(ABC):
     def drop_vectors(self) -> None:
         """Delete every vector."""
 
-    # -- write-behind indexing (memlane.indexer) ---------------------------
+    # -- write-behind indexing (memlane.domain.indexer) --------------------
 
     @abstractmethod
     def mark_missing(self) -> int:
@@ -374,7 +397,7 @@ class Store(ABC):
     ) -> builtins.list[Item]:
         """Live items inside ``within`` whose value meets every condition, in one statement.
 
-        ``where`` is already validated (:mod:`memlane.where`) and is rendered as
+        ``where`` is already validated (:mod:`memlane.values.where`) and is rendered as
         bound SQL, never formatted into it. ``order`` is ``updated_desc``
         (newest first, then address) or ``address``; ``offset`` items are skipped.
         """

@@ -19,7 +19,7 @@ Design (the SQLite backend's, translated):
 * Vectors live in ``item_vectors`` as ``pgvector`` values, searched with an
   HNSW index (cosine) once the embedder's dimension is known. Without the
   extension everything else works and the vector channel raises
-  :class:`~memlane.errors.BackendUnavailableError` naming it.
+  :class:`~memlane.values.errors.BackendUnavailableError` naming it.
 * A ``psycopg_pool`` connection pool; every write is one transaction.
 """
 
@@ -37,7 +37,14 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from ..values.errors import BackendUnavailableError, ConflictError, SchemaVersionError, StoreError
+from ..values.errors import (
+    BackendUnavailableError,
+    ConflictError,
+    SchemaVersionError,
+    StorageFullError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ..values.model import Item, Namespace, Stats, Version
 from . import _common as c
 from . import access_tables, facts_schema, query_space, retention_tables
@@ -397,9 +404,9 @@ capped AS MATERIALIZED (
     SELECT p.w, c.ref
     FROM plan p
     CROSS JOIN LATERAL (
-        (SELECT i.ref FROM items i WHERE NOT p.by_scope AND i.tsv @@ p.q{scope} LIMIT %(cap)s)
+        (SELECT i.ref FROM items i WHERE NOT p.by_scope AND i.tsv @@ p.q{scope}/*where*/ LIMIT %(cap)s)
         UNION ALL
-        (SELECT i.ref FROM items i WHERE p.by_scope AND (i.tsv || ''::tsvector) @@ p.q{scope} LIMIT %(cap)s)
+        (SELECT i.ref FROM items i WHERE p.by_scope AND (i.tsv || ''::tsvector) @@ p.q{scope}/*where*/ LIMIT %(cap)s)
     ) AS c
 ),
 df AS MATERIALIZED (
@@ -530,6 +537,34 @@ def _one_line(e: BaseException) -> str:
     return "; ".join(dict.fromkeys(lines)) or type(e).__name__
 
 
+# SQLSTATEs of a server that is going away or not yet there: admin_shutdown, crash_shutdown, cannot_connect_now
+# (class 08, connection_exception, too)
+_AWAY = frozenset({"57P01", "57P02", "57P03"})
+DISK_FULL = "53100"  # disk_full
+RETRY_AFTER_S = 1  # what a 503 for an unreachable server tells the caller to wait
+
+
+def store_error(e: Exception, location: str) -> StoreError:
+    """The memlane error for a driver's error: the server unreachable (a connection refused or lost, the
+    pool finding none in time, the server shutting down) is :class:`StoreUnavailableError`, a full disk
+    :class:`StorageFullError`, anything else :class:`StoreError`; the driver's error is chained by the caller."""
+    state = getattr(e, "sqlstate", None)
+    if state == DISK_FULL:
+        return StorageFullError(
+            f"the PostgreSQL server's disk is full (database {location}): {_one_line(e)}; nothing was written. "
+            "Free space on the server's data disk, then write again; reads still work"
+        )
+    if (psycopg is not None and isinstance(e, psycopg.OperationalError) and state is None) or (
+        state is not None and (state.startswith("08") or state in _AWAY)
+    ):
+        return StoreUnavailableError(
+            f"the database is unreachable ({location}): {_one_line(e)}; retry in a moment "
+            "(a write whose answer was lost may have committed: read it back before writing it again)",
+            retry_after=RETRY_AFTER_S,
+        )
+    return StoreError(f"PostgreSQL error: {e}")
+
+
 def redact(url: str) -> str:
     """A connection URL without its password, for messages and ``location``."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
@@ -589,7 +624,7 @@ def _fetch_statement(key: str, within: Within, limit: int, now: datetime) -> tup
 def _select_statement(
     within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
 ) -> tuple[str, builtins.list[Any]]:
-    from ..values import where as w
+    from . import where_sql as w
 
     live, params = c.live_filter(within, "", now, "%s")
     test, test_params = w.postgres_sql(builtins.list(where))
@@ -717,8 +752,13 @@ class PostgresStore(Store):
                 f"cannot connect to {redact(url)}: {_one_line(e)}; check the URL and that the server is up "
                 f"(waited at most {timeout:g} s; set connect_timeout= in the URL or $MEMLANE_PG_CONNECT_TIMEOUT)"
             ) from None
+        self._min_size = min_size
+        # set when the server was found unreachable: the pool's connections may all be broken, and its own
+        # reconnection waits longer after each failure; the next use connects anew first (_recover)
+        self._outage = False
+        self._recover_lock = threading.Lock()
         try:
-            self._pool = ConnectionPool(url, min_size=min_size, max_size=max_size, kwargs=options, open=False)
+            self._pool = self._new_pool()
             self._pool.open(wait=True, timeout=timeout)
         except Exception as e:
             self._reader.close()
@@ -737,15 +777,48 @@ class PostgresStore(Store):
         """The server URL without its password."""
         return redact(self._url)
 
+    def _new_pool(self) -> Any:
+        return ConnectionPool(
+            self._url, min_size=self._min_size, max_size=self._max_size, kwargs=self._options, open=False
+        )
+
+    def _error(self, e: Exception) -> StoreError:
+        """:func:`store_error`, noting an unreachable server so that the next use reconnects first."""
+        error = store_error(e, self.location)
+        if isinstance(error, StoreUnavailableError):
+            self._outage = True
+        return error
+
+    def _recover(self, *, probe: bool = True) -> None:
+        """After an outage, before the pool is used: connect anew (``probe``), and on success put a new pool in
+        place of the old one, whose connections the outage broke and whose reconnection backs off. While the
+        server is still away this fails at once with :class:`StoreUnavailableError`, instead of a request
+        waiting for the pool's timeout; once it is back, the first request is served."""
+        with self._recover_lock:
+            if not self._outage or self._closed:
+                return
+            if probe:
+                try:
+                    psycopg.connect(self._url, **self._options).close()
+                except psycopg.Error as e:
+                    raise store_error(e, self.location) from e
+            old, self._pool = self._pool, self._new_pool()
+            self._pool.open(wait=False)
+            self._outage = False
+        # connections of the old pool still in use close as they come back
+        threading.Thread(target=old.close, kwargs={"timeout": 5.0}, name="memlane-old-pool", daemon=True).start()
+
     @contextmanager
     def _conn(self) -> Iterator[Any]:
         if self._closed:
             raise StoreError("this memory is closed; open it again with memlane.open()")
+        if self._outage:
+            self._recover()
         try:
             with self._pool.connection() as conn:
                 yield conn
         except psycopg.Error as e:
-            raise StoreError(f"PostgreSQL error: {e}") from e
+            raise self._error(e) from e
 
     def _connect_reader(self) -> Any:
         reader = psycopg.connect(self._url, **self._options)
@@ -766,14 +839,20 @@ class PostgresStore(Store):
             return
         try:
             if self._reader is None or self._reader.closed:
-                self._reader = self._connect_reader()
+                try:
+                    self._reader = self._connect_reader()
+                except psycopg.Error as e:  # the server away (a restart, say): the request's answer is a 503
+                    self._reader = None
+                    raise self._error(e) from e
+                if self._outage:  # the server is back: so is the pool, at once
+                    self._recover(probe=False)
             try:
                 yield self._reader
             except psycopg.OperationalError as e:
                 self._reader.close()  # reconnect next time
-                raise StoreError(f"PostgreSQL error: {e}") from e
+                raise self._error(e) from e
             except psycopg.Error as e:
-                raise StoreError(f"PostgreSQL error: {e}") from e
+                raise self._error(e) from e
         finally:
             self._reader_lock.release()
 
@@ -850,7 +929,7 @@ class PostgresStore(Store):
             async with (await self._loop_connections()).connection() as conn:
                 yield conn
         except psycopg.Error as e:
-            raise StoreError(f"PostgreSQL error: {e}") from e
+            raise self._error(e) from e
 
     async def aexists(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> bool:
         """:meth:`exists` on the event loop."""
@@ -1139,6 +1218,19 @@ class PostgresStore(Store):
         with self._write() as conn, conn.cursor() as cur:
             return self._steps(cur, _delete_steps(namespace, key, now, author))
 
+    def delete_by_id(self, item_id: str, within: Within, now: datetime, author: str | None) -> bool:
+        """Delete the live item with this id inside ``within``, keeping it in history (as :meth:`delete`)."""
+        at = c.ts(now)
+        where, params = self._filter(within, "", now)
+        with self._write() as conn, conn.cursor() as cur:
+            cur.execute(
+                f"DELETE FROM items WHERE id = %s AND {where} RETURNING {c.VERSION_COLUMNS}", (item_id, *params)
+            )
+            gone = cur.fetchall()
+            if gone:
+                cur.executemany(_HISTORY_ROW, [(*r, "delete", at, author) for r in gone])
+        return bool(gone)
+
     async def adelete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
         """:meth:`delete` on the event loop."""
         async with self._awrite() as cur:
@@ -1184,6 +1276,15 @@ class PostgresStore(Store):
         with self._read() as conn:
             row = conn.execute(_GET, ("/".join(namespace), key), prepare=True).fetchone()
         return _live_item(row, namespace, now)
+
+    def get_by_id(self, item_id: str, within: Within, now: datetime) -> Item | None:
+        """The live item with this id inside ``within``: one statement over the ``items_id`` index."""
+        where, params = self._filter(within, "", now)
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = %s AND {where}", (item_id, *params)
+            ).fetchone()
+        return None if row is None else c.row_to_item(row)
 
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """Many addresses in one statement per 1000."""
@@ -1273,7 +1374,9 @@ class PostgresStore(Store):
 
     # -- ranked reads -----------------------------------------------------
 
-    def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
+    def lexical(
+        self, terms: Sequence[str], within: Within, k: int, where: Sequence[Any] = ()
+    ) -> builtins.list[Nomination]:
         """Full-text nomination: IDF-weighted, length-normalised ``ts_rank`` (BM25-like), one round trip.
 
         The terms are normalised by the ``memlane`` configuration into
@@ -1281,7 +1384,8 @@ class PostgresStore(Store):
         lexeme's weight is BM25's IDF, ``ln(1 + (N - n + 0.5) / (n + 0.5))``,
         with ``n`` the rows it matches in the searched scope and ``N`` the
         rows of the scope (the planner's estimate for the whole table). See
-        ``_LEXICAL`` for how one statement does it all.
+        ``_LEXICAL`` for how one statement does it all. A ``where`` joins the scope's test where each word's
+        rows are found, so the ``k`` ranked are the best among the items meeting it (the IDF counts those rows).
         """
         if not terms:
             return []
@@ -1303,10 +1407,16 @@ class PostgresStore(Store):
                 statement = _lexical_in_prefixes(lengths)
                 params.update((f"w{i}", a) for i, a in enumerate(arrays))
                 params["prefixes"] = c.prefix_lines(within)
+        if where:
+            from . import where_sql
+
+            test, test_params = where_sql.postgres_sql(builtins.list(where), table="i", named="where")
+            statement = statement.replace("/*where*/", f"\n      AND {test}")
+            params.update((f"where{i}", p) for i, p in enumerate(test_params))
         with self._one_trip(_chars(params.values())) as (conn, sync):
             # the settings hold for the ranking statement only (one transaction)
             conn.execute(_LEXICAL_SETTINGS, prepare=True)
-            cur = conn.execute(statement, params, prepare=True)
+            cur = conn.execute(statement, params, prepare=True if not where else None)
             sync()
             rows = cur.fetchall()
         return [(item_id, float(score), version) for item_id, score, version in rows]
@@ -1352,15 +1462,18 @@ class PostgresStore(Store):
             counts = {term: int(cur.fetchone()[0]) for term, cur in each.items()}
             return int(total.fetchone()[0]), counts
 
-    def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
-        """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""
+    def hydrate(self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Any] = ()) -> dict[str, Item]:
+        """Live rows inside ``within`` meeting ``where`` for candidate item ids (one statement, so one snapshot)."""
+        from . import where_sql
+
         if not ids:
             return {}
-        where, params = self._filter(within, "", now)
+        live, params = self._filter(within, "", now)
+        test, test_params = where_sql.postgres_sql(builtins.list(where))
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ANY(%s) AND indexed AND {where}",
-                (builtins.list(ids), *params),
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ANY(%s) AND indexed AND {live} AND {test}",
+                (builtins.list(ids), *params, *test_params),
             ).fetchall()
         return {r[0]: c.row_to_item(r) for r in rows}
 
@@ -1393,7 +1506,9 @@ class PostgresStore(Store):
             )
         self._index_dimension = dimension
 
-    def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
+    def vector(
+        self, query: Sequence[float], within: Within, k: int, where: Sequence[Any] = ()
+    ) -> builtins.list[Nomination]:
         """Cosine nomination through the HNSW index; inside a small scope, an exact scan.
 
         The index is approximate (as any HNSW): the top ``k`` of the ``ef_search``
@@ -1401,7 +1516,8 @@ class PostgresStore(Store):
         exact scan is cheaper and gives the true top ``k``. Inside a larger scope the
         index's nearest are filtered by the scope; when fewer than ``k`` of them are
         inside (a scope that is a small part of the store), the exact scan runs
-        instead. Every statement applies the scope itself.
+        instead. Every statement applies the scope itself, and ``where`` with it: the index's nearest are
+        kept when at least ``k`` of them meet it, else the exact scan ranks the items that do.
         """
         self._require_pgvector()
         if not within:
@@ -1415,10 +1531,17 @@ class PostgresStore(Store):
         with self._conn() as conn, conn.transaction():
             self._ensure_index(conn, dim)
             conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
-            if not inside:
+            if not inside and not where:
                 # the index ranks alone; id is read for the top k in the same statement
                 return _nominations(conn.execute(_vector_nearest(cast, ""), (literal, literal, k, k)).fetchall())
-            if ef >= k and self._scope_exceeds(conn, within, _EXACT_SCOPE_ROWS):
+            rooted = not inside
+            if where:
+                from . import where_sql
+
+                test, test_params = where_sql.postgres_sql(builtins.list(where))
+                inside = f"{inside} AND {test}" if inside else test
+                inside_params = [*inside_params, *test_params]
+            if ef >= k and (rooted or self._scope_exceeds(conn, within, _EXACT_SCOPE_ROWS)):
                 nearest = _vector_nearest(cast, inside)
                 rows = conn.execute(nearest, (literal, literal, ef, *inside_params, k)).fetchall()
                 if len(rows) >= k:
@@ -1463,6 +1586,13 @@ class PostgresStore(Store):
                 "ORDER BY i.ref LIMIT %s",
                 (after, limit),
             ).fetchall()
+
+    def stored_dimension(self) -> int | None:
+        """The dimension of one stored item vector (``pgvector``'s own, or float32 bytes without it), or ``None``."""
+        dims = "vector_dims(embedding)" if self._vector_kind == "pgvector" else "length(embedding) / 4"
+        with self._conn() as conn:
+            row = conn.execute(f"SELECT {dims} FROM item_vectors LIMIT 1").fetchone()
+        return None if row is None else int(row[0])
 
     def count_vectors(self) -> tuple[int, int]:
         """``(items with a current vector, items without one)``."""
@@ -1674,7 +1804,7 @@ class PostgresStore(Store):
                 if self._reader is not None:
                     self._reader.close()
 
-    # -- query space (memlane.query) ----------------------------------------
+    # -- query space (memlane.domain.query) ---------------------------------
 
     def query_runner(self) -> Any:
         """The query space's runner (:class:`memlane.store.runner.PostgresRunner`), made once per store."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 import builtins
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -35,7 +36,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..values.errors import ConflictError, SchemaVersionError, StoreError
+from ..values.errors import ConflictError, SchemaVersionError, StorageFullError, StoreError
 from ..values.model import Item, Namespace, Stats, Version
 from . import _common as c
 from . import access_tables, facts_schema, query_space, retention_tables
@@ -51,6 +52,12 @@ _FETCH_PROBE = 1000  # rows a fetch counts of its key, then of its prefix, to ch
 # a commit runs one itself only once this many pages wait (SQLite's default is 1,000 pages)
 CHECKPOINT_INTERVAL_S = 0.2
 CHECKPOINT_BACKSTOP_PAGES = 10_000
+# the WAL file is cut back (a TRUNCATE checkpoint) once it is larger than the database and than this; SQLite
+# itself truncates it to this size when it starts the WAL over (journal_size_limit)
+WAL_LIMIT_BYTES = 1 << 20
+WAL_CHECK_WRITES = 16  # a writer looks at the WAL's size every this many of its commits (a stat: no file opened)
+TRUNCATE_INSIST_MS = 2000  # ... and at most this once the WAL is twice the database
+TRUNCATE_WAIT_MS = 100  # how long a TRUNCATE checkpoint may hold writers back waiting for readers: else next time
 _log = logging.getLogger(__name__)
 
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
@@ -436,6 +443,21 @@ def read_only_reason(path: str) -> str | None:
     return None
 
 
+def disk_full_message(path: str, e: BaseException) -> str:
+    """What a write refused for a full disk says: the disk, the file, what to do."""
+    where = os.path.dirname(os.path.abspath(path)) if path != ":memory:" else "memory"
+    try:
+        free = shutil.disk_usage(where).free if path != ":memory:" else None
+    except OSError:
+        free = None
+    room = f"{free:,} bytes free there" if free is not None else "no room left"
+    return (
+        f"the disk is full: cannot write to the SQLite database {path!r} (the disk holding {where!r}: {room}; "
+        f"SQLite: {e}); nothing of this write was written and reads still work. Free space on that disk "
+        "(or raise the database's size limit), then write again"
+    )
+
+
 def _is_read_only(e: sqlite3.OperationalError) -> bool:
     return "readonly" in str(e) or "read-only" in str(e)
 
@@ -463,6 +485,16 @@ def _repair_stale_wal(path: str) -> None:
                 ) from e
 
 
+def truncate_wal(conn: sqlite3.Connection, wait_ms: int = 0) -> tuple[int, int, int] | None:
+    """A ``TRUNCATE`` checkpoint that holds writers back at most ``wait_ms`` (:data:`TRUNCATE_WAIT_MS`)
+    waiting for readers; its (busy, WAL frames, frames copied)."""
+    conn.execute(f"PRAGMA busy_timeout = {wait_ms or TRUNCATE_WAIT_MS}")
+    try:
+        return conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()  # type: ignore[no-any-return]
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+
+
 class _Checkpointer:
     """Runs a writing store's WAL checkpoints in a thread of their own, not inside a writer's commit.
 
@@ -488,6 +520,7 @@ class _Checkpointer:
         self._pid = 0
         self.last: tuple[int, int, int] | None = None  # (busy, WAL frames, frames copied) of the last checkpoint
         self.ran = threading.Event()  # set after each checkpoint (for tests and diagnostics)
+        self.overdue = False  # the WAL is too large and this thread could not cut it: the next commit does
 
     def notify(self) -> None:
         """A write committed: checkpoint soon (starts the thread on first use)."""
@@ -511,11 +544,31 @@ class _Checkpointer:
                 self._wake.clear()
                 try:
                     self.last = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    if self.wal_too_large():
+                        self._truncate(conn)
                     self.ran.set()
                 except sqlite3.Error as e:  # another process checkpointing, a file going away: the next wake retries
                     _log.debug("WAL checkpoint of %s skipped: %s", self._path, e)
         finally:
             conn.close()
+
+    def wal_too_large(self, times: int = 1) -> bool:
+        """Whether the ``-wal`` file outgrew :data:`WAL_LIMIT_BYTES` and ``times`` the database (sizes by
+        ``stat``: no file is opened here)."""
+        try:
+            wal = os.stat(self._path + "-wal").st_size
+            return wal > WAL_LIMIT_BYTES and wal > times * os.stat(self._path).st_size
+        except OSError:
+            return False
+
+    def _truncate(self, conn: sqlite3.Connection) -> None:
+        """Copy the whole WAL into the database and cut the file to nothing: readers that never pause (other
+        workers, other processes) can keep a PASSIVE checkpoint from ever starting the WAL over, and the file
+        then only grows. Writers wait at most :data:`TRUNCATE_WAIT_MS` for it; if readers stay, the next wake
+        tries again."""
+        cut = truncate_wal(conn)
+        # a writer that never pauses wins the lock each time: its next commit cuts the WAL itself
+        self.overdue = cut is None or cut[0] != 0
 
     def close(self) -> None:
         """Stop the thread (after a checkpoint under way). Idempotent."""
@@ -537,6 +590,10 @@ def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
         "WHERE rowid > ? AND indexed",
         (after_rowid,),
     )
+
+
+# the cache's nearest a filtered vector search tests first (see SqliteStore.vector)
+_FILTER_WINDOW = 1000
 
 
 def _put_vectors_at(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, bytes]]) -> int:
@@ -604,6 +661,7 @@ class SqliteStore(Store):
         if path != ":memory:" and not read_only:
             self._checkpointer = _Checkpointer(path)
             self._conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_BACKSTOP_PAGES}")
+            self._conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
 
     def _ro_uri(self) -> str:
         """The ``mode=ro`` URI of the file; ``immutable=1`` when not even the WAL index can be made.
@@ -664,14 +722,38 @@ class SqliteStore(Store):
                 raise StoreError(f"could not start a write on {self._path!r}: {e}; retry") from e
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException as e:
-                conn.execute("ROLLBACK")
-                if isinstance(e, sqlite3.OperationalError) and _is_read_only(e):
-                    raise StoreError(self._read_only_message(read_only_reason(self._path))) from e
+                # SQLite rolls a transaction back itself on some errors (a full disk, out of memory): a ROLLBACK
+                # then fails ("no transaction is active"), and must never take the place of the cause
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error as again:
+                        _log.warning("rollback after %r failed on %s: %s", e, self._path, again)
+                if isinstance(e, sqlite3.Error):
+                    raise self._error(e) from e
                 raise
-            conn.execute("COMMIT")
-            if self._checkpointer is not None:
-                self._checkpointer.notify()
+            checkpointer = self._checkpointer
+            if checkpointer is not None:
+                if checkpointer.overdue or (self._own_writes % WAL_CHECK_WRITES == 0 and checkpointer.wal_too_large()):
+                    checkpointer.overdue = False
+                    try:
+                        # twice the database: readers that never all pause have kept the quick tries from
+                        # ending, so this one waits them out (once, and at most TRUNCATE_INSIST_MS)
+                        insist = checkpointer.wal_too_large(2)
+                        truncate_wal(conn, TRUNCATE_INSIST_MS if insist else TRUNCATE_WAIT_MS)
+                    except sqlite3.Error as e:  # readers stayed: the checkpoint thread tries again
+                        _log.debug("WAL checkpoint of %s skipped: %s", self._path, e)
+                checkpointer.notify()
+
+    def _error(self, e: sqlite3.Error) -> StoreError:
+        """The memlane error for SQLite's error in a write: a full disk names the disk and the file."""
+        if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return StorageFullError(disk_full_message(self._path, e))
+        if isinstance(e, sqlite3.OperationalError) and _is_read_only(e):
+            return StoreError(self._read_only_message(read_only_reason(self._path)))
+        return StoreError(f"SQLite error on {self._path!r}: {e}")
 
     def _read_only_message(self, reason: str | None) -> str:
         why = f" ({reason})" if reason else ""
@@ -905,6 +987,18 @@ class SqliteStore(Store):
                 conn.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, key))
         return bool(copied)
 
+    def delete_by_id(self, item_id: str, within: Within, now: datetime, author: str | None) -> bool:
+        """Delete the live item with this id inside ``within``, keeping it in history (as :meth:`delete`)."""
+        at = c.ts(now)
+        where, params = self._filter(within, "", now)
+        with self._write() as conn:
+            copied = conn.execute(
+                _HISTORY_COPY + f"id = ? AND {where}", ("delete", at, author, item_id, *params)
+            ).rowcount
+            if copied:
+                conn.execute("DELETE FROM items WHERE id = ?", (item_id,))
+        return bool(copied)
+
     def clear(self, prefix: Namespace, now: datetime, author: str | None) -> int:
         """Delete everything under a prefix; live items go to history."""
         at = c.ts(now)
@@ -940,6 +1034,16 @@ class SqliteStore(Store):
         if row is None or (row[10] is not None and row[10] <= c.ts(now if isinstance(now, datetime) else now())):
             return None
         return c.row_to_item(row, namespace)
+
+    def get_by_id(self, item_id: str, within: Within, now: datetime) -> Item | None:
+        """The live item with this id inside ``within``: one statement over the ``items_id`` index."""
+        where, params = self._filter(within, "", now)
+        with self._lock:
+            self._check_open()
+            row = self._conn.execute(
+                f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id = ? AND {where}", (item_id, *params)
+            ).fetchone()
+        return None if row is None else c.row_to_item(row)
 
     def get_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
         """Many addresses; each chunk of 400 is one statement, all in one snapshot."""
@@ -1069,7 +1173,9 @@ class SqliteStore(Store):
 
     # -- ranked reads -----------------------------------------------------
 
-    def lexical(self, terms: Sequence[str], within: Within, k: int) -> builtins.list[Nomination]:
+    def lexical(
+        self, terms: Sequence[str], within: Within, k: int, where: Sequence[Any] = ()
+    ) -> builtins.list[Nomination]:
         """BM25 over ``items.text`` and the address words inside ``within``; terms are quoted and OR-ed.
 
         Common words cost what rare ones cost: a term found in ``LEXICAL_CAP``
@@ -1083,6 +1189,12 @@ class SqliteStore(Store):
         if not terms:
             return []
         inside, inside_params = c.within_filter(within, column="items.namespace")
+        if where:  # part of the joined statement: the k ranked are the best among the items meeting it
+            from . import where_sql
+
+            test, test_params = where_sql.sqlite_sql(builtins.list(where))
+            inside = f"{inside} AND {test}" if inside else test
+            inside_params = [*inside_params, *test_params]
         bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
         with self._lock:
             self._check_open()
@@ -1169,13 +1281,17 @@ class SqliteStore(Store):
                     raise StoreError(f"full-text search failed: {e}") from e
         return total, counts
 
-    def hydrate(self, ids: Sequence[str], within: Within, now: datetime) -> dict[str, Item]:
-        """Live rows inside ``within`` for candidate item ids (one statement, so one snapshot)."""
+    def hydrate(self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Any] = ()) -> dict[str, Item]:
+        """Live rows inside ``within`` meeting ``where`` for candidate item ids (one statement, so one snapshot)."""
+        from . import where_sql
+
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        where, params = self._filter(within, "", now)
-        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND indexed AND {where}"
+        live, params = self._filter(within, "", now)
+        test, test_params = where_sql.sqlite_sql(builtins.list(where))
+        params = [*params, *test_params]
+        sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE id IN ({marks}) AND indexed AND {live} AND {test}"
         with self._lock:
             self._check_open()
             rows = self._conn.execute(sql, (*ids, *params)).fetchall()
@@ -1221,12 +1337,40 @@ class SqliteStore(Store):
         self._vectors_seen = seen
         return cache
 
-    def vector(self, query: Sequence[float], within: Within, k: int) -> builtins.list[Nomination]:
-        """Cosine nomination inside ``within``: ``(id, similarity, version_embedded)`` best first."""
+    def vector(
+        self, query: Sequence[float], within: Within, k: int, where: Sequence[Any] = ()
+    ) -> builtins.list[Nomination]:
+        """Cosine nomination inside ``within``: ``(id, similarity, version_embedded)`` best first.
+
+        With ``where``, the top ``k`` are the best among the items meeting it: the cache's nearest
+        ``_FILTER_WINDOW`` (at least 20 x ``k``) are tested first, in one statement; when ``k`` of them meet
+        it, they are the best ``k`` that do (every other item ranks below them all). Otherwise the rows meeting
+        it inside the scope are read (one statement) and the cache ranks those only.
+        """
         with self._lock:
             self._check_open()
             cache = self._vector_cache(len(query))
-            return cache.search(query, within, k)
+            if not where:
+                return cache.search(query, within, k)
+            import numpy as np
+
+            from . import where_sql
+
+            inside, inside_params = c.within_filter(within, column="items.namespace")
+            test, test_params = where_sql.sqlite_sql(builtins.list(where))
+            scoped = f"{inside + ' AND ' if inside else ''}{test}"
+            nearest = cache.search(query, within, max(_FILTER_WINDOW, 20 * k))
+            if len(nearest) < len(cache):  # else the window holds every candidate: rank the matches below
+                marks = ",".join("?" * len(nearest))
+                sql = f"SELECT id FROM items WHERE id IN ({marks}) AND {scoped}"
+                meet = {r[0] for r in self._conn.execute(sql, [*(n[0] for n in nearest), *inside_params, *test_params])}
+                kept = [n for n in nearest if n[0] in meet]
+                if len(kept) >= k:
+                    return kept[:k]
+            found = self._conn.execute(f"SELECT rowid FROM items WHERE {scoped}", [*inside_params, *test_params])
+            rows = found.fetchall()
+            refs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            return cache.search(query, within, k, refs)
 
     def vector_cache_bytes(self) -> int:
         """Memory held by this process's vector cache."""
@@ -1243,6 +1387,13 @@ class SqliteStore(Store):
                 "ORDER BY i.rowid LIMIT ?",
                 (after, limit),
             ).fetchall()
+
+    def stored_dimension(self) -> int | None:
+        """The dimension of one stored item vector (float32: 4 bytes each), or ``None``."""
+        with self._lock:
+            self._check_open()
+            row = self._conn.execute("SELECT length(embedding) / 4 FROM item_vectors LIMIT 1").fetchone()
+        return None if row is None else int(row[0])
 
     def count_vectors(self) -> tuple[int, int]:
         """``(items with a current vector, items without one)``."""
@@ -1482,7 +1633,7 @@ class SqliteStore(Store):
         self, within: Within, where: Sequence[Any], order: str, limit: int, offset: int, now: datetime
     ) -> builtins.list[Item]:
         """Live items inside ``within`` meeting ``where`` (json_type/json_extract, bound paths), paged."""
-        from ..values import where as w
+        from . import where_sql as w
 
         live, params = self._filter(within, "", now)
         test, test_params = w.sqlite_sql(builtins.list(where))

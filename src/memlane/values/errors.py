@@ -44,6 +44,24 @@ class SchemaVersionError(StoreError):
     """The database was written by a newer memlane than this one."""
 
 
+class StoreUnavailableError(StoreError):
+    """The database cannot be reached now (a server down or restarting, a connection lost); nothing was done
+    that was not acknowledged (HTTP 503 with ``Retry-After``).
+
+    ``retry_after`` is the number of seconds to wait before trying again. A read may be retried at once
+    elsewhere; a write whose answer was lost may or may not have committed.
+    """
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class StorageFullError(StoreError):
+    """The disk (or the database's quota) is full: the write was refused and nothing of it was written
+    (HTTP 507). Reads still work; free space, then write again."""
+
+
 class BackendUnavailableError(MemlaneError, NotImplementedError):
     """A URL named a backend, or a feature, this installation cannot serve."""
 
@@ -114,7 +132,9 @@ __all__ = [
     "NotFoundError",
     "QueryRefused",
     "SchemaVersionError",
+    "StorageFullError",
     "StoreError",
+    "StoreUnavailableError",
     "UnauthorizedError",
     "ValidationError",
 ]

@@ -143,20 +143,31 @@ class VectorCache:
         self._allowed[key] = (len(self._ns_ids), allowed)
         return allowed
 
-    def search(self, query: Any, within: Sequence[tuple[str, ...]], k: int) -> list[tuple[str, float, int]]:
-        """Top ``k`` ``(item_id, cosine, version)`` inside ``within`` for a unit query vector, best first."""
+    def search(
+        self, query: Any, within: Sequence[tuple[str, ...]], k: int, refs: np.ndarray | None = None
+    ) -> list[tuple[str, float, int]]:
+        """Top ``k`` ``(item_id, cosine, version)`` inside ``within`` for a unit query vector, best first.
+
+        ``refs``, when given, are the only rows ranked (the items meeting a ``where``).
+        """
         n = self._n
         if n == 0 or k <= 0 or not within:
             return []
         q = np.asarray(query, dtype=DTYPE)
         allowed = self.namespace_ids(within)
-        if allowed is None:
+        if allowed is None and refs is None:
             scores = self._matrix[:n] @ q
             rows = None
         else:
-            if allowed.size == 0:
+            if allowed is not None and allowed.size == 0:
                 return []
-            rows = np.flatnonzero(np.isin(self._ns[:n], allowed))
+            if refs is not None:
+                keep = np.isin(self._refs[:n], refs)
+                if allowed is not None:
+                    keep &= np.isin(self._ns[:n], allowed)
+                rows = np.flatnonzero(keep)
+            else:
+                rows = np.flatnonzero(np.isin(self._ns[:n], allowed if allowed is not None else []))
             if rows.size == 0:
                 return []
             scores = self._matrix[rows] @ q

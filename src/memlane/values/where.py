@@ -1,4 +1,4 @@
-"""Conditions on the fields of a value, for :meth:`memlane.Memory.select`.
+"""Conditions on an item's value, metadata, author and times, for ``select``, ``search`` and ``recall``.
 
 A ``where`` is a mapping from a field path to what the field must be, the
 shape LangGraph's ``filter`` has::
@@ -6,6 +6,13 @@ shape LangGraph's ``filter`` has::
     {"kind": "note", "stats.score": {"$gte": 3}, "owner": {"team": "core"}}
 
 - A path is dotted: ``stats.score`` is ``value["stats"]["score"]``.
+- A path's first segment may name another part of the item: ``metadata.<path>``
+  (the item's metadata), ``author`` (text or ``None``), ``created_at`` and
+  ``updated_at`` (times: an ISO 8601 text, or relative to the memory's clock as
+  ``-7d``, ``-12h``, ``-30m``, ``-45s``, ``-2w``; a time without an offset is
+  UTC). ``value.<path>`` names the value explicitly: it is how a value field
+  named ``metadata``, ``author``, ``created_at``, ``updated_at`` or ``value``
+  is reached (``value.author``).
 - A plain value means equality. A mapping without ``$`` keys is a nested path
   (``{"owner": {"team": "core"}}`` is ``{"owner.team": "core"}``).
 - ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte`` compare. Equality is
@@ -15,17 +22,18 @@ shape LangGraph's ``filter`` has::
   Order operators take a number or a string and match only a field of the same
   kind: numbers numerically, strings by code point.
 
-:func:`conditions` validates a ``where`` into flat :data:`Condition` tuples a
-store renders as bound SQL; :func:`matches` is the same rule in Python (the
-model the stores are tested against, and the check the LangGraph adapter
-applies to ranked results).
+:func:`conditions` validates a ``where`` into flat :data:`Condition` tuples, which
+each store renders as bound SQL (:mod:`memlane.store.where_sql`); :func:`matches` is
+the same rule in Python (the model the stores are tested against, and the check the
+LangGraph adapter applies to ranked results).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import ValidationError
@@ -39,14 +47,24 @@ MAX_PATH = 16
 # value inside it): what an equality on SQLite compiles to grows with it, one flat test per value
 MAX_VALUES = 1000
 
+FIELDS = ("value", "metadata", "author", "created_at", "updated_at")
+"""What a condition's path starts with, once validated: the part of the item it reads."""
+TIMES = ("created_at", "updated_at")
+_RELATIVE = re.compile(r"([+-])(\d{1,9})([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
 Condition = tuple[tuple[str, ...], str, Any]
-"""``(path, operator, operand)``: one validated condition; the operand is a JSON value."""
+"""``(path, operator, operand)``: one validated condition. ``path[0]`` is one of :data:`FIELDS`; the rest is
+the path inside the value or the metadata. The operand is a JSON value; for a time, the fixed-width UTC text
+the stores hold (so text order is time order)."""
 
 _MISSING = object()
 
 
-def conditions(raw: Any, field: str = "where") -> list[Condition]:
+def conditions(raw: Any, field: str = "where", now: datetime | None = None) -> list[Condition]:
     """Validate a ``where`` mapping into conditions, all of which must hold.
+
+    ``now`` is the clock that relative times (``"-7d"``) count back from (default: the system's).
 
     Operands are held to the budget of stored values: nested at most
     :data:`~memlane.values.validate.MAX_DEPTH` levels, so a value at that depth can be
@@ -58,7 +76,8 @@ def conditions(raw: Any, field: str = "where") -> list[Condition]:
             segment, an operand that is not JSON (or NaN/Infinity), an ordering
             operand that is neither a number nor a string, an operand nested more
             than 100 levels deep, more than 1,000 values in the operands, or more
-            than 64 conditions.
+            than 64 conditions, a condition on ``author`` that is not text or ``None``, a time
+            that does not parse, or a path below ``author`` or a time.
     """
     if raw is None:
         return []
@@ -72,7 +91,53 @@ def conditions(raw: Any, field: str = "where") -> list[Condition]:
         _add(out, _split(name, field), want, field, budget)
     if len(out) > MAX_CONDITIONS:
         raise ValidationError(field, f"has {len(out)} conditions; at most {MAX_CONDITIONS}")
-    return out
+    return [_placed(c, field, now) for c in out]
+
+
+def _placed(condition: Condition, field: str, now: datetime | None) -> Condition:
+    """A condition with its path led by the part of the item it reads, its operand checked for that part."""
+    path, op, operand = condition
+    name = ".".join(path)
+    head = path[0]
+    if head not in FIELDS:
+        return ("value", *path), op, operand
+    if head in ("value", "metadata"):
+        return path, op, operand
+    if len(path) > 1:
+        raise ValidationError(field, f"{head!r} has no fields ({name!r}); to reach a value field use 'value.{name}'")
+    if head == "author":
+        if operand is not None and not isinstance(operand, str):
+            raise ValidationError(field, f"{op} on 'author' compares text or None, not {type(operand).__name__}")
+        if operand is None and op in ORDERING:
+            raise ValidationError(field, f"{op} on 'author' compares text, not None")
+        return path, op, operand
+    return path, op, _time(operand, head, op, field, now)
+
+
+def _time(raw: Any, name: str, op: str, field: str, now: datetime | None) -> str:
+    """A time operand as the stores' UTC text: ISO 8601, or ``[+-]N[smhdw]`` from ``now``."""
+    how = "give an ISO 8601 time ('2026-01-31T12:00:00Z') or a relative one ('-7d', '-12h', '-30m', '-45s', '-2w')"
+    if not isinstance(raw, str):
+        raise ValidationError(field, f"{op} on {name!r} compares a time, not {type(raw).__name__}; {how}")
+    rel = _RELATIVE.fullmatch(raw.strip())
+    if rel is not None:
+        sign, n, unit = rel.groups()
+        base = now if now is not None else datetime.now(UTC)
+        try:
+            at = base + (-1 if sign == "-" else 1) * timedelta(seconds=int(n) * _UNIT[unit])
+        except OverflowError:
+            raise ValidationError(field, f"time {raw!r} on {name!r} is out of range; {how}") from None
+    else:
+        try:
+            at = datetime.fromisoformat(raw.strip())
+        except ValueError:
+            raise ValidationError(field, f"time {raw!r} on {name!r} does not parse; {how}") from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    try:
+        return at.astimezone(UTC).isoformat(timespec="microseconds")
+    except OverflowError:
+        raise ValidationError(field, f"time {raw!r} on {name!r} is out of range; {how}") from None
 
 
 def _split(name: str, field: str) -> tuple[str, ...]:
@@ -95,7 +160,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")  # no UTF-8 carries one to a database
 
 
 def _add(out: list[Condition], path: tuple[str, ...], want: Any, field: str, budget: list[int]) -> None:
-    if len(path) > MAX_PATH:
+    if len(path) > MAX_PATH + (path[0] in ("value", "metadata")):
         raise ValidationError(field, f"field path {'.'.join(path)!r} is deeper than {MAX_PATH}")
     if isinstance(want, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in want):
         for op, operand in want.items():
@@ -213,10 +278,22 @@ def _lists_equal(a: Any, b: Any) -> bool:
     return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-def holds(value: Any, condition: Condition) -> bool:
-    """Whether one condition holds for a stored value."""
+def _part(value: Any, item: Any, head: str) -> Any:
+    """The part of an item a condition reads: the value given, else the item's attribute (``_MISSING`` without)."""
+    if head == "value":
+        return value
+    if item is None:
+        return _MISSING
+    got = getattr(item, head)
+    if head in TIMES:
+        return got.astimezone(UTC).isoformat(timespec="microseconds")
+    return got
+
+
+def holds(value: Any, condition: Condition, item: Any = None) -> bool:
+    """Whether one condition holds for a stored value (and ``item``'s metadata, author and times)."""
     path, op, operand = condition
-    field = _at(value, path)
+    field = _at(_part(value, item, path[0]), path[1:])
     if op in ("$eq", "$ne"):
         if operand is None:
             equal = field is _MISSING or field is None
@@ -237,124 +314,10 @@ def holds(value: Any, condition: Condition) -> bool:
     return bool(field <= operand)
 
 
-def matches(value: Any, where: list[Condition]) -> bool:
-    """Whether every condition holds for a stored value (the rule the stores apply in SQL)."""
-    return all(holds(value, c) for c in where)
+def matches(value: Any, where: list[Condition], item: Any = None) -> bool:
+    """Whether every condition holds for a stored value (the rule the stores apply in SQL).
 
-
-# -- SQL: every operand and path is a bound parameter; only fixed fragments are joined --------------
-
-_INT64 = 2**63
-
-
-def _sqlite_path(steps: tuple[str | int, ...]) -> str:
-    # segments never hold '"' (refused in _check_segment); SQLite reads a backslash in a quoted step as an
-    # escape, so one is doubled (a field "a\\b" was never matched)
-    return "$" + "".join(f"[{s}]" if isinstance(s, int) else '."' + s.replace("\\", "\\\\") + '"' for s in steps)
-
-
-def _sqlite_number(x: Any) -> Any:
-    return x if isinstance(x, float) or -_INT64 <= x < _INT64 else float(x)
-
-
-def _sqlite_equal(column: str, steps: tuple[str | int, ...], x: Any, params: list[Any], out: list[str]) -> None:
-    """Append to ``out`` the flat tests that all hold when the JSON at ``steps`` equals ``x``.
-
-    One test per value of ``x``, none inside another: the statement nests no
-    deeper for a value nested 100 levels than for a number.
+    Conditions on the metadata, author or times read them from ``item`` (an :class:`~memlane.Item`);
+    without one they do not hold (``$ne``: they do).
     """
-    p = _sqlite_path(steps)
-    if x is None:
-        params.append(p)
-        out.append(f"COALESCE(json_type({column}, ?), 'null') = 'null'")
-    elif isinstance(x, bool):
-        params.extend((p, "true" if x else "false"))
-        out.append(f"COALESCE(json_type({column}, ?) = ?, 0)")
-    elif isinstance(x, int | float):
-        params.extend((p, p, _sqlite_number(x)))
-        out.append(f"COALESCE(json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) = ?, 0)")
-    elif isinstance(x, str):
-        params.extend((p, p, x))
-        out.append(f"COALESCE(json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?, 0)")
-    elif isinstance(x, list):
-        params.extend((p, p, len(x)))
-        out.append(f"COALESCE(json_type({column}, ?) = 'array' AND json_array_length({column}, ?) = ?, 0)")
-        for i, e in enumerate(x):
-            _sqlite_equal(column, (*steps, i), e, params, out)
-    else:
-        params.extend((p, p, len(x)))
-        out.append(
-            f"COALESCE(json_type({column}, ?) = 'object' AND (SELECT count(*) FROM json_each({column}, ?)) = ?, 0)"
-        )
-        for k, e in x.items():
-            _sqlite_equal(column, (*steps, k), e, params, out)
-
-
-def balanced(tests: Sequence[str], op: str = "AND") -> str:
-    """``tests`` joined by ``op`` as a balanced tree, in order: parsers and expression trees nest log2(n) deep.
-
-    A chain of n ANDs (or ORs) is an expression tree n deep, which SQLite refuses past 1,000.
-    """
-    if len(tests) == 1:
-        return tests[0]
-    half = len(tests) // 2
-    return f"({balanced(tests[:half], op)} {op} {balanced(tests[half:], op)})"
-
-
-_SQL_OP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
-
-
-def sqlite_sql(where: list[Condition], column: str = "items.value") -> tuple[str, list[Any]]:
-    """``where`` as one SQLite condition over the JSON text in ``column`` (``1`` when empty), with its parameters."""
-    params: list[Any] = []
-    tests: list[str] = []
-    for path, op, operand in where:
-        if op == "$eq":
-            _sqlite_equal(column, path, operand, params, tests)
-            continue
-        if op == "$ne":
-            inner: list[str] = []
-            _sqlite_equal(column, path, operand, params, inner)
-            tests.append(f"NOT {balanced(inner)}")
-            continue
-        p = _sqlite_path(path)
-        kinds = "'text'" if isinstance(operand, str) else "'integer', 'real'"
-        params.extend((p, p, operand if isinstance(operand, str) else _sqlite_number(operand)))
-        tests.append(f"COALESCE(json_type({column}, ?) IN ({kinds}) AND json_extract({column}, ?) {_SQL_OP[op]} ?, 0)")
-    return (balanced(tests) if tests else "1"), params
-
-
-# jsonb refuses the escape of NUL (\u0000), which a stored string may hold: such a value is read as having no
-# fields rather than failing the statement for every row in scope
-_PG_VALUE = "(CASE WHEN strpos(items.value, '\\u0000') = 0 THEN items.value::jsonb END)"
-
-
-def postgres_sql(where: list[Condition], column: str = _PG_VALUE) -> tuple[str, list[Any]]:
-    """``where`` as one PostgreSQL condition over the jsonb ``column`` (``TRUE`` when empty), with its parameters.
-
-    Numbers travel as text and compare as ``numeric``: the exact decimal that
-    JSON (and Python's ``repr``) wrote, so no digits are lost to ``float8``.
-    """
-    import json
-
-    params: list[Any] = []
-    parts = []
-    for path, op, operand in where:
-        at = f"({column} #> %s::text[])"
-        if op in ("$eq", "$ne"):
-            if operand is None:
-                sql = f"COALESCE({at}, 'null'::jsonb) = 'null'::jsonb"
-                params.append(list(path))
-            else:
-                sql = f"COALESCE({at} = %s::jsonb, FALSE)"
-                params.extend((list(path), json.dumps(operand, allow_nan=False)))
-            parts.append(sql if op == "$eq" else f"NOT ({sql})")
-            continue
-        if isinstance(operand, str):
-            test = f"jsonb_typeof({at}) = 'string' THEN ({at} #>> '{{}}') COLLATE \"C\" {_SQL_OP[op]} %s"
-            params.extend((list(path), list(path), operand))
-        else:
-            test = f"jsonb_typeof({at}) = 'number' THEN ({at})::numeric {_SQL_OP[op]} %s::numeric"
-            params.extend((list(path), list(path), repr(operand)))
-        parts.append(f"COALESCE(CASE WHEN {test} END, FALSE)")
-    return (" AND ".join(parts) or "TRUE"), params
+    return all(holds(value, c, item) for c in where)

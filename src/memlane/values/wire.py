@@ -43,10 +43,14 @@ KINDS: tuple[Kind, ...] = (
     Kind(errors.BackendUnavailableError, "unavailable", 501, "Unavailable"),
     Kind(errors.EmbedderError, "embedder_error", 502, "Embedder error"),
     Kind(errors.ChooserError, "chooser_error", 502, "Chooser error"),
+    Kind(errors.StorageFullError, "storage_full", 507, "Storage full"),
+    Kind(errors.StoreUnavailableError, "store_unavailable", 503, "Store unavailable"),
     Kind(errors.StoreError, "store_error", 503, "Store error"),
     Kind(errors.MemlaneError, "error", 500, "Error"),
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
+# the type of a 404 for a path that no route serves (distinct from not_found: nothing at an address)
+NO_SUCH_ROUTE = "no_such_route"
 # the answers that carry no error body of ours (a proxy, an old server): the status alone decides
 _BY_STATUS = {
     400: errors.ValidationError,
@@ -60,6 +64,7 @@ _BY_STATUS = {
     501: errors.BackendUnavailableError,
     502: errors.EmbedderError,
     503: errors.StoreError,
+    507: errors.StorageFullError,
 }
 
 
@@ -103,6 +108,12 @@ def decode(error: Any, status: int, *, suffix: str = "") -> errors.MemlaneError:
     """
     error = error if isinstance(error, Mapping) else {}
     message = str(error.get("message") or f"HTTP {status}")
+    if status == 404 and error.get("type") in (None, NO_SUCH_ROUTE):
+        # a route nobody serves (a base URL with /v1 or /api appended, a misspelt operation) or no memlane service
+        # at all (no error shape of ours): the URL is wrong, which must never read as "no such item"
+        if error.get("type") is None:
+            message = "the answer is not a memlane service's: is the URL the service root (where GET /v1/health is)?"
+        return errors.ValidationError("url", message + suffix)
     kind = _BY_NAME.get(str(error.get("type", "")))
     cls = kind.cls if kind is not None else _BY_STATUS.get(status, errors.StoreError)
     if cls is errors.ValidationError:
@@ -111,9 +122,9 @@ def decode(error: Any, status: int, *, suffix: str = "") -> errors.MemlaneError:
         return errors.QueryRefused(
             message, reason=_text_or_none(error.get("reason")), part=_text_or_none(error.get("part"))
         )
-    if cls is errors.BusyError:
+    if cls is errors.BusyError or cls is errors.StoreUnavailableError:
         wait = error.get("retry_after")
-        return errors.BusyError(message + suffix, retry_after=wait if isinstance(wait, int) and wait > 0 else 1)
+        return cls(message + suffix, retry_after=wait if isinstance(wait, int) and wait > 0 else 1)
     return cls(message + suffix)
 
 

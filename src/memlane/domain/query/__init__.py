@@ -10,8 +10,7 @@
 
 The views and the fence are SQL, so they sit in the store layer; the runner's
 rules are the domain's, here. ``Memory.query`` and its siblings are the entry
-points. This package's import stays light (no sqlglot): it is the parent of the
-old path ``memlane.query.space``, which the stores' migrations once imported.
+points. This package's import stays light (no sqlglot).
 """
 
 from ...values.query import QueryPlan, QueryResult, SavedQuery

@@ -52,6 +52,12 @@ class Embedder(Protocol):
     ``name`` and ``dimension`` are declared read-only, so plain attributes and
     properties both satisfy the protocol.
 
+    Two more attributes are optional (see :func:`embedder_record`): ``spec``,
+    the text :func:`get_embedder` makes this same embedder from (default: the
+    name; ``"fake:384"`` for a 384-dimensional fake), and ``version``, a text
+    that changes whenever the vectors change under the same name and
+    dimension (another model or revision behind one name).
+
     Attributes:
         name: Stable identifier recorded with the vectors it made, e.g. ``"minilm"``.
         dimension: Length of every vector.
@@ -130,6 +136,11 @@ class FakeEmbedder:
 
     def __repr__(self) -> str:
         return f"FakeEmbedder(dimension={self.dimension})"
+
+    @property
+    def spec(self) -> str:
+        """``"fake"`` at the default 64 dimensions, else ``"fake:<dimension>"``: what makes this one again."""
+        return self.name if self.dimension == 64 else f"{self.name}:{self.dimension}"
 
     def _embed(self, text: str) -> list[float]:
         vector = [0.0] * self.dimension
@@ -384,6 +395,85 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
+# -- what the store records -----------------------------------------------------
+
+
+def embedder_spec(embedder: Embedder) -> str:
+    """The text :func:`get_embedder` makes ``embedder`` again from: its ``spec`` attribute, else its name."""
+    spec = getattr(embedder, "spec", None)
+    return spec if isinstance(spec, str) and spec else embedder.name
+
+
+def embedder_version(embedder: Embedder) -> str | None:
+    """The embedder's optional ``version`` (a text), or ``None``."""
+    version = getattr(embedder, "version", None)
+    return None if version is None else str(version)
+
+
+def known_dimension(embedder: Embedder) -> int | None:
+    """The embedder's dimension if it is known without a request, else ``None``.
+
+    An OpenAI-compatible embedder created without ``dimension=`` learns it from
+    its first response; reading it before would send a request, so it is not read.
+    """
+    if isinstance(embedder, OpenAIEmbedder):
+        return embedder._dimension
+    return embedder.dimension
+
+
+def embedder_record(embedder: Embedder) -> dict[str, Any]:
+    """What a store records about the embedder of its vectors: everything that makes two vectors comparable.
+
+    ``name`` and ``dimension``; ``spec``, the text that makes the embedder again
+    (:func:`embedder_spec`); ``version`` when the embedder has one. Vectors are
+    L2-normalised by memlane whatever the embedder returns, so normalisation is
+    not part of it.
+    """
+    record: dict[str, Any] = {"name": embedder.name, "dimension": embedder.dimension, "spec": embedder_spec(embedder)}
+    version = embedder_version(embedder)
+    if version is not None:
+        record["version"] = version
+    return record
+
+
+def record_differs(recorded: dict[str, Any], embedder: Embedder) -> bool:
+    """Whether ``embedder`` makes vectors that do not compare with those ``recorded`` describes.
+
+    The rule: another name, another dimension or another version. A dimension
+    not known without a request (:func:`known_dimension`) or not recorded (a
+    store from before dimensions were recorded, with no vector to read it from)
+    is not compared; a version only where the store records one.
+    """
+    if recorded.get("name") != embedder.name:
+        return True
+    dimension = known_dimension(embedder)
+    if recorded.get("dimension") is not None and dimension is not None and recorded["dimension"] != dimension:
+        return True
+    return recorded.get("version") is not None and recorded["version"] != embedder_version(embedder)
+
+
+def recorded_spec(record: dict[str, Any]) -> str:
+    """The text that makes the embedder of a record again: its ``spec``; for a record from before specs were
+    recorded, its name (and a fake's dimension: the one built-in whose name alone makes another dimension)."""
+    spec = record.get("spec")
+    if isinstance(spec, str) and spec:
+        return spec
+    name = str(record.get("name"))
+    dimension = record.get("dimension")
+    if name == FakeEmbedder.name and isinstance(dimension, int) and dimension != FakeEmbedder().dimension:
+        return f"{name}:{dimension}"
+    return name
+
+
+def describe_record(record: dict[str, Any]) -> str:
+    """``'fake' (384 dimensions)``, with the version where there is one."""
+    dimension = record.get("dimension")
+    parts = [f"{dimension} dimensions" if dimension is not None else "dimension not known yet"]
+    if record.get("version") is not None:
+        parts.append(f"version {record['version']}")
+    return f"{record.get('name')!r} ({', '.join(parts)})"
+
+
 # -- registry ------------------------------------------------------------------
 
 ENTRY_POINT_GROUP = "memlane.embedders"
@@ -617,11 +707,18 @@ __all__ = [
     "MiniLMEmbedder",
     "OnnxMiniLMEmbedder",
     "OpenAIEmbedder",
-    "default_available",
     "check_runnable",
+    "default_available",
+    "describe_record",
     "embed_one",
+    "embedder_record",
+    "embedder_spec",
+    "embedder_version",
     "get_embedder",
+    "known_dimension",
     "known_embedders",
+    "record_differs",
+    "recorded_spec",
     "register_embedder",
     "resolve_embedder",
     "unavailable",

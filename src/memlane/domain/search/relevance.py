@@ -3,19 +3,25 @@
 Every confirmed hit is judged from the evidence it actually has, never from
 the shape of the query's words:
 
-* ``similarity``: the cosine of its vector to the query's, calibrated per
-  embedder as the excess over the embedder's *noise level* (the cosine that
-  unrelated texts reach by chance, :data:`NOISE`), ``(s - noise) / (1 - noise)``.
-  A hit the vector channel ran for but did not nominate is given the lowest
-  similarity the channel nominated (an upper bound on its own).
-* ``coverage``: the share of the query's content words (not stop words) that
-  the hit holds in its text, key or namespace, each word weighted by its
-  inverse document frequency *in the searched scope* (BM25's IDF), so a word
-  most items hold counts little and a rare one much.
+* ``similarity``: the cosine of its vector to the query's, read on the
+  reference scale (the embedder's own :class:`Scale`, measured on
+  :data:`REFERENCE_TEXTS`, mapped onto MiniLM's), then as the excess over the
+  noise level there (the cosine that unrelated texts reach by chance,
+  :data:`REFERENCE_NOISE`), ``(s - noise) / (1 - noise)``. A hit is read at
+  its own similarity when it is among the query's :data:`PROFILE_K` nearest
+  in scope, else at the lowest of them (an upper bound on its own), whatever
+  ``candidate_k`` is.
+* ``coverage``: the share of the query's content words (not stop words, not
+  words of one or two letters) that the hit holds in its text or key (not its
+  namespace: where an item is kept is not what it says), each word weighted
+  by its inverse document frequency *in the searched scope* (BM25's IDF), so
+  a word most items hold counts little and a rare one much; in a scope of
+  fewer than :data:`IDF_MIN_ROWS` items every content word weighs the same,
+  except one every item holds, which weighs nothing (unless all of them do).
 * ``rarity``: how rare the rarest query word it holds is in the scope,
   ``1 - log(1 + df) / log(1 + N)``.
 * ``standout``: how far its similarity stands above the mean similarity of
-  the vector channel's candidates (calibrated as above): the answer to a
+  the query's PROFILE_K nearest (read as above): the answer to a
   question stands out from the rest of the scope, while a question the memory
   cannot answer meets a flat field of look-alikes.
 * ``absent``: the IDF-weighted share of the query's content words that occur
@@ -26,7 +32,8 @@ the shape of the query's words:
 
 A logistic model (:data:`VECTOR_MODEL` when the vector channel ran,
 :data:`LEXICAL_MODEL` otherwise) turns the evidence into a probability of
-relevance; a hit is relevant when it reaches the model's threshold. The
+relevance; a hit is relevant when it reaches the model's threshold, or when
+it holds every content word of the query (whatever its vector says). The
 coefficients and thresholds were fitted by ``bench/relevance.py fit`` on
 development data only (LoCoMo conversations conv-26, conv-30 and conv-41 written
 through ``add_conversation``, and the development split of memlane's paraphrase
@@ -58,12 +65,96 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # `bench/retrieval.py noise`, docs/benchmarks.md). Unknown embedders get DEFAULT_NOISE.
 NOISE: dict[str, float] = {"minilm": 0.15, "minilm-numpy": 0.15, "fake": 0.42}
 DEFAULT_NOISE = 0.30
+# The embedder's own scale. Each embedder places unrelated texts at its own level of cosine (MiniLM near 0.05, an
+# older API model near 0.75): the decision reads a similarity on MiniLM's scale, where it was fitted. An embedder's
+# scale is measured once, on its own vectors of REFERENCE_TEXTS (short texts about unrelated things): the mean and
+# spread of their pairwise cosines (Scale). A similarity s is then read as
+# REFERENCE_SCALE.mean + (s - scale.mean) * REFERENCE_SCALE.spread / scale.spread, so an embedder whose cosines are
+# MiniLM's moved or stretched (a shared direction added to every vector) is read as MiniLM. The memory measures it at
+# its first vector search and again after `reindex` (Memory.relevance_scale); measuring costs one embedding batch.
+REFERENCE_TEXTS: tuple[str, ...] = (
+    "I booked a table for two at the Italian place on Friday.",
+    "The quarterly report is due to the finance team next week.",
+    "My cat keeps knocking glasses off the kitchen counter.",
+    "We hiked up the ridge trail and camped by the lake.",
+    "The deploy failed because the database migration timed out.",
+    "She is learning to play the cello in an evening class.",
+    "Tomatoes need at least six hours of sun a day.",
+    "The train to the airport leaves every twenty minutes.",
+    "He prefers dark roast coffee without sugar.",
+    "Our landlord is raising the rent in March.",
+    "The museum has a new exhibition of Japanese prints.",
+    "Remember to renew the car insurance before it lapses.",
+    "The kids built a sandcastle with a moat at the beach.",
+    "Protein folding depends on hydrophobic interactions.",
+    "The match went to penalties after a goalless draw.",
+    "I am allergic to peanuts and shellfish.",
+    "The new phone has a better camera but a weaker battery.",
+    "Grandma's recipe uses buttermilk instead of milk.",
+    "The committee postponed the vote until the next session.",
+    "A storm knocked out power across the valley overnight.",
+    "He volunteers at the animal shelter on weekends.",
+    "The invoice lists the wrong billing address.",
+    "Jupiter has dozens of moons, the largest is Ganymede.",
+    "We painted the nursery a pale shade of green.",
+    "The library extended its opening hours for exams.",
+    "My knee hurts after running more than ten kilometres.",
+    "The startup raised a seed round from two angel investors.",
+    "Inflation slowed for the third month in a row.",
+    "The bakery on the corner sells sourdough on Saturdays.",
+    "Please water the ferns while I am away.",
+    "The violinist tuned her instrument before the concert.",
+    "Vaccines train the immune system to recognise a pathogen.",
+)
+# MiniLM's scale on REFERENCE_TEXTS (`bench/relevance.py scale`): the scale the coefficients below were fitted on
+REFERENCE_SCALE_MEAN = 0.041402
+REFERENCE_SCALE_SPREAD = 0.081204
+# the noise level of the reference scale (NOISE["minilm"]): the decision's similarity is the excess over it
+REFERENCE_NOISE = 0.15
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """Where an embedder puts unrelated texts: the mean and spread of its cosines over REFERENCE_TEXTS' pairs."""
+
+    mean: float
+    spread: float
+
+    def read(self, similarity: float) -> float:
+        """``similarity`` on the reference scale (MiniLM's), at most 1."""
+        spread = max(self.spread, 1e-3)
+        return min(1.0, REFERENCE_SCALE_MEAN + (similarity - self.mean) * REFERENCE_SCALE_SPREAD / spread)
+
+
+def measure_scale(vectors: Sequence[Sequence[float]]) -> Scale:
+    """The :class:`Scale` of an embedder from its vectors of :data:`REFERENCE_TEXTS` (any unit vectors)."""
+    units = []
+    for vec in vectors:
+        norm = math.sqrt(sum(x * x for x in vec)) or 1.0
+        units.append([x / norm for x in vec])
+    sims = [sum(a * b for a, b in zip(u, w, strict=False)) for i, u in enumerate(units) for w in units[i + 1 :]]
+    if not sims:
+        return Scale(REFERENCE_SCALE_MEAN, REFERENCE_SCALE_SPREAD)
+    mean = sum(sims) / len(sims)
+    spread = math.sqrt(sum((x - mean) ** 2 for x in sims) / len(sims))
+    return Scale(round(mean, 6), round(spread, 6))
+
+
 # rows of the scope counted at most, and rows counted per word at most: the counts cost a search about 0.3 ms at
 # these bounds (100k rows, SQLite); beyond them a scope's IDF is an estimate, and the fitting data lies within them
 SCOPE_LIMIT = 5_000
 DF_LIMIT = 1_000
 # a scope this large makes an absent word full evidence; a smaller one proportionally less (log scale)
 SCOPE_REFERENCE = 1_000
+# below this many items a scope is too small for IDF: every content word weighs the same (a plain share of them),
+# except a word every item holds, which weighs nothing (unless every content word is such a word)
+IDF_MIN_ROWS = 20
+# the query's similarity profile: its PROFILE_K best similarities in scope, whatever `candidate_k` is, so the
+# verdict of a hit never depends on how many candidates a channel was asked for
+PROFILE_K = 50
+# a hit's companions (see Judge.settle) may stand beside it when a relevant hit is among the first HEAD_K of a
+# channel's nominations (a set that depends on neither `candidate_k` nor `limit`)
+HEAD_K = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +244,25 @@ def _prefixes(terms: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str, str]]:
 
 
 def matched(terms: Sequence[str], item: Item) -> list[str]:
-    """The query terms (in query order) that occur in the item's text, key or namespace."""
+    """The query terms (in query order) that occur in the item's text, key or namespace (what a hit shows)."""
+    return _matched(terms, " ".join((item.text, item.key, *item.namespace)))
+
+
+def content_matched(terms: Sequence[str], item: Item) -> list[str]:
+    """The query terms (in query order) that occur in the item's text or key: the decision's word evidence.
+
+    Not its namespace: the namespace says whose or where an item is, not what
+    it says (a note under ``("user", ...)`` is no answer to "user"; a
+    conversation's turns under ``("locomo", "conv-26")`` do not all hold "locomo").
+    """
+    return _matched(terms, f"{item.text} {item.key}")
+
+
+def _matched(terms: Sequence[str], text: str) -> list[str]:
     if not terms:
         return []
     pattern, stems = _prefixes(tuple(terms))
-    text = " ".join((item.text, item.key, *item.namespace)).lower()
+    text = text.lower()
     found = {stem(w) for w in pattern.findall(text)}
     return [t for t in terms if _found(stems[t], found)]
 
@@ -178,8 +283,11 @@ def noise_level(embedder_name: str | None) -> float:
 
 
 def content_terms(terms: Iterable[str]) -> list[str]:
-    """Terms that are not stop words."""
-    return [t for t in terms if t not in ENGLISH]
+    """Terms that carry content: not stop words, and not words of one or two letters ("go", "do", "it").
+
+    Numbers are content whatever their length ("5", "42").
+    """
+    return [t for t in terms if t not in ENGLISH and not (len(t) <= 2 and t.isalpha())]
 
 
 Counts = Callable[[Sequence[str], int], tuple[int, Mapping[str, int]]]
@@ -207,11 +315,19 @@ class Judge:
             and, per word, the rows containing it, each count stopping at
             ``limit`` (asked twice at most, and only if a hit is judged).
         terms: the query's searched words (:func:`memlane.domain.search.rank.terms`).
-        embedder_name: the embedder that made the vectors (its noise level), or ``None``.
+        embedder_name: the embedder that made the vectors (its noise level when
+            no ``scale`` is given), or ``None``.
         vector_ran: whether the vector channel nominated for this search.
-        vector_scores: the similarities the vector channel nominated: their
-            lowest is the bound given to hits it did not nominate, their mean
-            what a hit must stand out from.
+        vector_scores: the query's similarity profile, best first: the
+            similarities of its :data:`PROFILE_K` nearest items in scope
+            (more are cut). Their lowest is the bound given to a hit outside
+            them, their mean what a hit must stand out from.
+        vector_ids: the item ids of ``vector_scores``, in the same order: a
+            hit among them is judged on its similarity there, whether or not
+            the vector channel nominated it for ranking.
+        scale: the embedder's :class:`Scale`, read onto the reference scale
+            before the decision; ``None`` reads similarities as they are,
+            with the noise level of ``embedder_name``.
     """
 
     def __init__(
@@ -222,14 +338,19 @@ class Judge:
         *,
         vector_ran: bool,
         vector_scores: Sequence[float] = (),
+        vector_ids: Sequence[str] = (),
+        scale: Scale | None = None,
     ) -> None:
         self._counts = counts
         # a query of stop words only is searched by them (rank.terms), so they are its content then
         self.content = content_terms(terms) or list(terms)
-        self.noise = noise_level(embedder_name)
+        self.scale = scale
+        self.noise = REFERENCE_NOISE if scale is not None else noise_level(embedder_name)
         self.vector_ran = vector_ran
-        self.vector_floor = min(vector_scores, default=None)
-        self.vector_mean = sum(vector_scores) / len(vector_scores) if vector_scores else None
+        profile = list(vector_scores)[:PROFILE_K]
+        self._profile = dict(zip(vector_ids, profile, strict=False))
+        self.vector_floor = min(profile, default=None)
+        self.vector_mean = sum(profile) / len(profile) if profile else None
         self.model = VECTOR_MODEL if vector_ran else LEXICAL_MODEL
         self._scope: tuple[int, dict[str, int]] | None = None
         self._weights: tuple[dict[str, float], float, float, list[str]] | None = None
@@ -251,25 +372,57 @@ class Judge:
         the evidence of the absent words, and those words."""
         if self._weights is None:
             rows, dfs = self.scope()
-            idf = {w: _idf(dfs.get(w, 0), rows) for w in self.content}
+            if rows < IDF_MIN_ROWS:
+                # too few items for IDF to say how rare a word is: each counts the same, except a word every item
+                # holds, which tells them apart no more than a stop word (unless every word is one)
+                idf = {w: 0.0 if dfs.get(w, 0) >= rows else 1.0 for w in self.content}
+                if not any(idf.values()):
+                    idf = dict.fromkeys(self.content, 1.0)
+            else:
+                idf = {w: _idf(dfs.get(w, 0), rows) for w in self.content}
             total = sum(idf.values()) or 1.0
             missing = [w for w in self.content if dfs.get(w, 0) == 0]
             weight = min(1.0, math.log1p(rows) / math.log1p(SCOPE_REFERENCE))
             self._weights = (idf, total, weight * sum(idf[w] for w in missing) / total, missing)
         return self._weights
 
+    def similarity(self, hit: Hit) -> float | None:
+        """The similarity the decision reads for ``hit`` (raw, before its scale): its own when it is among the
+        query's profile, else the profile's lowest (an upper bound on its own)."""
+        sim = self._profile.get(hit.item.id) if self._profile else hit.similarity
+        if sim is None or (self.vector_floor is not None and sim < self.vector_floor):
+            return self.vector_floor
+        return sim
+
+    def held(self, hit: Hit) -> list[str]:
+        """The query's content words the hit's text or key holds (not its namespace: see content_matched)."""
+        held = [w for w in hit.matched if w in self.content]
+        in_namespace = set(_matched(held, " ".join(hit.item.namespace))) if held and hit.item.namespace else set()
+        if in_namespace:  # a word the namespace holds counts only if the text or key holds it too
+            in_content = set(content_matched(sorted(in_namespace), hit.item))
+            held = [w for w in held if w not in in_namespace or w in in_content]
+        return held
+
+    def holds_all(self, hit: Hit) -> bool:
+        """Whether the hit holds every content word of the query (strong evidence on its own)."""
+        held = set(self.held(hit))
+        return bool(self.content) and all(w in held for w in self.content)
+
     def evidence(self, hit: Hit) -> dict[str, float]:
         """The features the decision reads for ``hit`` (see the module docstring)."""
         rows, dfs = self.scope()
         idf, total, absent, _ = self._query_weights()
-        held = [w for w in hit.matched if w in idf]
+        held = [w for w in self.held(hit) if w in idf]
         coverage = sum(idf[w] for w in held) / total
         rarity = max((1.0 - math.log1p(dfs.get(w, 0)) / math.log1p(max(rows, 1)) for w in held), default=0.0)
         out = {"coverage": round(coverage, 4), "rarity": round(max(0.0, rarity), 4), "absent": round(absent, 4)}
         if self.vector_ran:
-            sim = hit.similarity if hit.similarity is not None else self.vector_floor
-            excess = 0.0 if sim is None else (sim - self.noise) / (1.0 - self.noise)
+            sim = self.similarity(hit)
             mean = self.vector_mean
+            if self.scale is not None:
+                sim = None if sim is None else self.scale.read(sim)
+                mean = None if mean is None else self.scale.read(mean)
+            excess = 0.0 if sim is None else (sim - self.noise) / (1.0 - self.noise)
             standout = 0.0 if sim is None or mean is None else (sim - mean) / (1.0 - self.noise)
             out["similarity"] = round(excess, 4)
             out["standout"] = round(standout, 4)
@@ -277,34 +430,41 @@ class Judge:
         return out
 
     def judge(self, hit: Hit) -> Verdict:
-        """Decide on one hit on its own evidence, saying why in words (see :meth:`settle` for the answer)."""
+        """Decide on one hit on its own evidence, saying why in words (see :meth:`settle` for the answer).
+
+        A hit whose text holds every content word of the query is relevant
+        whatever its vector says; otherwise the model's probability decides.
+        """
         p = self.model.probability(self.evidence(hit))
-        relevant = p >= self.model.threshold
+        relevant = p >= self.model.threshold or self.holds_all(hit)
         return Verdict(relevant, round(p, 4), self._why(hit, p, relevant))
 
     def keeps(self, hit: Hit) -> bool:
         """Whether a judged hit may stay in an answer that holds a relevant hit (see :meth:`settle`)."""
-        return hit.relevance is not None and hit.relevance >= self.model.companion
+        return bool(hit.relevant) or (hit.relevance is not None and hit.relevance >= self.model.companion)
 
-    def settle(self, hits: Sequence[Hit], *, drop: bool) -> tuple[list[Hit], int]:
+    def settle(self, hits: Sequence[Hit], *, drop: bool, found: bool | None = None) -> tuple[list[Hit], int]:
         """The decision on a whole answer: its judged hits, and how many were dropped.
 
-        An answer holds something relevant when one of its hits is relevant on
-        its own; its other hits are then kept as context when they reach the
-        model's ``companion`` probability, and pass the decision too. An answer
-        without a relevant hit has nothing relevant: with ``drop`` every hit
-        goes, else every hit stays, marked as not passing.
+        A hit relevant on its own passes. The others are the answer's context:
+        they pass when they reach the model's ``companion`` probability and the
+        search ``found`` a relevant hit among the first :data:`HEAD_K`
+        nominations of its channels (a set that depends on neither
+        ``candidate_k`` nor ``limit``, so neither changes a verdict); without
+        ``found``, among ``hits``. A hit that does not pass goes with ``drop``,
+        else stays, marked as not passing.
         """
-        best = max((h.relevance or 0.0 for h in hits), default=0.0)
-        found = best >= self.model.threshold
+        if found is None:
+            found = any(h.relevant for h in hits)
         kept: list[Hit] = []
         for hit in hits:
-            passes = found and self.keeps(hit)
-            if passes and not hit.relevant:
+            own = bool(hit.relevant)
+            passes = own or (found and self.keeps(hit))
+            if passes and not own:
                 hit.relevant = True
                 hit.why = (
-                    f"relevant beside a stronger hit (p={hit.relevance:.2f}, kept from {self.model.companion:.2f}; "
-                    f"the answer's best {best:.2f})" + (hit.why or "").split(")", 1)[-1]
+                    f"relevant beside a stronger hit (p={hit.relevance:.2f}, kept from {self.model.companion:.2f} "
+                    "when a relevant hit leads a channel)" + (hit.why or "").split(")", 1)[-1]
                 )
             elif not passes:
                 hit.relevant = False
@@ -315,11 +475,14 @@ class Judge:
     def _why(self, hit: Hit, p: float, relevant: bool) -> str:
         parts = []
         if self.vector_ran:
-            if hit.similarity is not None:
-                parts.append(f"similarity {hit.similarity:.2f} (noise {self.noise:.2f})")
+            sim = self._profile.get(hit.item.id) if self._profile else hit.similarity
+            if sim is not None:
+                ref = sim if self.scale is None else self.scale.read(sim)
+                read = f", {ref:.2f} on the reference scale" if abs(ref - sim) >= 0.005 else ""
+                parts.append(f"similarity {sim:.2f}{read} (noise {self.noise:.2f})")
             else:
-                parts.append("not among the vector channel's candidates")
-        held = [w for w in hit.matched if w in self.content]
+                parts.append("not among the query's nearest vectors")
+        held = self.held(hit)
         if self.content:
             parts.append(
                 f"holds {len(held)} of {len(self.content)} query words" + (f" ({', '.join(held)})" if held else "")
@@ -328,4 +491,6 @@ class Judge:
         if absent:
             parts.append(f"nothing in scope mentions {', '.join(absent)}")
         verdict = "relevant" if relevant else "not relevant"
+        if relevant and p < self.model.threshold:
+            verdict = "relevant (holds every query word)"
         return f"{verdict} (p={p:.2f}, threshold {self.model.threshold:.2f}): " + "; ".join(parts)

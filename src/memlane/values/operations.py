@@ -1,25 +1,34 @@
-"""The operations every interface offers: one table, with parameters read from the core's own signatures.
+"""The operations every interface offers: one table, with parameters declared by the core's own signatures.
 
 :data:`OPERATIONS` names each :class:`~memlane.core.memory.Memory` method that the
-wire carries, the shape of its answer and a one-line summary. :func:`params`
-reads which parameters are required and what the others default to from the
-method itself, so a default is stated once. The HTTP service builds every
+wire carries, the shape of its answer and a one-line summary. Each method's
+signature and docstring are the statement of its parameters, defaults and
+meaning; :data:`DECLARED` (``operations.json``, beside this module) holds them as
+:func:`declare` reads them from ``Memory``, so that a surface made from the table
+(the Client, the service, ``AgentView``) has them without importing the core:
+``tests/test_operations.py`` fails when it is not what ``Memory`` declares now
+(``python scripts/declare.py`` writes it again). The HTTP service builds every
 ``POST /v1/<operation>`` (request model, handler, ``GET /v1/operations``) from
 this table; the tests hold the MCP tools and the Client's typed methods to it.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
+import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
 from typing import Any
 
-from ..values.errors import NotFoundError
+from .errors import NotFoundError
+from .validate import RECORD_FIELDS
 
 REQUIRED: Any = inspect.Parameter.empty
+DECLARED = os.path.join(os.path.dirname(__file__), "operations.json")  # os.path: pathlib would cost the Client
 
 
 @dataclass(frozen=True)
@@ -41,15 +50,64 @@ def wire_default(value: Any) -> Any:
     return value
 
 
+def declare(owner: type) -> dict[str, Any]:
+    """What :data:`DECLARED` holds: each operation's signature (defaults as Python literals) and docstring on
+    ``owner`` (``Memory``)."""
+    declared = {}
+    for op in OPERATIONS:
+        method = getattr(owner, op.name)
+        sig = inspect.signature(method)
+        params = []
+        for p in sig.parameters.values():
+            param = {"name": p.name, "kind": p.kind.name}
+            if p.annotation is not p.empty:
+                param["annotation"] = str(p.annotation)
+            if p.default is not p.empty:
+                param["default"] = repr(p.default)
+            params.append(param)
+        returns = None if sig.return_annotation is sig.empty else str(sig.return_annotation)
+        declared[op.name] = {"params": params, "returns": returns, "doc": inspect.getdoc(method)}
+    return declared
+
+
+@cache
+def _declared() -> Mapping[str, Any]:
+    with open(DECLARED, encoding="utf-8") as declared:
+        return json.load(declared)  # type: ignore[no-any-return]
+
+
+@cache
+def signature(name: str) -> inspect.Signature:
+    """``Memory.<name>``'s signature, ``self`` included, as :data:`DECLARED` holds it."""
+    try:
+        declared = _declared()[name]
+    except KeyError:  # an operation added to the table but not yet declared: say how to declare it
+        raise RuntimeError(f"{DECLARED} has no {name!r}: run python scripts/declare.py") from None
+    return inspect.Signature(
+        [
+            inspect.Parameter(
+                p["name"],
+                getattr(inspect.Parameter, p["kind"]),
+                default=ast.literal_eval(p["default"]) if "default" in p else REQUIRED,
+                annotation=p.get("annotation", REQUIRED),
+            )
+            for p in declared["params"]
+        ],
+        return_annotation=inspect.Signature.empty if declared["returns"] is None else declared["returns"],
+    )
+
+
+def doc(name: str) -> str | None:
+    """``Memory.<name>``'s docstring, as :data:`DECLARED` holds it."""
+    return _declared()[name]["doc"]  # type: ignore[no-any-return]
+
+
 @cache
 def params(method: str) -> tuple[Param, ...]:
     """The parameters of ``Memory.<method>``, in order, without ``self``."""
-    from .memory import Memory
-
-    signature = inspect.signature(getattr(Memory, method))
     return tuple(
         Param(p.name, p.default)
-        for p in signature.parameters.values()
+        for p in signature(method).parameters.values()
         if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     )
 
@@ -75,8 +133,6 @@ def _addresses(args: dict[str, Any]) -> dict[str, Any]:
 
 def _known_fields(args: dict[str, Any]) -> dict[str, Any]:
     # the API is additive: a record field this version does not know is ignored, as in every body
-    from .memory import RECORD_FIELDS
-
     if isinstance(args.get("records"), list):
         args["records"] = [
             {k: v for k, v in r.items() if k in RECORD_FIELDS} if isinstance(r, dict) else r for r in args["records"]
@@ -154,6 +210,7 @@ MEANINGS: Mapping[str, str] = MappingProxyType({
     "limit": "At most this many results.",
     "cursor": "next_cursor of the previous page; omit for the first.",
     "floor": "true: only the hits judged relevant; false: the k nearest.",
+    "where": 'e.g. {"metadata.src": "chat", "created_at": {"$gte": "-7d"}}',
     "query": "The question, in plain words.",
     "entity_ids": "Entity ids (ent_...), e.g. from memory_resolve_entity.",
     "hops": "Graph steps to expand from the entities (0-3).",
@@ -203,6 +260,10 @@ OPERATIONS: tuple[Operation, ...] = (
         meanings={"addresses": 'e.g. [{"namespace": "user/123", "key": "preferences.ui.theme"}].'}),
     _op("fetch", "items", "Every visible item under exactly this key, newest first.", safe=True, point=True),
     _op("delete", "gone", "Delete one item (kept in history); 404 when missing."),
+    _op("get_by_id", "found", "The item with this id (any hit's id); 404 when missing or not yours to read.",
+        safe=True, point=True, meanings={"item_id": "An item's id, e.g. a search hit's id."}),
+    _op("delete_by_id", "gone", "Delete the item with this id (kept in history); 404 when missing or not yours.",
+        meanings={"item_id": "An item's id, e.g. a search hit's id."}),
     _op("clear", "deleted", "Delete every item under a writable namespace prefix."),
     _op("list", "page", "Items in address order, one page at a time.", safe=True),
     _op("namespaces", "namespaces", "Namespaces the caller may see.", safe=True),
@@ -211,6 +272,11 @@ OPERATIONS: tuple[Operation, ...] = (
     _op("summarize", "summary", "The taxonomy map: key paths cut at depth, with counts, per namespace.", safe=True,
         meanings={"depth": "Key segments to keep: 2 cuts preferences.ui.theme to preferences.ui."}),
     _op("history", "versions", "Past versions of an address, newest first.", safe=True),
+    _op("activity", "activity", "Writes, deletes, facts and recalls per namespace and hour or day (a timeline).",
+        safe=True, expensive=True, meanings={
+            "bucket": "hour or day.",
+            "days": "How many days back from now (1-366).",
+        }),
     _op("search", "envelope", "Ranked search: nominate, fuse (RRF), confirm against live rows.",
         from_wire=_default_channels, safe=True, expensive=True,
         meanings={"query": "What you look for, in plain words.", "channels": "lexical (BM25) and/or vector."}),
@@ -221,6 +287,7 @@ OPERATIONS: tuple[Operation, ...] = (
             "key": "Exact key: every item filed under it, newest first, instead of searching.",
             "mode": "Search mode without key.",
             "floor": "true: only the hits judged relevant; null: so, except a vector recall with an embedding.",
+            "where": "As search's.",
         }),
     # -- the facts layer
     _op("add_entity", "record", "Create an entity (person, project, thing); names need not be unique.", meanings={
@@ -280,6 +347,11 @@ OPERATIONS: tuple[Operation, ...] = (
     _op("set_retention", "retention_rule", "Keep N history versions and/or D days under a prefix.", admin=True),
     _op("retention_rules", "retention_rules", "Every history retention rule (admin).", admin=True, safe=True),
     _op("clear_retention", "cleared", "Remove the retention rule at exactly a prefix (admin).", admin=True),
+    # -- moving data: an owner setting (exact ids, times and authors)
+    _op("import_records", "imported", "Write exported records back exactly, all or nothing (admin).",
+        admin=True, meanings={
+            "records": "Records as export writes them (one JSON object each); large imports go in several calls.",
+        }),
     # -- the query space (memlane.domain.query)
     _op("query", "query_result", "Run one read-only SELECT over the memory_v1 views, bounded.", safe=True,
         expensive=True),
@@ -312,6 +384,8 @@ def _as_dict(r: Any, args: dict[str, Any]) -> Any:
 
 
 def _missing(args: dict[str, Any]) -> NotFoundError:
+    if "item_id" in args:  # one answer for an id never written and one the caller may not read
+        return NotFoundError(f"no item with id {args['item_id']!r}")
     return NotFoundError(f"no item at {args.get('namespace')!r} key {args.get('key')!r}")
 
 
@@ -340,6 +414,7 @@ ANSWERS: Mapping[str, Callable[[Any, dict[str, Any]], Any]] = MappingProxyType(
         "deleted": lambda n, args: {"deleted": n},
         "namespaces": lambda nss, args: {"namespaces": [list(ns) for ns in nss]},
         "summary": lambda s, args: {"summary": s},
+        "activity": lambda a, args: a,
         "versions": _dicts("versions"),
         "envelope": _as_dict,
         "record": _as_dict,
@@ -350,6 +425,7 @@ ANSWERS: Mapping[str, Callable[[Any, dict[str, Any]], Any]] = MappingProxyType(
         "retention_rule": _as_dict,
         "retention_rules": _dicts("rules"),
         "cleared": lambda cleared, args: {"cleared": cleared},
+        "imported": lambda n, args: {"imported": n},
         "query_result": _as_dict,
         "query_plan": _as_dict,
         "query_space": lambda space, args: space,

@@ -1,36 +1,37 @@
 """Surfaces made from the operations table: one declaration, every method.
 
-An operation is declared once: its entry in :data:`memlane.core.operations.OPERATIONS`
+An operation is declared once: its entry in :data:`memlane.values.operations.OPERATIONS`
 and its method on :class:`~memlane.core.memory.Memory` (signature, defaults,
-docstring). :func:`fill` gives a surface class (the Client, the async twins) a
-method for every operation it does not write itself, with the core's
-signature and docstring, so ``help()``, ``inspect.signature`` and editors see
-the same parameters everywhere. A method a surface writes itself is a
+docstring, as :data:`memlane.values.operations.DECLARED` holds them, so that the
+Client imports no core). :func:`fill` gives a surface class (the Client,
+``AgentView``) a method for every operation it does not write itself, with the
+core's signature and docstring, so ``help()``, ``inspect.signature`` and editors
+see the same parameters everywhere. A method a surface writes itself is a
 deliberate difference, and must say why in the class's ``DIFFERS``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .operations import OPERATIONS, Operation
-
-
-def core(name: str) -> Callable[..., Any]:
-    """``Memory.<name>``: the declaration of an operation's parameters and documentation."""
-    from .memory import Memory
-
-    return getattr(Memory, name)  # type: ignore[no-any-return]
+from .operations import OPERATIONS, Operation, doc, signature
 
 
 @functools.cache
-def signature(name: str) -> inspect.Signature:
-    """``Memory.<name>``'s signature, ``self`` included."""
-    return inspect.signature(core(name))
+def core(name: str) -> Callable[..., Any]:
+    """``Memory.<name>`` as declared (:data:`memlane.values.operations.DECLARED`): a function with its
+    signature and docstring, which a surface method is dressed in."""
+
+    def declared(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"Memory.{name} as declared: call it on a Memory")
+
+    declared.__name__ = declared.__qualname__ = name
+    declared.__doc__ = doc(name)
+    declared.__signature__ = signature(name)  # type: ignore[attr-defined]
+    return declared
 
 
 def arguments(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,6 +76,8 @@ def fill(
 
 def _offloaded(name: str, attribute: str) -> Callable[..., Any]:
     async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        import asyncio  # loaded by then: the Client's import does without it
+
         return await asyncio.to_thread(getattr(getattr(self, attribute), name), *args, **kwargs)
 
     return method
