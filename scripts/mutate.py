@@ -182,6 +182,7 @@ MODULES: dict[str, Module] = {
         within={"memlane.core.memory": ("search", "_status")},
         tests=(
             "tests/test_relevance_guards.py",
+            "tests/test_relevance_calibrated.py",
             "tests/test_relevance.py",
             "tests/test_search_rules.py",
             "tests/conformance/test_read_your_writes.py",

@@ -262,7 +262,8 @@ def test_a_search_states_the_parameters_it_ran_with(tmp_path: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("argument", "value"), [("candidate_k", 0), ("candidate_k", 10_001), ("rrf_k", 0), ("rrf_k", 100_001)]
+    ("argument", "value"),
+    [("limit", 0), ("limit", 1001), ("candidate_k", 0), ("candidate_k", 10_001), ("rrf_k", 0), ("rrf_k", 100_001)],
 )
 def test_a_search_refuses_a_bad_bound_naming_it(tmp_path: Any, argument: str, value: int) -> None:
     with _notes_store(tmp_path) as mem, pytest.raises(memlane.ValidationError) as refused:
