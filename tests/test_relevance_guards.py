@@ -313,3 +313,22 @@ def test_a_query_without_words_counts_only_the_scopes_rows() -> None:
     verdict = judge.judge(_hit([]))
     assert asked == [((), relevance.SCOPE_LIMIT)] and judge.scope() == (40, {})
     assert not verdict.relevant and "query words" not in verdict.why
+
+
+def test_without_pairs_to_measure_the_scale_is_the_reference_one() -> None:
+    reference = relevance.Scale(relevance.REFERENCE_SCALE_MEAN, relevance.REFERENCE_SCALE_SPREAD)
+    assert relevance.measure_scale([]) == reference
+    assert relevance.measure_scale([[1.0, 0.0]]) == reference
+
+
+def test_a_scaled_judge_reads_the_profiles_mean_on_the_reference_scale_too() -> None:
+    scale = relevance.Scale(0.5, 0.2)
+    sims = [0.9, 0.7, 0.6]
+    judge = relevance.Judge(
+        _counts(50, {"alpha": 2}), ["alpha"], "fake", vector_ran=True, vector_scores=sims, scale=scale
+    )
+    noise = relevance.REFERENCE_NOISE
+    standout = (scale.read(0.6) - scale.read(sum(sims) / 3)) / (1 - noise)
+    evidence = judge.evidence(_hit(["alpha"], similarity=0.6))
+    assert evidence["standout"] == round(standout, 4)
+    assert evidence["similarity"] == round((scale.read(0.6) - noise) / (1 - noise), 4)
