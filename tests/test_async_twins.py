@@ -119,8 +119,15 @@ def _op() -> st.SearchStrategy[tuple[str, tuple[Any, ...], dict[str, Any]]]:
         ),
         st.tuples(
             st.just("list"),
-            st.tuples(st.sampled_from(["", "a", "c"])),
-            st.fixed_dictionaries({"limit": limits}, optional={"key_prefix": st.sampled_from(["", "k", "k3.", "z"])}),
+            st.tuples(st.sampled_from(["", "a", "c", "bad//ns"])),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "limit": limits,
+                    "key_prefix": st.sampled_from(["", "k", "k3.", "z", " bad"]),
+                    "order": st.sampled_from(["address", "recent", "recent", "nope"]),
+                },
+            ),
         ),
         st.tuples(
             st.just("namespaces"),
@@ -245,6 +252,9 @@ def test_each_twin_passes_on_every_argument(pair: Any) -> None:
         ("list", ("t",), {"key_prefix": "k3."}),
         ("list", ("t",), {"limit": 1}),
         ("list", ("t",), {"limit": 1, "cursor": None}),
+        ("list", ("t",), {"limit": 1, "order": "recent"}),
+        ("list", ("t/a",), {"order": "recent"}),
+        ("list", ("t",), {"order": "recent", "key_prefix": "k"}),
         ("fetch", ("k1",), {"namespace_prefix": "t/b", "limit": 1}),
         ("fetch", ("k1",), {"limit": 1}),
         ("select", ("t",), {"where": {"v": 2}}),
@@ -263,7 +273,7 @@ def test_each_twin_passes_on_every_argument(pair: Any) -> None:
         assert got == want, (name, args, kwargs)
         if name == "list" and kwargs.get("limit") == 1:
             assert want[1]["next_cursor"] is not None
-            more = {"limit": 1, "cursor": want[1]["next_cursor"]}
+            more = {**kwargs, "cursor": want[1]["next_cursor"]}
             assert _call(driven, name, args, more) == _call(sync, name, args, more) != want
     assert _call(sync, "put", ("t/a", "k1", 2), {"if_absent": True})[:2] == ("refused", "ConflictError")
     clock.advance(5)
