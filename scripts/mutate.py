@@ -83,6 +83,15 @@ def scope_checks(source: Path = ROOT / "src" / "memlane" / "core" / "memory.py")
 
 SCOPE_CHECKS = scope_checks()
 
+# Memory's methods that make vectors or mark items for the indexer, and a search's catch-up
+INDEXING = ("_catch_up", "_to_write", "_write", "_with_vectors", "_embed", "wait_indexed", "index")
+
+# AsyncMemory's awaited operations: Memory's _a<name> methods (their synchronous twins are the reference)
+TWINS = (
+    "_aget", "_aexists", "_aget_many", "_afetch", "_alist", "_anamespaces", "_aselect", "_ahistory", "_aput",
+    "_aput_many", "_adelete", "_awrite", "_aclose",
+)  # fmt: skip
+
 
 MODULES: dict[str, Module] = {
     "validate": Module(
@@ -156,11 +165,7 @@ MODULES: dict[str, Module] = {
         note="the write, expiry, read and hydrate paths",
     ),
     "search": Module(
-        files=(
-            "src/memlane/domain/search/rank.py",
-            "src/memlane/values/vectors.py",
-            "src/memlane/domain/search/relevance.py",
-        ),
+        files=("src/memlane/domain/search/rank.py", "src/memlane/values/vectors.py"),
         tests=(
             "tests/test_rank.py",
             "tests/test_relevance.py",
@@ -168,7 +173,47 @@ MODULES: dict[str, Module] = {
             "tests/conformance/test_recall.py",
             "tests/test_search_rules.py",
         ),
-        note="ranking, fusion, confirm and the relevance floor",
+        select=SQLITE_ONLY + " and not other_words",  # the MiniLM paraphrase tests read bench/data (not copied)
+        note="ranking, fusion and confirm",
+    ),
+    "relevance": Module(
+        # its own module since #35 (it was search's): the decision, and the search that feeds it its evidence
+        files=("src/memlane/domain/search/relevance.py", "src/memlane/core/memory.py"),
+        within={"memlane.core.memory": ("search", "_status")},
+        tests=(
+            "tests/test_relevance_guards.py",
+            "tests/test_relevance_calibrated.py",
+            "tests/test_relevance.py",
+            "tests/test_search_rules.py",
+            "tests/conformance/test_read_your_writes.py",
+            "tests/conformance/test_search.py",
+        ),
+        # the async surfaces run search off the loop through the same method: their runs add nothing here; the
+        # MiniLM paraphrase tests read bench/data, which the work folder does not hold
+        select=SQLITE_ONLY + " and not async and not other_words",
+        note="the relevance decision: its evidence, the absent-word cap, stop-word queries, the answer's status",
+    ),
+    "indexer": Module(
+        files=("src/memlane/domain/indexer.py", "src/memlane/core/memory.py"),
+        within={"memlane.core.memory": INDEXING},
+        tests=(
+            "tests/test_catchup.py",
+            "tests/conformance/test_read_your_writes.py",
+            "tests/conformance/test_indexing.py",
+            "tests/conformance/test_unindexed.py",
+            "tests/test_indexing.py",
+        ),
+        select=SQLITE_ONLY + " and not async and not processes and not killed and not watch and not sigkill",
+        note="write-behind indexing and a search's catch-up: its bound, its scope, index=False kept from the embedder",
+    ),
+    "twins": Module(
+        # AsyncMemory's awaited operations: Memory's _a<name> methods beside their synchronous twins
+        files=("src/memlane/core/memory.py",),
+        within={"memlane.core.memory": TWINS},
+        # SQLite's twins only: the PostgreSQL ones run the same Memory methods (test_async_twins.py's postgres run)
+        tests=("tests/test_async_twins.py",),
+        select=SQLITE_ONLY,
+        note="the async twins of the exact reads and the item writes, against the synchronous methods",
     ),
     "where": Module(
         files=("src/memlane/values/where.py",),
