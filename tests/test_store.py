@@ -913,30 +913,43 @@ def _open_fds_on(path: str) -> int:
     return count
 
 
-def _server_connections(url: str) -> int:
-    import psycopg
+class _ServerConnections:
+    """Counts the other backends of a database through one connection kept open: a connection per count
+    would leave its own backend ending on the server as the next count looks, and count it."""
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute(
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self._conn = psycopg.connect(url, autocommit=True)
+
+    def __call__(self, url: str) -> int:
+        return self._conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchone()[0]
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_close_releases_every_connection_including_the_query_space(store_url, backend):
-    handles = _open_fds_on if backend == "sqlite" else _server_connections
-    m = memlane.open(store_url, embedder=None)
-    m.put("q", "k", "v")
-    assert m.get("q", "k").value == "v"  # the point-read connection too
-    assert m.query("SELECT key FROM items").rows == [["k"]]
-    assert handles(store_url) > 0
-    m.close()
-    # PostgreSQL ends a backend a moment after its client hangs up, so its row can outlive close() briefly:
-    # wait for the server's own state (bounded), never for a fixed time
-    deadline = time.monotonic() + 30
-    while handles(store_url) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert handles(store_url) == 0
+    handles = _open_fds_on if backend == "sqlite" else _ServerConnections(store_url)
+    try:
+        m = memlane.open(store_url, embedder=None)
+        m.put("q", "k", "v")
+        assert m.get("q", "k").value == "v"  # the point-read connection too
+        assert m.query("SELECT key FROM items").rows == [["k"]]
+        assert handles(store_url) > 0
+        m.close()
+        # PostgreSQL ends a backend a moment after its client hangs up, so its row can outlive close() briefly:
+        # wait for the server's own state (bounded), never for a fixed time
+        deadline = time.monotonic() + 30
+        while handles(store_url) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert handles(store_url) == 0
+    finally:
+        if isinstance(handles, _ServerConnections):
+            handles.close()
 
 
 def test_sqlite_urls_name_the_same_file(tmp_path):
