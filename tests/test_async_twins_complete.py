@@ -66,8 +66,19 @@ def test_the_twins_show_the_sync_signature_and_say_what_a_listed_one_returns() -
     assert memlane.aio.LISTED == ("export_records",)
 
 
-def test_async_export_records_is_the_sync_export_as_a_list_and_imports_back(tmp_path: Path) -> None:
-    with memlane.open(tmp_path / "a.db", embedder=None) as mem:
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "sqlite":
+        yield str(tmp_path / "a.db")
+        return
+    server = request.getfixturevalue("postgres")
+    created = server.create()
+    yield created
+    server.drop(created)
+
+
+def test_async_export_records_is_the_sync_export_as_a_list_and_imports_back(url: str, tmp_path: Path) -> None:
+    with memlane.open(url, embedder=None) as mem:
         mem.put("notes", "k1", {"v": 1})
         mem.put("notes", "k1", {"v": 2})
         mem.put("notes/b", "k2", "x")
