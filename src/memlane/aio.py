@@ -17,8 +17,9 @@ in a worker thread. Every other call
 runs the synchronous core in a worker thread (:func:`asyncio.to_thread`):
 the event loop never waits on SQLite, PostgreSQL or the network, and calls
 from many tasks run side by side (``Memory`` and ``Client`` are safe to share
-between threads). ``.sync`` is the wrapped object, for what has no twin
-(``export_records``, an iterator).
+between threads). ``.sync`` is the wrapped object. A method that returns an
+iterator (:data:`LISTED`: ``export_records``) has a twin that returns the list
+of what it yields, read whole in one worker thread.
 
 Close an ``AsyncMemory`` (``await mem.close()``, or ``async with``) on the
 loop that used it: that closes the loop's async connections too.
@@ -31,6 +32,7 @@ loop that used it: that closes the loop's async connections too.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -58,7 +60,11 @@ MEMORY_EXTRAS = (
     "index",
     "migration_status",
     "migrate",
+    "start_indexing",
 )
+# the methods that return an iterator: the twin returns the list of what it yields, read whole in one worker
+# thread (an iterator resumed on the loop would hold the store's read open across the caller's awaits)
+LISTED = ("export_records",)
 CLIENT_EXTRAS = (
     "cleanup",
     "stats",
@@ -142,6 +148,20 @@ def _awaited(name: str) -> Any:
     return method
 
 
+def _listed(name: str) -> Any:
+    async def method(self: _Async, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(lambda: list(getattr(self.sync, name)(*args, **kwargs)))
+
+    return method
+
+
+def _dress_listed(owner: type, sync: type, name: str) -> None:
+    method = surface.dress(_listed(name), owner, getattr(sync, name), asynchronous=True)
+    listed = inspect.signature(method).replace(return_annotation="Awaitable[list[dict[str, Any]]]")
+    method.__signature__ = listed  # type: ignore[attr-defined]
+    setattr(owner, name, method)
+
+
 class AsyncClient(_Async):
     """A :class:`~memlane.client.Client` for asyncio: the same arguments, every method a coroutine.
 
@@ -168,6 +188,9 @@ for _name in AWAITED:
     setattr(AsyncMemory, _name, surface.dress(_awaited(_name), AsyncMemory, getattr(Memory, _name), asynchronous=True))
 surface.off_loop(AsyncMemory, Memory, _TABLE + MEMORY_EXTRAS)
 surface.off_loop(AsyncClient, Client, _TABLE + CLIENT_EXTRAS)
+for _name in LISTED:
+    _dress_listed(AsyncMemory, Memory, _name)
+    _dress_listed(AsyncClient, Client, _name)
 
 
 class Opening:
