@@ -1,0 +1,30 @@
+"""Attacks on ``where``, items by id and the recent listing (review of #37): on every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memlane.values import where as where_rules
+
+
+def test_a_numeric_path_segment_names_an_object_field_never_an_array_index(mem: Any) -> None:
+    # PostgreSQL's #> read "0" and "-1" as indexes into a list: a list's first element matched {"tags.0": "x"}
+    mem.put("p", "list", {"tags": ["x", "y"], "n": [1, 2]}, metadata={"tags": ["x"]})
+    mem.put("p", "object", {"tags": {"0": "x", "-1": "y"}, "n": {"1": 2}}, metadata={"tags": {"0": "x"}})
+    cases = {
+        "tags.0": (["object"], {"tags.0": "x"}),
+        "tags.-1": (["object"], {"tags.-1": "y"}),
+        "n.1 $gt": (["object"], {"n.1": {"$gt": 1}}),
+        "n.1 $gte str": ([], {"n.1": {"$gte": ""}}),
+        "tags.0 $ne": (["list"], {"tags.0": {"$ne": "x"}}),
+        "tags.0 None": (["list"], {"tags.0": None}),
+        "metadata.tags.0": (["object"], {"metadata.tags.0": "x"}),
+    }
+    for name, (want, where) in cases.items():
+        got = sorted(item.key for item in mem.select("p", where=where))
+        model = sorted(
+            item.key
+            for item in mem.list("p").items
+            if where_rules.matches(item.value, where_rules.conditions(where), item)
+        )
+        assert (name, got) == (name, want) == (name, model)
