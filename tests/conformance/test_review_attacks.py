@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
+import pytest
+
+from memlane import ValidationError
 from memlane.values import where as where_rules
 
 
@@ -28,3 +32,13 @@ def test_a_numeric_path_segment_names_an_object_field_never_an_array_index(mem: 
             if where_rules.matches(item.value, where_rules.conditions(where), item)
         )
         assert (name, got) == (name, want) == (name, model)
+
+
+@pytest.mark.parametrize("order", ["address", "recent"])
+def test_a_cursor_nested_past_any_parser_is_a_validation_error_naming_cursor(mem: Any, order: str) -> None:
+    # json.loads raised RecursionError out of both decoders: a 500 over the service
+    mem.put("p", "k", "v")
+    deep = base64.urlsafe_b64encode(b"[" * 100_000).decode()
+    with pytest.raises(ValidationError) as e:
+        mem.list(cursor=deep, order=order)
+    assert e.value.field == "cursor"

@@ -124,7 +124,7 @@ def _decode_cursor(cursor: str) -> tuple[Namespace, str]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         ns, key = json.loads(raw)
         return v.namespace(ns, "cursor"), v.key(key, "cursor")
-    except (ValueError, TypeError, binascii.Error) as e:
+    except (ValueError, TypeError, binascii.Error, RecursionError) as e:  # RecursionError: JSON nested past the parser
         raise ValidationError("cursor", "is not a cursor returned by list(); pass next_cursor unchanged") from e
 
 
@@ -161,7 +161,7 @@ def _decode_recent_cursor(cursor: Any) -> int:
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
             raise ValueError(offset)
         return offset
-    except (ValueError, TypeError, KeyError, binascii.Error) as e:
+    except (ValueError, TypeError, KeyError, binascii.Error, RecursionError) as e:
         raise ValidationError(
             "cursor", "is not a cursor returned by list(order='recent'); pass next_cursor unchanged"
         ) from e
