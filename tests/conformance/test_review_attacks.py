@@ -42,3 +42,12 @@ def test_a_cursor_nested_past_any_parser_is_a_validation_error_naming_cursor(mem
     with pytest.raises(ValidationError) as e:
         mem.list(cursor=deep, order=order)
     assert e.value.field == "cursor"
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "\ud800"], ids=["NUL", "surrogate"])
+def test_an_id_no_backend_can_hold_is_a_validation_error_naming_item_id(mem: Any, bad: str) -> None:
+    # PostgreSQL raised StoreError for a NUL; every backend raised UnicodeEncodeError for a lone surrogate
+    for call in (mem.get_by_id, mem.delete_by_id):
+        with pytest.raises(ValidationError) as e:
+            call(bad)
+        assert e.value.field == "item_id"
