@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
+import itertools
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memlane import ValidationError
 from memlane.values import where as where_rules
@@ -65,3 +68,54 @@ def test_a_filtered_search_finds_the_matches_holding_only_a_common_word(mem: Any
     for prefix in ((), "crowd"):
         env = mem.search("rocket zebra", namespace_prefix=prefix, where={"kind": "x"}, limit=5, channels=["lexical"])
         assert len(env.hits) == 5 and all(h.item.value["kind"] == "x" for h in env.hits)
+
+
+_KEYS = st.sampled_from(["a", "b", "0", "é"])
+_TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=3)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),  # beyond int64 SQLite compares as doubles: see the review's report
+    st.floats(allow_nan=False, allow_infinity=False),
+    _TEXT,
+    st.sampled_from([0, 1, 1.0, -0.0, "1", "", "a"]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=3)),
+    max_leaves=8,
+)
+_PATHS = st.tuples(st.sampled_from(["", "metadata.", "value."]), st.lists(_KEYS, min_size=1, max_size=3)).map(
+    lambda p: p[0] + ".".join(p[1])
+)
+_CONDITIONS = st.one_of(
+    st.tuples(_PATHS, st.sampled_from(["$eq", "$ne"]), _VALUES),
+    st.tuples(
+        _PATHS, st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), st.one_of(st.integers(-5, 5), st.floats(-5, 5), _TEXT)
+    ),
+)
+_OBJECTS = st.dictionaries(_KEYS, _VALUES, max_size=3)
+_EXAMPLE = itertools.count()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    rows=st.lists(
+        st.tuples(st.dictionaries(_KEYS, _VALUES, max_size=3), st.dictionaries(_KEYS, _VALUES, max_size=2)),
+        min_size=1,
+        max_size=6,
+    ),
+    raw=st.lists(_CONDITIONS, min_size=1, max_size=2),
+)
+def test_select_with_where_is_the_model_over_exactly_the_matching_items(
+    mem: Any, rows: list[Any], raw: list[Any]
+) -> None:
+    namespace = ("model", str(next(_EXAMPLE)))
+    mem.put_many([{"namespace": namespace, "key": f"k{i}", "value": v, "metadata": m} for i, (v, m) in enumerate(rows)])
+    where: dict[str, Any] = {}
+    for path, op, operand in raw:
+        where.setdefault(path, {})[op] = operand
+    conditions = where_rules.conditions(where)
+    items = mem.list(namespace, limit=100).items
+    want = sorted(item.key for item in items if where_rules.matches(item.value, conditions, item))
+    assert sorted(item.key for item in mem.select(namespace, where=where, limit=1000)) == want
