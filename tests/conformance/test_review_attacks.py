@@ -119,3 +119,13 @@ def test_select_with_where_is_the_model_over_exactly_the_matching_items(
     items = mem.list(namespace, limit=100).items
     want = sorted(item.key for item in items if where_rules.matches(item.value, conditions, item))
     assert sorted(item.key for item in mem.select(namespace, where=where, limit=1000)) == want
+
+
+def test_a_value_holding_a_backslash_before_u0000_keeps_its_fields(mem: Any) -> None:
+    # PostgreSQL read every value whose JSON text held \u0000 as having no fields, also the escaped backslash of
+    # the text C:\u0000dir (no NUL in it): {"b": 1} did not match it and {"b": {"$ne": 1}} did
+    mem.put("p", "backslash", {"path": "C:\\u0000dir", "b": 1})
+    mem.put("p", "escaped twice", {"path": "\\\\\\u0000", "b": 1})
+    assert sorted(item.key for item in mem.select("p", where={"b": 1})) == ["backslash", "escaped twice"]
+    assert mem.select("p", where={"b": {"$ne": 1}}) == []
+    assert [i.key for i in mem.select("p", where={"path": "C:\\u0000dir"})] == ["backslash"]

@@ -113,7 +113,13 @@ def sqlite_sql(where: list[Condition], table: str = "items") -> tuple[str, list[
 # jsonb refuses the escape of NUL (\u0000), which a stored string may hold: such a value is read as having no
 # fields rather than failing the statement for every row in scope
 def _pg_json(column: str) -> str:
-    return f"(CASE WHEN strpos({column}, '\\u0000') = 0 THEN {column}::jsonb END)"
+    # strpos is the quick test; the pattern tells the escape of NUL from an escaped backslash followed by "u0000"
+    # (the text C:\\u0000 in JSON), which jsonb holds: such a value's fields stay readable
+    return f"(CASE WHEN strpos({column}, '\\u0000') = 0 OR {column} !~ '{_NUL_ESCAPE}' THEN {column}::jsonb END)"
+
+
+# a backslash that escapes "u0000": preceded by an even number of backslashes (none, or escaped ones)
+_NUL_ESCAPE = r"(^|[^\\])(\\\\)*\\u0000"
 
 
 _PG_VALUE = _pg_json("items.value")
