@@ -25,6 +25,7 @@ Design:
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 import os
 import shutil
@@ -1373,9 +1374,10 @@ class SqliteStore(Store):
             scoped = f"{inside + ' AND ' if inside else ''}{test}"
             nearest = cache.search(query, within, max(_FILTER_WINDOW, 20 * k))
             if len(nearest) < len(cache):  # else the window holds every candidate: rank the matches below
-                marks = ",".join("?" * len(nearest))
-                sql = f"SELECT id FROM items WHERE id IN ({marks}) AND {scoped}"
-                meet = {r[0] for r in self._conn.execute(sql, [*(n[0] for n in nearest), *inside_params, *test_params])}
+                # the window's ids as one JSON array: a variable each would pass SQLite's limit (999 before 3.32)
+                sql = f"SELECT id FROM items WHERE id IN (SELECT value FROM json_each(?)) AND {scoped}"
+                window = json.dumps([n[0] for n in nearest])
+                meet = {r[0] for r in self._conn.execute(sql, [window, *inside_params, *test_params])}
                 kept = [n for n in nearest if n[0] in meet]
                 if len(kept) >= k:
                     return kept[:k]
