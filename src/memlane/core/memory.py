@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -97,7 +98,12 @@ def _pair(address: Any, n: int) -> Any:
 def _item_id(raw: Any) -> str:
     if not isinstance(raw, str) or not raw or len(raw) > 200:
         raise ValidationError("item_id", f"must be an item id such as a search hit's 'id', not {raw!r:.60}")
+    if "\x00" in raw or _SURROGATE.search(raw):  # no backend's text holds either: no item has such an id
+        raise ValidationError("item_id", f"{raw!r:.60} holds a NUL or a lone surrogate; no item id does")
     return raw
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _exported(n: int, record: Any) -> dict[str, Any]:
@@ -124,7 +130,7 @@ def _decode_cursor(cursor: str) -> tuple[Namespace, str]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         ns, key = json.loads(raw)
         return v.namespace(ns, "cursor"), v.key(key, "cursor")
-    except (ValueError, TypeError, binascii.Error) as e:
+    except (ValueError, TypeError, binascii.Error, RecursionError) as e:  # RecursionError: JSON nested past the parser
         raise ValidationError("cursor", "is not a cursor returned by list(); pass next_cursor unchanged") from e
 
 
@@ -161,7 +167,7 @@ def _decode_recent_cursor(cursor: Any) -> int:
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
             raise ValueError(offset)
         return offset
-    except (ValueError, TypeError, KeyError, binascii.Error) as e:
+    except (ValueError, TypeError, KeyError, binascii.Error, RecursionError) as e:
         raise ValidationError(
             "cursor", "is not a cursor returned by list(order='recent'); pass next_cursor unchanged"
         ) from e

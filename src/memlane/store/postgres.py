@@ -389,7 +389,7 @@ frequent AS MATERIALIZED (
 ),
 skipped AS MATERIALIZED (
     SELECT f.w FROM frequent f CROSS JOIN total
-    WHERE f.f >= %(common)s AND total.n >= %(cap)s
+    WHERE f.f >= %(common)s AND total.n >= %(cap)s/*skip*/
       AND EXISTS (SELECT 1 FROM words x WHERE x.w NOT IN (SELECT y.w FROM frequent y WHERE y.f >= %(common)s))
 ),
 table_rows AS MATERIALIZED (
@@ -1412,6 +1412,9 @@ class PostgresStore(Store):
 
             test, test_params = where_sql.postgres_sql(builtins.list(where), table="i", named="where")
             statement = statement.replace("/*where*/", f"\n      AND {test}")
+            # no word is left out as common: the items meeting ``where`` may hold only the common ones (each
+            # word's rows are still capped), else a filtered search finds none of them
+            statement = statement.replace("/*skip*/", " AND FALSE")
             params.update((f"where{i}", p) for i, p in enumerate(test_params))
         with self._one_trip(_chars(params.values())) as (conn, sync):
             # the settings hold for the ranking statement only (one transaction)

@@ -25,6 +25,7 @@ Design:
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 import os
 import shutil
@@ -1199,6 +1200,7 @@ class SqliteStore(Store):
         with self._lock:
             self._check_open()
             try:
+                asked = terms
                 terms, common = self._bounded(terms, max(LEXICAL_CAP, k))
                 if not terms:
                     return []
@@ -1226,6 +1228,17 @@ class SqliteStore(Store):
                     )
                     params = (match, k)
                 rows = self._conn.execute(sql, params).fetchall()
+                dropped = [t for t in asked if t not in terms]
+                if where and dropped and len(rows) < k:
+                    # the common terms left out: the items meeting ``where`` may hold only them (their IDF is near
+                    # zero: after the rest, newest first, score 0), else a filtered search finds fewer than it may
+                    found = {r[0] for r in rows}
+                    more = self._conn.execute(
+                        "SELECT items.id, 0.0, items.version FROM items_fts JOIN items ON items.rowid = "
+                        f"items_fts.rowid WHERE items_fts MATCH ? AND {inside} ORDER BY items_fts.rowid DESC LIMIT ?",
+                        (" OR ".join('"' + t.replace('"', '""') + '"' for t in dropped), *inside_params, k),
+                    ).fetchall()
+                    rows += [r for r in more if r[0] not in found][: k - len(rows)]
             except sqlite3.OperationalError as e:
                 raise StoreError(f"full-text search failed: {e}") from e
         return [(item_id, -score, version) for item_id, score, version in rows]
@@ -1361,9 +1374,10 @@ class SqliteStore(Store):
             scoped = f"{inside + ' AND ' if inside else ''}{test}"
             nearest = cache.search(query, within, max(_FILTER_WINDOW, 20 * k))
             if len(nearest) < len(cache):  # else the window holds every candidate: rank the matches below
-                marks = ",".join("?" * len(nearest))
-                sql = f"SELECT id FROM items WHERE id IN ({marks}) AND {scoped}"
-                meet = {r[0] for r in self._conn.execute(sql, [*(n[0] for n in nearest), *inside_params, *test_params])}
+                # the window's ids as one JSON array: a variable each would pass SQLite's limit (999 before 3.32)
+                sql = f"SELECT id FROM items WHERE id IN (SELECT value FROM json_each(?)) AND {scoped}"
+                window = json.dumps([n[0] for n in nearest])
+                meet = {r[0] for r in self._conn.execute(sql, [window, *inside_params, *test_params])}
                 kept = [n for n in nearest if n[0] in meet]
                 if len(kept) >= k:
                     return kept[:k]

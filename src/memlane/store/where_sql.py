@@ -7,6 +7,7 @@ Every operand and path is a bound parameter; only fixed fragments are joined. Th
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -112,10 +113,18 @@ def sqlite_sql(where: list[Condition], table: str = "items") -> tuple[str, list[
 # jsonb refuses the escape of NUL (\u0000), which a stored string may hold: such a value is read as having no
 # fields rather than failing the statement for every row in scope
 def _pg_json(column: str) -> str:
-    return f"(CASE WHEN strpos({column}, '\\u0000') = 0 THEN {column}::jsonb END)"
+    # strpos is the quick test; the pattern tells the escape of NUL from an escaped backslash followed by "u0000"
+    # (the text C:\\u0000 in JSON), which jsonb holds: such a value's fields stay readable
+    return f"(CASE WHEN strpos({column}, '\\u0000') = 0 OR {column} !~ '{_NUL_ESCAPE}' THEN {column}::jsonb END)"
+
+
+# a backslash that escapes "u0000": preceded by an even number of backslashes (none, or escaped ones)
+_NUL_ESCAPE = r"(^|[^\\])(\\\\)*\\u0000"
 
 
 _PG_VALUE = _pg_json("items.value")
+# what PostgreSQL's ``#>`` takes for an array index (strtol: leading blanks, a sign, digits)
+_PG_INDEX = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+[ \t\n\v\f\r]*")
 
 
 def postgres_sql(where: list[Condition], table: str = "items", named: str = "") -> tuple[str, list[Any]]:
@@ -151,26 +160,34 @@ def postgres_sql(where: list[Condition], table: str = "items", named: str = "") 
         path = list(rest)
         column = _pg_json(f"{table}.{head}")
 
-        def at(column: str = column) -> str:
-            return f"({column} #> {ph()}::text[])"
+        def at(column: str = column, path: list[str] = path) -> str:
+            # ``#>`` reads a segment such as "0" or "-1" as an index into an array; a field path names object
+            # fields only (values.where.holds), so each such segment's parent must be an object
+            guards = []  # placeholders in the order they stand in the text, for positional ones
+            for i, part in enumerate(path):
+                if _PG_INDEX.fullmatch(part):
+                    guards.append(f"jsonb_typeof({column} #> {ph()}::text[]) = 'object'")
+                    params.append(path[:i])
+            found = f"({column} #> {ph()}::text[])"
+            params.append(path)
+            return f"(CASE WHEN {' AND '.join(guards)} THEN {found} END)" if guards else found
 
         if op in ("$eq", "$ne"):
             if operand is None:
                 sql = f"COALESCE({at()}, 'null'::jsonb) = 'null'::jsonb"
-                params.extend((path,))
             else:
                 first = at()
                 sql = f"COALESCE({first} = {ph()}::jsonb, FALSE)"
-                params.extend((path, json.dumps(operand, allow_nan=False)))
+                params.append(json.dumps(operand, allow_nan=False))
             parts.append(sql if op == "$eq" else f"NOT ({sql})")
             continue
         if isinstance(operand, str):
             a, b = at(), at()
             test = f"jsonb_typeof({a}) = 'string' THEN ({b} #>> '{{}}') COLLATE \"C\" {_SQL_OP[op]} {ph()}"
-            params.extend((path, path, operand))
+            params.append(operand)
         else:
             a, b = at(), at()
             test = f"jsonb_typeof({a}) = 'number' THEN ({b})::numeric {_SQL_OP[op]} {ph()}::numeric"
-            params.extend((path, path, repr(operand)))
+            params.append(repr(operand))
         parts.append(f"COALESCE(CASE WHEN {test} END, FALSE)")
     return (" AND ".join(parts) or "TRUE"), params

@@ -1,0 +1,20 @@
+"""Attacks on the SQLite store's filtered reads (review of #37): what a conformance test cannot reach."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import memlane
+
+
+def test_a_filtered_vector_search_binds_no_variable_per_candidate(tmp_path: Path) -> None:
+    # the window of the cache's nearest was bound one id per variable: past SQLite's variable limit (999 before
+    # 3.32, 32,766 since, unless raised at build time) a filtered vector search failed (StoreError, HTTP 500)
+    with memlane.open(tmp_path / "m.db", embedder="fake", indexing="sync") as mem:
+        mem.put_many([{"namespace": "big", "key": f"k{i:04}", "value": f"item {i}", "metadata": {"m": i % 2}}
+                      for i in range(1100)])  # fmt: skip
+        mem.put("other", "k", "item elsewhere")
+        mem._store._conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+        env = mem.search("item 5", namespace_prefix="big", channels=["vector"], limit=5, where={"metadata.m": 1})
+        assert len(env.hits) == 5 and all(h.item.metadata["m"] == 1 for h in env.hits)
