@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 import memlane
 
 
@@ -18,3 +20,18 @@ def test_a_filtered_vector_search_binds_no_variable_per_candidate(tmp_path: Path
         mem._store._conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
         env = mem.search("item 5", namespace_prefix="big", channels=["vector"], limit=5, where={"metadata.m": 1})
         assert len(env.hits) == 5 and all(h.item.metadata["m"] == 1 for h in env.hits)
+
+
+@pytest.mark.parametrize("operator", ["$and", "$or", "$not", "$nor"])
+def test_a_logical_operator_where_a_field_path_goes_is_refused_naming_where(tmp_path: Path, operator: str) -> None:
+    """Read as a value field, ``{"$or": [...]}`` matched nothing and said nothing; a value field of that name is
+    still reachable as ``value.$or``."""
+    with memlane.open(str(tmp_path / "m.db"), embedder=None) as mem:
+        mem.put("n", "k", {operator: 1, "kind": "a"})
+        for call in (
+            lambda: mem.select("n", where={operator: [{"kind": "a"}]}),
+            lambda: mem.search("kind", where={operator: [{"kind": "a"}]}),
+        ):
+            with pytest.raises(memlane.ValidationError, match=r"where: .*not supported.*value\."):
+                call()
+        assert [i.key for i in mem.select("n", where={f"value.{operator}": 1})] == ["k"]

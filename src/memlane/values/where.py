@@ -61,6 +61,9 @@ the stores hold (so text order is time order)."""
 _MISSING = object()
 
 
+LOGICAL = frozenset({"$and", "$or", "$not", "$nor"})  # other systems' logical operators, refused by name
+
+
 def conditions(raw: Any, field: str = "where", now: datetime | None = None) -> list[Condition]:
     """Validate a ``where`` mapping into conditions, all of which must hold.
 
@@ -77,7 +80,8 @@ def conditions(raw: Any, field: str = "where", now: datetime | None = None) -> l
             operand that is neither a number nor a string, an operand nested more
             than 100 levels deep, more than 1,000 values in the operands, or more
             than 64 conditions, a condition on ``author`` that is not text or ``None``, a time
-            that does not parse, or a path below ``author`` or a time.
+            that does not parse, a path below ``author`` or a time, or a logical operator
+            (``$and``, ``$or``, ``$not``, ``$nor``) where a field path goes.
     """
     if raw is None:
         return []
@@ -88,6 +92,12 @@ def conditions(raw: Any, field: str = "where", now: datetime | None = None) -> l
     for name, want in raw.items():
         if not isinstance(name, str) or not name:
             raise ValidationError(field, f"field path {name!r} must be a non-empty string")
+        if name in LOGICAL:  # read as a value field it would match nothing, silently
+            raise ValidationError(
+                field,
+                f"{name!r} is not supported: every condition of where must hold (no $and/$or/$not/$nor); "
+                f"a value field of that name is value.{name}",
+            )
         _add(out, _split(name, field), want, field, budget)
     if len(out) > MAX_CONDITIONS:
         raise ValidationError(field, f"has {len(out)} conditions; at most {MAX_CONDITIONS}")
