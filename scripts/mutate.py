@@ -125,6 +125,10 @@ MODULES: dict[str, Module] = {
             "tests/test_sqlite.py",
             "tests/conformance/test_indexing.py",
             "tests/test_langgraph_rules.py",
+            # the statements by id and the filters inside search's statements (#35, #37)
+            "tests/conformance/test_by_id.py",
+            "tests/conformance/test_filter.py",
+            "tests/test_sqlite_rewrites.py",
         ),
         # the tests that start other Python processes import the installed memlane, not the mutant
         select=SQLITE_ONLY + " and not processes and not sigkill",
