@@ -153,6 +153,8 @@ MODULES: dict[str, Module] = {
             "tests/test_vector_scope.py",
             "tests/test_relevance.py",
             "tests/test_langgraph_rules.py",
+            "tests/conformance/test_select_pages.py",  # select's offset
+            "tests/conformance/test_large_batches.py",  # a batch staged through COPY in several runs
         ),
         # the tests that start other Python processes import the installed memlane, not the mutant
         select="postgres and not processes and not killed and not shell and not watch",
