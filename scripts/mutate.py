@@ -157,6 +157,7 @@ MODULES: dict[str, Module] = {
             "tests/conformance/test_large_batches.py",  # a batch staged through COPY in several runs
             "tests/test_postgres_wide_scope.py",  # a scope wider than SMALL_SCOPE in the lexical statement
             "tests/test_postgres_async_close.py",  # aclose closes an event loop's connections
+            "tests/test_postgres_connect.py",  # an unreachable server's message
         ),
         # the tests that start other Python processes import the installed memlane, not the mutant
         select="postgres and not processes and not killed and not shell and not watch",
