@@ -134,6 +134,10 @@ MODULES: dict[str, Module] = {
             "tests/test_sqlite.py",
             "tests/conformance/test_indexing.py",
             "tests/test_langgraph_rules.py",
+            # the statements by id and the filters inside search's statements (#35, #37)
+            "tests/conformance/test_by_id.py",
+            "tests/conformance/test_filter.py",
+            "tests/test_sqlite_rewrites.py",
         ),
         # the tests that start other Python processes import the installed memlane, not the mutant
         select=SQLITE_ONLY + " and not processes and not sigkill",
@@ -158,6 +162,11 @@ MODULES: dict[str, Module] = {
             "tests/test_vector_scope.py",
             "tests/test_relevance.py",
             "tests/test_langgraph_rules.py",
+            "tests/conformance/test_select_pages.py",  # select's offset
+            "tests/conformance/test_large_batches.py",  # a batch staged through COPY in several runs
+            "tests/test_postgres_wide_scope.py",  # a scope wider than SMALL_SCOPE in the lexical statement
+            "tests/test_postgres_async_close.py",  # aclose closes an event loop's connections
+            "tests/test_postgres_connect.py",  # an unreachable server's message
         ),
         # the tests that start other Python processes import the installed memlane, not the mutant
         select="postgres and not processes and not killed and not shell and not watch",
@@ -302,6 +311,34 @@ MODULES: dict[str, Module] = {
         select="",
         note="fair sharing of expensive work: capacity, per-agent share, max_waiting, round robin, time-outs",
     ),
+    "workers": Module(
+        files=("src/memlane/server/workers.py",),
+        # the supervisor's loop (run) and a worker's body (_work) run only in the processes of `memlane serve
+        # --workers N`, which import the installed memlane, not the mutant: tests/test_workers.py and
+        # tests/test_faults.py guard them from outside. Here: the policies they follow, as functions
+        within={
+            "memlane.server.workers": (
+                "cpu_count",
+                "default_workers",
+                "pool_size",
+                "shared_port",
+                "next_start",
+                "start_at",
+                "_context",
+                "single",
+                "capture_signals",
+            )
+        },  # fmt: skip
+        tests=(
+            "tests/test_faults.py::test_each_workers_pool_is_capped_and_all_of_them_stay_within_the_connections_shared",
+            "tests/test_faults.py::test_a_slot_never_leaves_the_port_without_a_listener_longer_than_needed",
+            "tests/test_workers.py::test_the_default_over_postgresql_stays_within_its_default_connection_limit",
+            "tests/test_workers.py::test_a_slot_whose_workers_keep_dying_waits_longer_each_time_and_a_settled_one_not_at_all",
+            "tests/test_workers_policy.py",
+        ),
+        select="",
+        note="the supervisor's policies: worker count, pool size, back-off, the shared port, uvicorn's signals",
+    ),
     "mcp-profiles": Module(
         files=("src/memlane/mcp.py",),
         within={
@@ -344,7 +381,7 @@ def prepare(name: str, module: Module, rev: str | None) -> Path:
             shutil.rmtree(work / folder, ignore_errors=True)
         archive = subprocess.run(["git", "archive", rev, "src", "tests"], cwd=ROOT, capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(work)], input=archive.stdout, check=True)
-    tests = [t for t in module.tests if (work / t).exists()]
+    tests = [t for t in module.tests if (work / t.partition("::")[0]).exists()]  # a file or a test's node id
     selection = [*tests, "-p", "no:randomly", "-p", "no:cacheprovider"]
     if module.select:
         selection += ["-k", module.select]
