@@ -35,3 +35,14 @@ def test_a_logical_operator_where_a_field_path_goes_is_refused_naming_where(tmp_
             with pytest.raises(memlane.ValidationError, match=r"where: .*not supported.*value\."):
                 call()
         assert [i.key for i in mem.select("n", where={f"value.{operator}": 1})] == ["k"]
+
+
+def test_a_keyed_recall_with_where_finds_matches_past_ten_thousand_newer_addresses(tmp_path: Path) -> None:
+    """The conditions are part of the keyed fetch's statement: it filtered the 10,001 newest addresses in Python,
+    so a match older than those was never found."""
+    with memlane.open(str(tmp_path / "m.db"), embedder=None) as mem:
+        mem.put("users/old", "profile", {"plan": "pro"})
+        mem.put_many([{"namespace": f"users/u{i}", "key": "profile", "value": {"plan": "free"}} for i in range(10_050)])
+        env = mem.recall("profile", key="profile", where={"plan": "pro"}, limit=1)
+        assert [(h.item.namespace, h.item.value) for h in env.hits] == [(("users", "old"), {"plan": "pro"})]
+        assert not env.truncated

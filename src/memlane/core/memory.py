@@ -1287,10 +1287,8 @@ class Memory:
             limit = v.limit(limit, maximum=1000)
             now = self._now()
             conditions = where_rules.conditions(where, now=now)
-            # one more: truncated? With conditions, every address holding the key (one per namespace), then those
-            # meeting them (the rule the stores apply in SQL)
-            items = self._store.fetch(v.key(key), self._within(prefix), 10_001 if conditions else limit + 1, now)
-            items = [item for item in items if where_rules.matches(item.value, conditions, item)]
+            # one more: truncated? The conditions are part of the statement, as the scope is
+            items = self._store.fetch(v.key(key), self._within(prefix), limit + 1, now, conditions)
             self._recalls.count((item.namespace for item in items[:limit]), now)
             return Envelope(
                 operation="recall",

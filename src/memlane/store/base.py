@@ -135,8 +135,11 @@ class Store(ABC):
         """Live items for many addresses in one round trip, in input order."""
 
     @abstractmethod
-    def fetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
-        """Live items with exactly this key inside ``within``, newest first."""
+    def fetch(
+        self, key: str, within: Within, limit: int, now: datetime, conditions: Sequence[Any] = ()
+    ) -> builtins.list[Item]:
+        """Live items with exactly this key inside ``within`` meeting ``conditions`` (in the statement), newest
+        first."""
 
     @abstractmethod
     def list(

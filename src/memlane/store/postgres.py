@@ -610,13 +610,21 @@ def _in_order(
     ]
 
 
-def _fetch_statement(key: str, within: Within, limit: int, now: datetime) -> tuple[str, builtins.list[Any]]:
+def _fetch_statement(
+    key: str, within: Within, limit: int, now: datetime, conditions: Sequence[Any] = ()
+) -> tuple[str, builtins.list[Any]]:
     params: builtins.list[Any] = [key, c.ts(now)]
     where = f"key = %s AND {_LIVE}"
     inside, inside_params = c.within_filter(within, "%s")
     if inside:
         where += f" AND {inside}"
         params.extend(inside_params)
+    if conditions:
+        from . import where_sql
+
+        test, test_params = where_sql.postgres_sql(builtins.list(conditions))
+        where += f" AND {test}"
+        params.extend(test_params)
     params.append(limit)
     return f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY updated_at DESC, namespace LIMIT %s", params
 
@@ -1299,10 +1307,12 @@ class PostgresStore(Store):
                 rows.extend(conn.execute(_GET_MANY, params).fetchall())
         return _in_order(addresses, texts, rows)
 
-    def fetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
-        """Same key across namespaces, newest first, ties by namespace."""
+    def fetch(
+        self, key: str, within: Within, limit: int, now: datetime, conditions: Sequence[Any] = ()
+    ) -> builtins.list[Item]:
+        """Same key across namespaces meeting ``conditions``, newest first, ties by namespace."""
         with self._conn() as conn:
-            rows = conn.execute(*_fetch_statement(key, within, limit, now)).fetchall()
+            rows = conn.execute(*_fetch_statement(key, within, limit, now, conditions)).fetchall()
         return [c.row_to_item(r) for r in rows]
 
     def _filter(self, within: Within, key_prefix: str, now: datetime) -> tuple[str, builtins.list[Any]]:

@@ -1066,7 +1066,9 @@ class SqliteStore(Store):
                     found[(row[1], row[2])] = c.row_to_item(row)
         return [found.get(addr) for addr in texts]
 
-    def fetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
+    def fetch(
+        self, key: str, within: Within, limit: int, now: datetime, conditions: Sequence[Any] = ()
+    ) -> builtins.list[Item]:
         """Same key across namespaces, newest first, ties broken by namespace.
 
         ``items_key (key, updated_at)`` answers it newest first, stopping at
@@ -1082,13 +1084,20 @@ class SqliteStore(Store):
         if inside:
             where += f" AND {inside}"
             params.extend(inside_params)
+        meets = ""
+        if conditions:
+            from . import where_sql
+
+            test, test_params = where_sql.sqlite_sql(builtins.list(conditions))
+            meets = f" AND {test}"
+            params.extend(test_params)
         params.append(limit)
         with self._lock:
             self._check_open()
             conn = self._conn
             if len(within) == 1 and within[0] and self._fetch_by_namespace(conn, key, within[0]):
                 where = "+" + where  # the unary plus keeps the planner off items_key
-            sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where} ORDER BY updated_at DESC, namespace LIMIT ?"
+            sql = f"SELECT {c.ITEM_COLUMNS} FROM items WHERE {where}{meets} ORDER BY updated_at DESC, namespace LIMIT ?"
             rows = conn.execute(sql, params).fetchall()
         return [c.row_to_item(r) for r in rows]
 
