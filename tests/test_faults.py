@@ -477,7 +477,7 @@ def test_postgresql_stopped_and_started_under_load_answers_503_then_recovers_los
 
 
 class SmallDisk:
-    """A database on a disk that fills: a 6 MiB tmpfs where this process may mount one (root), else SQLite's
+    """A database on a disk that fills: a 16 MiB tmpfs where this process may mount one (root), else SQLite's
     own page limit (``max_page_count``: SQLite answers SQLITE_FULL, "database or disk is full", the same as
     for a full disk)."""
 
@@ -489,16 +489,19 @@ class SmallDisk:
         self.mounted = False
         if kind == "tmpfs":
             done = subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(self.folder)], capture_output=True
+                ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(self.folder)], capture_output=True
             )
             if done.returncode != 0:
                 pytest.skip(f"cannot mount a small filesystem here ({done.stderr.decode().strip()})")
             self.mounted = True
+            # Room that free() gives back however the disk came to be full: the database and its WAL may
+            # fill the disk themselves before fill() (CI once failed to create the filler file).
+            (self.folder / "ballast").write_bytes(b"\0" * (1 << 20))
 
     def fill(self, mem: memlane.Memory) -> None:
         """Leave no room for another write."""
         if self.kind == "tmpfs":
-            with open(self.folder / "filler", "wb") as f, contextlib.suppress(OSError):
+            with contextlib.suppress(OSError), open(self.folder / "filler", "wb") as f:
                 while True:
                     f.write(b"\0" * 65536)
                     f.flush()
@@ -508,7 +511,9 @@ class SmallDisk:
 
     def free(self, mem: memlane.Memory) -> None:
         if self.kind == "tmpfs":
-            os.remove(self.folder / "filler")
+            for name in ("filler", "ballast"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(self.folder / name)
         else:
             mem.store.connection.execute("PRAGMA max_page_count = 1073741823")
 
