@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import signal
 import socket
 import sqlite3
@@ -494,6 +495,9 @@ class SmallDisk:
             if done.returncode != 0:
                 pytest.skip(f"cannot mount a small filesystem here ({done.stderr.decode().strip()})")
             self.mounted = True
+            total = shutil.disk_usage(self.folder).total
+            if not 15 << 20 <= total <= 17 << 20:
+                pytest.skip(f"the mount at {self.folder} is not the 16 MiB filesystem asked for ({total} bytes)")
             # Room that free() gives back however the disk came to be full: the database and its WAL may
             # fill the disk themselves before fill() (CI once failed to create the filler file).
             (self.folder / "ballast").write_bytes(b"\0" * (1 << 20))
