@@ -263,6 +263,7 @@ def test_summarize_tree_and_json(db: Path) -> None:
         "user/1": {"prefs.ui.font": 1, "prefs.ui.theme": 1},
         "user/2": {"prefs.ui.theme": 1},
     }
+    assert ok(db, "summarize", "user/1").stdout.splitlines()[0] == "user/1"  # the prefix as typed heads the tree
     lines = [line.rstrip() for line in ok(db, "summarize", "--depth", "1").stdout.splitlines()]
     assert lines == [
         "(all namespaces)",

@@ -6,20 +6,27 @@ the operation's declaration (:mod:`memlane.cli.made`).
 
 from __future__ import annotations
 
+import json
+import re
+import sys
 from typing import Annotated, Any
 
 import typer
 
 import memlane
+import memlane.cli.render as show
 
-from . import EXIT_INVALID, _fail, _hint_namespace, _interactive, _value
-from . import render as show
+from .base import EXIT_INVALID, _fail, _hint_namespace, _interactive, _value
 from .made import Call, Human, made
 
 PREFIX = {"namespace_prefix": ("--prefix",)}
 ENTITY = {"entity_ids": ("--entity", "-e")}
 AS_TEXT = Annotated[bool, typer.Option("--string", help="Store VALUE as a string even if it parses as JSON.")]
 VALUE = {"value": "text"}  # JSON if it parses, else a string (prepared below)
+LENIENT = {
+    "value": "JSON if it parses, else a string (--string: always); - reads stdin.",
+    "key": "Taxonomy key, e.g. preferences.ui.theme.",
+}
 
 
 def _lenient(name: str) -> Any:
@@ -37,16 +44,19 @@ def _put(c: Call) -> Any:
 
 
 PUT = Human(
-    args=("namespace", "key", "value"), kinds=VALUE, own={"string": AS_TEXT}, prepare=_lenient("value"), call=_put,
-    render=show.stored,
+    args=("namespace", "key", "value"), kinds=VALUE, helps=LENIENT, own={"string": AS_TEXT},
+    prepare=_lenient("value"), call=_put, render=show.stored,
     example="memlane put user/123 preferences.ui.theme dark\nmemlane put user/123 profile.python 3.12 --string\n"
-    "memlane put cache/web page.home '{\"html\": \"...\"}' --no-index\necho \"long text\" | memlane put user/1 notes.today -",
+    "memlane put cache/web page.home '{\"html\": \"...\"}' --no-index\n"
+    "echo \"long text\" | memlane put user/1 notes.today -",
 )  # fmt: skip
 made("put", "put", PUT, aliases=("set",))
 made("note", "put", Human(
-    args=("namespace", "value"), kinds=VALUE, hide=("key",), own={"string": AS_TEXT}, prepare=_lenient("value"),
-    call=_put, render=show.stored, example='memlane note user/123 "prefers short answers"'))  # fmt: skip
+    args=("namespace", "value"), kinds=VALUE, helps=LENIENT, hide=("key",), own={"string": AS_TEXT},
+    prepare=_lenient("value"), call=_put, render=show.stored, example='memlane note user/123 "prefers short answers"',
+    summary="Store a value under a generated key (a note: searchable, still addressable)."))  # fmt: skip
 made("delete", "delete", Human(args=("namespace", "key"), render=show.deleted,
+                                summary="Delete one item (kept in history); exit code 1 when there is none.",
                                 example="memlane delete user/123 preferences.ui.theme"))  # fmt: skip
 
 
@@ -63,6 +73,7 @@ made("clear", "clear", Human(args=("namespace_prefix",), own={"yes": YES}, prepa
                              example="memlane clear user/123 --yes"))  # fmt: skip
 ONLY_VALUE = Annotated[bool, typer.Option("--value", help="Print only the value as JSON.")]
 made("get", "get", Human(args=("namespace", "key"), own={"value_only": ONLY_VALUE}, render=show.item,
+                         summary="The item at an address, value and details; exit code 1 when there is none.",
                          example="memlane get user/123 preferences.ui.theme\n"
                          "memlane get user/123 preferences.ui.theme --value"))  # fmt: skip
 made("fetch", "fetch", Human(args=("key",), flags=PREFIX, render=show.items,
@@ -140,6 +151,7 @@ made(
 )
 made("fact assert", "assert_fact", Human(
     args=("namespace", "subject", "predicate", "object"), kinds={"object": "text"}, own={"string": AS_TEXT},
+    helps={"object": "An entity id (ent_...), or a value: JSON if it parses, else a string."},
     prepare=_lenient("object"), example='memlane fact assert team/acme ent_0123 "works on" ent_4567'))  # fmt: skip
 made("fact retract", "retract_fact", Human(args=("fact_id",), example="memlane fact retract fact_0123"))
 made("fact end", "end_fact", Human(args=("fact_id", "valid_to"), example="memlane fact end fact_0123 2026-06-30"))
@@ -164,23 +176,10 @@ def _context(path: str, op: str, example: str, **kw: Any) -> None:
 _context("fact context", "facts_context", 'memlane fact context "what is Ravi working on" --entity ent_0123',
          args=("query",), defaults={"query": ""})  # fmt: skip
 _context("fact traverse", "traverse", "memlane fact traverse ent_0123 --hops 2", args=("entity_ids",))
-_context(
-    "claim context",
-    "claims_and_sources_context",
-    'memlane claim context "when is the cutover" -k 5',
-    args=("query",),
-    defaults={"k": 10},
-    flags=PREFIX | ENTITY | {"k": ("-k",)},
-    untimed=("time",),
-)
-_context(
-    "context",
-    "combined_context",
-    'memlane context "when is the billing cutover" --entity ent_0123',
-    args=("query",),
-    defaults={"k": 10},
-    flags=PREFIX | ENTITY | {"k": ("-k",)},
-)
+TOP_K: Any = {"args": ("query",), "defaults": {"k": 10}, "flags": PREFIX | ENTITY | {"k": ("-k",)}}
+_context("claim context", "claims_and_sources_context", 'memlane claim context "when is the cutover" -k 5',
+         untimed=("time",), **TOP_K)  # fmt: skip
+_context("context", "combined_context", 'memlane context "when is the billing cutover" --entity ent_0123', **TOP_K)
 made("doc neighbours", "neighbours", Human(args=("chunk_id",), render=show.chunks,
                                            example="memlane doc neighbours chunk_0123 --before 2"))  # fmt: skip
 made(
@@ -234,3 +233,78 @@ made(
         example="memlane retention clear counters",
     ),
 )
+
+# -- operations whose input is a file (or stdin): the command reads it, the operation takes its content
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _json_lines(path: str, nothing: str) -> tuple[list[Any], list[int]]:
+    """Each non-blank line of a JSON Lines file, and its line number; a bad line is named by its number."""
+    found, numbers = [], []
+    for number, line in enumerate(_read(path).splitlines(), 1):
+        if line.strip():  # tolerate blank lines (an editor's trailing newline)
+            try:
+                found.append(json.loads(line))
+            except ValueError as e:
+                raise memlane.ValidationError(
+                    f"line {number}", f"not valid JSON ({e}); nothing was {nothing}"
+                ) from None
+            numbers.append(number)
+    return found, numbers
+
+
+def _file(help: str) -> Any:
+    return Annotated[str, typer.Argument(help=help, show_default=False, metavar="FILE")]
+
+
+def _messages(c: Call) -> None:
+    c.args["messages"], c.own["lines"] = _json_lines(c.own["file"], "stored")
+
+
+def _conversation(c: Call) -> Any:
+    try:
+        return c.mem.add_conversation(**c.args)
+    except memlane.ValidationError as e:  # the core names a message by position: say which line of the file
+        found = re.match(r"messages\[(\d+)\](?:\.(\w+))?", e.field)
+        lines = c.own["lines"]
+        if found is None or int(found.group(1)) >= len(lines):
+            raise
+        where = f"line {lines[int(found.group(1))]}" + (f" ({found.group(2)})" if found.group(2) else "")
+        raise memlane.ValidationError(where, str(e).split(": ", 1)[1] + "; nothing was stored") from e
+
+
+made("ingest", "add_conversation", Human(
+    flags={"namespace": ("--namespace", "-n")}, hide=("messages",),
+    own={"file": _file("JSONL file, one message per line; - for stdin.")}, prepare=_messages, call=_conversation,
+    render=show.turns, summary="Store a conversation: one item per turn, searchable with its neighbouring turns.",
+    example="memlane ingest chat.jsonl --namespace user/123 --session 2026-03-01"))  # fmt: skip
+LINES = Annotated[bool, typer.Option("--lines", help="One chunk per non-blank line (turns, messages).")]
+
+
+def _document(c: Call) -> None:
+    text = _read(c.own["path"])
+    c.args["text"] = [line for line in text.splitlines() if line.strip()] if c.own["lines"] else text
+    if c.own["path"] != "-":
+        c.args.setdefault("source", c.own["path"])
+
+
+made("doc add", "add_document", Human(
+    args=("namespace", "title"), hide=("text",), own={"path": _file("A text file, or - for stdin."), "lines": LINES},
+    prepare=_document, render=show.document,
+    example='memlane doc add team/acme "Standup 5 Jan" notes.txt --source meeting:standup'))  # fmt: skip
+
+
+def _claims(c: Call) -> None:
+    c.args["claims"] = _json_lines(c.own["path"], "recorded")[0]
+
+
+made("claim add-many", "add_claims", Human(
+    args=("namespace",), hide=("claims",), prepare=_claims, render=show.claims,
+    own={"path": _file("A JSON Lines file of claims ({text, speaker, ...} per line); - for stdin.")},
+    example="memlane claim add-many team/acme claims.jsonl"))  # fmt: skip

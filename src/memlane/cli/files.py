@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Annotated, Any
@@ -24,27 +23,28 @@ from rich.text import Text
 
 import memlane
 
-from ..domain.conversation import DEFAULT_WINDOW
-from ..values.facts_text import DEFAULT_CHUNK_CHARS
-from ..values.model import namespace_text
-from . import (
+from .base import (
     NO_EMBEDDER,
     AsJson,
     Db,
     EmbedderName,
-    NamespaceArg,
     _command,
     _console,
     _open,
     _open_db,
     _print_json,
     _progress_visible,
-    claim_app,
-    doc_app,
 )
 
 
-@_command("cleanup")
+def _progress(label: str, done: Any) -> Progress:
+    """A progress bar on stderr, shown only on a terminal."""
+    bar = (TextColumn(label), BarColumn(), done, TimeRemainingColumn())
+    return Progress(*bar, console=_console(stderr=True), transient=True, disable=not _progress_visible())
+
+
+# Not an operation: the store's own upkeep (expired rows, history past retention), no agent calls it.
+@_command("cleanup", remote=True)
 def cleanup(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = False) -> None:
     """Physically remove expired items (they are already invisible to reads).
 
@@ -61,7 +61,8 @@ def cleanup(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = Fals
         _console().print(f"Removed {count} expired item{'s' * (count != 1)}")
 
 
-@_command("stats")
+# Not an operation: counts of the whole store (the service answers GET /v1/stats), outside the table.
+@_command("stats", remote=True)
 def stats(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = False) -> None:
     """Show counts (items, namespaces, history, vectors), size and the embedder in use.
 
@@ -85,6 +86,7 @@ def stats(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = False)
     _console().print(table)
 
 
+# Not an operation: the schema of the database file itself; it opens without migrating.
 @_command("migrate")
 def migrate(
     db: Db = None,
@@ -115,6 +117,7 @@ def migrate(
         _console().print(f"Applied {len(applied)} migration(s).")
 
 
+# Not an operation: it changes the store's embedder and rewrites every vector, on the file only.
 @_command("reindex")
 def reindex(
     embedder: Annotated[
@@ -156,15 +159,7 @@ def reindex(
                 "no embedder to reindex with ($MEMLANE_EMBEDDER is none, or the store records none and the "
                 "default is not installed); pass --embedder NAME, e.g. --embedder minilm"
             )
-        progress = Progress(
-            TextColumn("Embedding"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=_console(stderr=True),
-            transient=True,
-            disable=not _progress_visible(),
-        )
+        progress = _progress("Embedding", MofNCompleteColumn())
         with progress:
             task = progress.add_task("reindex", total=None)
             count = mem.reindex(
@@ -194,6 +189,7 @@ def reindex(
 # -- moving data --------------------------------------------------------------
 
 
+# Not an operation: a stream of every row to a file (the Client's export_records), not one answer.
 @_command("export", remote=True)
 def export(
     file: Annotated[str, typer.Argument(help="Output JSONL file; - or omitted for stdout.")] = "-",
@@ -257,7 +253,8 @@ class _JsonLines:
             yield record
 
 
-@_command("import")
+# import_records with a file streamed line by line, a progress bar and errors named by line number.
+@_command("import", remote=True)
 def import_records(
     file: Annotated[str, typer.Argument(help="JSONL file written by `memlane export`; - for stdin.")],
     db: Db = None,
@@ -273,21 +270,14 @@ def import_records(
     """
     stream = sys.stdin.buffer if file == "-" else open(file, "rb")  # closed below
     total = os.path.getsize(file) if os.path.isfile(file) else None  # no size for pipes
-    progress = Progress(
-        TextColumn("Importing"),
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        console=_console(stderr=True),
-        transient=True,
-        disable=not _progress_visible(),
-    )
+    progress = _progress("Importing", DownloadColumn())
     try:
         with progress, _open(db, embedder) as mem:
             task = progress.add_task("import", total=total)
             lines = _JsonLines(stream, lambda n: progress.advance(task, n))
             try:
-                count = mem.import_records(lines)
+                # a service takes the records in one body: all or nothing there too
+                count = mem.import_records(list(lines) if isinstance(mem, memlane.Client) else lines)
             except _BadLine:
                 raise
             except memlane.ValidationError as e:
@@ -305,142 +295,7 @@ def import_records(
         _console().print(f"Imported {count} record{'s' * (count != 1)}")
 
 
-@_command("ingest")
-def ingest(
-    file: Annotated[str, typer.Argument(help="JSONL file, one message per line; - for stdin.")],
-    namespace: Annotated[str, typer.Option("--namespace", "-n", help="Namespace to store the turns in.")],
-    session: Annotated[str | None, typer.Option("--session", help="Session to add to; a new one when omitted.")] = None,
-    at: Annotated[str | None, typer.Option("--at", help="ISO time of messages without one; now if omitted.")] = None,
-    window: Annotated[
-        int, typer.Option("--window", help="Turns each side indexed with a turn (0-10).")
-    ] = DEFAULT_WINDOW,
-    db: Db = None,
-    embedder: EmbedderName = None,
-    as_json: AsJson = False,
-) -> None:
-    """Store a conversation: one item per turn, searchable with its neighbouring turns.
-
-    Each line of FILE is one message, a JSON object {"speaker" or "role", "text",
-    "at"?, "id"?}, in conversation order. Turn N of the session is stored at key
-    SESSION.tNNNNN; with --session, the turns continue that session. All or
-    nothing: a bad line writes no turn.
-
-    Example:
-        memlane ingest chat.jsonl --namespace user/123 --session 2026-03-01
-    """
-    stream = sys.stdin.buffer if file == "-" else open(file, "rb")  # closed below
-    messages: list[Any] = []
-    lines: list[int] = []
-    try:
-        for number, raw in enumerate(stream, 1):
-            if not raw.strip():
-                continue  # tolerate blank lines (an editor's trailing newline)
-            try:
-                messages.append(json.loads(raw))
-            except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
-                raise memlane.ValidationError(f"line {number}", f"not valid JSON ({e}); nothing was stored") from None
-            lines.append(number)
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
-    with _open(db, embedder) as mem:
-        try:
-            items = mem.add_conversation(namespace, messages, session=session, at=at, window=window)
-        except memlane.ValidationError as e:
-            # the core names the message by position: say which line of the file that was
-            found = re.match(r"messages\[(\d+)\](?:\.(\w+))?", e.field)
-            if found is None or int(found.group(1)) >= len(lines):
-                raise
-            where = f"line {lines[int(found.group(1))]}" + (f" ({found.group(2)})" if found.group(2) else "")
-            raise memlane.ValidationError(where, str(e).split(": ", 1)[1] + "; nothing was stored") from e
-    if as_json:
-        _print_json({"items": [i.to_dict() for i in items]})
-    else:
-        first, last = items[0], items[-1]
-        _console().print(
-            Text(
-                f"Stored {len(items)} turn{'s' * (len(items) != 1)} in {namespace_text(first.namespace)} "
-                f"session {first.value['session']!r}: keys {first.key} .. {last.key}"
-            )
-        )
-
-
-@_command("add", doc_app)
-def doc_add(
-    namespace: NamespaceArg,
-    title: Annotated[str, typer.Argument(help="The document's title.")],
-    path: Annotated[str, typer.Argument(help="A text file, or - for stdin.")],
-    lines: Annotated[bool, typer.Option("--lines", help="One chunk per non-blank line (turns, messages).")] = False,
-    source: Annotated[str | None, typer.Option("--source", help="Where it comes from.")] = None,
-    created_at: Annotated[str | None, typer.Option("--created-at", help="ISO time it was written.")] = None,
-    chunk_chars: Annotated[
-        int, typer.Option("--chunk-chars", help="Longest chunk, in characters.")
-    ] = DEFAULT_CHUNK_CHARS,
-    db: Db = None,
-    embedder: EmbedderName = None,
-    as_json: AsJson = False,
-) -> None:
-    """Store a source split into ordered chunks (paragraphs, or lines with --lines).
-
-    Example:
-        memlane doc add team/acme "Standup 5 Jan" notes.txt --source meeting:standup
-    """
-    if path == "-":
-        text = sys.stdin.read()
-    else:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    body: Any = [line for line in text.splitlines() if line.strip()] if lines else text
-    with _open(db, embedder) as mem:
-        doc = mem.add_document(
-            namespace,
-            title,
-            body,
-            source=source or (None if path == "-" else path),
-            created_at=created_at,
-            chunk_chars=chunk_chars,
-        )
-        if as_json:
-            _print_json(doc.to_dict())
-        else:
-            _console().print(Text(f"Stored {doc.id} with {doc.chunk_count} chunk(s): {', '.join(doc.chunk_ids)}"))
-
-
-@_command("add-many", claim_app)
-def claim_add_many(
-    namespace: NamespaceArg,
-    path: Annotated[
-        str, typer.Argument(help="A JSON Lines file of claims ({text, speaker, ...} per line); - for stdin.")
-    ],
-    db: Db = None,
-    embedder: EmbedderName = None,
-    as_json: AsJson = False,
-) -> None:
-    """Record many claims in one transaction, all or nothing.
-
-    Example:
-        memlane claim add-many team/acme claims.jsonl
-    """
-    if path == "-":
-        text = sys.stdin.read()
-    else:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    claims = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                claims.append(json.loads(line))
-            except ValueError as e:
-                raise memlane.ValidationError(f"line {n}", f"not valid JSON ({e}); nothing was recorded") from None
-    with _open(db, embedder) as mem:
-        added = mem.add_claims(namespace, claims)
-    if as_json:
-        _print_json({"claims": [c.to_dict() for c in added]})
-    else:
-        _console().print(f"Recorded {len(added)} claim{'s' * (len(added) != 1)}")
-
-
+# Not an operation: a long-running indexer that drains write-behind marks until stopped.
 @_command("index")
 def index(
     watch: Annotated[

@@ -20,16 +20,18 @@ from typing import Annotated, Any
 import typer
 
 import memlane
+import memlane.cli.render as show
 
 from ..values import surface
 from ..values.operations import ANSWERS, OPERATION, OPERATIONS, compact, wire_default
 from ..values.validate import MAX_DEPTH
-from . import (
+from .base import (
     GROUPS,
-    NO_EMBEDDER,
     AsJson,
     Db,
     EmbedderName,
+    Token,
+    Url,
     _command,
     _fail,
     _Group,
@@ -38,7 +40,6 @@ from . import (
     _reject_constant,
     app,
 )
-from . import render as show
 
 
 def _kind(annotation: str) -> str:
@@ -111,6 +112,7 @@ class Human:
     render: Callable[[Call], None] = show.record
     example: str = ""
     summary: str = ""  # the first line of its help, where the operation's is worded for the wire
+    helps: Mapping[str, str] = field(default_factory=dict)  # parameter: its help, where typed otherwise
     embedder: bool = True  # an --embedder option; without, it opens with none (the owner's settings)
 
 
@@ -121,7 +123,7 @@ def _annotation(name: str, flag_names: tuple[str, ...], kind: str, helps: str, d
         if kind == "flag" and len(flag_names) == 1:
             flag_names = (f"{flag_names[0]}/--no-{flag_names[0][2:]}",)
         shown = (
-            f"Default: {json.dumps(wire_default(default))}."
+            f"Default: {','.join(default) if kind == 'csv' else json.dumps(wire_default(default))}."
             if default not in (None, (), inspect.Parameter.empty)
             else ""
         )
@@ -154,11 +156,13 @@ def command(op_name: str, name: str, group: typer.Typer, human: Human | None = N
         kind = kinds[param.name]
         positional = param.name in spec.args if human is not None else param.required
         hint = f"({_JSON_HINT[kind]})" if kind in _JSON_HINT else ""
-        helps = " ".join(h for h in (op.meaning(param.name), hint) if h)
+        helps = spec.helps.get(param.name) or " ".join(h for h in (op.meaning(param.name), hint) if h)
         default = spec.defaults.get(param.name, param.default)
         flag_names = spec.flags.get(param.name, ("--" + param.name.replace("_", "-"),))
         annotation = _annotation(param.name, flag_names, kind, helps, default, positional)
-        if positional and param.required and param.name not in spec.defaults:
+        # required: what the core requires, and an argument in place without a default (put's KEY)
+        required = param.required or (positional and human is not None and param.default is None)
+        if required and param.name not in spec.defaults:
             annotation = Annotated[list[str] if kind == "list" else str, *annotation.__metadata__]
             cli_default: Any = inspect.Parameter.empty
         else:
@@ -166,15 +170,17 @@ def command(op_name: str, name: str, group: typer.Typer, human: Human | None = N
         parameters.append(inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=cli_default,
                                             annotation=annotation))  # fmt: skip
     own = dict(spec.own) | {"db": Db} | ({"embedder": EmbedderName} if spec.embedder else {})
+    own |= {"url": Url, "token": Token}  # taken by _command's wrapper: the command works on a service too
     own |= {"as_json": AsJson} if human is not None else {}
     for extra, annotation in own.items():
-        default = False if annotation.__origin__ is bool else None
+        required = isinstance(annotation.__metadata__[0], typer.models.ArgumentInfo)  # a FILE argument
+        default = inspect.Parameter.empty if required else False if annotation.__origin__ is bool else None
         parameters.append(
             inspect.Parameter(extra, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
         )
 
     def run(**given: Any) -> None:
-        db, embedder, as_json = given.pop("db"), given.pop("embedder", NO_EMBEDDER), given.pop("as_json", True)
+        db, embedder, as_json = given.pop("db"), given.pop("embedder", None), given.pop("as_json", True)
         mine = {k: given.pop(k) for k in spec.own}
         args = dict(op.optional) | {k: v for k, v in spec.defaults.items() if k not in spec.hide}
         strict = human is None
@@ -184,7 +190,7 @@ def command(op_name: str, name: str, group: typer.Typer, human: Human | None = N
         c = Call(args, mine)
         if spec.prepare is not None:
             spec.prepare(c)
-        with _open(db, embedder, reads=op.safe) as c.mem:  # a read never creates the database
+        with _open(db, embedder, reads=op.safe, vectors=spec.embedder) as c.mem:  # a read never creates the database
             c.result = spec.call(c) if spec.call is not None else getattr(c.mem, op.name)(**c.args)
             if op.result in ("found", "gone") and not c.result and human is not None:
                 _fail(show.no_item(c.args))
@@ -199,11 +205,11 @@ def command(op_name: str, name: str, group: typer.Typer, human: Human | None = N
     run.__annotations__ = {p.name: p.annotation for p in parameters}
     if human is None:
         doc = inspect.getdoc(surface.core(op.name)) or ""
-        required = " ".join(p.name.upper() for p in op.params() if p.required)
-        run.__doc__ = f"{op.summary}\n\n{doc}\n\nExample:\n    memlane op {op.name} {required}".rstrip()
+        arguments = " ".join(p.name.upper() for p in op.params() if p.required)
+        run.__doc__ = f"{op.summary}\n\n{doc}\n\nExample:\n    memlane op {op.name} {arguments}".rstrip()
     else:
         run.__doc__ = f"{spec.summary or op.summary}\n\nExample:\n    " + "\n    ".join(spec.example.splitlines())
-    _command(name, group, remote=True, **register)(run)
+    _command(name, group, **register)(run)
     return run
 
 

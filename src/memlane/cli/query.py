@@ -1,11 +1,13 @@
-"""`memlane query`: read-only SQL over the memory_v1 views, with a table, CSV or JSON and saved queries."""
+"""`memlane query`: read-only SQL over the memory_v1 views, with a table, CSV or JSON and saved queries.
+
+Each subcommand is an operation of the table (:mod:`memlane.cli.made`); this module declares what the command
+line adds: ``-p NAME=VALUE`` parameters, SQL from stdin, ``--csv``, ``--explain`` and the renderings.
+"""
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -15,23 +17,8 @@ from rich.text import Text
 
 import memlane
 
-from . import (
-    EXIT_INVALID,
-    NO_EMBEDDER,
-    AsJson,
-    Db,
-    F,
-    _brief,
-    _cli_words,
-    _command,
-    _console,
-    _fail,
-    _Group,
-    _open,
-    _print_json,
-    _value,
-    app,
-)
+from .base import EXIT_INVALID, GROUPS, _brief, _cli_words, _console, _fail, _Group, _value, app
+from .made import Call, Human, made
 
 
 class _SqlByDefault(_Group):
@@ -42,7 +29,9 @@ class _SqlByDefault(_Group):
     ``--help`` still lists the subcommands. No SELECT is spelled like one.
     """
 
-    _VALUED = frozenset({"--db", "--param", "-p", "--max-rows", "--timeout-ms", "--search", "--description", "-d"})
+    _VALUED = frozenset(
+        {"--db", "--param", "-p", "--max-rows", "--timeout-ms", "--search", "--description", "-d", "--url", "--token"}
+    )
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in ("--help", "-h"):
@@ -63,9 +52,8 @@ query_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(query_app, name="query")
-
-SqlArg = Annotated[str, typer.Argument(help="One SELECT over the memory_v1 views; - reads stdin.", show_default=False)]
-Params = Annotated[
+GROUPS["query"] = query_app
+PARAMS = Annotated[
     list[str] | None,
     typer.Option(
         "--param",
@@ -74,53 +62,35 @@ Params = Annotated[
         help="A parameter: NAME=VALUE binds :NAME, a bare VALUE binds the next ?. JSON when it parses, else text.",
     ),
 ]
-AsCsv = Annotated[bool, typer.Option("--csv", help="Print the rows as CSV (with a header) instead of a table.")]
-MaxRows = Annotated[int, typer.Option("--max-rows", help="Stop after this many rows (at most 100,000).")]
-TimeoutMs = Annotated[int, typer.Option("--timeout-ms", help="Stop the statement after this long (at most 60,000).")]
+CSV = Annotated[bool, typer.Option("--csv", help="Print the rows as CSV (with a header) instead of a table.")]
+EXPLAIN = Annotated[bool, typer.Option("--explain", help="Check and plan the statement instead of running it.")]
+SEARCH = Annotated[
+    str | None, typer.Option("--search", help="Only views and columns whose name or meaning has these words.")
+]
 
 
-def _query_command(name: str) -> Callable[[F], F]:
-    """A ``query`` subcommand; a refused statement exits 2 like any invalid input."""
-
-    def register(fn: F) -> F:
-        @functools.wraps(fn)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except memlane.QueryRefused as e:
-                _fail(f"query refused: {e}", EXIT_INVALID)
-
-        _command(name, query_app)(guarded)
-        return fn
-
-    return register
-
-
-def _sql_text(sql: str) -> str:
-    return sys.stdin.read() if sql == "-" else sql
-
-
-def _query_params(raw: list[str] | None) -> Any:
-    """``--param`` values: all ``NAME=VALUE`` (a dict) or all bare (a list)."""
+def _params(c: Call) -> None:
+    """``--param`` values: all ``NAME=VALUE`` (a dict) or all bare (a list); ``-`` as the SQL reads stdin."""
+    if c.args.get("sql") == "-":
+        c.args["sql"] = sys.stdin.read()
+    raw = c.own.get("param")
     if not raw:
-        return None
+        return
     named = [p for p in raw if "=" in p and p.split("=", 1)[0].isidentifier()]
     if named and len(named) != len(raw):
         raise memlane.ValidationError("param", "use either NAME=VALUE for every --param or bare values for every one")
-    if named:
-        return {k: _value(v, False) for k, v in (p.split("=", 1) for p in raw)}
-    return [_value(p, False) for p in raw]
+    c.args["params"] = (
+        {k: _value(v, False) for k, v in (p.split("=", 1) for p in raw)} if named else [_value(p, False) for p in raw]
+    )
 
 
 def _cell(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
-def _show_result(result: memlane.QueryResult, as_json: bool, as_csv: bool) -> None:
-    if as_json:
-        _print_json(result.to_dict())
-        return
-    if as_csv:
+def _rows(c: Call) -> None:
+    result = c.result
+    if c.own.get("csv"):
         import csv
 
         writer = csv.writer(sys.stdout, lineterminator="\n")
@@ -138,79 +108,43 @@ def _show_result(result: memlane.QueryResult, as_json: bool, as_csv: bool) -> No
         _console(stderr=True).print(Text(f"Note: {_cli_words(note)}", style="yellow"))
 
 
-@_query_command("sql")
-def query_sql(
-    sql: SqlArg,
-    params: Params = None,
-    explain: Annotated[
-        bool, typer.Option("--explain", help="Check and plan the statement instead of running it.")
-    ] = False,
-    max_rows: MaxRows = 1000,
-    timeout_ms: TimeoutMs = 2000,
-    as_json: AsJson = False,
-    as_csv: AsCsv = False,
-    db: Db = None,
-) -> None:
-    """Run one read-only SELECT over the memory_v1 views (the default: `memlane query "SELECT ..."`).
-
-    Example:
-        memlane query "SELECT namespace, count(*) AS n FROM items GROUP BY namespace"
-        memlane query "SELECT claim_text FROM claims_live WHERE speaker = :who" -p who=Dana --csv
-        memlane query --explain "SELECT * FROM facts_current"
-    """
-    text = _sql_text(sql)
-    with _open(db, NO_EMBEDDER) as mem:
-        if explain:
-            plan = mem.explain_query(text, _query_params(params))
-            if as_json:
-                _print_json(plan.to_dict())
-            elif not plan.valid:
-                _fail(f"query refused: {plan.message}", EXIT_INVALID)
-            else:
-                out = _console()
-                out.print("valid: runs on the read-only connection", style="green")
-                out.print(f"views: {', '.join(plan.views) or '-'}", highlight=False)
-                out.print(f"functions: {', '.join(plan.functions) or '-'}", highlight=False)
-                out.print(f"parameters: {', '.join(plan.parameters) or '-'}", highlight=False)
-                out.print(Text(f"runs: {plan.runs}"))
-                out.print("plan:")
-                for line in plan.plan:
-                    out.print(Text("  " + line))
-            return
-        result = mem.query(text, _query_params(params), max_rows=max_rows, timeout_ms=timeout_ms)
-    _show_result(result, as_json, as_csv)
-
-
-@_query_command("describe")
-def query_describe(
-    search: Annotated[
-        str | None, typer.Option("--search", help="Only views and columns whose name or meaning has these words.")
-    ] = None,
-    as_json: AsJson = False,
-    db: Db = None,
-) -> None:
-    """The memory_v1 views with their columns, the functions you may call and the limits.
-
-    Example:
-        memlane query describe
-        memlane query describe --search "when said"
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        if search is not None:
-            matches = mem.search_query_space(search)
-            if as_json:
-                _print_json(matches)
-                return
-            table = Table("view", "column", "type", "meaning", box=box.SIMPLE_HEAD, show_edge=False)
-            for m in matches:
-                table.add_row(m["view"], m["column"] or "", m["type"], m["description"])
-            _console().print(table)
-            return
-        space = mem.describe_query_space()
-    if as_json:
-        _print_json(space)
-        return
+def _explained(c: Call) -> None:
+    plan = c.result
+    if not plan.valid:
+        _fail(f"query refused: {plan.message}", EXIT_INVALID)
     out = _console()
+    out.print("valid: runs on the read-only connection", style="green")
+    for label, names in (("views", plan.views), ("functions", plan.functions), ("parameters", plan.parameters)):
+        out.print(f"{label}: {', '.join(names) or '-'}", highlight=False)
+    out.print(Text(f"runs: {plan.runs}"))
+    out.print("plan:")
+    for line in plan.plan:
+        out.print(Text("  " + line))
+
+
+def _sql(c: Call) -> Any:
+    if c.own["explain"]:
+        return c.mem.explain_query(c.args["sql"], c.args.get("params"))
+    return c.mem.query(**c.args)
+
+
+made("query sql", "query", Human(
+    args=("sql",), hide=("params",), own={"param": PARAMS, "explain": EXPLAIN, "csv": CSV}, prepare=_params,
+    call=_sql, render=lambda c: (_explained if c.own["explain"] else _rows)(c), embedder=False,
+    summary='Run one read-only SELECT over the memory_v1 views (the default: `memlane query "SELECT ..."`).',
+    example='memlane query "SELECT namespace, count(*) AS n FROM items GROUP BY namespace"\n'
+    'memlane query "SELECT claim_text FROM claims_live WHERE speaker = :who" -p who=Dana --csv\n'
+    'memlane query --explain "SELECT * FROM facts_current"'))  # fmt: skip
+
+
+def _space(c: Call) -> None:
+    if c.own["search"] is not None:
+        table = Table("view", "column", "type", "meaning", box=box.SIMPLE_HEAD, show_edge=False)
+        for m in c.result:
+            table.add_row(m["view"], m["column"] or "", m["type"], m["description"])
+        _console().print(table)
+        return
+    space, out = c.result, _console()
     out.print(f"[bold]{space['schema']}[/bold] ({space['dialect']}): {space['limits']}", highlight=False)
     for view in space["views"]:
         table = Table("column", "type", "meaning", box=box.SIMPLE_HEAD, show_edge=False, title_justify="left")
@@ -224,78 +158,50 @@ def query_describe(
         out.print(Text(f"- {note}"))
 
 
-@_query_command("save")
-def query_save(
-    name: Annotated[str, typer.Argument(help="Name to run it by: letters, digits, '_', '.', '-'.")],
-    sql: SqlArg,
-    description: Annotated[str, typer.Option("--description", "-d", help="What it answers.")] = "",
-    as_json: AsJson = False,
-    db: Db = None,
-) -> None:
-    """Check a statement and save it under a name (replacing one of that name).
-
-    Example:
-        memlane query save claims-by "SELECT claim_text FROM claims_live WHERE speaker = :who" -d "what someone said"
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        saved = mem.save_query(name, _sql_text(sql), description)
-    if as_json:
-        _print_json(saved.to_dict())
-        return
-    takes = ", ".join(saved.parameters) or "no parameters"
-    _console().print(f"Saved query {saved.name!r} ({takes})", highlight=False)
+made("query describe", "describe_query_space", Human(
+    own={"search": SEARCH}, render=_space, embedder=False,
+    call=lambda c: c.mem.search_query_space(c.own["search"]) if c.own["search"] else c.mem.describe_query_space(),
+    example='memlane query describe\nmemlane query describe --search "when said"'))  # fmt: skip
 
 
-@_query_command("run")
-def query_run(
-    name: Annotated[str, typer.Argument(help="A saved query's name.")],
-    params: Params = None,
-    max_rows: MaxRows = 1000,
-    timeout_ms: TimeoutMs = 2000,
-    as_json: AsJson = False,
-    as_csv: AsCsv = False,
-    db: Db = None,
-) -> None:
-    """Run a saved query with parameters.
-
-    Example:
-        memlane query run claims-by -p who=Dana
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        result = mem.run_saved_query(name, _query_params(params), max_rows=max_rows, timeout_ms=timeout_ms)
-    _show_result(result, as_json, as_csv)
+def _saved(c: Call) -> None:
+    takes = ", ".join(c.result.parameters) or "no parameters"
+    _console().print(f"Saved query {c.result.name!r} ({takes})", highlight=False)
 
 
-@_query_command("saved")
-def query_saved(as_json: AsJson = False, db: Db = None) -> None:
-    """Every saved query with its parameters.
+made(
+    "query save",
+    "save_query",
+    Human(
+        args=("name", "sql"),
+        flags={"description": ("--description", "-d")},
+        prepare=_params,
+        render=_saved,
+        embedder=False,
+        example='memlane query save claims-by "SELECT claim_text FROM claims_live WHERE speaker = :who"',
+    ),
+)
+made("query run", "run_saved_query", Human(
+    args=("name",), hide=("params",), own={"param": PARAMS, "csv": CSV}, prepare=_params, render=_rows,
+    embedder=False, example="memlane query run claims-by -p who=Dana"))  # fmt: skip
 
-    Example:
-        memlane query saved
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        queries = mem.saved_queries()
-    if as_json:
-        _print_json([q.to_dict() for q in queries])
-        return
+
+def _queries(c: Call) -> None:
     table = Table("name", "parameters", "description", "sql", box=box.SIMPLE_HEAD, show_edge=False)
-    for q in queries:
+    for q in c.result:
         table.add_row(q.name, ", ".join(q.parameters), q.description, Text(_brief(q.sql, 80)))
     _console().print(table)
 
 
-@_query_command("delete")
-def query_delete(name: Annotated[str, typer.Argument(help="A saved query's name.")], db: Db = None) -> None:
-    """Delete a saved query.
-
-    Example:
-        memlane query delete claims-by
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        deleted = mem.delete_saved_query(name)
-    if not deleted:
-        _fail(f"no saved query named {name!r}; `memlane query saved` lists them")
-    _console().print(f"Deleted saved query {name!r}", highlight=False)
+made("query saved", "saved_queries", Human(render=_queries, embedder=False, example="memlane query saved"))
 
 
-# -- history retention ------------------------------------------------------------
+def _delete(c: Call) -> Any:
+    if not c.mem.delete_saved_query(**c.args):
+        _fail(f"no saved query named {c.args['name']!r}; `memlane query saved` lists them")
+    return True
+
+
+made("query delete", "delete_saved_query", Human(
+    args=("name",), call=_delete, embedder=False, example="memlane query delete claims-by",
+    render=lambda c: _console().print(f"Deleted saved query {c.args['name']!r}", highlight=False)))  # fmt: skip

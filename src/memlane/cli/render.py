@@ -16,11 +16,16 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..values.model import namespace_text
-from . import _brief, _cli_words, _console, _name_column, _squeezable, _Table, _time_column, _when, namespace_hint
+from .base import _brief, _cli_words, _console, _name_column, _squeezable, _Table, _time_column, _when, namespace_hint
 
 
 def _print(text: str) -> None:
     _console().print(Text(text))
+
+
+def _ns(namespace: Any) -> str:
+    """A namespace as typed (text) or as the core holds it (segments), in its text form."""
+    return namespace if isinstance(namespace, str) else namespace_text(namespace)
 
 
 def _plural(n: int, word: str) -> str:
@@ -94,6 +99,14 @@ def item(c: Any) -> None:
     console.print(details)
 
 
+def turns(c: Any) -> None:
+    first, last = c.result[0], c.result[-1]
+    _print(
+        f"Stored {_plural(len(c.result), 'turn')} in {namespace_text(first.namespace)} session "
+        f"{first.value['session']!r}: keys {first.key} .. {last.key}"
+    )
+
+
 def deleted(c: Any) -> None:
     where = f"{c.args['namespace']} key {c.args['key']!r}" if "key" in c.args else f"id {c.args['item_id']!r}"
     _print(f"Deleted {where}")
@@ -111,7 +124,7 @@ def namespaces(c: Any) -> None:
 
 
 def summary(c: Any) -> None:
-    tree = Tree(Text(namespace_text(c.args.get("namespace_prefix", ())) or "(all namespaces)"))
+    tree = Tree(Text(_ns(c.args.get("namespace_prefix", ())) or "(all namespaces)"))
     for ns, paths in c.result.items():
         branch = tree.add(Text(f"{ns} ({sum(paths.values())})"))
         for path, count in paths.items():
@@ -334,7 +347,7 @@ def context(c: Any) -> None:
 
 
 def rule_prefix(prefix: Any) -> str:
-    return (prefix if isinstance(prefix, str) else namespace_text(prefix)) or "(every namespace)"
+    return _ns(prefix) or "(every namespace)"
 
 
 def rule(c: Any) -> None:

@@ -13,9 +13,8 @@ from rich.table import Table
 import memlane
 
 from ..values.model import namespace_text
-from . import (
+from .base import (
     EXIT_FAILURE,
-    NO_EMBEDDER,
     AsJson,
     Db,
     EmbedderName,
@@ -31,12 +30,16 @@ from . import (
 )
 
 
-def _access(mem: memlane.Memory) -> Any:
+def _access(mem: Any) -> Any:
+    """What changes agents, rooms and grants: the Client itself on a service (over /v1/admin), else the store's."""
+    if isinstance(mem, memlane.Client):
+        return mem
     from ..core.access import Access
 
     return Access(mem)
 
 
+# Not an operation: it starts the HTTP service over the store.
 @_command("serve")
 def serve(
     db: Db = None,
@@ -160,6 +163,7 @@ def _listen(host: str, port: int, *, shared: bool = False) -> socket.socket:
     return sock
 
 
+# Not an operation: it serves the MCP tools on stdin/stdout.
 @_command("mcp")
 def mcp_stdio(
     db: Db = None,
@@ -194,80 +198,79 @@ def mcp_stdio(
         run_stdio(mem, offered)
 
 
-@_command("create", agent_app)
+# -- agents, rooms and grants: the owner's settings (Access; on a service the Client, over /v1/admin). Not
+# operations of the memory: the table holds what an agent does, these say who may.
+
+Name = Annotated[str, typer.Argument(help="An agent's name; its namespace is agent/<name>.", show_default=False)]
+Room = Annotated[str, typer.Argument(help="A room's name; its namespace is room/<name>.", show_default=False)]
+Prefix = Annotated[str, typer.Argument(help="A namespace prefix, e.g. project/billing.", show_default=False)]
+
+
+def _settings(path: str, example: str) -> Any:
+    """Register an owner's command at ``path``: it opens the store without an embedder, or the service."""
+    *group, name = path.split()
+
+    def register(fn: Any) -> Any:
+        fn.__doc__ = f"{fn.__doc__}\n\nExample:\n    {example}"
+        return _command(name, {"agent": agent_app, "room": room_app}[group[0]] if group else None, remote=True)(fn)
+
+    return register
+
+
+def _say(text: str) -> None:
+    # one line whatever the width (a pipe is 80 columns to rich): a script reads a token from its line
+    _console().print(text, soft_wrap=True, highlight=False)
+
+
+def _owner(db: str | None, change: Any) -> Any:
+    with _open(db, None, vectors=False) as mem:
+        return change(_access(mem))
+
+
+@_settings("agent create", "memlane agent create planner")
 def agent_create(
-    name: Annotated[str, typer.Argument(help="The agent's name; its namespace is agent/<name>.")],
+    name: Name,
     db: Db = None,
     admin: Annotated[bool, typer.Option("--admin", help="May read and change everything.")] = False,
     as_json: AsJson = False,
 ) -> None:
-    """Create an agent and print its token, once (only a hash is stored).
-
-    Example:
-        memlane agent create planner
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        agent, token = _access(mem).create_agent(name, admin=admin)
+    """Create an agent and print its token, once (only a hash is stored)."""
+    agent, token = _owner(db, lambda access: access.create_agent(name, admin=admin))
     if as_json:
         _print_json({"agent": agent.to_dict(), "token": token})
         return
-    # one line each, whatever the width (a pipe is 80 columns to rich): a script reads the token from its line
-    _console().print(f"Created agent {agent.name!r} (namespace agent/{agent.name}).", soft_wrap=True)
-    _console().print(f"Token (shown once): {token}", soft_wrap=True)
+    _say(f"Created agent {agent.name!r} (namespace agent/{agent.name}).")
+    _say(f"Token (shown once): {token}")
 
 
-@_command("token", agent_app)
-def agent_token(
-    name: Annotated[str, typer.Argument(help="The agent whose token to replace.")],
-    db: Db = None,
-) -> None:
-    """Issue a new token for an agent; the old one stops working at once.
-
-    Example:
-        memlane agent token admin
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        token = _access(mem).rotate_token(name)
-    _console().print(f"New token for {name!r} (shown once): {token}", soft_wrap=True)
+@_settings("agent token", "memlane agent token admin")
+def agent_token(name: Name, db: Db = None) -> None:
+    """Issue a new token for an agent; the old one stops working at once."""
+    _say(f"New token for {name!r} (shown once): {_owner(db, lambda access: access.rotate_token(name))}")
 
 
-@_command("list", agent_app)
+@_settings("agent list", "memlane agent list --json")
 def agent_list(db: Db = None, as_json: AsJson = False) -> None:
-    """List agents with their rooms and grants.
-
-    Example:
-        memlane agent list --json
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        agents = _access(mem).agents()
+    """List agents with their rooms and grants."""
+    agents = _owner(db, lambda access: access.agents())
     if as_json:
         _print_json([a.to_dict() for a in agents])
         return
     table = Table("agent", "admin", "rooms", "grants", box=box.SIMPLE_HEAD)
     for a in agents:
-        grants = ", ".join(f"{g.mode} {namespace_text(g.prefix)}" for g in a.grants)
-        table.add_row(a.name, "yes" if a.admin else "", ", ".join(a.rooms), grants)
+        table.add_row(a.name, "yes" if a.admin else "", ", ".join(a.rooms), _grants(a))
     _console().print(table)
 
 
-@_command("delete", agent_app)
-def agent_delete(
-    name: Annotated[str, typer.Argument(help="The agent to delete.")],
-    db: Db = None,
-) -> None:
-    """Delete an agent with its memberships and grants; its token stops working (its items stay).
-
-    Example:
-        memlane agent delete planner
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        deleted = _access(mem).delete_agent(name)
-    if not deleted:
+@_settings("agent delete", "memlane agent delete planner")
+def agent_delete(name: Name, db: Db = None) -> None:
+    """Delete an agent with its memberships and grants; its token stops working (its items stay)."""
+    if not _owner(db, lambda access: access.delete_agent(name)):
         _fail(f"no agent named {name!r}; see `memlane agent list`")
-    _console().print(f"Deleted agent {name!r}; its items under agent/{name} stay.", highlight=False)
+    _say(f"Deleted agent {name!r}; its items under agent/{name} stay.")
 
 
-@_command("log", agent_app)
+@_settings("agent log", "memlane agent log --room eng")
 def agent_log(
     db: Db = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only changes to this agent.")] = None,
@@ -275,59 +278,48 @@ def agent_log(
     limit: Annotated[int, typer.Option("--limit", help="At most this many changes.")] = 1000,
     as_json: AsJson = False,
 ) -> None:
-    """Show the access log: who created, deleted, added, removed, granted and revoked what, and when.
+    """Show the access log: who created, deleted, added, removed, granted and revoked what, and when."""
 
-    Example:
-        memlane agent log --room eng
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        changes = _access(mem).history(agent=agent, room=room, limit=limit)
+    def log(access: Any) -> Any:
+        read = access.access_log if isinstance(access, memlane.Client) else access.history
+        return read(agent=agent, room=room, limit=limit)
+
+    changes = _owner(db, log)
     if as_json:
         _print_json([c.to_dict() for c in changes])
         return
     table = Table("#", "at", "by", "change", "agent", "room", "prefix", "mode", box=box.SIMPLE_HEAD)
     for c in changes:
         prefix = "" if c.prefix is None else namespace_text(c.prefix)
-        table.add_row(
-            str(c.seq), c.at.isoformat(), c.actor or "(owner)", c.action, c.agent or "", c.room or "", prefix,
-            c.mode or "",
-        )  # fmt: skip
+        cells = (c.seq, c.at.isoformat(), c.actor or "(owner)", c.action, c.agent, c.room, prefix, c.mode)
+        table.add_row(*(str(cell or "") for cell in cells))
     _console().print(table)
 
 
 def _show_room(room: dict[str, Any]) -> None:
-    _console().print(f"Room {room['name']!r}: members {', '.join(room['members']) or '(none)'}", highlight=False)
+    _say(f"Room {room['name']!r}: members {', '.join(room['members']) or '(none)'}")
 
 
-@_command("create", room_app)
-def room_create(
-    name: Annotated[str, typer.Argument(help="Room name; its namespace is room/<name>.")], db: Db = None
-) -> None:
-    """Create a room.
-
-    Example:
-        memlane room create eng
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        room = _access(mem).create_room(name)
-    _show_room(room)
+@_settings("room create", "memlane room create eng")
+def room_create(name: Room, db: Db = None) -> None:
+    """Create a room."""
+    _show_room(_owner(db, lambda access: access.create_room(name)))
 
 
-@_command("list", room_app)
+@_settings("room list", "memlane room list --json")
 def room_list(db: Db = None, as_json: AsJson = False) -> None:
-    """List rooms with their members.
+    """List rooms with their members."""
 
-    Example:
-        memlane room list --json
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        access, rooms, cursor = _access(mem), [], None
-        while True:  # every page: the CLI shows the whole list
+    def every(access: Any) -> list[Any]:  # every page: the CLI shows the whole list
+        rooms, cursor = [], None
+        while True:
             page = access.room_page(limit=10_000, cursor=cursor)
             rooms += page.entries
             if page.next_cursor is None:
-                break
+                return rooms
             cursor = page.next_cursor
+
+    rooms = _owner(db, every)
     if as_json:
         _print_json(rooms)
         return
@@ -337,71 +329,36 @@ def room_list(db: Db = None, as_json: AsJson = False) -> None:
     _console().print(table)
 
 
-@_command("add", room_app)
-def room_add(
-    room: Annotated[str, typer.Argument(help="Room name.")],
-    agent: Annotated[str, typer.Argument(help="Agent to add.")],
-    db: Db = None,
-) -> None:
-    """Add an agent to a room: it may then read and write room/<name>.
-
-    Example:
-        memlane room add eng planner
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        result = _access(mem).add_member(room, agent)
-    _show_room(result)
+@_settings("room add", "memlane room add eng planner")
+def room_add(room: Room, agent: Name, db: Db = None) -> None:
+    """Add an agent to a room: it may then read and write room/<name>."""
+    _show_room(_owner(db, lambda access: access.add_member(room, agent)))
 
 
-@_command("remove", room_app)
-def room_remove(
-    room: Annotated[str, typer.Argument(help="Room name.")],
-    agent: Annotated[str, typer.Argument(help="Agent to remove.")],
-    db: Db = None,
-) -> None:
-    """Remove an agent from a room.
-
-    Example:
-        memlane room remove eng planner
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        result = _access(mem).remove_member(room, agent)
-    _show_room(result)
+@_settings("room remove", "memlane room remove eng planner")
+def room_remove(room: Room, agent: Name, db: Db = None) -> None:
+    """Remove an agent from a room."""
+    _show_room(_owner(db, lambda access: access.remove_member(room, agent)))
 
 
-@_command("grant")
+def _grants(agent: Any) -> str:
+    return ", ".join(f"{g.mode} {namespace_text(g.prefix)}" for g in agent.grants)
+
+
+@_settings("grant", "memlane grant planner project/billing read")
 def grant(
-    agent: Annotated[str, typer.Argument(help="Agent name.")],
-    prefix: Annotated[str, typer.Argument(help="Namespace prefix, e.g. project/billing.")],
-    mode: Annotated[str, typer.Argument(help="read or write (write includes read).")],
+    agent: Name,
+    prefix: Prefix,
+    mode: Annotated[str, typer.Argument(help="read or write (write includes read).", show_default=False)],
     db: Db = None,
 ) -> None:
-    """Give an agent read or write on a namespace prefix.
-
-    Example:
-        memlane grant planner project/billing read
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        result = _access(mem).grant(agent, prefix, mode)
-    grants = ", ".join(f"{g.mode} {namespace_text(g.prefix)}" for g in result.grants)
-    _console().print(f"Agent {result.name!r} grants: {grants}", highlight=False)
+    """Give an agent read or write on a namespace prefix."""
+    result = _owner(db, lambda access: access.grant(agent, prefix, mode))
+    _say(f"Agent {result.name!r} grants: {_grants(result)}")
 
 
-@_command("revoke")
-def revoke(
-    agent: Annotated[str, typer.Argument(help="Agent name.")],
-    prefix: Annotated[str, typer.Argument(help="The namespace prefix of the grant to remove.")],
-    db: Db = None,
-) -> None:
-    """Remove an agent's grant on a namespace prefix.
-
-    Example:
-        memlane revoke planner project/billing
-    """
-    with _open(db, NO_EMBEDDER) as mem:
-        result = _access(mem).revoke(agent, prefix)
-    grants = ", ".join(f"{g.mode} {namespace_text(g.prefix)}" for g in result.grants) or "(none)"
-    _console().print(f"Agent {result.name!r} grants: {grants}", highlight=False)
-
-
-# -- the query space (memlane.domain.query) ---------------------------------------
+@_settings("revoke", "memlane revoke planner project/billing")
+def revoke(agent: Name, prefix: Prefix, db: Db = None) -> None:
+    """Remove an agent's grant on a namespace prefix."""
+    result = _owner(db, lambda access: access.revoke(agent, prefix))
+    _say(f"Agent {result.name!r} grants: {_grants(result) or '(none)'}")
