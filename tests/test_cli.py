@@ -211,7 +211,7 @@ def test_list_pages_with_cursor(db: Path) -> None:
         page = as_json(db, "list", "user", "--limit", "2", *cursor)
         seen += [i["key"] for i in page["items"]]
         pages += 1
-        if page["next_cursor"] is None:
+        if page.get("next_cursor") is None:  # the HTTP body leaves an unset cursor out
             break
         cursor = ["--cursor", page["next_cursor"]]
     assert (seen, pages) == (keys, 3)
@@ -224,7 +224,7 @@ def test_list_pages_with_cursor(db: Path) -> None:
         (["other", "1"], "k"),
         *((["user", "1"], k) for k in keys),
     ]
-    assert everything["next_cursor"] is None
+    assert "next_cursor" not in everything
     assert [i["key"] for i in as_json(db, "list", "user", "--key-prefix", "k4")["items"]] == ["k4"]
 
 
@@ -237,9 +237,9 @@ def test_fetch_across_namespaces_newest_first(db: Path) -> None:
     ok(db, "set", "user/1", "prefs.theme", "dark")
     ok(db, "set", "user/2", "prefs.theme", "light")
     ok(db, "set", "team/1", "prefs.theme", "blue")
-    found = as_json(db, "fetch", "prefs.theme", "--prefix", "user")
+    found = as_json(db, "fetch", "prefs.theme", "--prefix", "user")["items"]
     assert [(i["namespace"], i["value"]) for i in found] == [(["user", "2"], "light"), (["user", "1"], "dark")]
-    assert len(as_json(db, "fetch", "prefs.theme", "--limit", "1")) == 1
+    assert len(as_json(db, "fetch", "prefs.theme", "--limit", "1")["items"]) == 1
     out = ok(db, "fetch", "prefs.theme").stdout
     assert out.index("blue") < out.index("light") < out.index("dark")
 
@@ -248,8 +248,8 @@ def test_namespaces(db: Path) -> None:
     ok(db, "set", "user/1/a", "k", "1")
     ok(db, "set", "user/2", "k", "1")
     ok(db, "set", "team/x", "k", "1")
-    assert as_json(db, "namespaces") == [["team", "x"], ["user", "1", "a"], ["user", "2"]]
-    assert as_json(db, "namespaces", "user", "--max-depth", "1") == [["user"]]
+    assert as_json(db, "namespaces") == {"namespaces": [["team", "x"], ["user", "1", "a"], ["user", "2"]]}
+    assert as_json(db, "namespaces", "user", "--max-depth", "1") == {"namespaces": [["user"]]}
     out = ok(db, "namespaces", "user").stdout
     assert "user/1/a" in out and "user/2" in out and "team/x" not in out
 
@@ -258,11 +258,12 @@ def test_summarize_tree_and_json(db: Path) -> None:
     for key in ("prefs.ui.theme", "prefs.ui.font", "prefs.editor", "profile.name"):
         ok(db, "set", "user/1", key, "1")
     ok(db, "set", "user/2", "prefs.ui.theme", "1")
-    assert as_json(db, "summarize", "user/1", "--depth", "1") == {"user/1": {"prefs": 3, "profile": 1}}
-    assert as_json(db, "summarize", "--key-prefix", "prefs.ui", "--depth", "3") == {
+    assert as_json(db, "summarize", "user/1", "--depth", "1") == {"summary": {"user/1": {"prefs": 3, "profile": 1}}}
+    assert as_json(db, "summarize", "--key-prefix", "prefs.ui", "--depth", "3")["summary"] == {
         "user/1": {"prefs.ui.font": 1, "prefs.ui.theme": 1},
         "user/2": {"prefs.ui.theme": 1},
     }
+    assert ok(db, "summarize", "user/1").stdout.splitlines()[0] == "user/1"  # the prefix as typed heads the tree
     lines = [line.rstrip() for line in ok(db, "summarize", "--depth", "1").stdout.splitlines()]
     assert lines == [
         "(all namespaces)",
@@ -281,7 +282,7 @@ def test_history_after_replace_and_delete(db: Path) -> None:
     ok(db, "set", "user/1", "k", "a")
     ok(db, "set", "user/1", "k", "b")
     assert ok(db, "delete", "user/1", "k").stdout == "Deleted user/1 key 'k'\n"
-    versions = as_json(db, "history", "user/1", "k")
+    versions = as_json(db, "history", "user/1", "k")["versions"]
     assert [(v["change"], v["value"], v["version"]) for v in versions] == [("delete", "b", 2), ("replace", "a", 1)]
     out = ok(db, "history", "user/1", "k").stdout
     assert out.index("delete") < out.index("replace")
@@ -290,7 +291,7 @@ def test_history_after_replace_and_delete(db: Path) -> None:
 
 def test_delete(db: Path) -> None:
     ok(db, "set", "user/1", "k", "v")
-    assert as_json(db, "delete", "user/1", "k") == {"deleted": True, "namespace": "user/1", "key": "k"}
+    assert as_json(db, "delete", "user/1", "k") == {"deleted": True}  # the HTTP body
     assert run(db, "get", "user/1", "k").exit_code == 1
     assert_one_line_error(run(db, "delete", "user/1", "k"), 1, "no item at user/1 key 'k'")
 
@@ -301,13 +302,13 @@ def test_clear_requires_yes_when_not_interactive(db: Path) -> None:
     ok(db, "set", "user/2", "c", "1")
     assert_one_line_error(run(db, "clear", "user/1"), 2, "pass --yes")
     assert as_json(db, "stats")["active_items"] == 3
-    assert as_json(db, "clear", "user/1", "--yes") == {"cleared": 2, "namespace_prefix": "user/1"}
+    assert as_json(db, "clear", "user/1", "--yes") == {"deleted": 2}  # the HTTP body
     assert [i["key"] for i in as_json(db, "list")["items"]] == ["c"]
     assert ok(db, "clear", "user/2", "-y").stdout == "Cleared 1 item under user/2\n"
 
 
 def test_clear_asks_when_interactive(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    monkeypatch.setattr(cli.commands, "_interactive", lambda: True)
     ok(db, "set", "user/1", "a", "1")
     refused = run(db, "clear", "user/1", input="n\n")
     assert refused.exit_code == 1
@@ -689,8 +690,10 @@ def test_reindex_errors(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_reindex_progress_bar_on_a_terminal(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for n in range(3):
         ok(db, "set", "user/1", f"k{n}", f"text {n}", "--embedder", "none")
-    monkeypatch.setattr(cli, "_progress_visible", lambda: True)
-    monkeypatch.setattr(cli, "_console", lambda stderr=False: Console(stderr=stderr, force_terminal=stderr, width=100))
+    monkeypatch.setattr(cli.files, "_progress_visible", lambda: True)
+    monkeypatch.setattr(
+        cli.files, "_console", lambda stderr=False: Console(stderr=stderr, force_terminal=stderr, width=100)
+    )
     result = ok(db, "reindex", "--batch-size", "1")
     assert "Embedding" in result.stderr and "3/3" in result.stderr
     assert result.stdout.startswith("Embedded 3 items;")

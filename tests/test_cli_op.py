@@ -58,8 +58,8 @@ def test_every_operation_is_a_command_with_the_wires_parameters() -> None:
 def test_the_commands_are_made_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI's start-up builds none of the operations' commands (each costs Typer's conversion)."""
     made: list[str] = []
-    real = cli._operation_command
-    monkeypatch.setattr(cli, "_operation_command", lambda spec: made.append(spec.name) or real(spec))
+    real = cli.made._operation_command
+    monkeypatch.setattr(cli.made, "_operation_command", lambda spec: made.append(spec.name) or real(spec))
     root = typer.main.get_command(cli.app)
     assert CliRunner().invoke(cli.app, ["--help"]).exit_code == 0 and made == []
     group = root.commands["op"]  # type: ignore[attr-defined]

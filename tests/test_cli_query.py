@@ -95,7 +95,7 @@ def test_saved_queries_from_the_shell(filled: Path) -> None:
         filled, "query", "save", "themes", "SELECT namespace FROM items WHERE key = :key", "-d", "who likes what"
     )
     assert "themes" in saved.stdout and ":key" in saved.stdout
-    listed = json.loads(ok(filled, "query", "saved", "--json").stdout)
+    listed = json.loads(ok(filled, "query", "saved", "--json").stdout)["queries"]  # the HTTP body
     assert [(q["name"], q["parameters"], q["description"]) for q in listed] == [("themes", [":key"], "who likes what")]
     rows = json.loads(ok(filled, "query", "run", "themes", "-p", "key=preferences.ui.theme", "--json").stdout)["rows"]
     assert rows == [["user/1"], ["user/2"]]

@@ -113,3 +113,39 @@ def test_a_service_needs_a_token_and_not_a_db_beside_it(served: tuple[Path, str,
     assert both.exit_code == 2 and "not both" in both.stderr
     wrong = run("get", "user/1", "k", "--url", url, "--token", "ml_wrong")
     assert wrong.exit_code == 1 and "token" in wrong.stderr.lower()
+
+
+def test_every_command_on_a_memory_takes_url(served: tuple[Path, str, str], tmp_path: Path) -> None:
+    """The facts, agent, room, grant, retention, import and ingest commands work through a service as on the file
+    (#37): each talks to it through memlane.Client, never opening the database."""
+    db, url, token = served
+    remote = ("--url", url, "--token", token)
+    ent = json.loads(run("entity", "add", "team/x", "Ravi", "--kind", "person", "--json", *remote).stdout)
+    fact = run("fact", "assert", "team/x", ent["id"], "works on", "billing", "--json", *remote)
+    assert fact.exit_code == 0, fact.output
+    looked = ("lookup", ent["id"], json.loads(fact.stdout)["id"], "--json")
+    assert json.loads(run(*looked, *remote).stdout) == json.loads(run(*looked, "--db", str(db)).stdout)
+    created = run("agent", "create", "planner", *remote)
+    assert created.exit_code == 0 and "Token (shown once): ml_" in created.stdout, created.output
+    assert run("room", "create", "eng", *remote).exit_code == 0
+    assert run("room", "add", "eng", "planner", *remote).stdout == "Room 'eng': members planner\n"
+    assert run("grant", "planner", "user/1", "read", *remote).exit_code == 0
+    for listing in (("agent", "list", "--json"), ("room", "list", "--json")):
+        assert run(*listing, *remote).stdout == run(*listing, "--db", str(db)).stdout, listing
+    assert "grant" in run("agent", "log", *remote).stdout
+    assert run("retention", "set", "user", "--keep-versions", "3", *remote).exit_code == 0
+    rules = ("retention", "list", "--json")
+    assert run(*rules, *remote).stdout == run(*rules, "--db", str(db)).stdout
+    assert json.loads(run("stats", "--json", *remote).stdout)["active_items"] >= 3
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"speaker": "Kim", "text": "the cutover is in April"}\n')
+    ingested = run("ingest", str(chat), "--namespace", "user/9", "--session", "s1", *remote)
+    assert ingested.stdout == "Stored 1 turn in user/9 session 's1': keys s1.t00001 .. s1.t00001\n", ingested.output
+    # import through the service: what a fresh file exported goes in, all or nothing
+    other = tmp_path / "other.db"
+    assert run("put", "moved/1", "k", "v", "--db", str(other)).exit_code == 0
+    backup = tmp_path / "backup.jsonl"
+    assert run("export", str(backup), "--db", str(other)).exit_code == 0
+    imported = run("import", str(backup), *remote)
+    assert imported.exit_code == 0 and imported.stdout == "Imported 1 record\n", imported.output
+    assert run("get", "moved/1", "k", "--value", "--db", str(db)).stdout == '"v"\n'

@@ -42,7 +42,7 @@ def test_set_list_cleanup_clear(db: Path) -> None:
     assert out.stdout == "Retention for counters: keep the newest 2 versions of history\n"
     out = ok(db, "retention", "set", "", "--keep-versions", "1", "--keep-days", "30")
     assert out.stdout == "Retention for (every namespace): keep the newest 1 version and 30 days of history\n"
-    rules = as_json(db, "retention", "list")
+    rules = as_json(db, "retention", "list")["rules"]  # the HTTP body
     assert [(r["prefix"], r["keep_versions"], r["keep_days"]) for r in rules] == [
         ("", 1, 30.0),
         ("counters", 2, None),
@@ -57,10 +57,10 @@ def test_set_list_cleanup_clear(db: Path) -> None:
         assert [v.value for v in mem.history("counters-old", "hits")] == [4]
         assert mem.get("counters", "hits").value == 5
 
-    assert as_json(db, "retention", "clear", "counters") == {"cleared": True, "prefix": "counters"}
+    assert as_json(db, "retention", "clear", "counters") == {"cleared": True}  # the HTTP body
     assert ok(db, "retention", "clear", "").stdout == "Cleared the retention rule for (every namespace)\n"
     assert ok(db, "retention", "list").stdout == "No retention rules: history keeps every version\n"
-    assert as_json(db, "retention", "list") == []
+    assert as_json(db, "retention", "list") == {"rules": []}
 
 
 def test_clearing_a_missing_rule_exits_1(db: Path) -> None:
@@ -83,7 +83,7 @@ def test_bad_rules_exit_2_and_store_nothing(db: Path, args: list[str], fragment:
     result = run(db, "retention", "set", *args)
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert result.stdout == "" and fragment in result.stderr and "Traceback" not in result.output
-    assert as_json(db, "retention", "list") == []
+    assert as_json(db, "retention", "list") == {"rules": []}
 
 
 def test_a_non_integer_version_count_is_a_usage_error(db: Path) -> None:

@@ -31,6 +31,7 @@ from typer.testing import CliRunner, Result
 
 import memlane
 from memlane import cli
+from memlane.values import operations
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMLANE = Path(sys.executable).with_name("memlane")
@@ -627,3 +628,32 @@ def test_every_python_word_in_a_core_message_has_a_cli_rendering() -> None:
                 found.append(f"{path.name}:{node.lineno}: {rendered}")
     # the one SQL function name left is the user's own (the function {name}() is not allowed)
     assert [f for f in found if "is not allowed in the query space" not in f] == []
+
+
+# The commands that work on the database file itself, not on a memory: the only ones without --url.
+ON_THE_FILE = {"serve", "mcp", "migrate", "reindex", "index"}
+
+
+def test_every_command_on_a_memory_takes_url_and_token() -> None:
+    """#37: a command that reads or writes a memory can work on a running service (through memlane.Client)."""
+    for name, command in every_command():
+        options = {p.name for p in command.params}
+        if name in ON_THE_FILE:
+            assert "url" not in options, name
+        else:
+            assert {"url", "token"} <= options, name
+
+
+def test_every_operation_command_is_made_from_the_table() -> None:
+    """A command named for an operation is made from its declaration: every parameter the wire carries is an
+    argument or an option of it, except those the command fills from its own (a file, --valid-at...)."""
+    from memlane.cli import commands, made
+
+    assert set(made.MADE) >= {"put", "get", "search", "recall", "entity add", "fact context", "query sql"}
+    for path, op_name in made.MADE.items():
+        command = dict(every_command())[path]
+        offered = {p.name for p in command.params}
+        spec = operations.OPERATION[op_name]
+        filled = {"time", "messages", "text", "claims", "params", "key", "chooser"}  # from the command's own options
+        assert {p.name for p in spec.params()} - filled <= offered, path
+    assert commands.PUT.args == ("namespace", "key", "value")

@@ -1,0 +1,310 @@
+"""The commands for people that are operations of the table: what each declares beside its operation.
+
+Everything else (types, defaults, help of each parameter, ``--json``, ``--url``/``--token``, errors) comes from
+the operation's declaration (:mod:`memlane.cli.made`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Annotated, Any
+
+import typer
+
+import memlane
+import memlane.cli.render as show
+
+from .base import EXIT_INVALID, _fail, _hint_namespace, _interactive, _value
+from .made import Call, Human, made
+
+PREFIX = {"namespace_prefix": ("--prefix",)}
+ENTITY = {"entity_ids": ("--entity", "-e")}
+AS_TEXT = Annotated[bool, typer.Option("--string", help="Store VALUE as a string even if it parses as JSON.")]
+VALUE = {"value": "text"}  # JSON if it parses, else a string (prepared below)
+LENIENT = {
+    "value": "JSON if it parses, else a string (--string: always); - reads stdin.",
+    "key": "Taxonomy key, e.g. preferences.ui.theme.",
+}
+
+
+def _lenient(name: str) -> Any:
+    def prepare(c: Call) -> None:
+        raw = c.args[name]
+        c.args[name] = raw if name == "object" and raw.startswith("ent_") else _value(raw, c.own["string"])
+
+    return prepare
+
+
+def _put(c: Call) -> Any:
+    stored = c.mem.put(**c.args)
+    _hint_namespace(str(c.args["namespace"]))
+    return stored
+
+
+PUT = Human(
+    args=("namespace", "key", "value"), kinds=VALUE, helps=LENIENT, own={"string": AS_TEXT},
+    prepare=_lenient("value"), call=_put, render=show.stored,
+    example="memlane put user/123 preferences.ui.theme dark\nmemlane put user/123 profile.python 3.12 --string\n"
+    "memlane put cache/web page.home '{\"html\": \"...\"}' --no-index\n"
+    "echo \"long text\" | memlane put user/1 notes.today -",
+)  # fmt: skip
+made("put", "put", PUT, aliases=("set",))
+made("note", "put", Human(
+    args=("namespace", "value"), kinds=VALUE, helps=LENIENT, hide=("key",), own={"string": AS_TEXT},
+    prepare=_lenient("value"), call=_put, render=show.stored, example='memlane note user/123 "prefers short answers"',
+    summary="Store a value under a generated key (a note: searchable, still addressable)."))  # fmt: skip
+made("delete", "delete", Human(args=("namespace", "key"), render=show.deleted,
+                                summary="Delete one item (kept in history); exit code 1 when there is none.",
+                                example="memlane delete user/123 preferences.ui.theme"))  # fmt: skip
+
+
+def _confirm(c: Call) -> None:
+    prefix = c.args.get("namespace_prefix", "")
+    if not c.own["yes"]:
+        if not _interactive():
+            _fail(f"clear deletes every item under {prefix!r}; pass --yes to confirm", EXIT_INVALID)
+        typer.confirm(f"Delete every item under {prefix!r}?", abort=True)
+
+
+YES = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+made("clear", "clear", Human(args=("namespace_prefix",), own={"yes": YES}, prepare=_confirm, render=show.cleared,
+                             example="memlane clear user/123 --yes"))  # fmt: skip
+ONLY_VALUE = Annotated[bool, typer.Option("--value", help="Print only the value as JSON.")]
+made("get", "get", Human(args=("namespace", "key"), own={"value_only": ONLY_VALUE}, render=show.item,
+                         summary="The item at an address, value and details; exit code 1 when there is none.",
+                         example="memlane get user/123 preferences.ui.theme\n"
+                         "memlane get user/123 preferences.ui.theme --value"))  # fmt: skip
+made("fetch", "fetch", Human(args=("key",), flags=PREFIX, render=show.items,
+                             example="memlane fetch preferences.ui.theme --prefix user"))  # fmt: skip
+
+
+def _every_page(c: Call) -> Any:
+    page = c.mem.list(**c.args)
+    found = list(page.items)
+    while c.own["every"] and page.next_cursor:
+        page = c.mem.list(**(c.args | {"cursor": page.next_cursor}))
+        found += page.items
+    return memlane.Page(found, page.next_cursor)
+
+
+ALL = Annotated[bool, typer.Option("--all", help="Page through everything (--limit is then the page size).")]
+made("list", "list", Human(args=("namespace_prefix",), own={"every": ALL}, call=_every_page, render=show.items,
+                           example="memlane list user/123 --key-prefix preferences --limit 20\n"
+                           "memlane list --all --json"))  # fmt: skip
+made("namespaces", "namespaces", Human(args=("prefix",), render=show.namespaces,
+                                       example="memlane namespaces user --max-depth 2"))  # fmt: skip
+made("summarize", "summarize", Human(args=("namespace_prefix",), render=show.summary,
+                                     example="memlane summarize user/123 --depth 1"))  # fmt: skip
+made("history", "history", Human(args=("namespace", "key"), render=show.versions,
+                                 example="memlane history user/123 preferences.ui.theme"))  # fmt: skip
+SEARCH = {"channels": "csv", "where": "json"}
+made("search", "search", Human(
+    args=("query",), flags=PREFIX, kinds=SEARCH, render=show.envelope,
+    example="memlane search \"editor theme\" --prefix user/123 --limit 5\nmemlane search kitten --channels vector\n"
+    "memlane search editor --where '{\"metadata.source\": \"chat\"}'"))  # fmt: skip
+
+CHOOSER = Annotated[
+    str | None,
+    typer.Option("--chooser-model", metavar="MODEL", help="Chat model that picks addresses in single/tiered mode, "
+                 "via an OpenAI-compatible API ($MEMLANE_CHAT_BASE_URL or $OPENAI_BASE_URL; key "
+                 "$MEMLANE_CHAT_API_KEY or $OPENAI_API_KEY)."),
+]  # fmt: skip
+
+
+def _chooser(c: Call) -> None:
+    if c.args.get("key") is None and not c.args.get("query", "").strip():
+        raise memlane.ValidationError("query", "give a QUERY to search for, or --key KEY for the keyed recall")
+    model = c.own["chooser_model"]
+    if model is not None:
+        if c.args.get("key") is not None or c.args.get("mode", "hybrid") not in ("single", "tiered"):
+            raise memlane.ValidationError(
+                "chooser-model", "is only used by --mode single or tiered (and not with --key)"
+            )
+        c.args["chooser"] = memlane.OpenAIChooser(model)
+
+
+made("recall", "recall", Human(
+    args=("query",), flags=PREFIX, kinds=SEARCH, own={"chooser_model": CHOOSER}, prepare=_chooser,
+    render=show.envelope, example="memlane recall \"what editor theme?\" --prefix user/123\n"
+    "memlane recall --key preferences.ui.theme --prefix user"))  # fmt: skip
+
+# -- the facts layer
+
+made(
+    "entity add",
+    "add_entity",
+    Human(
+        args=("namespace", "name"),
+        flags={"aliases": ("--alias",)},
+        example="memlane entity add team/acme Ravi --kind person --alias RK",
+    ),
+)
+made("entity alias", "add_alias", Human(args=("entity_id", "alias"), example='memlane entity alias ent_0123 "Ravi K"'))
+made("entity merge", "merge_entities", Human(args=("survivor", "merged"),
+                                             example="memlane entity merge ent_0123 ent_4567"))  # fmt: skip
+made(
+    "entity resolve",
+    "resolve_entity",
+    Human(args=("name",), flags=PREFIX, render=show.context, example="memlane entity resolve Ravi --prefix team/acme"),
+)
+made("fact assert", "assert_fact", Human(
+    args=("namespace", "subject", "predicate", "object"), kinds={"object": "text"}, own={"string": AS_TEXT},
+    helps={"object": "An entity id (ent_...), or a value: JSON if it parses, else a string."},
+    prepare=_lenient("object"), example='memlane fact assert team/acme ent_0123 "works on" ent_4567'))  # fmt: skip
+made("fact retract", "retract_fact", Human(args=("fact_id",), example="memlane fact retract fact_0123"))
+made("fact end", "end_fact", Human(args=("fact_id", "valid_to"), example="memlane fact end fact_0123 2026-06-30"))
+
+VALID_AT = Annotated[str | None, typer.Option("--valid-at", help="Ask what held in the world at this ISO time.")]
+BELIEVED_AT = Annotated[str | None, typer.Option("--believed-at", help="Ask what memlane believed at this ISO time.")]
+WHEN = {"valid_at": VALID_AT, "believed_at": BELIEVED_AT}
+
+
+def _time(c: Call) -> None:
+    given = {k: c.own[k] for k in WHEN if c.own[k] is not None}
+    c.args["time"] = given or "current"
+
+
+def _context(path: str, op: str, example: str, **kw: Any) -> None:
+    timed = "time" not in kw.pop("untimed", ())
+    flags = kw.pop("flags", PREFIX | ENTITY)
+    made(path, op, Human(flags=flags, hide=("time",) * timed, own=WHEN if timed else {},
+                         prepare=_time if timed else None, render=show.context, example=example, **kw))  # fmt: skip
+
+
+_context("fact context", "facts_context", 'memlane fact context "what is Ravi working on" --entity ent_0123',
+         args=("query",), defaults={"query": ""})  # fmt: skip
+_context("fact traverse", "traverse", "memlane fact traverse ent_0123 --hops 2", args=("entity_ids",))
+TOP_K: Any = {"args": ("query",), "defaults": {"k": 10}, "flags": PREFIX | ENTITY | {"k": ("-k",)}}
+_context("claim context", "claims_and_sources_context", 'memlane claim context "when is the cutover" -k 5',
+         untimed=("time",), **TOP_K)  # fmt: skip
+_context("context", "combined_context", 'memlane context "when is the billing cutover" --entity ent_0123', **TOP_K)
+made("doc neighbours", "neighbours", Human(args=("chunk_id",), render=show.chunks,
+                                           example="memlane doc neighbours chunk_0123 --before 2"))  # fmt: skip
+made(
+    "claim add",
+    "add_claim",
+    Human(
+        args=("namespace", "text"), example='memlane claim add team/acme "The cutover moves to April" --speaker Ravi'
+    ),
+)
+made("claim supersede", "supersede_claim", Human(args=("claim_id",), example="memlane claim supersede claim_0123"))
+CURRENT = Annotated[bool, typer.Option("--current", help="Only what is current (hydrate).")]
+made(
+    "lookup",
+    "lookup",
+    Human(
+        args=("ids",),
+        own={"current": CURRENT},
+        call=lambda c: (c.mem.hydrate if c.own["current"] else c.mem.lookup)(**c.args),
+        render=show.records,
+        example="memlane lookup ent_0123 fact_4567 --json",
+    ),
+)
+
+# -- history retention: the owner's settings, opened without an embedder
+
+made(
+    "retention set",
+    "set_retention",
+    Human(
+        args=("prefix",), render=show.rule, embedder=False, example="memlane retention set counters --keep-versions 10"
+    ),
+)
+made("retention list", "retention_rules", Human(render=show.rules, embedder=False,
+                                                example="memlane retention list"))  # fmt: skip
+
+
+def _clear_rule(c: Call) -> Any:
+    if not c.mem.clear_retention(**c.args):
+        _fail(f"no retention rule at {show.rule_prefix(c.args['prefix'])!r}; `memlane retention list` lists them")
+    return True
+
+
+made(
+    "retention clear",
+    "clear_retention",
+    Human(
+        args=("prefix",),
+        call=_clear_rule,
+        render=show.rule_cleared,
+        embedder=False,
+        example="memlane retention clear counters",
+    ),
+)
+
+# -- operations whose input is a file (or stdin): the command reads it, the operation takes its content
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _json_lines(path: str, nothing: str) -> tuple[list[Any], list[int]]:
+    """Each non-blank line of a JSON Lines file, and its line number; a bad line is named by its number."""
+    found, numbers = [], []
+    for number, line in enumerate(_read(path).splitlines(), 1):
+        if line.strip():  # tolerate blank lines (an editor's trailing newline)
+            try:
+                found.append(json.loads(line))
+            except ValueError as e:
+                raise memlane.ValidationError(
+                    f"line {number}", f"not valid JSON ({e}); nothing was {nothing}"
+                ) from None
+            numbers.append(number)
+    return found, numbers
+
+
+def _file(help: str) -> Any:
+    return Annotated[str, typer.Argument(help=help, show_default=False, metavar="FILE")]
+
+
+def _messages(c: Call) -> None:
+    c.args["messages"], c.own["lines"] = _json_lines(c.own["file"], "stored")
+
+
+def _conversation(c: Call) -> Any:
+    try:
+        return c.mem.add_conversation(**c.args)
+    except memlane.ValidationError as e:  # the core names a message by position: say which line of the file
+        found = re.match(r"messages\[(\d+)\](?:\.(\w+))?", e.field)
+        lines = c.own["lines"]
+        if found is None or int(found.group(1)) >= len(lines):
+            raise
+        where = f"line {lines[int(found.group(1))]}" + (f" ({found.group(2)})" if found.group(2) else "")
+        raise memlane.ValidationError(where, str(e).split(": ", 1)[1] + "; nothing was stored") from e
+
+
+made("ingest", "add_conversation", Human(
+    flags={"namespace": ("--namespace", "-n")}, hide=("messages",),
+    own={"file": _file("JSONL file, one message per line; - for stdin.")}, prepare=_messages, call=_conversation,
+    render=show.turns, summary="Store a conversation: one item per turn, searchable with its neighbouring turns.",
+    example="memlane ingest chat.jsonl --namespace user/123 --session 2026-03-01"))  # fmt: skip
+LINES = Annotated[bool, typer.Option("--lines", help="One chunk per non-blank line (turns, messages).")]
+
+
+def _document(c: Call) -> None:
+    text = _read(c.own["path"])
+    c.args["text"] = [line for line in text.splitlines() if line.strip()] if c.own["lines"] else text
+    if c.own["path"] != "-":
+        c.args.setdefault("source", c.own["path"])
+
+
+made("doc add", "add_document", Human(
+    args=("namespace", "title"), hide=("text",), own={"path": _file("A text file, or - for stdin."), "lines": LINES},
+    prepare=_document, render=show.document,
+    example='memlane doc add team/acme "Standup 5 Jan" notes.txt --source meeting:standup'))  # fmt: skip
+
+
+def _claims(c: Call) -> None:
+    c.args["claims"] = _json_lines(c.own["path"], "recorded")[0]
+
+
+made("claim add-many", "add_claims", Human(
+    args=("namespace",), hide=("claims",), prepare=_claims, render=show.claims,
+    own={"path": _file("A JSON Lines file of claims ({text, speaker, ...} per line); - for stdin.")},
+    example="memlane claim add-many team/acme claims.jsonl"))  # fmt: skip

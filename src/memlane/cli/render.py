@@ -1,0 +1,380 @@
+"""The human renderings of the operations' answers, by the shape of the answer: tables, trees, one-line confirmations.
+
+Each takes the :class:`~memlane.cli.made.Call` of a command (its arguments, its own options, the answer).
+Stored text goes into rich as ``Text``, never as markup.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich import box
+from rich.json import JSON
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from ..values.model import namespace_text
+from .base import _brief, _cli_words, _console, _name_column, _squeezable, _Table, _time_column, _when, namespace_hint
+
+
+def _print(text: str) -> None:
+    _console().print(Text(text))
+
+
+def _ns(namespace: Any) -> str:
+    """A namespace as typed (text) or as the core holds it (segments), in its text form."""
+    return namespace if isinstance(namespace, str) else namespace_text(namespace)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def no_item(args: dict[str, Any]) -> str:
+    if "item_id" in args:
+        return f"no item with id {args['item_id']!r}"
+    hint = namespace_hint(str(args["namespace"]))
+    return f"no item at {args['namespace']} key {args['key']!r}" + (f"; {hint}" if hint else "")
+
+
+# -- items
+
+
+def items_table(items: list[Any]) -> Table:
+    """The table every item listing uses (list, fetch)."""
+    table = _Table(box=box.SIMPLE_HEAD)
+    _name_column(table, "namespace")
+    _name_column(table, "key")
+    table.add_column("type", no_wrap=True)
+    table.add_column("value")
+    table.add_column("v", justify="right", no_wrap=True)
+    _time_column(table, "updated (UTC)")
+    for item in items:
+        table.add_row(
+            Text(namespace_text(item.namespace)),
+            Text(item.key),
+            item.value_type,
+            _squeezable(_brief(item.value)),
+            str(item.version),
+            _when(item.updated_at),
+        )
+    return table
+
+
+def items(c: Any) -> None:
+    found = c.result.items if hasattr(c.result, "items") and not isinstance(c.result, list) else c.result
+    _console().print(items_table(found) if found else "No items.")
+    if getattr(c.result, "next_cursor", None):
+        _print(f"Next page: --cursor {c.result.next_cursor}")
+
+
+def stored(c: Any) -> None:  # the value is not echoed: it may be a secret, and the caller already has it
+    item = c.result
+    _print(f"Stored {namespace_text(item.namespace)} key {item.key!r} ({item.value_type}, version {item.version})")
+
+
+def item(c: Any) -> None:
+    """The value as JSON, then a table of the item's details."""
+    found, console = c.result, _console()
+    console.print(JSON.from_data(found.value, ensure_ascii=False))
+    details = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
+    details.add_column(style="dim")
+    details.add_column(overflow="fold")
+    for label, shown in [
+        ("namespace", namespace_text(found.namespace)),
+        ("key", found.key),
+        ("type", found.value_type),
+        ("version", str(found.version)),
+        ("created", _when(found.created_at)),
+        ("updated", _when(found.updated_at)),
+        ("expires", _when(found.expires_at) or "never"),
+        ("author", found.author or ""),
+        ("metadata", json.dumps(found.metadata, ensure_ascii=False)),
+        ("text", _brief(found.text, 200)),
+        ("id", found.id),
+    ]:
+        details.add_row(label, Text(shown))
+    console.print(details)
+
+
+def turns(c: Any) -> None:
+    first, last = c.result[0], c.result[-1]
+    _print(
+        f"Stored {_plural(len(c.result), 'turn')} in {namespace_text(first.namespace)} session "
+        f"{first.value['session']!r}: keys {first.key} .. {last.key}"
+    )
+
+
+def deleted(c: Any) -> None:
+    where = f"{c.args['namespace']} key {c.args['key']!r}" if "key" in c.args else f"id {c.args['item_id']!r}"
+    _print(f"Deleted {where}")
+
+
+def cleared(c: Any) -> None:
+    _print(f"Cleared {_plural(c.result, 'item')} under {c.args['namespace_prefix']}")
+
+
+def namespaces(c: Any) -> None:
+    table = Table("namespace")
+    for ns in c.result:
+        table.add_row(Text(namespace_text(ns)))
+    _console().print(table if c.result else "No namespaces.")
+
+
+def summary(c: Any) -> None:
+    tree = Tree(Text(_ns(c.args.get("namespace_prefix", ())) or "(all namespaces)"))
+    for ns, paths in c.result.items():
+        branch = tree.add(Text(f"{ns} ({sum(paths.values())})"))
+        for path, count in paths.items():
+            branch.add(Text(f"{path} ({count})"))
+    _console().print(tree if c.result else "No items.")
+
+
+def versions(c: Any) -> None:
+    table = Table("version", "change", box=box.SIMPLE_HEAD)
+    _time_column(table, "changed (UTC)")
+    for name in ("changed by", "type", "value"):
+        table.add_column(name)
+    for ver in c.result:
+        table.add_row(
+            str(ver.version),
+            ver.change,
+            _when(ver.changed_at),
+            Text(ver.changed_by or ""),
+            ver.value_type,
+            _squeezable(_brief(ver.value)),
+        )
+    _console().print(table if c.result else Text(f"No history for {c.args['namespace']} key {c.args['key']!r}."))
+
+
+# -- ranked reads
+
+
+def _channel_cell(hit: Any, channel: str) -> str:
+    """``#rank (raw score)`` of one channel for one hit; ``-`` when the channel did not find it."""
+    rank = hit.ranks.get(channel)
+    if rank is None:
+        return "-"
+    raw = hit.channel_scores.get(channel)
+    return f"#{rank}" if raw is None else f"#{rank} ({raw:.4g})"
+
+
+def _footer(envelope: Any) -> str:
+    parts = [f"mode {envelope.params.get('mode')}"] if envelope.operation == "recall" else []
+    parts.append(f"candidates: {', '.join(f'{ch} {n}' for ch, n in envelope.counts.items()) or 'none'}")
+    parts.append(f"dropped by hydration: {envelope.dropped_by_hydration}")
+    parts.append(f"truncated: {'yes' if envelope.truncated else 'no'}")
+    total = envelope.timings.get("total_ms")
+    return " · ".join(parts + ([f"{total:.1f} ms"] if total is not None else []))
+
+
+def _missing_vectors(mem: Any, envelope: Any) -> int:
+    """Items the vector channel could not see (written before the store had an embedder, or not yet indexed),
+    counted only when it may explain a short answer."""
+    if "vector" not in envelope.counts or len(envelope.hits) >= envelope.params.get("limit", 0):
+        return 0
+    return max(envelope.pending_vectors or 0, mem.stats().vectors_missing)
+
+
+def envelope(c: Any) -> None:
+    """The rendering `search` and `recall` share: hits, then a footer line and notes."""
+    found, console = c.result, _console()
+    keyed = found.params.get("mode") == "keyed"
+    if keyed:
+        _print(f"Keyed recall of {found.params['key']!r}: exact key, newest first, no ranking (score 0.0).")
+    # One column per channel that nominated anything, in the envelope's order.
+    channels = [ch for ch in found.counts if ch != "keyed"]
+    for hit in found.hits:
+        channels += [ch for ch in hit.ranks if ch not in channels]
+    table = _Table("#", box=box.SIMPLE_HEAD)
+    _name_column(table, "namespace")
+    _name_column(table, "key")
+    if keyed:
+        _time_column(table, "updated (UTC)")
+    else:
+        table.add_column("score", justify="right", no_wrap=True)
+    for ch in channels:
+        table.add_column(ch, justify="right")
+    table.add_column("text")
+    for n, hit in enumerate(found.hits, 1):
+        table.add_row(
+            str(n),
+            Text(namespace_text(hit.namespace)),
+            Text(hit.key),
+            _when(hit.item.updated_at) if keyed else f"{hit.score:.4f}",
+            *(_channel_cell(hit, ch) for ch in channels),
+            _squeezable(_brief(hit.text, 80)),
+        )
+    console.print(table if found.hits else "No results.")
+    _print(_footer(found))
+    for note_text in found.notes:
+        _print(f"Note: {_cli_words(note_text)}")
+    missing = _missing_vectors(c.mem, found)
+    if missing:
+        have = "have" if missing != 1 else "has"
+        _print(
+            f"Note: {missing:,} item{'s' * (missing != 1)} {have} no vector yet, so the vector channel could not "
+            "find them; `memlane index` embeds them"
+        )
+    if found.truncated:
+        console.print("More results exist; raise --limit to see them.")
+
+
+# -- the facts layer
+
+
+def _fact_validity(fact: Any) -> str:
+    start, end = fact.valid_from, fact.valid_to
+    if start is None and end is None:
+        return "always"
+    return f"{_when(start) or '…'} → {_when(end) or '…'}"
+
+
+def _facts_table(facts: list[Any]) -> Table:
+    table = _Table("fact", box=box.SIMPLE_HEAD)
+    _time_column(table, "valid (UTC)")
+    _time_column(table, "recorded (UTC)")
+    table.add_column("evidence")
+    _name_column(table, "id")
+    for f in facts:
+        recorded = _when(f.recorded_at) + (f" (retracted {_when(f.retracted_at)})" if f.retracted_at else "")
+        table.add_row(Text(f.text), _fact_validity(f), recorded, str(f.evidence_count), f.id)
+    return table
+
+
+def _entity_table(entities: list[Any]) -> Table:
+    table = _Table(box=box.SIMPLE_HEAD)
+    _name_column(table, "id")
+    for name in ("name", "kind"):
+        table.add_column(name)
+    _name_column(table, "namespace")
+    table.add_column("aliases")
+    table.add_column("profile")
+    for e in entities:
+        table.add_row(
+            e.id,
+            Text(e.name),
+            Text(e.kind),
+            Text(namespace_text(e.namespace)),
+            Text(", ".join(e.aliases)),
+            _squeezable(_brief(e.profile, 50)),
+        )
+    return table
+
+
+def _record(found: Any) -> None:
+    from ..values.facts import Entity, Fact
+
+    if isinstance(found, Entity):
+        _console().print(_entity_table([found]))
+    elif isinstance(found, Fact):
+        _console().print(_facts_table([found]))
+    else:
+        table = Table("field", "value", box=box.SIMPLE_HEAD)
+        for name, value in found.to_dict().items():
+            table.add_row(name, Text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)))
+        _console().print(table)
+
+
+def record(c: Any) -> None:
+    _record(c.result)
+
+
+def records(c: Any) -> None:
+    current = c.own.get("current")
+    for rid, found in zip(c.args["ids"], c.result, strict=True):
+        if found is None:
+            _print(f"{rid}: not found" + (" or not current" if current else ""))
+        else:
+            _record(found)
+
+
+def document(c: Any) -> None:
+    _print(f"Stored {c.result.id} with {c.result.chunk_count} chunk(s): {', '.join(c.result.chunk_ids)}")
+
+
+def chunks(c: Any) -> None:
+    for chunk in c.result:
+        _console().print(
+            Text(f"[{chunk.position}] {chunk.text}", style="bold" if chunk.id == c.args["chunk_id"] else "")
+        )
+
+
+def claims(c: Any) -> None:
+    _console().print(f"Recorded {_plural(len(c.result), 'claim')}")
+
+
+def context(c: Any) -> None:
+    """Each section of an assured read as its own table, then the counts, drops and notes."""
+    ctx, console = c.result, _console()
+    for name, rows in ctx.sections.items():
+        console.print(Text(f"{name} ({len(rows)})", style="bold"))
+        if not rows:
+            console.print("  none")
+        elif name == "facts":
+            console.print(_facts_table(rows))
+        elif name == "entities":
+            console.print(f"status: {ctx.status}")
+            console.print(_entity_table([candidate.entity for candidate in rows]))
+        elif name == "claims":
+            table = Table("#", "claim", "corroboration", "said by", "sources", box=box.SIMPLE_HEAD)
+            for n, g in enumerate(rows, 1):
+                speakers = ", ".join(dict.fromkeys(claim.speaker or "?" for claim in g.claims))
+                sources = ", ".join(dict.fromkeys(claim.chunk_id or claim.id for claim in g.claims))
+                table.add_row(str(n), Text(g.text), str(g.corroboration), Text(speakers), _squeezable(sources))
+            console.print(table)
+        elif name == "passages":
+            table = _Table("#", "document", "pos", "passage", box=box.SIMPLE_HEAD)
+            _name_column(table, "id")
+            for n, p in enumerate(rows, 1):
+                table.add_row(str(n), Text(p.document_title), str(p.position), _squeezable(_brief(p.text, 80)), p.id)
+            console.print(table)
+        elif name == "paths":
+            for p in rows:
+                _print(" → ".join(p.names))
+    counts = ", ".join(f"{k} {n}" for k, n in ctx.counts.items())
+    dropped = ", ".join(f"{k} {n}" for k, n in ctx.dropped.items() if n)
+    _print(" · ".join(x for x in (counts, f"dropped: {dropped}" if dropped else "") if x))
+    for note_text in ctx.notes:
+        _print(f"Note: {note_text}")
+    if ctx.truncated:
+        console.print(f"Cut: {', '.join(ctx.truncated)} had more results.")
+
+
+# -- retention
+
+
+def rule_prefix(prefix: Any) -> str:
+    return _ns(prefix) or "(every namespace)"
+
+
+def rule(c: Any) -> None:
+    kept = []
+    if c.result.keep_versions is not None:
+        kept.append(f"the newest {_plural(c.result.keep_versions, 'version')}")
+    if c.result.keep_days is not None:
+        kept.append(f"{c.result.keep_days:g} day{'s' * (c.result.keep_days != 1)}")
+    _print(f"Retention for {rule_prefix(c.result.prefix)}: keep {' and '.join(kept)} of history")
+
+
+def rules(c: Any) -> None:
+    if not c.result:
+        _console().print("No retention rules: history keeps every version")
+        return
+    table = Table("prefix", "keep_versions", "keep_days", "updated_at", "updated_by", box=box.SIMPLE_HEAD)
+    for r in c.result:
+        d = r.to_dict()
+        table.add_row(
+            Text(rule_prefix(r.prefix)),
+            "-" if r.keep_versions is None else str(r.keep_versions),
+            "-" if r.keep_days is None else f"{r.keep_days:g}",
+            d["updated_at"],
+            Text(r.updated_by or ""),
+        )
+    _console().print(table)
+
+
+def rule_cleared(c: Any) -> None:
+    _print(f"Cleared the retention rule for {rule_prefix(c.args['prefix'])}")
