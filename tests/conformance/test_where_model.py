@@ -208,3 +208,26 @@ def test_select_is_the_python_rule_over_random_documents_and_conditions(mem: Any
         where.setdefault(name, {})[op] = operand
     got, model = _both(mem, namespace, where)
     assert got == model
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_search_and_recall_with_where_find_exactly_the_matching_items(mem: Any, data: st.DataObject) -> None:
+    """The ranking statements carry the same conditions (PostgreSQL's with named parameters): every item holds
+    the searched word, so the hits are exactly the items the Python rule matches."""
+    rows = data.draw(st.lists(st.tuples(_DOCUMENT, _DOCUMENT), min_size=1, max_size=5), "rows")
+    raw = data.draw(st.lists(_condition(rows), min_size=1, max_size=2), "conditions")
+    namespace = ("ranked", str(next(_EXAMPLE)))
+    mem.put_many(
+        [
+            {"namespace": namespace, "key": f"k{i}", "value": v, "metadata": m, "text": "rocket"}
+            for i, (v, m) in enumerate(rows)
+        ]
+    )
+    where: dict[str, Any] = {}
+    for name, op, operand in raw:
+        where.setdefault(name, {})[op] = operand
+    _, model = _both(mem, namespace, where)
+    searched = mem.search("rocket", namespace_prefix=namespace, where=where, limit=50, channels=["lexical"])
+    recalled = mem.recall("rocket", namespace_prefix=namespace, where=where, limit=50, mode="lexical", floor=False)
+    assert sorted(h.item.key for h in searched.hits) == model == sorted(h.item.key for h in recalled.hits)
