@@ -80,7 +80,7 @@ def _digits_order(negative: bool) -> str:
     return f"CASE WHEN substr(t, 1, 1) = '-' THEN -1 ELSE {magnitude('t')} END"
 
 
-_ORDER_TEST = {"$gt": "> 0", "$gte": ">= 0", "$lt": "< 0", "$lte": "<= 0", "$eq": "= 0"}
+_ORDER_TEST = {"$gt": "> 0", "$gte": ">= 0", "$lt": "< 0", "$lte": "<= 0"}
 
 
 def _sqlite_number(column: str, p: str, op: str, x: int | float, params: list[Any]) -> str:
@@ -89,6 +89,13 @@ def _sqlite_number(column: str, p: str, op: str, x: int | float, params: list[An
     A stored float is the double of its ``repr``, compared with the double next to ``x`` on the side ``op``
     reads; an integer within 64 bits with the integer next to ``x``; an integer past them by its digits.
     """
+    if abs(x) < 2**53:
+        # SQLite compares an integer with a double exactly, and below 2**53 a double orders against an integer as
+        # its repr does; every integer past 64 bits it reads as a double past 2**63, on the same side: one test
+        params.extend((p, p, x))
+        return (
+            f"COALESCE(json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) {_SQL_OP[op]} ?, 0)"
+        )
     d = exact(x)
     below, above = _floats_around(d)
     real_params: list[Any] = []
@@ -104,7 +111,9 @@ def _sqlite_number(column: str, p: str, op: str, x: int | float, params: list[An
             small, small_params = f"json_extract({column}, ?) {_SQL_OP[op]} ?", [p, k]
         elif op != "$eq" and (k > 0) == (op in ("$lt", "$lte")):  # every 64-bit integer is on one side of k
             small = "1"
-        if _number_text():
+        if _number_text() and op == "$eq":  # the digits Python wrote: the same text for the same integer
+            big, big_params = f"({column} -> ?) = ?", [p, str(k)]
+        elif _number_text():
             big = (
                 f"(SELECT ({_digits_order(k < 0)}) {_ORDER_TEST[op]} FROM (SELECT {column} -> ? AS t, ? AS d, ? AS n))"
             )
