@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memlane import ValidationError
 from memlane.values import where as where_rules
 
 _EXAMPLE = itertools.count()
@@ -231,3 +234,11 @@ def test_search_and_recall_with_where_find_exactly_the_matching_items(mem: Any, 
     searched = mem.search("rocket", namespace_prefix=namespace, where=where, limit=50, channels=["lexical"])
     recalled = mem.recall("rocket", namespace_prefix=namespace, where=where, limit=50, mode="lexical", floor=False)
     assert sorted(h.item.key for h in searched.hits) == model == sorted(h.item.key for h in recalled.hits)
+
+
+def test_an_integer_operand_past_a_double_is_compared_and_one_json_cannot_write_is_refused() -> None:
+    assert where_rules.conditions({"n": {"$lt": 10**400}}) == [(("value", "n"), "$lt", 10**400)]
+    digits = sys.get_int_max_str_digits()
+    with pytest.raises(ValidationError, match=f"more than {digits:,} digits") as e:
+        where_rules.conditions({"n": 10**digits})
+    assert e.value.field == "where"

@@ -81,7 +81,7 @@ def conditions(raw: Any, field: str = "where", now: datetime | None = None) -> l
 
     Raises:
         ValidationError: naming ``field``, for an unknown operator, an empty path
-            segment, an operand that is not JSON (or NaN/Infinity), an ordering
+            segment, an operand that is not JSON (NaN, Infinity, an integer of more than 4,300 digits), an ordering
             operand that is neither a number nor a string, an operand nested more
             than 100 levels deep, more than 1,000 values in the operands, or more
             than 64 conditions, a condition on ``author`` that is not text or ``None``, a time
