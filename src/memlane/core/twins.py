@@ -35,13 +35,14 @@ class Step(NamedTuple):
     heavy: bool = False
 
 
+_new = tuple.__new__
 Steps = Generator[Step, Any, R]
 """A twin's body: yields steps, is sent each one's answer, returns the operation's answer."""
 
 
 def on_store(name: str, *args: Any, **kwargs: Any) -> Step:
     """A call to the store's ``name`` (``a<name>``, awaited, on the async path)."""
-    return Step(name, args, kwargs)
+    return _new(Step, (name, args, kwargs, None, False))  # NamedTuple's own __new__ is Python: slower per call
 
 
 def work(call: Callable[..., Any], *args: Any, heavy: bool = False) -> Step:
@@ -51,11 +52,10 @@ def work(call: Callable[..., Any], *args: Any, heavy: bool = False) -> Step:
 
 def run(store: Any, steps: Steps[R]) -> R:
     """Carry out ``steps`` on the synchronous store."""
-    answer: Any = None
     try:
+        step = next(steps)
         while True:
-            step = steps.send(answer)
-            answer = (step.call or getattr(store, step.name))(*step.args, **step.kwargs)
+            step = steps.send((step.call or getattr(store, step.name))(*step.args, **step.kwargs))
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
