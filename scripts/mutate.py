@@ -84,14 +84,7 @@ def scope_checks(source: Path = ROOT / "src" / "memlane" / "core" / "memory.py")
 SCOPE_CHECKS = scope_checks()
 
 # Memory's methods that make vectors or mark items for the indexer, and a search's catch-up
-INDEXING = ("_catch_up", "_to_write", "_write", "_with_vectors", "_embed", "wait_indexed", "index")
-
-# AsyncMemory's awaited operations: Memory's _a<name> methods (their synchronous twins are the reference)
-TWINS = (
-    "_aget", "_aexists", "_aget_many", "_afetch", "_alist", "_anamespaces", "_aselect", "_ahistory", "_aput",
-    "_aput_many", "_adelete", "_awrite", "_aclose",
-)  # fmt: skip
-
+INDEXING = ("_catch_up", "_to_write", "_writing", "_with_vectors", "_embed", "wait_indexed", "index")
 
 MODULES: dict[str, Module] = {
     "validate": Module(
@@ -216,13 +209,12 @@ MODULES: dict[str, Module] = {
         note="write-behind indexing and a search's catch-up: its bound, its scope, index=False kept from the embedder",
     ),
     "twins": Module(
-        # AsyncMemory's awaited operations: Memory's _a<name> methods beside their synchronous twins
-        files=("src/memlane/core/memory.py",),
-        within={"memlane.core.memory": TWINS},
-        # SQLite's twins only: the PostgreSQL ones run the same Memory methods (test_async_twins.py's postgres run)
-        tests=("tests/test_async_twins.py",),
+        # AsyncMemory's awaited operations: the runners of the steps each such Memory method is declared as
+        files=("src/memlane/core/twins.py",),
+        # SQLite's twins only: the PostgreSQL ones run the same steps (test_async_twins.py's postgres run)
+        tests=("tests/test_async_twins.py", "tests/test_operations.py"),
         select=SQLITE_ONLY,
-        note="the async twins of the exact reads and the item writes, against the synchronous methods",
+        note="the sync and async runners of the exact reads' and item writes' steps, against each other",
     ),
     "where": Module(
         files=("src/memlane/values/where.py",),

@@ -1,9 +1,9 @@
 """The async twins (#35): ``AsyncMemory``'s exact reads and item writes answer as ``Memory``'s do.
 
-``Memory._aget``, ``_aput`` and the others check their arguments with the
-same helpers as their synchronous twins and then await the store's async side
-(native statements on PostgreSQL). A twin that drifts (a check left out, a
-limit off by one, another clock reading) answers differently: random sequences
+``AsyncMemory.get``, ``put`` and the others run the steps their ``Memory``
+method is declared as (``core/twins.py``), awaiting the store's async side
+(native statements on PostgreSQL). A runner that drifts (a step left out, an
+answer not sent back, another clock reading) answers differently: random sequences
 of operations run through a ``Memory`` and through an ``AsyncMemory`` over a
 second database of the same backend, on one fake clock, must give the same
 answers step by step (ids aside: each database makes its own), refusals

@@ -1,8 +1,8 @@
 """Every public ``Memory`` method has its ``AsyncMemory`` twin, every ``Client`` method its ``AsyncClient`` one (#40).
 
-The twins are made at import from declarations in :mod:`memlane.aio` (``AWAITED``, the operations table,
-``MEMORY_EXTRAS``/``CLIENT_EXTRAS``, ``LISTED``). A method added to ``Memory`` or ``Client`` and to none of
-them fails the enumeration below, unless it is in the short list of reasoned exceptions here.
+The twins are made at import in :mod:`memlane.aio`, for every public method the sync class has (``AWAITED``:
+the steps of Memory's twins; ``LISTED``: the iterators; the rest in a worker thread). The enumeration below
+holds them to it, with a short list of reasoned exceptions.
 """
 
 from __future__ import annotations

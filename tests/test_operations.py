@@ -275,16 +275,22 @@ def test_every_operation_is_a_method_of_every_python_surface_with_the_cores_para
         ), (surface, op.name)
 
 
-def test_the_awaited_reads_take_exactly_their_synchronous_twins_parameters() -> None:
-    """``AsyncMemory``'s exact reads await ``Memory._a<name>``: the same parameters and defaults as ``<name>``,
-    so the native path cannot take an argument the declaration does not (or miss one it does)."""
+def test_the_awaited_operations_are_the_steps_of_their_synchronous_methods() -> None:
+    """``AsyncMemory``'s exact reads and item writes run the generator their ``Memory`` method is made from
+    (:mod:`memlane.core.twins`): one declaration, so the native path cannot take an argument the synchronous
+    one does not, check another way or read another clock."""
     from memlane import aio
+    from memlane.core import twins
 
     assert set(aio.AWAITED) <= {op.name for op in operations.OPERATIONS}
+    assert {"get", "put", "put_many", "select", "list", "delete"} <= set(aio.AWAITED)
     for name in aio.AWAITED:
-        twin = getattr(Memory, f"_a{name}")
-        assert inspect.iscoroutinefunction(twin), name
-        assert _parameters(twin) == _parameters(getattr(Memory, name)), name
+        steps = twins.steps_of(getattr(Memory, name))
+        assert steps is not None and inspect.isgeneratorfunction(steps), name
+        assert _parameters(steps) == _parameters(getattr(Memory, name)), name
+        assert inspect.iscoroutinefunction(getattr(aio.AsyncMemory, name)), name
+    # no coroutine twin is written by hand beside the synchronous methods
+    assert [n for n, f in vars(Memory).items() if inspect.iscoroutinefunction(f)] == ["_aclose"]
 
 
 def _declared_text() -> str:

@@ -2,14 +2,16 @@
 
 One class per mode, with the same method names: ``await mem.get(ns, key)``
 where the synchronous API has ``mem.get(ns, key)``, as httpx's ``AsyncClient``
-mirrors its ``Client``. Every operation of the table is made from
-``Memory``'s signature and docstring (:mod:`memlane.values.surface`), so the async
-twins cannot drift from the core.
+mirrors its ``Client``. Every public method of ``Memory`` and ``Client`` has
+its twin, made at import from its signature and docstring
+(:mod:`memlane.values.surface`), so the async twins cannot drift from the core.
 
 The exact reads and the item writes (:data:`AWAITED`: ``get``, ``exists``,
 ``get_many``, ``fetch``, ``list``, ``namespaces``, ``select``, ``history``,
-``put``, ``put_many``, ``delete``) check their arguments on the loop, as their
-synchronous twins do, and await the store: on PostgreSQL its statements run on
+``put``, ``put_many``, ``delete``) are declared once in ``Memory`` as a
+generator of steps (:mod:`memlane.core.twins`): the async twin runs the same
+steps, so it checks its arguments on the loop exactly as the synchronous
+method does, and awaits the store: on PostgreSQL its statements run on
 the event loop itself, over psycopg's async connections (a set per event
 loop, opened as they are needed); on SQLite, whose driver has no async side,
 in a worker thread. An embedder's work for a write (``indexing="sync"``) runs
@@ -38,53 +40,27 @@ from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .client import Client
+from .core import twins
 from .core.memory import Memory
 from .core.memory import open as _open
 from .values import surface
-from .values.operations import OPERATIONS
 
-# what AsyncMemory awaits on the store's async side (Memory._a<name>): the exact reads and the item writes,
-# native where the driver is (PostgreSQL). The rest (search and recall, whose embedder's work is CPU; the facts
-# layer, conversations, the query space, retention, the owner's settings) run the synchronous core in a worker
-# thread
-AWAITED = ("get", "exists", "get_many", "fetch", "list", "namespaces", "select", "history", "put", "put_many", "delete")
 
-# beyond the table: the methods each sync class has that an async program needs too
-MEMORY_EXTRAS = (
-    "cleanup",
-    "cleanup_report",
-    "retention_for",
-    "stats",
-    "reindex",
-    "wait_indexed",
-    "index",
-    "migration_status",
-    "migrate",
-    "start_indexing",
-)
+def _methods(cls: type) -> tuple[str, ...]:
+    """``cls``'s public methods: each has a coroutine twin (``close`` is the async classes' own)."""
+    return tuple(
+        n for n in dir(cls) if n[0] != "_" and n != "close" and inspect.isfunction(inspect.getattr_static(cls, n))
+    )
+
+
+# what AsyncMemory awaits on the store's async side: Memory's twins (core/twins.py), the exact reads and the item
+# writes, native where the driver is (PostgreSQL). Every other method (search and recall, whose embedder's work is
+# CPU; the facts layer, conversations, the query space, retention, the owner's settings) runs the synchronous core
+# in a worker thread
+AWAITED = tuple(n for n in _methods(Memory) if twins.steps_of(getattr(Memory, n)))
 # the methods that return an iterator: the twin returns the list of what it yields, read whole in one worker
 # thread (an iterator resumed on the loop would hold the store's read open across the caller's awaits)
-LISTED = ("export_records",)
-CLIENT_EXTRAS = (
-    "cleanup",
-    "stats",
-    "recall_keyed",
-    "me",
-    "create_agent",
-    "rotate_token",
-    "delete_agent",
-    "agent",
-    "agent_page",
-    "agents",
-    "create_room",
-    "room_page",
-    "rooms",
-    "add_member",
-    "remove_member",
-    "grant",
-    "revoke",
-    "access_log",
-)
+LISTED = tuple(n for n in _methods(Memory) if inspect.isgeneratorfunction(getattr(Memory, n)))
 
 
 class _Async:
@@ -138,12 +114,15 @@ class AsyncMemory(_Async):
         In that order: once the store is closed no call can open connections anew, so none outlives the close.
         """
         await asyncio.to_thread(self.sync.close)
-        await self.sync._aclose()
+        await self.sync.store.aclose()
 
 
 def _awaited(name: str) -> Any:
+    steps = twins.steps_of(getattr(Memory, name))
+    assert steps is not None
+
     async def method(self: AsyncMemory, *args: Any, **kwargs: Any) -> Any:
-        return await getattr(self.sync, f"_a{name}")(*args, **kwargs)
+        return await twins.arun(self.sync.store, steps(self.sync, *args, **kwargs))
 
     return method
 
@@ -183,14 +162,13 @@ class AsyncClient(_Async):
         return f"<AsyncClient {self.sync.url}>"
 
 
-_TABLE = tuple(op.name for op in OPERATIONS)
 for _name in AWAITED:
     setattr(AsyncMemory, _name, surface.dress(_awaited(_name), AsyncMemory, getattr(Memory, _name), asynchronous=True))
-surface.off_loop(AsyncMemory, Memory, _TABLE + MEMORY_EXTRAS)
-surface.off_loop(AsyncClient, Client, _TABLE + CLIENT_EXTRAS)
 for _name in LISTED:
     _dress_listed(AsyncMemory, Memory, _name)
     _dress_listed(AsyncClient, Client, _name)
+surface.off_loop(AsyncMemory, Memory, _methods(Memory))  # each method not made above
+surface.off_loop(AsyncClient, Client, _methods(Client))
 
 
 class Opening:

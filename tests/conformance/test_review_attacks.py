@@ -80,7 +80,7 @@ _TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_siz
 _SCALARS = st.one_of(
     st.none(),
     st.booleans(),
-    st.integers(-(2**63), 2**63 - 1),  # beyond int64 SQLite compares as doubles: see the review's report
+    st.integers(-(2**70), 2**70),  # past 64 bits too: numbers compare as the decimals JSON writes (#37)
     st.floats(allow_nan=False, allow_infinity=False),
     _TEXT,
     st.sampled_from([0, 1, 1.0, -0.0, "1", "", "a"]),
@@ -95,19 +95,12 @@ _PATHS = st.tuples(st.sampled_from(["", "metadata.", "value."]), st.lists(_KEYS,
 )
 
 
-def _null_inside(value: Any) -> bool:
-    """A null member of an object or list operand."""
-    members = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    return any(m is None or _null_inside(m) for m in members)
-
-
-# An object operand with a null member is left out: the stores compare it as if the null member were absent
-# (null equals a missing field, as for a path), values.where.matches compares it exactly. Seen 2026-12-07
-# ({"a": {"a": None}} matched {"$eq": {"b": None}} on SQLite, as before this batch); which rule is right is open.
 _CONDITIONS = st.one_of(
-    st.tuples(_PATHS, st.sampled_from(["$eq", "$ne"]), _VALUES.filter(lambda v: not _null_inside(v))),
+    st.tuples(_PATHS, st.sampled_from(["$eq", "$ne"]), _VALUES),
     st.tuples(
-        _PATHS, st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), st.one_of(st.integers(-5, 5), st.floats(-5, 5), _TEXT)
+        _PATHS,
+        st.sampled_from(["$gt", "$gte", "$lt", "$lte"]),
+        st.one_of(st.integers(-5, 5), st.floats(-5, 5), st.sampled_from([2**63, -(2**63) - 1, 2**64, 2.0**64]), _TEXT),
     ),
 )
 _OBJECTS = st.dictionaries(_KEYS, _VALUES, max_size=3)

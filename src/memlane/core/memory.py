@@ -7,7 +7,6 @@ never builds SQL.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import builtins
@@ -42,7 +41,7 @@ from ..domain.search.embedders import (
     recorded_spec,
     resolve_embedder,
 )
-from ..store.base import EVERYTHING, PutRow, Store, Within
+from ..store.base import EVERYTHING, PutRow, Store
 from ..values import retention
 from ..values import validate as v
 from ..values import where as where_rules
@@ -62,12 +61,12 @@ from ..values.model import Envelope, Hit, Item, Namespace, Page, Stats, Version,
 from ..values.query import QueryPlan, QueryResult, SavedQuery
 from ..values.retention import CleanupReport, RetentionRule
 from ..values.validate import RECORD_FIELDS
+from .twins import Steps, on_store, twin, work
 
 if TYPE_CHECKING:
     from ..domain.extract import Extractor
     from ..domain.search.choose import Chooser
     from ..values.agents import Scope
-    from ..values.where import Condition
 
 Clock = Callable[[], datetime]
 DEFAULT_PATH = "memlane.db"
@@ -151,9 +150,8 @@ def _recent(order: Any, key_prefix: Any) -> bool:
     return bool(order == "recent")
 
 
-def _recent_page(items: builtins.list[Item], arguments: tuple[Any, ...]) -> Page:
-    """A page of what changed lately from the ``limit + 1`` items read at ``offset`` (``arguments``)."""
-    limit, offset = arguments[3] - 1, arguments[4]
+def _recent_page(items: builtins.list[Item], limit: int, offset: int) -> Page:
+    """A page of what changed lately from the ``limit + 1`` items read at ``offset``."""
     if len(items) > limit:
         raw = json.dumps({"recent": offset + limit}, separators=(",", ":"))
         return Page(items[:limit], base64.urlsafe_b64encode(raw.encode()).decode().rstrip("="))
@@ -431,6 +429,7 @@ class Memory:
             index,
         )
 
+    @twin
     def put(
         self,
         namespace: Namespace | str,
@@ -442,7 +441,7 @@ class Memory:
         ttl: float | None = None,
         if_absent: bool = False,
         index: bool = True,
-    ) -> Item:
+    ) -> Steps[Item]:
         """Write (upsert) a value at ``(namespace, key)``.
 
         Replacing keeps the item's ``id`` and ``created_at``, bumps ``version``
@@ -474,9 +473,10 @@ class Memory:
         """
         now = self._now()
         row = self._row(now, new_ids(now, 1)[0], namespace, key, value, text, metadata, ttl, index)
-        return self._write([row], now, bool(if_absent))[0]
+        return (yield from self._writing([row], now, bool(if_absent)))[0]
 
-    def put_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> builtins.list[Item]:
+    @twin
+    def put_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> Steps[builtins.list[Item]]:
         """Write many records in one transaction: all or nothing.
 
         Each record is a mapping with ``namespace``, ``key`` (may be None or
@@ -491,7 +491,7 @@ class Memory:
         """
         now = self._now()
         rows = self._records(records, now)
-        return self._write(rows, now, bool(if_absent)) if rows else []
+        return (yield from self._writing(rows, now, bool(if_absent))) if rows else []
 
     def _records(self, records: Any, now: datetime) -> builtins.list[PutRow]:
         """``put_many``'s records as rows, every one checked before anything is written."""
@@ -592,10 +592,12 @@ class Memory:
             run(self, ns, items, extractor)
         return items
 
-    def _write(self, rows: builtins.list[PutRow], now: datetime, if_absent: bool) -> builtins.list[Item]:
+    def _writing(self, rows: builtins.list[PutRow], now: datetime, if_absent: bool) -> Steps[builtins.list[Item]]:
         """Commit rows: with vectors made first (sync), or marked for the indexer (background)."""
-        rows, mark, notify = self._to_write(rows)
-        items = self._store.put_many(rows, now, if_absent=if_absent, mark=mark)
+        # the embedder's work (CPU) and recording it (a write of its own): a worker thread's, on the async path
+        heavy = self._embedder is not None and (self._indexing == "sync" or not self._embedder_recorded)
+        rows, mark, notify = yield work(self._to_write, rows, heavy=heavy)
+        items: builtins.list[Item] = yield on_store("put_many", rows, now, if_absent=if_absent, mark=mark)
         if notify:
             self._indexer.notify()
         return items
@@ -659,10 +661,12 @@ class Memory:
         blobs = iter(self._embed([r.text for r in wanted]))
         return [r._replace(vector=next(blobs)) if r.text and r.indexed else r for r in rows]
 
-    def delete(self, namespace: Namespace | str, key: str) -> bool:
+    @twin
+    def delete(self, namespace: Namespace | str, key: str) -> Steps[bool]:
         """Delete an item (kept in history). Returns whether a live item was deleted."""
         ns = self._writable(namespace)
-        return self._store.delete(ns, v.key(key), self._now(), self.author)
+        deleted: bool = yield on_store("delete", ns, v.key(key), self._now(), self.author)
+        return deleted
 
     def clear(self, namespace_prefix: Namespace | str) -> int:
         """Delete every item under a namespace prefix; returns the live items deleted.
@@ -723,18 +727,27 @@ class Memory:
 
     # -- exact reads ------------------------------------------------------
 
-    def get(self, namespace: Namespace | str, key: str) -> Item | None:
+    # the exact reads and the item writes are twins (core/twins.py): AsyncMemory awaits the store's async side,
+    # native on PostgreSQL, through the same steps
+
+    @twin
+    def get(self, namespace: Namespace | str, key: str) -> Steps[Item | None]:
         """The item at ``(namespace, key)``, or ``None`` if missing or expired."""
-        return self._store.get(self._readable(namespace), v.key(key), self._now)  # the clock, read if the row expires
+        # the clock itself: read only if the row expires
+        item: Item | None = yield on_store("get", self._readable(namespace), v.key(key), self._now)
+        return item
 
-    def exists(self, namespace: Namespace | str, key: str) -> bool:
+    @twin
+    def exists(self, namespace: Namespace | str, key: str) -> Steps[bool]:
         """Whether a live item is at ``(namespace, key)`` (``False`` if missing or expired); over the wire, no value."""
-        return self._store.exists(self._readable(namespace), v.key(key), self._now)
+        there: bool = yield on_store("exists", self._readable(namespace), v.key(key), self._now)
+        return there
 
-    def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
+    @twin
+    def get_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> Steps[builtins.list[Item | None]]:
         """Items for many addresses in one round trip, in input order (``None`` where missing)."""
         checked = self._addresses(addresses)
-        return self._store.get_many(checked, self._now()) if checked else []
+        return (yield on_store("get_many", checked, self._now())) if checked else []
 
     def get_by_id(self, item_id: str) -> Item | None:
         """The live item with this ``id`` (the one every item and search hit carries), or ``None``.
@@ -780,18 +793,20 @@ class Memory:
             checked = [(self._readable(ns), v.key(key)) for ns, key in (_pair(a, n) for n, a in enumerate(addresses))]
         return checked
 
-    def fetch(self, key: str, *, namespace_prefix: Namespace | str = (), limit: int = 10) -> builtins.list[Item]:
+    @twin
+    def fetch(self, key: str, *, namespace_prefix: Namespace | str = (), limit: int = 10) -> Steps[builtins.list[Item]]:
         """Every visible item stored under exactly ``key`` below a prefix, newest first.
 
         The keyed recall: no ranking and no index, the same answer every time
         for the same state (ties on ``updated_at`` are ordered by namespace).
         """
-        return self._store.fetch(*self._fetch_arguments(key, namespace_prefix, limit))
-
-    def _fetch_arguments(self, key: Any, namespace_prefix: Any, limit: Any) -> tuple[str, Within, int, datetime]:
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
-        return v.key(key), within, v.limit(limit, maximum=1000), self._now()
+        items: builtins.list[Item] = yield on_store(
+            "fetch", v.key(key), within, v.limit(limit, maximum=1000), self._now()
+        )
+        return items
 
+    @twin
     def list(
         self,
         namespace_prefix: Namespace | str = (),
@@ -800,7 +815,7 @@ class Memory:
         limit: int = 100,
         cursor: str | None = None,
         order: str = "address",
-    ) -> Page:
+    ) -> Steps[Page]:
         """Items in address order (namespace text, then key), one page at a time.
 
         Pass ``page.next_cursor`` back as ``cursor`` to continue; it is ``None``
@@ -808,120 +823,30 @@ class Memory:
         recently written, then address), for "what happened since?"; its pages are
         counted from the newest, so a write between two pages shifts them by one.
         """
-        if _recent(order, key_prefix):
-            arguments = self._recent_arguments(namespace_prefix, limit, cursor)
-            return _recent_page(self._store.select(*arguments), arguments)
-        within, kp, limit, after = self._list_arguments(namespace_prefix, key_prefix, limit, cursor)
-        return _page(self._store.list(within, kp, limit + 1, after, self._now()), limit)
-
-    def _recent_arguments(
-        self, namespace_prefix: Any, limit: Any, cursor: Any
-    ) -> tuple[Within, builtins.list[Condition], str, int, int, datetime]:
+        recent = _recent(order, key_prefix)
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
-        offset = 0 if cursor is None else _decode_recent_cursor(cursor)
-        return within, [], "updated_desc", v.limit(limit) + 1, offset, self._now()
-
-    def _list_arguments(
-        self, namespace_prefix: Any, key_prefix: Any, limit: Any, cursor: Any
-    ) -> tuple[Within, str, int, tuple[Namespace, str] | None]:
-        within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
-        return within, v.key_prefix(key_prefix), v.limit(limit), None if cursor is None else _decode_cursor(cursor)
-
-    # -- the exact reads and the item writes, awaited: AsyncMemory's, on the store's async side (native on
-    # PostgreSQL). Each checks its arguments as its synchronous twin does (the same helpers), then awaits the store.
-
-    async def _aget(self, namespace: Namespace | str, key: str) -> Item | None:
-        return await self._store.aget(self._readable(namespace), v.key(key), self._now)
-
-    async def _aexists(self, namespace: Namespace | str, key: str) -> bool:
-        return await self._store.aexists(self._readable(namespace), v.key(key), self._now)
-
-    async def _aget_many(self, addresses: Iterable[tuple[Namespace | str, str]]) -> builtins.list[Item | None]:
-        checked = self._addresses(addresses)
-        return await self._store.aget_many(checked, self._now()) if checked else []
-
-    async def _afetch(
-        self, key: str, *, namespace_prefix: Namespace | str = (), limit: int = 10
-    ) -> builtins.list[Item]:
-        return await self._store.afetch(*self._fetch_arguments(key, namespace_prefix, limit))
-
-    async def _alist(
-        self,
-        namespace_prefix: Namespace | str = (),
-        *,
-        key_prefix: str = "",
-        limit: int = 100,
-        cursor: str | None = None,
-        order: str = "address",
-    ) -> Page:
-        if _recent(order, key_prefix):
-            arguments = self._recent_arguments(namespace_prefix, limit, cursor)
-            return _recent_page(await self._store.aselect(*arguments), arguments)
-        within, kp, limit, after = self._list_arguments(namespace_prefix, key_prefix, limit, cursor)
-        return _page(await self._store.alist(within, kp, limit + 1, after, self._now()), limit)
-
-    async def _anamespaces(
-        self, prefix: Namespace | str = (), *, max_depth: int | None = None
-    ) -> builtins.list[Namespace]:
-        within = self._within(v.namespace(prefix, "prefix", allow_empty=True))
-        return _to_depth(await self._store.anamespaces(within, self._now()), max_depth)
-
-    async def _aselect(
-        self,
-        namespace_prefix: Namespace | str = (),
-        *,
-        where: Mapping[str, Any] | None = None,
-        order: str = "updated_desc",
-        limit: int = 10,
-        offset: int = 0,
-    ) -> builtins.list[Item]:
-        return await self._store.aselect(*self._select_arguments(namespace_prefix, where, order, limit, offset))
-
-    async def _ahistory(self, namespace: Namespace | str, key: str) -> builtins.list[Version]:
-        return await self._store.ahistory(self._readable(namespace), v.key(key))
-
-    async def _aput(
-        self,
-        namespace: Namespace | str,
-        key: str | None,
-        value: Any,
-        *,
-        text: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        ttl: float | None = None,
-        if_absent: bool = False,
-        index: bool = True,
-    ) -> Item:
-        now = self._now()
-        row = self._row(now, new_ids(now, 1)[0], namespace, key, value, text, metadata, ttl, index)
-        return (await self._awrite([row], now, bool(if_absent)))[0]
-
-    async def _aput_many(self, records: Iterable[Mapping[str, Any]], *, if_absent: bool = False) -> builtins.list[Item]:
-        now = self._now()
-        rows = self._records(records, now)
-        return await self._awrite(rows, now, bool(if_absent)) if rows else []
-
-    async def _adelete(self, namespace: Namespace | str, key: str) -> bool:
-        ns = self._writable(namespace)
-        return await self._store.adelete(ns, v.key(key), self._now(), self.author)
-
-    async def _awrite(self, rows: builtins.list[PutRow], now: datetime, if_absent: bool) -> builtins.list[Item]:
-        # the embedder's work (CPU) and recording it (a write of its own) go to a worker thread; then the write
-        embedding = self._embedder is not None and (self._indexing == "sync" or not self._embedder_recorded)
-        rows, mark, notify = await asyncio.to_thread(self._to_write, rows) if embedding else self._to_write(rows)
-        items = await self._store.aput_many(rows, now, if_absent=if_absent, mark=mark)
-        if notify:
-            self._indexer.notify()
-        return items
+        if recent:
+            offset = 0 if cursor is None else _decode_recent_cursor(cursor)
+            limit = v.limit(limit)
+            return _recent_page(
+                (yield on_store("select", within, [], "updated_desc", limit + 1, offset, self._now())), limit, offset
+            )
+        kp, limit = v.key_prefix(key_prefix), v.limit(limit)
+        after = None if cursor is None else _decode_cursor(cursor)
+        return _page((yield on_store("list", within, kp, limit + 1, after, self._now())), limit)
 
     async def _aclose(self) -> None:
         await self._store.aclose()
 
-    def namespaces(self, prefix: Namespace | str = (), *, max_depth: int | None = None) -> builtins.list[Namespace]:
+    @twin
+    def namespaces(
+        self, prefix: Namespace | str = (), *, max_depth: int | None = None
+    ) -> Steps[builtins.list[Namespace]]:
         """Namespaces holding live items under ``prefix``, truncated to ``max_depth`` segments."""
         within = self._within(v.namespace(prefix, "prefix", allow_empty=True))
-        return _to_depth(self._store.namespaces(within, self._now()), max_depth)
+        return _to_depth((yield on_store("namespaces", within, self._now())), max_depth)
 
+    @twin
     def select(
         self,
         namespace_prefix: Namespace | str = (),
@@ -930,7 +855,7 @@ class Memory:
         order: str = "updated_desc",
         limit: int = 10,
         offset: int = 0,
-    ) -> builtins.list[Item]:
+    ) -> Steps[builtins.list[Item]]:
         """Items under a prefix meeting conditions, evaluated in the database, one page.
 
         ``where`` maps dotted field paths to a value (equality) or to operators
@@ -943,11 +868,6 @@ class Memory:
         ``"updated_desc"`` (newest first, then address) or ``"address"``;
         ``limit`` is 1..1000 and ``offset`` skips that many matches (0..1,000,000).
         """
-        return self._store.select(*self._select_arguments(namespace_prefix, where, order, limit, offset))
-
-    def _select_arguments(
-        self, namespace_prefix: Any, where: Any, order: Any, limit: Any, offset: Any
-    ) -> tuple[Within, builtins.list[Condition], str, int, int, datetime]:
         within = self._within(v.namespace(namespace_prefix, "namespace_prefix", allow_empty=True))
         now = self._now()
         conditions = where_rules.conditions(where, now=now)
@@ -955,7 +875,9 @@ class Memory:
             raise ValidationError("order", f"{order!r} is not one of updated_desc, address")
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 1_000_000:
             raise ValidationError("offset", "must be an integer from 0 to 1,000,000")
-        return within, conditions, order, v.limit(limit, maximum=1000), offset, now
+        limit = v.limit(limit, maximum=1000)
+        items: builtins.list[Item] = yield on_store("select", within, conditions, order, limit, offset, now)
+        return items
 
     def summarize(
         self, namespace_prefix: Namespace | str = (), *, depth: int = 3, key_prefix: str = ""
@@ -976,9 +898,11 @@ class Memory:
             bucket[path] = bucket.get(path, 0) + 1
         return out
 
-    def history(self, namespace: Namespace | str, key: str) -> builtins.list[Version]:
+    @twin
+    def history(self, namespace: Namespace | str, key: str) -> Steps[builtins.list[Version]]:
         """Past versions of an address (replaced, deleted, cleared), newest first."""
-        return self._store.history(self._readable(namespace), v.key(key))
+        versions: builtins.list[Version] = yield on_store("history", self._readable(namespace), v.key(key))
+        return versions
 
     def activity(
         self, namespace_prefix: Namespace | str = (), *, bucket: str = "hour", days: int = 7

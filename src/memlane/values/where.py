@@ -19,8 +19,11 @@ shape LangGraph's ``filter`` has::
   JSON equality, type-aware: ``1 == 1.0``, ``"1" != 1``, ``true != 1``; lists
   and objects compare whole. ``None`` equals a missing field or ``null``.
   ``$ne`` is exactly "not ``$eq``" (a missing field is not equal to ``3``).
+  ``None`` inside a list or an object operand is a member that is ``null``.
   Order operators take a number or a string and match only a field of the same
   kind: numbers numerically, strings by code point.
+- A number is the decimal its JSON writes, exactly, at any size: an int's
+  digits, a float's shortest ``repr`` (:func:`exact`).
 
 :func:`conditions` validates a ``where`` into flat :data:`Condition` tuples, which
 each store renders as bound SQL (:mod:`memlane.store.where_sql`); :func:`matches` is
@@ -32,8 +35,10 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from .errors import ValidationError
@@ -76,7 +81,7 @@ def conditions(raw: Any, field: str = "where", now: datetime | None = None) -> l
 
     Raises:
         ValidationError: naming ``field``, for an unknown operator, an empty path
-            segment, an operand that is not JSON (or NaN/Infinity), an ordering
+            segment, an operand that is not JSON (NaN, Infinity, an integer of more than 4,300 digits), an ordering
             operand that is neither a number nor a string, an operand nested more
             than 100 levels deep, more than 1,000 values in the operands, or more
             than 64 conditions, a condition on ``author`` that is not text or ``None``, a time
@@ -220,13 +225,16 @@ def _json(value: Any, path: tuple[str, ...], field: str, budget: list[int]) -> A
                 raise ValidationError(field, f"value at {where!r} holds a lone surrogate, which is not valid Unicode")
         elif node is None or isinstance(node, bool):
             pass
-        elif isinstance(node, int | float):
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                raise ValidationError(field, f"value at {where!r} is NaN or Infinity, which JSON cannot write")
+        elif isinstance(node, int):
             try:
-                finite = math.isfinite(node)
-            except OverflowError:  # an integer no double can hold, so SQLite could not compare it
-                finite = False
-            if not finite:
-                raise ValidationError(field, f"value at {where!r} is NaN, Infinity or beyond a double's range")
+                repr(node)
+            except ValueError:  # past sys.get_int_max_str_digits(): no stored value holds one either
+                raise ValidationError(
+                    field, f"value at {where!r} is an integer of more than {sys.get_int_max_str_digits():,} digits"
+                ) from None
         elif isinstance(node, list | tuple | Mapping):
             if isinstance(node, Mapping):
                 for k in node:
@@ -271,10 +279,32 @@ def _number(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
+def exact(x: int | float) -> int | Decimal:
+    """A number as the exact decimal its JSON text writes: an int as it is, a float as its ``repr``.
+
+    ``2.0**60`` is written ``1.152921504606847e+18``: the stores read that decimal (PostgreSQL's
+    ``numeric``), not the binary fraction Python compares, so ``2**60 != 2.0**60`` here. Two
+    floats, or two ints, compare alike either way.
+    """
+    return Decimal(repr(x)) if isinstance(x, float) else x
+
+
+def _compare(a: Any, b: Any) -> int | None:
+    """-1, 0 or 1 as number ``a`` is below, equal to or above number ``b``, by the decimals of their JSON.
+
+    ``None`` for NaN, which is in no order (the LangGraph adapter checks such operands here).
+    """
+    if a != a or b != b:
+        return None
+    if type(a) is not type(b):  # an int and a float (infinite ones too: Decimal has them)
+        a, b = exact(a), exact(b)
+    return -1 if a < b else int(a > b)
+
+
 def json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: numbers by value, booleans apart from numbers, lists in order, objects by keys."""
+    """JSON equality: numbers by their decimal value, booleans apart from numbers, lists in order, objects by keys."""
     if _number(a) and _number(b):
-        return bool(a == b)
+        return _compare(a, b) == 0
     if type(a) is not type(b) and not (isinstance(a, dict) and isinstance(b, dict)):
         return isinstance(a, list | tuple) and isinstance(b, list | tuple) and _lists_equal(a, b)
     if isinstance(a, list | tuple):
@@ -315,13 +345,16 @@ def holds(value: Any, condition: Condition, item: Any = None) -> bool:
             return False
     elif not isinstance(field, str):
         return False
+    order = _compare(field, operand) if _number(operand) else -1 if field < operand else int(field > operand)
+    if order is None:
+        return False
     if op == "$gt":
-        return bool(field > operand)
+        return order > 0
     if op == "$gte":
-        return bool(field >= operand)
+        return order >= 0
     if op == "$lt":
-        return bool(field < operand)
-    return bool(field <= operand)
+        return order < 0
+    return order <= 0
 
 
 def matches(value: Any, where: list[Condition], item: Any = None) -> bool:
