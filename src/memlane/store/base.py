@@ -20,7 +20,6 @@ One conformance suite (``tests/conformance``) runs against every backend.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -339,56 +338,11 @@ class Store(ABC):
         """Release connections. Idempotent."""
 
     # -- what AsyncMemory awaits ------------------------------------------------
-    # A store with an async driver (PostgreSQL) runs these on the event loop itself; any other runs its
-    # synchronous verb in a worker thread. Same arguments and answers as the synchronous verbs.
+    # A store with an async driver (PostgreSQL) sets ``native_async`` and offers ``a<verb>`` for each verb a
+    # twin's steps name (core/twins.py), with the synchronous verb's arguments and answer; for any other store
+    # AsyncMemory runs the synchronous verb in a worker thread.
 
-    native_async: bool = False  # whether the verbs below run on the event loop, not in a worker thread
-
-    async def aexists(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> bool:
-        """:meth:`exists`, awaited."""
-        return await asyncio.to_thread(self.exists, namespace, key, now)
-
-    async def aget(self, namespace: Namespace, key: str, now: datetime | Callable[[], datetime]) -> Item | None:
-        """:meth:`get`, awaited."""
-        return await asyncio.to_thread(self.get, namespace, key, now)
-
-    async def aget_many(self, addresses: Sequence[tuple[Namespace, str]], now: datetime) -> builtins.list[Item | None]:
-        """:meth:`get_many`, awaited."""
-        return await asyncio.to_thread(self.get_many, addresses, now)
-
-    async def afetch(self, key: str, within: Within, limit: int, now: datetime) -> builtins.list[Item]:
-        """:meth:`fetch`, awaited."""
-        return await asyncio.to_thread(self.fetch, key, within, limit, now)
-
-    async def alist(
-        self, within: Within, key_prefix: str, limit: int, after: tuple[Namespace, str] | None, now: datetime
-    ) -> builtins.list[Item]:
-        """:meth:`list`, awaited."""
-        return await asyncio.to_thread(self.list, within, key_prefix, limit, after, now)
-
-    async def anamespaces(self, within: Within, now: datetime) -> builtins.list[Namespace]:
-        """:meth:`namespaces`, awaited."""
-        return await asyncio.to_thread(self.namespaces, within, now)
-
-    async def ahistory(self, namespace: Namespace, key: str) -> builtins.list[Version]:
-        """:meth:`history`, awaited."""
-        return await asyncio.to_thread(self.history, namespace, key)
-
-    async def aselect(
-        self, within: Within, where: Sequence[Condition], order: str, limit: int, offset: int, now: datetime
-    ) -> builtins.list[Item]:
-        """:meth:`select`, awaited."""
-        return await asyncio.to_thread(self.select, within, where, order, limit, offset, now)
-
-    async def aput_many(
-        self, rows: Sequence[PutRow], now: datetime, *, if_absent: bool = False, mark: bool | None = False
-    ) -> builtins.list[Item]:
-        """:meth:`put_many`, awaited."""
-        return await asyncio.to_thread(self.put_many, rows, now, if_absent=if_absent, mark=mark)
-
-    async def adelete(self, namespace: Namespace, key: str, now: datetime, author: str | None) -> bool:
-        """:meth:`delete`, awaited."""
-        return await asyncio.to_thread(self.delete, namespace, key, now, author)
+    native_async: bool = False  # whether ``a<verb>`` run on the event loop, not in a worker thread
 
     async def aclose(self) -> None:
         """Release what the async reads hold on the running event loop (the synchronous :meth:`close` is apart)."""
