@@ -76,6 +76,34 @@ FEATURES = {
 }
 
 
+# An experiment of issue #38, not shipped: words-only evidence plus `held` (the plain share of the query's content
+# words the hit holds; a word every item holds, as a conversation's speaker, weighs nothing in coverage), fitted by
+# `fit` with that feature, its threshold the most abstention on the fitting conversations that keeps their hit@10
+# and SciFact's even half. `--words-model held` (locomo, probe, conversations) runs the decision with it.
+HELD_MODEL = relevance.Model(
+    bias=-4.532,
+    weights={"coverage": 4.897, "rarity": 3.406, "absent": -6.691, "held": 8.796},
+    threshold=0.50,
+    companion=0.10,
+)
+
+
+def use_words_model(name: str) -> None:
+    """Swap the words-only decision for the experiment ``name`` (``shipped`` leaves it as it is)."""
+    if name == "shipped":
+        return
+    original = relevance.Judge.evidence
+
+    def evidence(self: relevance.Judge, hit: Any) -> dict[str, float]:
+        out = original(self, hit)
+        held = [w for w in self.held(hit) if w in self.content]
+        out["held"] = round(len(set(held)) / len(self.content), 4) if self.content else 0.0
+        return out
+
+    relevance.Judge.evidence = evidence  # type: ignore[method-assign]
+    relevance.LEXICAL_MODEL = HELD_MODEL
+
+
 class Shifted:
     """NAME's vectors plus one shared direction: unrelated texts score high, as older API embedders' do."""
 
@@ -150,6 +178,7 @@ def write_notes(mem: Any, users: Sequence[dict[str, Any]]) -> None:
 
 def probe(args: argparse.Namespace) -> dict[str, Any]:
     """The paraphrase probe (and the plain examples) once per embedder of ``--embedder`` (comma-separated)."""
+    use_words_model(args.words_model)
     specs = [e for e in args.embedder.split(",") if e]
     if len(specs) == 1:
         return probe_one(args, specs[0])
@@ -247,6 +276,71 @@ def probe_one(args: argparse.Namespace, spec: str) -> dict[str, Any]:
             + f" examples {out['examples']}"
         )
         mem.close()
+    return out
+
+
+# conversations written for this bench (not from any data set): two pairs of speakers chatting about the same
+# topics, generated from templates; each question asked in its own conversation (found?) and in the other one, where
+# the speaker it names never spoke (empty?). A check built unlike LoCoMo: short questions, short turns, one topic each.
+TOPICS = {
+    "hiking": "went hiking on the {p} trail with {c}",
+    "recipe": "cooked a new recipe with {f} for {c}",
+    "concert": "saw a concert by {b} at the {p} hall",
+    "painting": "finished a painting of the {p} harbour",
+    "marathon": "signed up for the {p} marathon with {c}",
+    "garden": "planted {f} in the garden",
+    "guitar": "practised guitar with {c} all evening",
+    "museum": "visited the {p} museum with {c}",
+}
+ASKED = {
+    "hiking": "go hiking on the trail",
+    "recipe": "cook a new recipe",
+    "concert": "see the concert at the hall",
+    "painting": "finish the painting of the harbour",
+    "marathon": "sign up for the marathon",
+    "garden": "plant in the garden",
+    "guitar": "practise guitar",
+    "museum": "visit the museum",
+}
+
+
+def chat(speakers: Sequence[str], seed: int, turns: int = 300) -> list[dict[str, str]]:
+    import random
+
+    rnd = random.Random(seed)
+    places, company = ["north", "river", "old", "city", "lake", "hill"], ["my cousin", "a friend", "the kids"]
+    foods, bands = ["lentils", "basil", "squash", "mushrooms"], ["a jazz trio", "an indie band", "the choir"]
+    replies = ["Nice!", "How was it?", "Sounds fun.", "Really? Tell me more.", "Good for you."]
+    out = []
+    for i in range(turns):
+        topic = TOPICS[rnd.choice(list(TOPICS))]
+        text = "I " + topic.format(
+            p=rnd.choice(places), c=rnd.choice(company), f=rnd.choice(foods), b=rnd.choice(bands)
+        )
+        out.append({"speaker": speakers[i % 2], "text": rnd.choice(replies) if rnd.random() < 0.5 else text + "."})
+    return out
+
+
+def conversations(args: argparse.Namespace) -> dict[str, Any]:
+    """Questions about two generated conversations, each asked at home (found) and in the other one (empty)."""
+    use_words_model(args.words_model)
+    mem = memlane.open(":memory:", embedder=make_embedder(args.embedder), indexing="sync")
+    people = {"a": ("Maya", "Leo"), "b": ("Tom", "Ana")}
+    for i, (ns, speakers) in enumerate(people.items()):
+        mem.add_conversation(ns, chat(speakers, i + 1), session="s1", at="2024-05-01T10:00:00Z")
+    questions = [(ns, f"When did {n} {v}?") for ns, pair in people.items() for n in pair for v in ASKED.values()]
+    questions += [
+        (ns, f"Who did {n} {v} with?") for ns, pair in people.items() for n in pair for v in list(ASKED.values())[:3]
+    ]
+    out: dict[str, Any] = {"embedder": args.embedder, "words_model": args.words_model, "questions": len(questions)}
+    for mode in ("hybrid", "lexical") if mem.embedder is not None else ("lexical",):
+        found = sum(mem.recall(q, namespace_prefix=ns, mode=mode).status == "found" for ns, q in questions)
+        empty = sum(
+            mem.recall(q, namespace_prefix="b" if ns == "a" else "a", mode=mode).status == "nothing_relevant"
+            for ns, q in questions
+        )
+        out[mode] = {"found_at_home": f"{found}/{len(questions)}", "empty_elsewhere": f"{empty}/{len(questions)}"}
+    mem.close()
     return out
 
 
@@ -354,7 +448,7 @@ def observe(
 
 def collect(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
-    modes = ("hybrid", "lexical")
+    modes = tuple(args.modes)
     with tempfile.TemporaryDirectory(prefix="memlane-evidence-") as tmp:
         mem = memlane.open(str(Path(tmp) / "probe.db"), embedder=args.embedder, indexing="sync")
         for split in ("dev", "heldout"):
@@ -430,17 +524,19 @@ def collect(args: argparse.Namespace) -> int:
         ds = load_beir(args.scifact, "train")
         mem = memlane.open(args.scifact_store, embedder=args.embedder, indexing="sync")
         for q in ds.queries[: args.scifact_queries]:
-            observe(
-                mem,
-                rows,
-                dataset="scifact",
-                part="check",
-                qid=q.qid,
-                text=q.text,
-                ns=("scifact",),
-                gold=q.gold,
-                mode="hybrid",
-            )
+            for mode in modes:
+                observe(
+                    mem,
+                    rows,
+                    dataset="scifact",
+                    # even ids may guard a choice (see HELD_MODEL), odd ids are never looked at to choose
+                    part="dev" if int(q.qid) % 2 == 0 else "check",
+                    qid=q.qid,
+                    text=q.text,
+                    ns=("scifact",),
+                    gold=q.gold,
+                    mode=mode,
+                )
         mem.close()
         progress(f"scifact: {len(rows)} rows")
     Path(args.out).write_text(json.dumps(rows), encoding="utf-8")
@@ -450,6 +546,7 @@ def collect(args: argparse.Namespace) -> int:
 
 def locomo(args: argparse.Namespace) -> dict[str, Any]:
     """LoCoMo through ``recall`` as an agent calls it (the decision on): hit@10 at home, empty answers elsewhere."""
+    use_words_model(args.words_model)
     mem = memlane.open(args.locomo_store, embedder=make_embedder(args.embedder), indexing="sync")
     queries = [json.loads(line) for line in open(args.queries, encoding="utf-8") if line.strip()]
     out: dict[str, Any] = {}
@@ -647,6 +744,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--embedder", default="minilm")
     p.add_argument("--indexing", choices=("background", "sync"), default="background")
     p.add_argument("--json", metavar="OUT")
+    p.add_argument("--words-model", choices=("shipped", "held"), default="shipped")
+    cv = sub.add_parser("conversations", help="generated conversations: found at home, empty in the other one")
+    cv.add_argument("--embedder", default="none")
+    cv.add_argument("--words-model", choices=("shipped", "held"), default="shipped")
+    cv.add_argument("--json", metavar="OUT")
     c = sub.add_parser("collect", help="record each hit's evidence with the decision off")
     c.add_argument("--embedder", default="minilm")
     c.add_argument("--locomo-store", help="a store built by bench/retrieval.py locomo --ingest conversation")
@@ -654,6 +756,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--scifact-store", help="a store built by bench/retrieval.py beir --dir ... --store-dir")
     c.add_argument("--scifact", default="../shared/data/scifact")
     c.add_argument("--scifact-queries", type=int, default=None, metavar="N")
+    c.add_argument("--modes", nargs="+", default=["hybrid", "lexical"], choices=("hybrid", "lexical"))
     c.add_argument("--out", required=True)
     fr = sub.add_parser("freshness", help="put then search at once: latency and found, search catch-up on and off")
     fr.add_argument("--rounds", type=int, default=40)
@@ -666,6 +769,7 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--modes", nargs="+", default=["hybrid", "lexical"])
     lo.add_argument("--convs", nargs="+", help="these conversations only (one part), each asked in the next one")
     lo.add_argument("--no-floor", action="store_true", help="the same recalls without the decision (floor=False)")
+    lo.add_argument("--words-model", choices=("shipped", "held"), default="shipped")
     b = sub.add_parser("build", help="a LoCoMo store of some conversations, written with add_conversation")
     b.add_argument("--embedder", default="minilm")
     b.add_argument("--memories", default="../shared/data/locomo/locomo_memories.jsonl")
@@ -688,8 +792,9 @@ def main(argv: list[str] | None = None) -> int:
         return collect(args)
     if args.command == "build":
         return build(args)
-    if args.command in ("locomo", "freshness"):
-        text = json.dumps(locomo(args) if args.command == "locomo" else freshness(args), indent=1)
+    if args.command in ("locomo", "freshness", "conversations"):
+        run = {"locomo": locomo, "freshness": freshness, "conversations": conversations}[args.command]
+        text = json.dumps(run(args), indent=1)
         print(text)
         if args.json:
             Path(args.json).write_text(text, encoding="utf-8")

@@ -677,6 +677,7 @@ INSTALLS = {
             ("README.md", "local", None),
             ("docs/facts.md", "local", None),
             ("docs/python-api.md", "with:memlane.aio.open", None),  # the asyncio example says it runs here
+            ("docs/python-api.md", "with:a base install: no vectors", None),  # what recall answers on words alone
         ),
         shell=(("README.md", ""),),
     ),

@@ -48,14 +48,20 @@ stem of four letters or more also matches a longer word it begins
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Protocol
 
+from ...values.errors import StoreError
 from ...values.model import Hit, Item
 from ...values.stopwords import ENGLISH
+from .embedders import embedder_spec, embedder_version, known_dimension
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -70,8 +76,10 @@ DEFAULT_NOISE = 0.30
 # scale is measured once, on its own vectors of REFERENCE_TEXTS (short texts about unrelated things): the mean and
 # spread of their pairwise cosines (Scale). A similarity s is then read as
 # REFERENCE_SCALE.mean + (s - scale.mean) * REFERENCE_SCALE.spread / scale.spread, so an embedder whose cosines are
-# MiniLM's moved or stretched (a shared direction added to every vector) is read as MiniLM. The memory measures it at
-# its first vector search and again after `reindex` (Memory.relevance_scale); measuring costs one embedding batch.
+# MiniLM's moved or stretched (a shared direction added to every vector) is read as MiniLM. Measuring costs one
+# embedding batch (32 texts, paid ones with an API embedder), so it is done once per store and embedder and kept in
+# the store's meta table (stored_scale): every process and worker reads it there, and an embedder of another spec or
+# version (after `reindex`) is measured anew.
 REFERENCE_TEXTS: tuple[str, ...] = (
     "I booked a table for two at the Italian place on Friday.",
     "The quarterly report is due to the finance team next week.",
@@ -138,6 +146,59 @@ def measure_scale(vectors: Sequence[Sequence[float]]) -> Scale:
     mean = sum(sims) / len(sims)
     spread = math.sqrt(sum((x - mean) ** 2 for x in sims) / len(sims))
     return Scale(round(mean, 6), round(spread, 6))
+
+
+class Meta(Protocol):
+    """Where a store keeps named texts: its ``meta`` table (:meth:`memlane.store.base.Store.get_meta`)."""
+
+    def get_meta(self, name: str) -> str | None: ...
+
+    def set_meta(self, name: str, value: str) -> None: ...
+
+
+# what a stored scale was measured on: other reference texts (a later release) make it stale
+_REFERENCE_DIGEST = hashlib.sha256("\n".join(REFERENCE_TEXTS).encode()).hexdigest()[:16]
+
+
+def scale_key(embedder: Any) -> str:
+    """The meta name of ``embedder``'s stored :class:`Scale`: what makes its vectors (spec, dimension, version).
+
+    An embedder that learns its dimension from its first response is asked
+    for its scale after the query's embedding, so the dimension is known then.
+    """
+    dimension, version = known_dimension(embedder), embedder_version(embedder)
+    return (
+        f"relevance_scale:{embedder_spec(embedder)}"
+        + ("" if dimension is None else f"/{dimension}")
+        + ("" if version is None else f"@{version}")
+    )
+
+
+def stored_scale(meta: Meta, embedder: Any) -> Scale | None:
+    """``embedder``'s :class:`Scale` as the store keeps it; measured and stored at the first need.
+
+    Measured once per store, embedder spec and version, and reference texts
+    (one batch of :data:`REFERENCE_TEXTS`), then read by every process that
+    opens the store. A store that may not be written (a read-only role) keeps
+    nothing: the scale is measured and used. An embedder that fails here
+    gives ``None`` (its name's noise level is read instead; the query's own
+    embedding fails too).
+    """
+    key = scale_key(embedder)
+    raw = meta.get_meta(key)
+    if raw is not None:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            kept = json.loads(raw)
+            if kept["reference"] == _REFERENCE_DIGEST:
+                return Scale(float(kept["mean"]), float(kept["spread"]))
+    try:
+        scale = measure_scale(embedder.embed_batch(list(REFERENCE_TEXTS)))
+    except Exception:  # the query's embedding will say what is wrong with the embedder
+        return None
+    value = {"reference": _REFERENCE_DIGEST, "mean": scale.mean, "spread": scale.spread, "name": embedder.name}
+    with contextlib.suppress(StoreError):  # a store this role may not write: measured again by the next process
+        meta.set_meta(key, json.dumps(value, sort_keys=True))
+    return scale
 
 
 # rows of the scope counted at most, and rows counted per word at most: the counts cost a search about 0.3 ms at
