@@ -186,6 +186,7 @@ MODULES: dict[str, Module] = {
             "tests/test_relevance_guards.py",
             "tests/test_relevance_calibrated.py",
             "tests/test_relevance.py",
+            "tests/test_relevance_stored.py",
             "tests/test_search_rules.py",
             "tests/conformance/test_read_your_writes.py",
             "tests/conformance/test_search.py",

@@ -83,11 +83,6 @@ def test_an_embedder_of_another_version_is_measured_anew(store_url: str) -> None
     assert _process(store_url, version="1")["embedded"] == 0  # each version's scale is kept under its own key
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs Memory._scale_for_relevance (core/memory.py, not this branch's file) to call "
-    "relevance.stored_scale(self._store, embedder) instead of measuring: the #38 helper's report has the change",
-)
 def test_a_recall_in_a_second_process_reads_the_scale_the_first_stored(tmp_path: Path) -> None:
     url = str(tmp_path / "m.db")
     first = _process(url, "recall")

@@ -1094,20 +1094,15 @@ class Memory:
         )
 
     def _scale_for_relevance(self) -> relevance.Scale | None:
-        """The embedder's :class:`~memlane.domain.search.relevance.Scale`, measured once per embedder (one batch of
-        :data:`~memlane.domain.search.relevance.REFERENCE_TEXTS`) and again after ``reindex`` changes it."""
+        """The embedder's :class:`~memlane.domain.search.relevance.Scale`: kept in the store's meta per embedder
+        spec and version (:func:`~memlane.domain.search.relevance.stored_scale`), measured by the first process that
+        needs it, read by every other; looked up again after ``reindex`` changes the embedder."""
         embedder = self._embedder
         if embedder is None:
             return None
         cached = self._relevance_scale
         if cached is None or cached[0] is not embedder:
-            try:
-                scale: relevance.Scale | None = relevance.measure_scale(
-                    embedder.embed_batch(list(relevance.REFERENCE_TEXTS))
-                )
-            except Exception:  # an embedder that fails here fails the query too; until then, its name's noise
-                scale = None
-            self._relevance_scale = cached = (embedder, scale)
+            self._relevance_scale = cached = (embedder, relevance.stored_scale(self._store, embedder))
         return cached[1]
 
     def _head_found(
