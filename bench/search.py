@@ -425,6 +425,7 @@ def build(place: Place, corpus: ScaleCorpus, args: argparse.Namespace) -> dict[s
     total_s = time.perf_counter() - t0
     mem.close()
     out: dict[str, Any] = {
+        "batch": args.batch,
         "write_seconds": round(write_s, 1),
         "write_items_per_s": round(n / write_s),
         "indexed_seconds": round(total_s, 1),
@@ -449,15 +450,24 @@ def build(place: Place, corpus: ScaleCorpus, args: argparse.Namespace) -> dict[s
 class Exact:
     """Every item's vector as one float32 matrix (the same vectors the store holds), and each row's scope."""
 
-    def __init__(self, corpus: ScaleCorpus, n: int, ids: dict[str, str]) -> None:
+    def __init__(self, corpus: ScaleCorpus, n: int, ids: dict[str, str], batch: int) -> None:
         progress(f"  exact matrix: embedding {n:,} texts in numpy")
         emb = FakeVectors()
-        parts = [emb.matrix(corpus.texts(s, min(n, s + 50_000))).astype(np.float32) for s in range(0, n, 50_000)]
+        # in the build's batches: a batch's texts come from a generator seeded by its start
+        parts = [emb.matrix(corpus.texts(s, min(n, s + batch))).astype(np.float32) for s in range(0, n, batch)]
         self.matrix = np.ascontiguousarray(np.concatenate(parts))
         self.ids = np.array([ids[f"notes.{i}"] for i in range(n)], dtype=object)
         slot = np.arange(n) % len(corpus.namespaces)
         self.rows_of_team = {f"team{t:02d}": np.flatnonzero(slot % corpus.teams == t) for t in range(corpus.teams)}
         self.corpus = corpus
+
+    def check_against(self, mem: Any) -> None:
+        """The matrix's rows are the vectors of the texts the store holds (a sample, by key)."""
+        sample = [(len(self.matrix) * j) // 25 for j in range(25)]
+        spaces = self.corpus.namespaces
+        texts = [mem.get(spaces[i % len(spaces)], f"notes.{i}").value for i in sample]
+        if not np.allclose(FakeVectors().matrix(texts).astype(np.float32), self.matrix[sample], atol=1e-6):
+            raise SystemExit("bench/search.py: the exact matrix does not match the store's texts")
 
     def rows_of_namespace(self, namespace: tuple[str, str]) -> np.ndarray:
         j = self.corpus.namespaces.index(namespace)
@@ -678,7 +688,7 @@ def run_scale(place: Place, args: argparse.Namespace) -> dict[str, Any]:
     }
 
     ids = store_ids(place)
-    exact = Exact(corpus, n, ids)
+    exact = Exact(corpus, n, ids, res["build"].get("batch", args.batch))
     row_of = {item_id: r for r, item_id in enumerate(exact.ids)}
     del ids
     emb = FakeVectors()
@@ -690,6 +700,7 @@ def run_scale(place: Place, args: argparse.Namespace) -> dict[str, Any]:
 
     mem = memlane.open(place.url, embedder=emb)
     try:
+        exact.check_against(mem)
         res.update(_measure(place, mem, exact, row_of, questions, qvecs, qlists, home, teams, args))
         res["update"] = _update(mem, corpus, n, args)
     finally:
