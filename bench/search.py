@@ -678,6 +678,8 @@ def run_scale(place: Place, args: argparse.Namespace) -> dict[str, Any]:
     else:
         res["build"] = build(place, corpus, args)
     res["store_bytes"] = place.size()
+    if args.build_only:
+        return res
     questions = corpus.questions(args.queries + 60)
 
     # a fresh process: the first search after a start (before this one warms the page cache further) -----------
@@ -1027,9 +1029,13 @@ def scale_main(args: argparse.Namespace) -> int:
                     place.finish()
                 res["machine_load_end"] = machine_info()["loadavg_1_5_15"]
                 runs.append(res)
+                if args.build_only:
+                    print(f"{backend} N={n:,}: built {res['build']}", flush=True)
+                    continue
                 print(report_scale(res), flush=True)
                 print(flush=True)
-    print(summary_table(runs), flush=True)
+    if not args.build_only:
+        print(summary_table(runs), flush=True)
     if args.json:
         write_json(args.json, {"benchmark": "search at scale (#36)", "machine": info, "runs": runs})
         print(f"wrote {args.json}")
@@ -1154,6 +1160,7 @@ def main(argv: list[str] | None = None) -> int:
         help="keep built stores in DIR (SQLite files, a pgserver data directory) and reuse them on later runs",
     )
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    ap.add_argument("--build-only", action="store_true", help="build (or find) the stores under --reuse, then stop")
     ap.add_argument(
         "--common",
         action="store_true",
