@@ -1,64 +1,48 @@
-"""Search speed: lexical, vector and hybrid ``Memory.search`` against raw FTS5 and raw numpy.
+"""Search at scale (#36): what ``Memory.search`` costs and finds on vectors with real neighbourhoods, both backends.
 
 Usage::
 
-    python bench/search.py [--n 10000 --n 100000] [--n 1000000] [--queries 400] [--json OUT]
-                           [--backend sqlite|postgres|both]
+    python bench/search.py [--n 100000] [--n 1000000] [--backend sqlite|postgres|both] [--queries 300]
+                           [--reuse DIR] [--build-only] [--serve-workers 1,2,4] [--json OUT]
     python bench/search.py --common [--n 100000] [--queries 200] [--backend sqlite|postgres|both]
 
-For each N, in one process: ``put_many`` N synthetic items (Zipf-distributed
-words over a fixed vocabulary, 10-30 words each, spread over ``--namespaces``
-namespaces) into a fresh store opened with a *synthetic* embedder (random unit
-vectors seeded by a hash of the text, 384 dimensions), so building 100k items
-takes seconds instead of the hours MiniLM would need; search speed does not
-depend on where vectors came from. Then, warm, with the subjects interleaved
-in rotating blocks (``_util.time_calls_interleaved``):
+Data: items of 10-30 words drawn with Zipf weights from a 5,000-word
+vocabulary (stop words and everyday nouns first) over ``--namespaces``
+namespaces ``(teamNN, agentNNNN)`` (10 teams: a team prefix holds a tenth of
+the items, an agent's namespace a thousandth). Vectors are memlane's
+``fake:384`` (signed word hashing: texts that share words are near), made by
+:class:`FakeVectors`, a numpy twin the run checks against ``FakeEmbedder``, so
+the store records ``fake:384`` and ``memlane serve`` embeds questions the same
+way. Questions: 2-6 Zipf words, stop words left in, half opened by a question
+word.
 
-* ``Memory.search`` with ``channels=("lexical",)``, ``("vector",)`` and both
-  (hybrid), ``limit=10``, over the whole store, query vectors passed as
-  ``embedding=`` so every subject gets the same precomputed vector (the cost
-  of embedding a query with MiniLM is reported on its own line);
-* raw FTS5 on a second plain ``sqlite3`` connection to the same file: the
-  same quoted-OR query, top 10 by ``bm25``, fetching the rows;
-* raw numpy: the same vectors as one float32 matrix, ``matrix @ q``,
-  ``argpartition`` top 10, sorted;
-* hybrid scoped to one namespace (``namespace_prefix``), the usual agent call.
+Per backend and N, the store is built once with ``put_many`` and the
+write-behind indexer (``--reuse DIR`` keeps it, a pgserver data directory for
+PostgreSQL, and later runs reuse it; ``--build-only`` stops there), then:
 
-Three query sets: ``rare`` (1-3 words drawn uniformly from the vocabulary,
-mostly tail terms: short posting lists), ``natural`` (3-6 words drawn with
-the corpus's own Zipf weights, so common words with long posting lists are
-in most queries, as in questions an agent asks) and ``natural-stop`` (the
-same queries with English stop words dropped, as ``bench/retrieval.py``'s
-stop-word experiment does: what that change would do to speed).
+* the first search after a start: a fresh process opens the store and searches
+  (hybrid in one process, vector-only in another);
+* vector recall@10 of ``Memory.search(channels=("vector",))`` against an exact
+  numpy scan over the same vectors (ties at the 10th score count as found),
+  unscoped, under the question's team prefix and in its agent's namespace;
+* p50/p90/p99 of lexical, vector and hybrid, unscoped and under a team prefix,
+  and hybrid in one agent's namespace, interleaved in rotating blocks with the
+  raw engine on a second plain connection: raw FTS5 (same quoted-OR query, top
+  10 by ``bm25``) and raw numpy (the exact scan) on SQLite; raw ``ts_rank`` and
+  raw pgvector (``ORDER BY embedding <=> q LIMIT 10``, default ``ef_search``)
+  on PostgreSQL, whose own recall is reported too;
+* build, indexer and update rates (items/s) against the embedder's alone: the
+  update writes ``--update`` new items into the built store, waits until they
+  are indexed, times the next search, then clears them;
+* memory: ``memlane serve --workers W`` for each W of ``--serve-workers``, each
+  worker's ``/proc/PID/smaps_rollup`` read when ready and after
+  ``--serve-searches`` hybrid searches per worker over HTTP (new connections,
+  spread by the kernel), growth of ``Private_Clean + Private_Dirty`` and
+  ``Pss`` against the vectors' bytes.
 
-BLAS threading matters on small machines: run once as is and once with
-``OPENBLAS_NUM_THREADS=1`` to compare (the setting in effect is printed).
-
-Also reported: the first vector search after opening (it loads the vector
-cache from SQLite), the cache's bytes (``store.vector_cache_bytes()``) and the
-process RSS. Files live in a temporary directory removed afterwards.
-
-``--backend postgres`` (``both``: SQLite first, then PostgreSQL, in one run)
-builds the same items with the same synthetic vectors in a fresh database on
-``$MEMLANE_TEST_PG_URL`` or a throwaway pgserver (PostgreSQL 16 + pgvector),
-runs ``VACUUM ANALYZE``, times the first vector search (it creates the HNSW
-index), and then times the same memlane subjects beside raw psycopg queries on
-the same tables through a second plain connection:
-
-* raw ts_rank: ``tsv @@ to_tsquery('memlane', q)`` ``ORDER BY ts_rank(tsv, q)
-  DESC LIMIT 10`` with memlane's own terms quoted and OR-ed, fetching the rows
-  (the GIN index; plain ``ts_rank``, no IDF);
-* raw pgvector: ``ORDER BY embedding::vector(384) <=> q LIMIT 10`` on memlane's
-  HNSW expression index (default ``hnsw.ef_search``, 40), fetching the rows;
-* raw pgvector with memlane's own nomination settings (``LIMIT 50``,
-  ``hnsw.ef_search = 100``: memlane asks every channel for
-  ``candidate_k = max(50, 2 * limit)`` candidates), refs only.
-
-Reported: p50/p99 and memlane/raw ratios, the top-10 overlap of memlane with
-each raw query (memlane's lexical ranking is IDF-weighted, so it differs from
-plain ``ts_rank`` by design), the vector recall@10 of both settings against
-an exact scan, whether each raw plan uses its index, and the database size.
-A comparison table of both backends ends a ``both`` run.
+Everything goes through the public API and the service, so the figures follow
+whatever ``Memory.search`` does. Goals of #36 are printed beside the figures.
+``--common`` is the common-word case of issue #14 (``common_words``).
 """
 
 from __future__ import annotations
