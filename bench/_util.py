@@ -432,3 +432,65 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def postgres_server_kept(datadir: str | os.PathLike[str] | None) -> Iterator[str]:
+    """As :func:`postgres_server`, but with ``datadir`` its data lives there and stays after the server stops.
+
+    For a benchmark that builds a large store once and reuses it: the next run
+    starts the same pgserver on the same directory. ``None``: a throwaway one.
+    """
+    if datadir is None or os.environ.get("MEMLANE_TEST_PG_URL"):
+        with postgres_server() as url:
+            yield url
+        return
+    import pgserver
+
+    path = Path(datadir)
+    path.mkdir(parents=True, exist_ok=True)
+    for p in (path, *path.parents):  # pgserver's postgres process runs as another user
+        if p == Path("/"):
+            break
+        if p.stat().st_uid == os.getuid():
+            os.chmod(p, p.stat().st_mode | 0o755)
+    server = pgserver.get_server(path, cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def smaps_rollup(pid: int) -> dict[str, int]:
+    """A process's ``/proc/PID/smaps_rollup`` memory lines in bytes (``Rss``, ``Pss``, ``Private_Clean``...)."""
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="utf-8") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 3 and parts[2] == "kB":
+                    out[parts[0].rstrip(":")] = int(parts[1]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children...), from ``/proc/PID/task/*/children``."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children", encoding="utf-8") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found

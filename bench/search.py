@@ -1,78 +1,68 @@
-"""Search speed: lexical, vector and hybrid ``Memory.search`` against raw FTS5 and raw numpy.
+"""Search at scale (#36): what ``Memory.search`` costs and finds on vectors with real neighbourhoods, both backends.
 
 Usage::
 
-    python bench/search.py [--n 10000 --n 100000] [--n 1000000] [--queries 400] [--json OUT]
-                           [--backend sqlite|postgres|both]
+    python bench/search.py [--n 100000] [--n 1000000] [--backend sqlite|postgres|both] [--queries 300]
+                           [--reuse DIR] [--build-only] [--serve-workers 1,2,4] [--json OUT]
     python bench/search.py --common [--n 100000] [--queries 200] [--backend sqlite|postgres|both]
 
-For each N, in one process: ``put_many`` N synthetic items (Zipf-distributed
-words over a fixed vocabulary, 10-30 words each, spread over ``--namespaces``
-namespaces) into a fresh store opened with a *synthetic* embedder (random unit
-vectors seeded by a hash of the text, 384 dimensions), so building 100k items
-takes seconds instead of the hours MiniLM would need; search speed does not
-depend on where vectors came from. Then, warm, with the subjects interleaved
-in rotating blocks (``_util.time_calls_interleaved``):
+Data: items of 10-30 words drawn with Zipf weights from a 5,000-word
+vocabulary (stop words and everyday nouns first) over ``--namespaces``
+namespaces ``(teamNN, agentNNNN)`` (10 teams: a team prefix holds a tenth of
+the items, an agent's namespace a thousandth). Vectors are memlane's
+``fake:384`` (signed word hashing: texts that share words are near), made by
+:class:`FakeVectors`, a numpy twin the run checks against ``FakeEmbedder``, so
+the store records ``fake:384`` and ``memlane serve`` embeds questions the same
+way. Questions: 2-6 Zipf words, stop words left in, half opened by a question
+word.
 
-* ``Memory.search`` with ``channels=("lexical",)``, ``("vector",)`` and both
-  (hybrid), ``limit=10``, over the whole store, query vectors passed as
-  ``embedding=`` so every subject gets the same precomputed vector (the cost
-  of embedding a query with MiniLM is reported on its own line);
-* raw FTS5 on a second plain ``sqlite3`` connection to the same file: the
-  same quoted-OR query, top 10 by ``bm25``, fetching the rows;
-* raw numpy: the same vectors as one float32 matrix, ``matrix @ q``,
-  ``argpartition`` top 10, sorted;
-* hybrid scoped to one namespace (``namespace_prefix``), the usual agent call.
+Per backend and N, the store is built once with ``put_many`` and the
+write-behind indexer (``--reuse DIR`` keeps it, a pgserver data directory for
+PostgreSQL, and later runs reuse it; ``--build-only`` stops there), then:
 
-Three query sets: ``rare`` (1-3 words drawn uniformly from the vocabulary,
-mostly tail terms: short posting lists), ``natural`` (3-6 words drawn with
-the corpus's own Zipf weights, so common words with long posting lists are
-in most queries, as in questions an agent asks) and ``natural-stop`` (the
-same queries with English stop words dropped, as ``bench/retrieval.py``'s
-stop-word experiment does: what that change would do to speed).
+* the first search after a start: a fresh process opens the store and searches
+  (hybrid in one process, vector-only in another);
+* vector recall@10 of ``Memory.search(channels=("vector",))`` against an exact
+  numpy scan over the same vectors (ties at the 10th score count as found),
+  unscoped, under the question's team prefix and in its agent's namespace;
+* p50/p90/p99 of lexical, vector and hybrid, unscoped and under a team prefix,
+  and hybrid in one agent's namespace, interleaved in rotating blocks with the
+  raw engine on a second plain connection: raw FTS5 (same quoted-OR query, top
+  10 by ``bm25``) and raw numpy (the exact scan) on SQLite; raw ``ts_rank`` and
+  raw pgvector (``ORDER BY embedding <=> q LIMIT 10``, default ``ef_search``)
+  on PostgreSQL, whose own recall is reported too;
+* build, indexer and update rates (items/s) against the embedder's alone: the
+  update writes ``--update`` new items into the built store, waits until they
+  are indexed, times the next search, then clears them;
+* memory: ``memlane serve --workers W`` for each W of ``--serve-workers``, each
+  worker's ``/proc/PID/smaps_rollup`` read when ready and after
+  ``--serve-searches`` hybrid searches per worker over HTTP (new connections,
+  spread by the kernel), growth of ``Private_Clean + Private_Dirty`` and
+  ``Pss`` against the vectors' bytes.
 
-BLAS threading matters on small machines: run once as is and once with
-``OPENBLAS_NUM_THREADS=1`` to compare (the setting in effect is printed).
-
-Also reported: the first vector search after opening (it loads the vector
-cache from SQLite), the cache's bytes (``store.vector_cache_bytes()``) and the
-process RSS. Files live in a temporary directory removed afterwards.
-
-``--backend postgres`` (``both``: SQLite first, then PostgreSQL, in one run)
-builds the same items with the same synthetic vectors in a fresh database on
-``$MEMLANE_TEST_PG_URL`` or a throwaway pgserver (PostgreSQL 16 + pgvector),
-runs ``VACUUM ANALYZE``, times the first vector search (it creates the HNSW
-index), and then times the same memlane subjects beside raw psycopg queries on
-the same tables through a second plain connection:
-
-* raw ts_rank: ``tsv @@ to_tsquery('memlane', q)`` ``ORDER BY ts_rank(tsv, q)
-  DESC LIMIT 10`` with memlane's own terms quoted and OR-ed, fetching the rows
-  (the GIN index; plain ``ts_rank``, no IDF);
-* raw pgvector: ``ORDER BY embedding::vector(384) <=> q LIMIT 10`` on memlane's
-  HNSW expression index (default ``hnsw.ef_search``, 40), fetching the rows;
-* raw pgvector with memlane's own nomination settings (``LIMIT 50``,
-  ``hnsw.ef_search = 100``: memlane asks every channel for
-  ``candidate_k = max(50, 2 * limit)`` candidates), refs only.
-
-Reported: p50/p99 and memlane/raw ratios, the top-10 overlap of memlane with
-each raw query (memlane's lexical ranking is IDF-weighted, so it differs from
-plain ``ts_rank`` by design), the vector recall@10 of both settings against
-an exact scan, whether each raw plan uses its index, and the database size.
-A comparison table of both backends ends a ``both`` run.
+Everything goes through the public API and the service, so the figures follow
+whatever ``Memory.search`` does. Goals of #36 are printed beside the figures.
+``--common`` is the common-word case of issue #14 (``common_words``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import itertools
+import json
 import os
 import random
+import re
+import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +75,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import (  # noqa: E402
     Goal,
     db_size,
+    descendants,
     fmt_bytes,
     format_table,
+    free_port,
     machine_info,
     pg_url_for,
     postgres_server,
+    postgres_server_kept,
     progress,
     ratio,
+    smaps_rollup,
     summarize,
     time_calls_interleaved,
     write_json,
@@ -226,401 +220,810 @@ def minilm_query_cost(count: int = 50) -> dict[str, Any] | None:
     return {"n": s.n, "p50_ms": round(s.p50_us / 1000, 3), "p99_ms": round(s.p99_us / 1000, 3)}
 
 
-def run(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
-    corpus = Corpus(args.seed, args.namespaces)
-    path = workdir / "search.db"
-    embedder = RandomUnitEmbedder()
-    result: dict[str, Any] = {"n": n, "namespaces": args.namespaces, "vocabulary": len(corpus.vocab)}
-
-    # build --------------------------------------------------------------------
-    progress(f"N={n:,}: put_many in batches of {args.batch:,} (synthetic vectors)")
-    mem = memlane.open(str(path), embedder=embedder)
-    t0 = time.perf_counter()
-    for start in range(0, n, args.batch):
-        mem.put_many(corpus.batch(start, min(n, start + args.batch)))
-    build_s = time.perf_counter() - t0
-    mem.close()
-    result["build"] = {"seconds": round(build_s, 2), "items_per_s": round(n / build_s, 1), "db_bytes": db_size(path)}
-    progress(f"  built in {build_s:,.1f} s ({n / build_s:,.0f} items/s), {fmt_bytes(db_size(path))}")
-
-    # fresh open: the first vector search loads the cache ------------------------
-    rss_before = rss_bytes()
-    mem = memlane.open(str(path), embedder=embedder)
-    probe = embedder.embed_batch(["cache load probe"])[0].tolist()
-    t0 = time.perf_counter()
-    mem.search("cache load probe", channels=("vector",), embedding=probe, limit=10)
-    first_ms = (time.perf_counter() - t0) * 1000
-    cache_bytes = mem.store.vector_cache_bytes()
-    rss_after = rss_bytes()
-    result["vector_cache"] = {
-        "first_search_ms": round(first_ms, 2),
-        "bytes": cache_bytes,
-        "bytes_per_100k_items": round(cache_bytes / n * 100_000),
-        "rss_before_bytes": rss_before["rss"],
-        "rss_after_bytes": rss_after["rss"],
-    }
-    progress(f"  first vector search (cache load) {first_ms:,.0f} ms; cache {fmt_bytes(cache_bytes)}")
-
-    # raw baselines ----------------------------------------------------------------
-    raw = sqlite3.connect(str(path), isolation_level=None)
-    refs_and_blobs = raw.execute("SELECT item_rowid, embedding FROM item_vectors ORDER BY item_rowid").fetchall()
-    matrix = np.frombuffer(b"".join(b for _, b in refs_and_blobs), dtype="<f4").reshape(len(refs_and_blobs), DIM)
-    matrix = np.ascontiguousarray(matrix)
-    row_refs = np.array([r for r, _ in refs_and_blobs], dtype=np.int64)
-    del refs_and_blobs
-    raw_exec = raw.execute
-
-    def raw_fts(match: str) -> Any:
-        return raw_exec(RAW_FTS, (match,)).fetchall()
-
-    def raw_numpy(q: Any) -> Any:
-        scores = matrix @ q
-        top = np.argpartition(-scores, 9)[:10]
-        top = top[np.argsort(-scores[top])]
-        return row_refs[top], scores[top]
-
-    def lexical(q: str) -> Any:
-        return mem.search(q, limit=10, channels=("lexical",))
-
-    def vector(q: str, vec: Any) -> Any:
-        return mem.search(q, limit=10, channels=("vector",), embedding=vec)
-
-    def hybrid(q: str, vec: Any) -> Any:
-        return mem.search(q, limit=10, embedding=vec)
-
-    def hybrid_ns(q: str, vec: Any, ns: tuple[str, ...]) -> Any:
-        return mem.search(q, limit=10, embedding=vec, namespace_prefix=ns)
-
-    # timed -----------------------------------------------------------------------
-    warm = min(50, args.queries)
-    result["queries"] = {}
-    qrng = random.Random(args.seed + 3)
-    for kind in args.query_kind:
-        texts = corpus.queries(kind, args.queries + warm)
-        vecs = [v.tolist() for v in embedder.embed_batch(texts)]
-        arrays = [np.asarray(v, dtype=np.float32) for v in vecs]
-        namespaces = [corpus.namespaces[qrng.randrange(len(corpus.namespaces))] for _ in texts]
-        matches = [match_expr(t) for t in texts]
-        # sanity: memlane lexical and raw FTS5 agree on the top 10
-        agree = 0
-        for t, m in zip(texts[:50], matches[:50], strict=True):
-            mine = [h.item.key for h in lexical(t).hits]
-            theirs = [row[3] for row in raw_fts(m)]
-            agree += mine == theirs
-        progress(f"N={n:,} {kind}: timing {args.queries:,} queries x 6 subjects (+{warm} warm-up)")
-        samples = time_calls_interleaved(
-            {
-                "raw FTS5": (raw_fts, [(m,) for m in matches]),
-                "memlane lexical": (lexical, [(t,) for t in texts]),
-                "raw numpy": (raw_numpy, [(a,) for a in arrays]),
-                "memlane vector": (vector, list(zip(texts, vecs, strict=True))),
-                "memlane hybrid": (hybrid, list(zip(texts, vecs, strict=True))),
-                "memlane hybrid, one namespace": (hybrid_ns, list(zip(texts, vecs, namespaces, strict=True))),
-            },
-            rounds=args.rounds,
-            warmup=warm,
-        )
-        summary = {name: summarize(s).to_dict() for name, s in samples.items()}
-        result["queries"][kind] = {
-            "examples": texts[warm : warm + 3],
-            "top10_agreement_lexical_vs_raw": round(agree / 50, 3),
-            "latency_us": summary,
-        }
-    result["rss_end_bytes"] = rss_bytes()
-    mem.close()
-    raw.close()
-    return result
-
-
 def pg_tsquery(query: str) -> str:
     """memlane's query terms, each quoted, OR-ed, for ``to_tsquery`` (as bench/kv.py's raw search)."""
     return " | ".join("'" + t.replace("'", "''") + "'" for t in rank.terms(query))
 
 
-def run_postgres(n: int, admin_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The same items and subjects on PostgreSQL, beside raw psycopg queries on memlane's own tables."""
-    import psycopg
+# -- at scale (issue #36): neighbourhood vectors, natural questions, both backends -----------------
 
-    dbname = f"memlane_search_{os.getpid()}_{n}"
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        row: Any = admin.execute("SHOW server_version").fetchone()
-        server_version = row[0]
-        admin.execute(f'DROP DATABASE IF EXISTS "{dbname}"')
-        admin.execute(f'CREATE DATABASE "{dbname}"')
-    try:
-        return _run_postgres(n, pg_url_for(admin_url, dbname), server_version, args)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+TEAMS = 10  # namespaces are (team, agent): a team prefix holds a tenth of the items, an agent's namespace 1/1000
+QUESTION_WORDS = ("what", "when", "who", "how", "which", "where", "why")
+UPDATE_NS = ("bench-update", "u")
+K = 10
+_WORD = re.compile(r"\w+")
 
 
-def _run_postgres(n: int, url: str, server_version: str, args: argparse.Namespace) -> dict[str, Any]:
-    import psycopg
+class ScaleCorpus(Corpus):
+    """The items of :class:`Corpus` in two-level namespaces ``(teamNN, agentNNNN)``, and natural questions."""
 
-    from memlane.store._common import ITEM_COLUMNS
+    def __init__(self, seed: int, namespaces: int) -> None:
+        super().__init__(seed, namespaces)
+        self.teams = TEAMS if namespaces % TEAMS == 0 else 1
+        self.namespaces = [(f"team{i % self.teams:02d}", f"agent{i:04d}") for i in range(namespaces)]
 
-    corpus = Corpus(args.seed, args.namespaces)
-    embedder = RandomUnitEmbedder()
-    result: dict[str, Any] = {
-        "backend": "postgres",
-        "server_version": server_version,
-        "n": n,
-        "namespaces": args.namespaces,
-        "vocabulary": len(corpus.vocab),
-    }
+    def texts(self, start: int, stop: int) -> list[str]:
+        return [r["value"] for r in self.batch(start, stop)]
 
-    # build ----------------------------------------------------------------------
-    progress(f"N={n:,} postgres: put_many in batches of {args.batch:,} (synthetic vectors)")
-    mem = memlane.open(url, embedder=embedder)
+    def questions(self, count: int, salt: int = 0) -> list[str]:
+        """2-6 words drawn with the corpus's Zipf weights, stop words left in, half opened by a question word."""
+        rng = random.Random(self.seed * 7 + 11 + salt)
+        out = []
+        for _ in range(count):
+            size = rng.randint(2, 6)
+            if rng.random() < 0.5:
+                out.append(" ".join([rng.choice(QUESTION_WORDS), *self._zipf(rng, size - 1)]))
+            else:
+                out.append(" ".join(self._zipf(rng, size)))
+        return out
+
+
+class FakeVectors:
+    """memlane's ``fake:384`` embedder (``FakeEmbedder``: signed word hashing), vectorised with numpy.
+
+    The same vectors, so texts that share words are near and a store it built is
+    served by ``memlane serve`` with the recorded ``fake:384``: it records
+    itself under the same name, dimension and spec. A word's bucket and sign
+    are cached, so a million items embed in seconds instead of minutes.
+    """
+
+    name = "fake"
+    dimension = DIM
+    spec = f"fake:{DIM}"
+
+    def __init__(self) -> None:
+        self._words: dict[str, tuple[int, float]] = {}
+
+    def _word(self, word: str) -> tuple[int, float]:
+        got = self._words.get(word)
+        if got is None:
+            digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest()
+            got = (int.from_bytes(digest[:4], "little") % DIM, 1.0 if digest[4] & 1 else -1.0)
+            self._words[word] = got
+        return got
+
+    def matrix(self, texts: Sequence[str]) -> np.ndarray:
+        rows: list[int] = []
+        cols: list[int] = []
+        signs: list[float] = []
+        for r, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                b, s = self._word(word)
+                rows.append(r)
+                cols.append(b)
+                signs.append(s)
+        m = np.zeros((len(texts), DIM), dtype=np.float64)
+        np.add.at(m, (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)), signs)
+        norms = np.linalg.norm(m, axis=1)
+        empty = norms == 0
+        m[empty, 0], norms[empty] = 1.0, 1.0
+        return m / norms[:, None]
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Any]:
+        return list(self.matrix(texts))
+
+
+def check_same_as_fake(corpus: ScaleCorpus) -> None:
+    """The bench's vectors must be memlane's ``fake:384`` ones, or the service would embed questions otherwise."""
+    from memlane.domain.search.embedders import FakeEmbedder
+
+    texts = corpus.texts(0, 50) + corpus.questions(50)
+    mine = FakeVectors().matrix(texts)
+    theirs = np.asarray(FakeEmbedder(DIM).embed_batch(texts))
+    if not np.allclose(mine, theirs, atol=1e-9):
+        raise SystemExit("bench/search.py: FakeVectors no longer matches memlane's fake:384 embedder")
+
+
+def embed_rates(corpus: ScaleCorpus, count: int = 5000) -> dict[str, float]:
+    """Items per second of the bench's vectorised embedder and of memlane's own ``fake:384`` (pure Python)."""
+    from memlane.domain.search.embedders import FakeEmbedder
+
+    texts = corpus.texts(0, count)
+    t0 = time.perf_counter()
+    FakeVectors().matrix(texts)
+    fast = count / (time.perf_counter() - t0)
+    few = texts[: count // 5]
+    t0 = time.perf_counter()
+    FakeEmbedder(DIM).embed_batch(few)
+    slow = len(few) / (time.perf_counter() - t0)
+    return {"bench_embedder_items_per_s": round(fast), "memlane_fake384_items_per_s": round(slow)}
+
+
+# -- where the store lives -------------------------------------------------------------------------
+
+
+class Place:
+    """One backend's store for one N: a kept one under ``--reuse DIR`` or a throwaway one."""
+
+    def __init__(self, backend: str, n: int, args: argparse.Namespace, admin_url: str | None) -> None:
+        self.backend, self.n, self.args, self.admin_url = backend, n, args, admin_url
+        tag = f"{n}-s{args.seed}-ns{args.namespaces}"
+        self._tmp: str | None = None
+        if args.reuse:
+            folder = Path(args.reuse)
+        else:
+            self._tmp = tempfile.mkdtemp(prefix=f"memlane-search-{n}-")
+            folder = Path(self._tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.marker = folder / f"{backend}-{tag}.built"
+        if backend == "sqlite":
+            self.dbname = ""
+            self.url = str(folder / f"search-{tag}.db")
+        else:
+            assert admin_url is not None
+            self.dbname = f"memlane_search_{tag.replace('-', '_')}" + ("" if args.reuse else f"_{os.getpid()}")
+            self.url = pg_url_for(admin_url, self.dbname)
+
+    @property
+    def built(self) -> bool:
+        return self.marker.exists()
+
+    def create(self) -> None:
+        """An empty store (an unfinished kept one is started again)."""
+        if self.backend == "sqlite":
+            for suffix in ("", "-wal", "-shm"):
+                Path(self.url + suffix).unlink(missing_ok=True)
+            return
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{self.dbname}"')
+
+    def finish(self) -> None:
+        """Keep it (``--reuse``) or remove it."""
+        if self._tmp is not None:
+            if self.backend == "postgres":
+                import psycopg
+
+                with psycopg.connect(self.admin_url, autocommit=True) as admin:
+                    admin.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+            import shutil
+
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def size(self) -> int:
+        if self.backend == "sqlite":
+            return db_size(self.url)
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            row: Any = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+            return int(row[0])
+
+
+def build(place: Place, corpus: ScaleCorpus, args: argparse.Namespace) -> dict[str, Any]:
+    """``put_many`` every item with the write-behind indexer on, then wait until every vector is in."""
+    n = place.n
+    place.create()
+    progress(f"{place.backend} N={n:,}: put_many in batches of {args.batch:,} (the indexer embeds behind)")
+    mem = memlane.open(place.url, embedder=FakeVectors())
     t0 = time.perf_counter()
     for start in range(0, n, args.batch):
         mem.put_many(corpus.batch(start, min(n, start + args.batch)))
-    build_s = time.perf_counter() - t0
-    raw = psycopg.connect(url, autocommit=True)
-    t0 = time.perf_counter()
-    raw.execute("VACUUM ANALYZE items")
-    raw.execute("VACUUM ANALYZE item_vectors")
-    vacuum_s = time.perf_counter() - t0
-    progress(f"  built in {build_s:,.1f} s ({n / build_s:,.0f} items/s); VACUUM ANALYZE {vacuum_s:,.1f} s")
-
-    # the first vector search creates the HNSW index ---------------------------------
-    probe = embedder.embed_batch(["cache load probe"])[0].tolist()
-    t0 = time.perf_counter()
-    mem.search("cache load probe", channels=("vector",), embedding=probe, limit=10)
-    first_s = time.perf_counter() - t0
-    sizes: Any = raw.execute(
-        "SELECT pg_database_size(current_database()), pg_total_relation_size('items'), "
-        "pg_total_relation_size('item_vectors'), pg_relation_size('items_tsv'), "
-        f"pg_relation_size('item_vectors_hnsw_{DIM}')"
-    ).fetchone()
-    result["build"] = {
-        "seconds": round(build_s, 2),
-        "items_per_s": round(n / build_s, 1),
-        "vacuum_analyze_seconds": round(vacuum_s, 2),
-        "first_vector_search_seconds": round(first_s, 2),
-        "database_bytes": sizes[0],
-        "items_bytes": sizes[1],
-        "item_vectors_bytes": sizes[2],
-        "gin_bytes": sizes[3],
-        "hnsw_bytes": sizes[4],
-    }
-    progress(
-        f"  first vector search (creates the HNSW index) {first_s:,.1f} s; database {fmt_bytes(sizes[0])}, "
-        f"HNSW index {fmt_bytes(sizes[4])}"
-    )
-
-    # raw baselines on a second plain connection ---------------------------------------
-    raw_fts_sql = (
-        f"SELECT {ITEM_COLUMNS} FROM items WHERE tsv @@ to_tsquery('memlane', %s) "
-        "ORDER BY ts_rank(tsv, to_tsquery('memlane', %s)) DESC LIMIT 10"
-    )
-    raw_vec_sql = (
-        f"SELECT {ITEM_COLUMNS} FROM (SELECT item_ref, embedding::vector({DIM}) <=> %s::vector({DIM}) AS d "
-        "FROM item_vectors ORDER BY d LIMIT 10) AS v JOIN items ON items.ref = v.item_ref ORDER BY v.d"
-    )
-    # memlane's own nomination: candidate_k = max(50, 2 * limit) refs, hnsw.ef_search = 2 * candidate_k
-    wide_k = 50
-    raw_wide_sql = (
-        f"SELECT item_ref, 1 - (embedding::vector({DIM}) <=> %s::vector({DIM})), version FROM item_vectors "
-        f"ORDER BY embedding::vector({DIM}) <=> %s::vector({DIM}) LIMIT {wide_k}"
-    )
-    exact_sql = (
-        f"SELECT items.id FROM item_vectors v JOIN items ON items.ref = v.item_ref "
-        f"ORDER BY v.embedding::vector({DIM}) <=> %s::vector({DIM}) LIMIT 10"
-    )
-    execute = raw.execute
-    wide = psycopg.connect(url, autocommit=True)
-    wide.execute(f"SET hnsw.ef_search = {2 * wide_k}")
-
-    def raw_fts(q1: str, q2: str) -> Any:
-        return execute(raw_fts_sql, (q1, q2)).fetchall()
-
-    def raw_vec(literal: str) -> Any:
-        return execute(raw_vec_sql, (literal,)).fetchall()
-
-    def raw_wide(literal: str) -> Any:
-        return wide.execute(raw_wide_sql, (literal, literal)).fetchall()
-
-    def exact_top10(literal: str) -> set[str]:
-        with raw.transaction():
-            raw.execute("SET LOCAL enable_indexscan = off")
-            return {r[0] for r in raw.execute(exact_sql, (literal,)).fetchall()}
-
-    def lexical(q: str) -> Any:
-        return mem.search(q, limit=10, channels=("lexical",))
-
-    def vector(q: str, vec: Any) -> Any:
-        return mem.search(q, limit=10, channels=("vector",), embedding=vec)
-
-    def hybrid(q: str, vec: Any) -> Any:
-        return mem.search(q, limit=10, embedding=vec)
-
-    def hybrid_ns(q: str, vec: Any, ns: tuple[str, ...]) -> Any:
-        return mem.search(q, limit=10, embedding=vec, namespace_prefix=ns)
-
-    def plan(sql: str, params: tuple[Any, ...]) -> str:
-        return "\n".join(r[0] for r in execute("EXPLAIN " + sql, params).fetchall())
-
-    # timed ---------------------------------------------------------------------------
-    warm = min(50, args.queries)
-    result["queries"] = {}
-    qrng = random.Random(args.seed + 3)
-    for kind in args.query_kind:
-        texts = corpus.queries(kind, args.queries + warm)
-        vecs = [v.tolist() for v in embedder.embed_batch(texts)]
-        literals = ["[" + ",".join(repr(float(x)) for x in v) + "]" for v in vecs]
-        namespaces = [corpus.namespaces[qrng.randrange(len(corpus.namespaces))] for _ in texts]
-        tsq = [(pg_tsquery(t), pg_tsquery(t)) for t in texts]
-        plans = {
-            "raw ts_rank uses the GIN index": "items_tsv" in plan(raw_fts_sql, tsq[0]),
-            "raw pgvector uses the HNSW index": f"item_vectors_hnsw_{DIM}" in plan(raw_vec_sql, (literals[0],)),
-        }
-        if "vector_recall_at_10" not in result:
-            # HNSW is approximate: recall@10 against an exact scan, for the default and for memlane's settings
-            hits = {"raw pgvector": 0, "memlane vector": 0}
-            for v, lit in zip(vecs[:50], literals[:50], strict=True):
-                exact = exact_top10(lit)
-                hits["raw pgvector"] += len(
-                    exact & {r[0] for r in execute(raw_vec_sql.replace(ITEM_COLUMNS, "items.id"), (lit,))}
-                )
-                hits["memlane vector"] += len(exact & {i for i, _, _ in mem.store.vector(v, [()], wide_k)[:10]})
-            result["vector_recall_at_10"] = {k: round(h / 500, 3) for k, h in hits.items()}
-        # top-10 overlap with the raw queries (memlane's lexical ranking is IDF-weighted: it differs by design)
-        lex_same = vec_same = lex_total = vec_total = 0
-        for t, v, q, lit in zip(texts[:50], vecs[:50], tsq[:50], literals[:50], strict=True):
-            mine = {h.item.key for h in lexical(t).hits}
-            theirs = {row[2] for row in raw_fts(*q)}
-            lex_same, lex_total = lex_same + len(mine & theirs), lex_total + max(len(mine), len(theirs))
-            mine = {h.item.key for h in vector(t, v).hits}
-            theirs = {row[2] for row in raw_vec(lit)}
-            vec_same, vec_total = vec_same + len(mine & theirs), vec_total + max(len(mine), len(theirs))
-        progress(f"N={n:,} postgres {kind}: timing {args.queries:,} queries x 7 subjects (+{warm} warm-up)")
-        samples = time_calls_interleaved(
-            {
-                "raw ts_rank": (raw_fts, tsq),
-                "memlane lexical": (lexical, [(t,) for t in texts]),
-                "raw pgvector": (raw_vec, [(lit,) for lit in literals]),
-                "raw pgvector, k=50, ef_search=100": (raw_wide, [(lit,) for lit in literals]),
-                "memlane vector": (vector, list(zip(texts, vecs, strict=True))),
-                "memlane hybrid": (hybrid, list(zip(texts, vecs, strict=True))),
-                "memlane hybrid, one namespace": (hybrid_ns, list(zip(texts, vecs, namespaces, strict=True))),
-            },
-            rounds=args.rounds,
-            warmup=warm,
-        )
-        result["queries"][kind] = {
-            "examples": texts[warm : warm + 3],
-            "top10_overlap_lexical_vs_raw": round(lex_same / lex_total, 3) if lex_total else None,
-            "top10_overlap_vector_vs_raw": round(vec_same / vec_total, 3) if vec_total else None,
-            "plans": plans,
-            "latency_us": {name: summarize(s).to_dict() for name, s in samples.items()},
-        }
+        if start and start % (20 * args.batch) == 0:
+            progress(f"  {start:,} written, {time.perf_counter() - t0:,.0f} s")
+    write_s = time.perf_counter() - t0
+    progress(f"  written in {write_s:,.1f} s; waiting for the indexer")
+    mem.wait_indexed()
+    total_s = time.perf_counter() - t0
     mem.close()
-    raw.close()
-    wide.close()
-    return result
+    out: dict[str, Any] = {
+        "batch": args.batch,
+        "write_seconds": round(write_s, 1),
+        "write_items_per_s": round(n / write_s),
+        "indexed_seconds": round(total_s, 1),
+        "indexed_items_per_s": round(n / total_s),
+    }
+    if place.backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(place.url, autocommit=True) as conn:
+            t0 = time.perf_counter()
+            conn.execute("VACUUM ANALYZE items")
+            conn.execute("VACUUM ANALYZE item_vectors")
+            out["vacuum_analyze_seconds"] = round(time.perf_counter() - t0, 1)
+    progress(f"  indexed after {total_s:,.1f} s ({n / total_s:,.0f} items/s)")
+    place.marker.write_text(json.dumps(out) + "\n")
+    return out
 
 
-RAW_BASE = {
-    "sqlite": {"memlane lexical": "raw FTS5", "memlane vector": "raw numpy"},
-    "postgres": {"memlane lexical": "raw ts_rank", "memlane vector": "raw pgvector"},
-}
+# -- the exact answer ------------------------------------------------------------------------------
 
 
-def report(res: dict[str, Any]) -> str:
-    n = res["n"]
-    backend = res.get("backend", "sqlite")
-    bases = RAW_BASE[backend]
-    raw_lex, raw_vec = bases["memlane lexical"], bases["memlane vector"]
-    lines = []
-    for kind, q in res["queries"].items():
-        lat = q["latency_us"]
-        rows = []
-        for name, s in lat.items():
-            base = bases.get(name)
-            vs = f"{ratio(s['p50_us'], lat[base]['p50_us']):.2f}x {base}" if base else ""
-            wide = "raw pgvector, k=50, ef_search=100"
-            if name == "memlane vector" and wide in lat:
-                vs += f"; {ratio(s['p50_us'], lat[wide]['p50_us']):.2f}x k=50"
-            if name == "memlane hybrid":
-                both = lat[raw_lex]["p50_us"] + lat[raw_vec]["p50_us"]
-                vs = f"{ratio(s['p50_us'], both):.2f}x {raw_lex} + {raw_vec}"
-            rows.append(
-                [name, f"{s['p50_us'] / 1000:.2f}", f"{s['p90_us'] / 1000:.2f}", f"{s['p99_us'] / 1000:.2f}", vs]
-            )
-        if backend == "postgres":
-            checks = (
-                f"top-10 overlap with raw: lexical {q['top10_overlap_lexical_vs_raw']:.0%} (IDF-weighted vs plain "
-                f"ts_rank), vector {q['top10_overlap_vector_vs_raw']:.0%}; "
-                + ", ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in q["plans"].items())
-            )
-        else:
-            checks = f"lexical/raw top-10 agreement {q['top10_agreement_lexical_vs_raw']:.0%}"
-        title = (
-            f"{backend} N={n:,}, {kind} queries (e.g. {q['examples'][0]!r}); {lat[raw_lex]['n']} timed each; " + checks
-        )
-        lines.append(format_table(["subject", "p50 ms", "p90 ms", "p99 ms", "p50 vs raw"], rows, title=title))
-        hyb = lat["memlane hybrid"]["p50_us"] / 1000
-        lex = ratio(lat["memlane lexical"]["p50_us"], lat[raw_lex]["p50_us"])
-        goals = [f"lexical p50 <= 1.5x {raw_lex}: {lex:.2f}x {GOAL_LEXICAL.status(lex)}"]
-        if n == 100_000:
-            goals.append(f"{GOAL_HYBRID.label}: {hyb:.1f} ms {GOAL_HYBRID.status(hyb)}")
-        lines.append("  goals: " + "; ".join(goals))
-        lines.append("")
-    b = res["build"]
-    if backend == "postgres":
-        lines.append(
-            f"postgres {res['server_version']} N={n:,}: build {b['seconds']:,.1f} s ({b['items_per_s']:,.0f} items/s), "
-            f"VACUUM ANALYZE {b['vacuum_analyze_seconds']:,.1f} s; first vector search (creates the HNSW index) "
-            f"{b['first_vector_search_seconds']:,.1f} s; database {fmt_bytes(b['database_bytes'])} (items "
-            f"{fmt_bytes(b['items_bytes'])}, item_vectors {fmt_bytes(b['item_vectors_bytes'])}, GIN "
-            f"{fmt_bytes(b['gin_bytes'])}, HNSW {fmt_bytes(b['hnsw_bytes'])})"
-        )
-        rec = res.get("vector_recall_at_10")
-        if rec:
-            lines.append(
-                f"vector recall@10 against an exact scan (50 queries): raw pgvector (LIMIT 10, default ef_search 40) "
-                f"{rec['raw pgvector']:.2f}; memlane (k=50, ef_search=100) {rec['memlane vector']:.2f}"
-            )
-        return "\n".join(lines)
-    vc = res["vector_cache"]
-    lines.append(
-        f"N={n:,}: build {b['seconds']:,.1f} s ({b['items_per_s']:,.0f} items/s), file {fmt_bytes(b['db_bytes'])}; "
-        f"first vector search (loads the cache) {vc['first_search_ms']:,.0f} ms; vector cache {fmt_bytes(vc['bytes'])} "
-        f"= {fmt_bytes(vc['bytes_per_100k_items'])} per 100k items; RSS {fmt_bytes(vc['rss_before_bytes'])} before "
-        f"the cache load, {fmt_bytes(vc['rss_after_bytes'])} after, {fmt_bytes(res['rss_end_bytes']['rss'])} at the "
-        f"end (incl. the raw numpy copy), peak {fmt_bytes(res['rss_end_bytes']['peak'])}"
+class Exact:
+    """Every item's vector as one float32 matrix (the same vectors the store holds), and each row's scope."""
+
+    def __init__(self, corpus: ScaleCorpus, n: int, ids: dict[str, str], batch: int) -> None:
+        progress(f"  exact matrix: embedding {n:,} texts in numpy")
+        emb = FakeVectors()
+        # in the build's batches: a batch's texts come from a generator seeded by its start
+        parts = [emb.matrix(corpus.texts(s, min(n, s + batch))).astype(np.float32) for s in range(0, n, batch)]
+        self.matrix = np.ascontiguousarray(np.concatenate(parts))
+        self.ids = np.array([ids[f"notes.{i}"] for i in range(n)], dtype=object)
+        slot = np.arange(n) % len(corpus.namespaces)
+        self.rows_of_team = {f"team{t:02d}": np.flatnonzero(slot % corpus.teams == t) for t in range(corpus.teams)}
+        self.corpus = corpus
+
+    def check_against(self, mem: Any) -> None:
+        """The matrix's rows are the vectors of the texts the store holds (a sample, by key)."""
+        sample = [(len(self.matrix) * j) // 25 for j in range(25)]
+        spaces = self.corpus.namespaces
+        texts = [mem.get(spaces[i % len(spaces)], f"notes.{i}").value for i in sample]
+        if not np.allclose(FakeVectors().matrix(texts).astype(np.float32), self.matrix[sample], atol=1e-6):
+            raise SystemExit("bench/search.py: the exact matrix does not match the store's texts")
+
+    def rows_of_namespace(self, namespace: tuple[str, str]) -> np.ndarray:
+        j = self.corpus.namespaces.index(namespace)
+        return np.arange(j, len(self.matrix), len(self.corpus.namespaces))
+
+    def top(self, q: np.ndarray, rows: np.ndarray | None = None) -> tuple[list[str], float, dict[str, float]]:
+        """The exact top 10 ids, the 10th score, and the score of every id in scope (for tie-aware recall)."""
+        m = self.matrix if rows is None else self.matrix[rows]
+        scores = m @ q
+        k = min(K, len(scores))
+        best = np.argpartition(-scores, k - 1)[:k]
+        best = best[np.argsort(-scores[best])]
+        ids = self.ids if rows is None else self.ids[rows]
+        return [ids[i] for i in best], float(scores[best[-1]]), {}
+
+    def score_of(self, item_id: str, q: np.ndarray, row_of: dict[str, int]) -> float:
+        r = row_of.get(item_id)
+        return -2.0 if r is None else float(self.matrix[r] @ q)
+
+
+def recall_at_10(got: Sequence[str], exact_top: Sequence[str], tenth: float, scores: Sequence[float]) -> float:
+    """Share of the exact top 10 found; a hit scoring as high as the exact 10th counts too (ties are not misses)."""
+    found = len(set(got) & set(exact_top))
+    tied = sum(1 for i, s in zip(got, scores, strict=True) if i not in exact_top and s >= tenth - 1e-6)
+    return min(len(exact_top), found + tied) / len(exact_top)
+
+
+def store_ids(place: Place) -> dict[str, str]:
+    """``notes.<i>`` key to item id, read straight from the store's table."""
+    if place.backend == "sqlite":
+        conn = sqlite3.connect(place.url)
+        try:
+            return dict(conn.execute("SELECT key, id FROM items WHERE key LIKE 'notes.%'").fetchall())
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(place.url) as conn:
+        return dict(conn.execute("SELECT key, id FROM items WHERE key LIKE 'notes.%%'").fetchall())
+
+
+# -- the first search after a start, in a fresh process --------------------------------------------
+
+_FIRST = """
+import json, sys, time
+t0 = time.perf_counter()
+import memlane
+mem = memlane.open(sys.argv[1], embedder="fake:384")
+t1 = time.perf_counter()
+qs = json.loads(sys.argv[3])
+channels = {} if sys.argv[2] == "hybrid" else {"channels": [sys.argv[2]]}
+times = []
+for q in qs:
+    s = time.perf_counter()
+    mem.search(q, limit=10, **channels)
+    times.append((time.perf_counter() - s) * 1000)
+mem.close()
+print(json.dumps({"import_open_ms": (t1 - t0) * 1000, "first_ms": times[0], "next_ms": sorted(times[1:])}))
+"""
+
+
+def first_search(place: Place, channel: str, questions: list[str]) -> dict[str, Any]:
+    """A new process opens the store and searches: the first search, then a few more."""
+    env = dict(os.environ)
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST, place.url, channel, json.dumps(questions)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+        check=False,
     )
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    nxt = got.pop("next_ms")
+    got["then_median_ms"] = nxt[len(nxt) // 2] if nxt else None
+    return {k: round(v, 1) if isinstance(v, float) else v for k, v in got.items()}
+
+
+# -- the service's memory per worker ---------------------------------------------------------------
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _workers_of(serve_pid: int, count: int) -> list[int]:
+    """The worker processes of ``memlane serve``: itself with one worker, else the fork server's children."""
+    if count == 1:
+        return [serve_pid]
+    deadline = time.monotonic() + 60
+    while True:
+        children = set(descendants(serve_pid))
+        grandchildren = [p for p in children for p in descendants(p)]
+        workers = sorted({p for p in grandchildren if "resource_tracker" not in _cmdline(p)})
+        if len(workers) >= count or time.monotonic() > deadline:
+            return workers[:count]
+        time.sleep(0.2)
+
+
+def private_bytes(m: dict[str, int]) -> int:
+    return m.get("Private_Clean", 0) + m.get("Private_Dirty", 0)
+
+
+def serve_memory(place: Place, workers: int, questions: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """``memlane serve --workers N`` on the store; each worker's memory before and after its first searches."""
+    import httpx
+
+    from memlane.core.access import Access
+
+    with memlane.open(place.url, embedder="fake:384") as mem:
+        _, token = Access(mem).create_agent(f"bench{os.getpid()}w{workers}t{int(time.time())}", admin=True)
+    port = free_port()
+    cmd = [str(Path(sys.executable).with_name("memlane")), "serve", "--db", place.url, "--port", str(port)]
+    server = subprocess.Popen(
+        [*cmd, "--workers", str(workers)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    base = f"http://127.0.0.1:{port}/v1"
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"memlane serve did not start: {server.stderr.read() if server.stderr else ''}")
+            time.sleep(0.1)
+        ready_s = time.perf_counter() - t0
+        pids = _workers_of(server.pid, workers)
+        time.sleep(0.5)
+        before = {p: smaps_rollup(p) for p in pids}
+        ticks = {p: _cpu_ticks(p) for p in pids}
+
+        def one(q: str) -> float:
+            with httpx.Client(timeout=600, headers=headers) as client:  # a new connection: spread over workers
+                s = time.perf_counter()
+                r = client.post(f"{base}/search", json={"query": q, "limit": 10})
+                r.raise_for_status()
+                return (time.perf_counter() - s) * 1000
+
+        first_ms = one(questions[0])
+        with ThreadPoolExecutor(max_workers=2 * workers) as pool:
+            lat = list(pool.map(one, questions[1 : 1 + args.serve_searches * workers]))
+        time.sleep(0.5)
+        after = {p: smaps_rollup(p) for p in pids}
+        served = {p: _cpu_ticks(p) - ticks[p] for p in pids}
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    per = []
+    for p in pids:
+        per.append(
+            {
+                "private_before": private_bytes(before[p]),
+                "private_growth": private_bytes(after[p]) - private_bytes(before[p]),
+                "pss_growth": after[p].get("Pss", 0) - before[p].get("Pss", 0),
+                "rss_growth": after[p].get("Rss", 0) - before[p].get("Rss", 0),
+                "pss_after": after[p].get("Pss", 0),
+                "cpu_ticks_searching": served[p],
+            }
+        )
+    lat.sort()
+    return {
+        "workers": workers,
+        "found_workers": len(pids),
+        "ready_seconds": round(ready_s, 2),
+        "first_search_ms": round(first_ms, 1),
+        "searches": len(lat) + 1,
+        "concurrent_p50_ms": round(lat[len(lat) // 2], 1) if lat else None,
+        "per_worker": per,
+    }
+
+
+# -- one backend, one N ------------------------------------------------------------------------------
+
+
+def run_scale(place: Place, args: argparse.Namespace) -> dict[str, Any]:
+    n, backend = place.n, place.backend
+    corpus = ScaleCorpus(args.seed, args.namespaces)
+    res: dict[str, Any] = {"backend": backend, "n": n, "namespaces": args.namespaces, "teams": corpus.teams}
+    res["vectors_bytes"] = n * DIM * 4
+    res["embedding"] = embed_rates(corpus)
+    if place.built:
+        res["build"] = {**json.loads(place.marker.read_text()), "reused": True}
+        progress(f"{backend} N={n:,}: reusing {place.url}")
+    else:
+        res["build"] = build(place, corpus, args)
+    res["store_bytes"] = place.size()
+    if args.build_only:
+        return res
+    questions = corpus.questions(args.queries + 60)
+
+    # a fresh process: the first search after a start (before this one warms the page cache further) -----------
+    progress(f"{backend} N={n:,}: first search after a start (fresh processes)")
+    res["first_search"] = {
+        "hybrid": first_search(place, "hybrid", questions[:6]),
+        "vector": first_search(place, "vector", questions[6:12]),
+    }
+
+    ids = store_ids(place)
+    exact = Exact(corpus, n, ids, res["build"].get("batch", args.batch))
+    row_of = {item_id: r for r, item_id in enumerate(exact.ids)}
+    del ids
+    emb = FakeVectors()
+    qvecs = emb.matrix(questions).astype(np.float32)
+    qlists = [v.tolist() for v in qvecs]
+    qrng = random.Random(args.seed + 5)
+    home = [corpus.namespaces[qrng.randrange(len(corpus.namespaces))] for _ in questions]
+    teams = [(ns[0],) for ns in home]
+
+    mem = memlane.open(place.url, embedder=emb)
+    try:
+        exact.check_against(mem)
+        res.update(_measure(place, mem, exact, row_of, questions, qvecs, qlists, home, teams, args))
+        res["update"] = _update(mem, corpus, n, args)
+    finally:
+        mem.close()
+    del exact
+    if args.serve_workers:
+        res["serve"] = []
+        for w in args.serve_workers:
+            progress(f"{backend} N={n:,}: memlane serve --workers {w}")
+            try:
+                res["serve"].append(serve_memory(place, w, questions, args))
+            except Exception as e:  # a report without this part is still worth having
+                res["serve"].append({"workers": w, "error": f"{type(e).__name__}: {e}"})
+    return res
+
+
+def _measure(
+    place: Place,
+    mem: Any,
+    exact: Exact,
+    row_of: dict[str, int],
+    questions: list[str],
+    qvecs: np.ndarray,
+    qlists: list[list[float]],
+    home: list[tuple[str, str]],
+    teams: list[tuple[str]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    backend, n = place.backend, place.n
+    # recall@10 of memlane's vector channel against the exact scan -------------------------------------------
+    count = min(args.recall_queries, len(questions))
+    progress(f"{backend} N={n:,}: vector recall@10 on {count} questions (whole store, a team, an agent)")
+    recalls: dict[str, list[float]] = {"unscoped": [], "team prefix (10%)": [], "agent namespace (0.1%)": []}
+    for j in range(count):
+        q = qvecs[j]
+        for label, prefix, rows in (
+            ("unscoped", (), None),
+            ("team prefix (10%)", teams[j], exact.rows_of_team[teams[j][0]]),
+            ("agent namespace (0.1%)", home[j], exact.rows_of_namespace(home[j])),
+        ):
+            top, tenth, _ = exact.top(q, rows)
+            env = mem.search(questions[j], limit=K, channels=("vector",), embedding=qlists[j], namespace_prefix=prefix)
+            got = [h.item.id for h in env.hits]
+            scores = [exact.score_of(i, q, row_of) for i in got]
+            recalls[label].append(recall_at_10(got, top, tenth, scores))
+    out["recall_at_10"] = {k: round(sum(v) / len(v), 4) for k, v in recalls.items()}
+    out["recall_min"] = {k: min(v) for k, v in recalls.items()}
+
+    # latency: memlane beside the raw engine, interleaved ------------------------------------------------
+    warm = min(30, args.queries // 4)
+    texts, vecs = questions[: args.queries + warm], qlists[: args.queries + warm]
+    arrays = list(qvecs[: args.queries + warm])
+    hs, ts = home[: len(texts)], teams[: len(texts)]
+
+    def lexical(q: str, prefix: Any = ()) -> Any:
+        return mem.search(q, limit=K, channels=("lexical",), namespace_prefix=prefix)
+
+    def vector(q: str, v: Any, prefix: Any = ()) -> Any:
+        return mem.search(q, limit=K, channels=("vector",), embedding=v, namespace_prefix=prefix)
+
+    def hybrid(q: str, v: Any, prefix: Any = ()) -> Any:
+        return mem.search(q, limit=K, embedding=v, namespace_prefix=prefix)
+
+    subjects: dict[str, tuple[Any, list[tuple[Any, ...]]]] = {}
+    closers: list[Any] = []
+    if backend == "sqlite":
+        raw = sqlite3.connect(place.url, isolation_level=None)
+        closers.append(raw)
+        raw_exec = raw.execute
+
+        def raw_fts(match: str) -> Any:
+            return raw_exec(RAW_FTS, (match,)).fetchall()
+
+        def raw_numpy(q: np.ndarray) -> Any:
+            return exact.top(q)[0]
+
+        subjects["raw FTS5"] = (raw_fts, [(match_expr(t),) for t in texts])
+        subjects["raw numpy (exact)"] = (raw_numpy, [(a,) for a in arrays])
+        raw_lex, raw_vec = "raw FTS5", "raw numpy (exact)"
+    else:
+        import psycopg
+
+        from memlane.store._common import ITEM_COLUMNS
+
+        raw = psycopg.connect(place.url, autocommit=True)
+        closers.append(raw)
+        fts_sql = (
+            f"SELECT {ITEM_COLUMNS} FROM items WHERE tsv @@ to_tsquery('memlane', %s) "
+            "ORDER BY ts_rank(tsv, to_tsquery('memlane', %s)) DESC LIMIT 10"
+        )
+        vec_sql = (
+            f"SELECT {ITEM_COLUMNS} FROM (SELECT item_ref, embedding::vector({DIM}) <=> %s::vector({DIM}) AS d "
+            "FROM item_vectors ORDER BY d LIMIT 10) AS v JOIN items ON items.ref = v.item_ref ORDER BY v.d"
+        )
+
+        def raw_ts(q1: str, q2: str) -> Any:
+            return raw.execute(fts_sql, (q1, q2)).fetchall()
+
+        def raw_hnsw(literal: str) -> Any:
+            return raw.execute(vec_sql, (literal,)).fetchall()
+
+        literals = ["[" + ",".join(repr(float(x)) for x in v) + "]" for v in vecs]
+        subjects["raw ts_rank"] = (raw_ts, [(pg_tsquery(t), pg_tsquery(t)) for t in texts])
+        subjects["raw pgvector HNSW"] = (raw_hnsw, [(lit,) for lit in literals])
+        raw_lex, raw_vec = "raw ts_rank", "raw pgvector HNSW"
+        # the raw HNSW query's own recall (default ef_search): what the index gives with no help
+        hits = 0.0
+        for j in range(min(50, count)):
+            top, tenth, _ = exact.top(qvecs[j])
+            got = [r[0] for r in raw.execute(vec_sql.replace(ITEM_COLUMNS, "items.id"), (literals[j],))]
+            hits += recall_at_10(got, top, tenth, [exact.score_of(i, qvecs[j], row_of) for i in got])
+        out["raw_hnsw_recall_at_10"] = round(hits / min(50, count), 4)
+    subjects.update(
+        {
+            "memlane lexical": (lexical, [(t,) for t in texts]),
+            "memlane vector": (vector, list(zip(texts, vecs, strict=True))),
+            "memlane hybrid": (hybrid, list(zip(texts, vecs, strict=True))),
+            "memlane lexical, team prefix": (lexical, list(zip(texts, ts, strict=True))),
+            "memlane vector, team prefix": (vector, list(zip(texts, vecs, ts, strict=True))),
+            "memlane hybrid, team prefix": (hybrid, list(zip(texts, vecs, ts, strict=True))),
+            "memlane hybrid, agent namespace": (hybrid, list(zip(texts, vecs, hs, strict=True))),
+        }
+    )
+    progress(f"{backend} N={n:,}: timing {args.queries} questions x {len(subjects)} subjects (+{warm} warm-up)")
+    samples = time_calls_interleaved(subjects, rounds=args.rounds, warmup=warm)
+    for c in closers:
+        c.close()
+    out["latency_us"] = {name: summarize(s).to_dict() for name, s in samples.items()}
+    out["raw"] = {"lexical": raw_lex, "vector": raw_vec}
+    out["examples"] = texts[warm : warm + 4]
+    out["rss_bytes"] = rss_bytes()
+    return out
+
+
+def _update(mem: Any, corpus: ScaleCorpus, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """New items written into the built store: write, indexer catch-up, and the first search after."""
+    count = args.update
+    rows = [
+        {"namespace": UPDATE_NS, "key": f"update.{i}", "value": r["value"]}
+        for i, r in enumerate(corpus.batch(n, n + count))
+    ]
+    progress(f"N={n:,}: update: {count:,} new items")
+    t0 = time.perf_counter()
+    for s in range(0, count, 500):
+        mem.put_many(rows[s : s + 500])
+    write_s = time.perf_counter() - t0
+    mem.wait_indexed()
+    indexed_s = time.perf_counter() - t0
+    probe = rows[-1]["value"]
+    t1 = time.perf_counter()
+    env = mem.search(probe, limit=K, channels=("vector",))
+    first_ms = (time.perf_counter() - t1) * 1000
+    found = any(h.item.key == rows[-1]["key"] for h in env.hits)
+    t1 = time.perf_counter()
+    mem.search(probe, limit=K)
+    second_ms = (time.perf_counter() - t1) * 1000
+    mem.clear(UPDATE_NS[0])
+    mem.wait_indexed()
+    return {
+        "items": count,
+        "write_items_per_s": round(count / write_s),
+        "indexed_items_per_s": round(count / indexed_s),
+        "first_vector_search_after_ms": round(first_ms, 1),
+        "found_the_new_item": found,
+        "next_hybrid_search_ms": round(second_ms, 1),
+    }
+
+
+# -- report ------------------------------------------------------------------------------------------
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.2f}"
+
+
+def report_scale(res: dict[str, Any]) -> str:
+    backend, n = res["backend"], res["n"]
+    lat = res["latency_us"]
+    raw_lex, raw_vec = res["raw"]["lexical"], res["raw"]["vector"]
+    rows = []
+    for name, s in lat.items():
+        vs = ""
+        if name.startswith("memlane lexical"):
+            vs = f"{ratio(s['p50_us'], lat[raw_lex]['p50_us']):.2f}x {raw_lex}"
+        elif name.startswith("memlane vector"):
+            vs = f"{ratio(s['p50_us'], lat[raw_vec]['p50_us']):.2f}x {raw_vec}"
+        elif name.startswith("memlane hybrid"):
+            both = lat[raw_lex]["p50_us"] + lat[raw_vec]["p50_us"]
+            vs = f"{ratio(s['p50_us'], both):.2f}x the two raw"
+        rows.append([name, _ms(s["p50_us"]), _ms(s["p90_us"]), _ms(s["p99_us"]), vs])
+    title = (
+        f"{backend}, N={n:,} items in {res['namespaces']} namespaces ({res['teams']} teams); "
+        f"{lat['memlane hybrid']['n']} natural questions timed per subject, e.g. {res['examples'][0]!r}"
+    )
+    lines = [format_table(["subject", "p50 ms", "p90 ms", "p99 ms", "p50 vs raw"], rows, title=title)]
+    rec = res["recall_at_10"]
+    lines.append(
+        "vector recall@10 against the exact scan (numpy, same vectors): "
+        + ", ".join(f"{k} {v:.3f} (worst query {res['recall_min'][k]:.1f})" for k, v in rec.items())
+        + (
+            f"; raw HNSW LIMIT 10 (ef_search 40) {res['raw_hnsw_recall_at_10']:.3f}"
+            if "raw_hnsw_recall_at_10" in res
+            else ""
+        )
+    )
+    b, e, u = res["build"], res["embedding"], res["update"]
+    lines.append(
+        f"build: {'reused (figures of the build run) ' if b.get('reused') else ''}"
+        f"write {b['write_items_per_s']:,} items/s, "
+        f"indexed (every vector in) {b['indexed_items_per_s']:,} items/s; embedders alone: the bench's "
+        f"{e['bench_embedder_items_per_s']:,} items/s, memlane's fake:384 "
+        f"{e['memlane_fake384_items_per_s']:,} items/s; "
+        f"store {fmt_bytes(res['store_bytes'])}, vectors {fmt_bytes(res['vectors_bytes'])}"
+    )
+    lines.append(
+        f"update: {u['items']:,} new items written at {u['write_items_per_s']:,} items/s, indexed at "
+        f"{u['indexed_items_per_s']:,} items/s; the next vector search {u['first_vector_search_after_ms']:.1f} ms "
+        f"(found the newest item: {'yes' if u['found_the_new_item'] else 'NO'}), "
+        f"the next hybrid {u['next_hybrid_search_ms']:.1f} ms"
+    )
+    fs = res["first_search"]
+    parts = []
+    for ch, f in fs.items():
+        if "error" in f:
+            parts.append(f"{ch}: {f['error']}")
+        else:
+            parts.append(
+                f"{ch} {f['first_ms']:,.1f} ms (then {f['then_median_ms']:,.1f} ms; "
+                f"import+open {f['import_open_ms']:,.0f} ms)"
+            )
+    lines.append("first search in a fresh process: " + "; ".join(parts))
+    for s in res.get("serve", []):
+        if "error" in s:
+            lines.append(f"serve --workers {s['workers']}: {s['error']}")
+            continue
+        per = s["per_worker"]
+        growth = [w["private_growth"] for w in per]
+        pss = [w["pss_growth"] for w in per]
+        vb = res["vectors_bytes"]
+        lines.append(
+            f"serve --workers {s['workers']} ({s['found_workers']} found): first search over HTTP "
+            f"{s['first_search_ms']:,.1f} ms; {s['searches']} searches, p50 {s['concurrent_p50_ms']} ms with "
+            f"{2 * s['workers']} clients; per worker private growth {', '.join(fmt_bytes(g) for g in growth)} "
+            f"(max {max(growth) / vb:.2f}x the vectors' bytes), Pss growth {', '.join(fmt_bytes(g) for g in pss)}; "
+            f"CPU ticks searching {[w['cpu_ticks_searching'] for w in per]}"
+        )
+    lines.append("goals: " + "; ".join(goals(res)))
     return "\n".join(lines)
 
 
-def compare(runs: list[dict[str, Any]]) -> str:
-    """p50 of each memlane subject on both backends, side by side, with the PostgreSQL/SQLite ratio."""
-    by = {(r.get("backend", "sqlite"), r["n"]): r for r in runs}
-    out = []
-    for n in sorted({r["n"] for r in runs}):
-        lite, pg = by.get(("sqlite", n)), by.get(("postgres", n))
-        if lite is None or pg is None:
-            continue
-        rows = []
-        for kind in lite["queries"]:
-            if kind not in pg["queries"]:
-                continue
-            a, b = lite["queries"][kind]["latency_us"], pg["queries"][kind]["latency_us"]
-            for name in ("memlane lexical", "memlane vector", "memlane hybrid", "memlane hybrid, one namespace"):
-                rows.append(
-                    [
-                        f"{kind}: {name}",
-                        f"{a[name]['p50_us'] / 1000:.2f} / {a[name]['p99_us'] / 1000:.2f}",
-                        f"{b[name]['p50_us'] / 1000:.2f} / {b[name]['p99_us'] / 1000:.2f}",
-                        f"{ratio(b[name]['p50_us'], a[name]['p50_us']):.2f}x",
-                    ]
-                )
-        title = f"N={n:,}: SQLite vs PostgreSQL, same items, same queries (ms)"
-        out.append(
-            format_table(["subject", "SQLite p50 / p99", "PostgreSQL p50 / p99", "PG / SQLite p50"], rows, title=title)
+def goals(res: dict[str, Any]) -> list[str]:
+    lat, rec = res["latency_us"], res["recall_at_10"]
+    p50, p99 = lat["memlane hybrid"]["p50_us"] / 1000, lat["memlane hybrid"]["p99_us"] / 1000
+    if res["backend"] == "sqlite":
+        g = [Goal("hybrid p50 <= 20 ms", 20), Goal("hybrid p99 <= 100 ms", 100)]
+    else:
+        g = [Goal("hybrid p50 <= 30 ms", 30), Goal("hybrid p99 <= 150 ms", 150)]
+    out = [f"{g[0].label}: {p50:.1f} {g[0].status(p50)}", f"{g[1].label}: {p99:.1f} {g[1].status(p99)}"]
+    r = Goal("recall@10 >= 0.95", 0.95, higher_is_better=True)
+    out.append(f"{r.label}: " + ", ".join(f"{k} {v:.3f} {r.status(v)}" for k, v in rec.items()))
+    if res["backend"] == "sqlite":
+        f = res["first_search"]["hybrid"].get("first_ms")
+        if f is not None:
+            out.append(f"first search <= 200 ms: {f:,.0f} {Goal('', 200).status(f)}")
+        grow = [w["private_growth"] for s in res.get("serve", []) for w in s.get("per_worker", [])]
+        if grow:
+            share = max(grow) / res["vectors_bytes"]
+            out.append(f"worker growth <= 0.25x vectors: {share:.2f}x {Goal('', 0.25).status(share)}")
+    return out
+
+
+def summary_table(runs: list[dict[str, Any]]) -> str:
+    rows = []
+    for r in runs:
+        lat = r["latency_us"]
+        rows.append(
+            [
+                f"{r['backend']} {r['n']:,}",
+                *(
+                    f"{_ms(lat[s]['p50_us'])} / {_ms(lat[s]['p99_us'])}"
+                    for s in ("memlane lexical", "memlane vector", "memlane hybrid", "memlane hybrid, team prefix")
+                ),
+                f"{r['recall_at_10']['unscoped']:.3f} / {r['recall_at_10']['team prefix (10%)']:.3f}",
+            ]
         )
-    return "\n\n".join(out)
+    return format_table(
+        ["store", "lexical p50/p99", "vector p50/p99", "hybrid p50/p99", "hybrid, team p50/p99", "recall@10 all/team"],
+        rows,
+        title="summary (ms)",
+    )
+
+
+def scale_main(args: argparse.Namespace) -> int:
+    sizes = args.n or [100_000]
+    info = machine_info()
+    print(
+        f"machine: {info['cpu_model']}, {info['cpu_count']} CPUs ({info['cpu_usable']} usable), "
+        f"{fmt_bytes(info['memory_total_bytes'])} RAM; Python {info['python']}; numpy {np.__version__}; "
+        f"SQLite {info['sqlite']}; load {info['loadavg_1_5_15']}"
+    )
+    print(f"command: python bench/search.py {' '.join(args.argv)}\n", flush=True)
+    check_same_as_fake(ScaleCorpus(args.seed, args.namespaces))
+    runs: list[dict[str, Any]] = []
+    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+    for backend in backends:
+        pg_dir = str(Path(args.reuse) / "pgdata") if args.reuse else None
+        with contextlib.ExitStack() as stack:
+            admin = stack.enter_context(postgres_server_kept(pg_dir)) if backend == "postgres" else None
+            if admin is not None:
+                import psycopg
+
+                with psycopg.connect(admin, autocommit=True) as conn:
+                    row: Any = conn.execute(
+                        "SELECT current_setting('server_version'), "
+                        "(SELECT default_version FROM pg_available_extensions WHERE name = 'vector')"
+                    ).fetchone()
+                print(f"PostgreSQL {row[0]}, pgvector {row[1]}", flush=True)
+            for n in sizes:
+                place = Place(backend, n, args, admin)
+                try:
+                    res = run_scale(place, args)
+                finally:
+                    place.finish()
+                res["machine_load_end"] = machine_info()["loadavg_1_5_15"]
+                runs.append(res)
+                if args.build_only:
+                    print(f"{backend} N={n:,}: built {res['build']}", flush=True)
+                    continue
+                print(report_scale(res), flush=True)
+                print(flush=True)
+    if not args.build_only:
+        print(summary_table(runs), flush=True)
+    if args.json:
+        write_json(args.json, {"benchmark": "search at scale (#36)", "machine": info, "runs": runs})
+        print(f"wrote {args.json}")
+    return 0
 
 
 # -- common words (issue #14) ---------------------------------------------------------
@@ -714,75 +1117,45 @@ def common_main(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, action="append", help="items (repeatable); default 10000 and 100000")
-    ap.add_argument("--queries", type=int, default=400, help="timed queries per subject and query set")
-    ap.add_argument(
-        "--query-kind", choices=QUERY_KINDS, action="append", help="query sets to time (default: all three)"
-    )
+    ap.add_argument("--n", type=int, action="append", help="items (repeatable); default 100000")
+    ap.add_argument("--queries", type=int, default=300, help="timed questions per subject")
+    ap.add_argument("--recall-queries", type=int, default=100, help="questions for recall@10 (per scope)")
     ap.add_argument("--namespaces", type=int, default=1000, help="namespaces the items are spread over")
     ap.add_argument("--batch", type=int, default=5000, help="records per put_many call")
     ap.add_argument("--rounds", type=int, default=4, help="alternating blocks per measurement")
+    ap.add_argument("--update", type=int, default=2000, help="items written into the built store (update rate)")
+    ap.add_argument(
+        "--serve-workers",
+        default="1,2,4",
+        help="memlane serve --workers for the memory figures, comma-separated; '' to skip",
+    )
+    ap.add_argument("--serve-searches", type=int, default=40, help="searches over HTTP per worker")
     ap.add_argument("--seed", type=int, default=20240607)
-    ap.add_argument("--no-minilm", dest="minilm", action="store_false", help="skip the MiniLM query-embedding line")
     ap.add_argument(
         "--backend",
         choices=("sqlite", "postgres", "both"),
         default="sqlite",
-        help="sqlite (default), postgres ($MEMLANE_TEST_PG_URL or a throwaway pgserver) or both",
+        help="sqlite (default), postgres ($MEMLANE_TEST_PG_URL or a pgserver) or both",
+    )
+    ap.add_argument(
+        "--reuse",
+        "--keep",
+        metavar="DIR",
+        help="keep built stores in DIR (SQLite files, a pgserver data directory) and reuse them on later runs",
     )
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    ap.add_argument("--build-only", action="store_true", help="build (or find) the stores under --reuse, then stop")
     ap.add_argument(
         "--common",
         action="store_true",
         help="only the common-word case: 'value <i> text' over N items whose every text has 'value' and 'text'",
     )
     args = ap.parse_args(argv)
+    args.argv = argv if argv is not None else sys.argv[1:]
     if args.common:
         return common_main(args)
-    args.query_kind = args.query_kind or list(QUERY_KINDS)
-    sizes = args.n or [10_000, 100_000]
-
-    info = machine_info()
-    print(
-        f"machine: {info['cpu_model']}, {info['cpu_count']} CPUs ({info['cpu_usable']} usable), "
-        f"{fmt_bytes(info['memory_total_bytes'])} RAM; Python {info['python']}; numpy {np.__version__}; "
-        f"SQLite {info['sqlite']}; load {info['loadavg_1_5_15']}"
-    )
-    blas = {v: os.environ[v] for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS") if v in os.environ}
-    info["blas_threads_env"] = blas
-    print(f"BLAS threads: {blas or 'OpenBLAS default (one per CPU)'}")
-    print(f"command: python bench/search.py {' '.join(argv if argv is not None else sys.argv[1:])}\n", flush=True)
-    runs = []
-    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
-    if "sqlite" in backends:
-        for n in sizes:
-            with tempfile.TemporaryDirectory(prefix=f"memlane-search-{n}-") as tmp:
-                runs.append(run(n, Path(tmp), args))
-            runs[-1].setdefault("backend", "sqlite")
-            print(report(runs[-1]), flush=True)
-            print(flush=True)
-    if "postgres" in backends:
-        with postgres_server() as admin_url:
-            for n in sizes:
-                runs.append(run_postgres(n, admin_url, args))
-                print(report(runs[-1]), flush=True)
-                print(flush=True)
-    if len(backends) == 2:
-        print(compare(runs), flush=True)
-        print(flush=True)
-    out: dict[str, Any] = {"benchmark": "search", "machine": info, "runs": runs}
-    if args.minilm:
-        cost = minilm_query_cost()
-        out["minilm_query_embedding"] = cost
-        if cost and "p50_ms" in cost:
-            print(
-                f"embedding one short query with MiniLM (adds to vector/hybrid when a text query is given): "
-                f"p50 {cost['p50_ms']:.1f} ms, p99 {cost['p99_ms']:.1f} ms over {cost['n']} queries"
-            )
-    if args.json:
-        write_json(args.json, out)
-        print(f"wrote {args.json}")
-    return 0
+    args.serve_workers = [int(w) for w in args.serve_workers.split(",") if w.strip()]
+    return scale_main(args)
 
 
 if __name__ == "__main__":

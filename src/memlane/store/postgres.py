@@ -479,7 +479,22 @@ _LEXICAL_ALL = _LEXICAL.format(
 )
 
 
-_EXACT_SCOPE_ROWS = 1000  # an exact scan of this many vectors costs about one HNSW search (measured at 64 dims)
+# Inside a scope of at most this many items the vector channel scans exactly. Measured at 384 dimensions over
+# 100k items (#36; 2 busy cores), the exact scan costs about 22 us a scope row (1,600 rows: 36 ms), one HNSW
+# search 20-44 ms: up to this size the exact scan costs about one index search, and a scoped search never loses
+# an item to the approximate graph.
+_EXACT_SCOPE_ROWS = 2000
+# The graph's build: each node's links (m) and the candidates weighed when it is linked (ef_construction). On
+# word-hashing vectors (bench/search.py, 100k items, 384 dimensions), pgvector's defaults (16, 64) found 0.86 of
+# the true top 10 at ef_search 200 and 0.93 at 800; (32, 128) found 0.94 at 200, 0.96 at 300, 0.97 at 400, and
+# each search cost less at the same recall. Built once over 100k vectors in 279 s (2 busy cores). An index made
+# by an earlier version keeps its parameters until it is dropped (the next process to write a vector makes it).
+_HNSW_M = 32
+_HNSW_EF_CONSTRUCTION = 128
+# hnsw.ef_search for a nomination of k: at least _EF_SEARCH (recall@10 0.96 above, p50 20 ms), at most _EF_MAX
+# (pgvector's largest)
+_EF_SEARCH = 300
+_EF_MAX = 1000
 
 
 def _vector_nearest(cast: str, inside: str = "") -> str:
@@ -496,6 +511,17 @@ def _vector_nearest(cast: str, inside: str = "") -> str:
         f"(SELECT id FROM items WHERE items.ref = n.item_ref{f' AND {inside}' if inside else ''} OFFSET 0) AS items "
         "ORDER BY n.d LIMIT %s"
     )
+
+
+# The scope's rows first (its index ranges), then each one's vector by its key: a join let the planner scan every
+# vector (its estimate of the vector_dims test is a guess), 339 ms for a tenth of 100k items. Ordered by the
+# score, which no index serves: ordered by the distance, the planner may pick the HNSW index, which filters its
+# ef_search nearest by the scope and can return fewer than k.
+_EXACT_IN_SCOPE = (
+    "SELECT items.id, 1 - (v.embedding{cast} <=> %s{cast}) AS score, v.version FROM items CROSS JOIN LATERAL "
+    "(SELECT embedding, version FROM item_vectors WHERE item_vectors.item_ref = items.ref "
+    "AND vector_dims(embedding) = %s OFFSET 0) AS v WHERE {inside} ORDER BY score DESC LIMIT %s"
+)
 
 
 def _nominations(rows: Sequence[Any]) -> builtins.list[Nomination]:
@@ -1514,7 +1540,8 @@ class PostgresStore(Store):
             yield (
                 "run",
                 f"CREATE INDEX IF NOT EXISTS {name} ON item_vectors "
-                f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)",
+                f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) "
+                f"WITH (m = {_HNSW_M}, ef_construction = {_HNSW_EF_CONSTRUCTION})",
                 None,
             )
         self._index_dimension = dimension
@@ -1522,15 +1549,19 @@ class PostgresStore(Store):
     def vector(
         self, query: Sequence[float], within: Within, k: int, where: Sequence[Any] = ()
     ) -> builtins.list[Nomination]:
-        """Cosine nomination through the HNSW index; inside a small scope, an exact scan.
+        """Cosine nomination through the HNSW index; inside a scope of up to ``_EXACT_SCOPE_ROWS``, an exact scan.
 
         The index is approximate (as any HNSW): the top ``k`` of the ``ef_search``
-        nearest it finds. Inside a scope of at most ``_EXACT_SCOPE_ROWS`` items the
-        exact scan is cheaper and gives the true top ``k``. Inside a larger scope the
-        index's nearest are filtered by the scope; when fewer than ``k`` of them are
-        inside (a scope that is a small part of the store), the exact scan runs
-        instead. Every statement applies the scope itself, and ``where`` with it: the index's nearest are
-        kept when at least ``k`` of them meet it, else the exact scan ranks the items that do.
+        nearest it finds (``ef_search`` at least ``_EF_SEARCH``). Inside a scope of
+        at most ``_EXACT_SCOPE_ROWS`` items (an agent's namespace, a room) the exact
+        scan costs no more and gives the true top ``k``. Inside a larger scope the
+        index's nearest are filtered by the scope; when fewer than ``k`` are inside,
+        the search is repeated with an ``ef_search`` widened by the share found
+        inside, and when even pgvector's largest (1000) holds fewer than ``k``, the
+        exact scan ranks the scope. Every statement applies the scope itself, and
+        ``where`` with it. The index is made with the first vectors written
+        (``_vector_steps``), while the table is small; a search only looks that it
+        is there (and makes it where it is missing: a table with no vector yet).
         """
         self._require_pgvector()
         if not within:
@@ -1540,7 +1571,7 @@ class PostgresStore(Store):
         cast = f"::vector({dim})"
         # a small scope as index ranges: the exact scan reads the scope's rows, not the table's
         inside, inside_params = c.scope_ranges(within, "%s", column="items.namespace")
-        ef = max(40, min(1000, 2 * k))
+        ef = max(_EF_SEARCH, min(_EF_MAX, 2 * k))
         with self._conn() as conn, conn.transaction():
             self._ensure_index(conn, dim)
             conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
@@ -1554,19 +1585,22 @@ class PostgresStore(Store):
                 test, test_params = where_sql.postgres_sql(builtins.list(where))
                 inside = f"{inside} AND {test}" if inside else test
                 inside_params = [*inside_params, *test_params]
-            if ef >= k and (rooted or self._scope_exceeds(conn, within, _EXACT_SCOPE_ROWS)):
+            if k <= _EF_MAX and (rooted or self._scope_exceeds(conn, within, _EXACT_SCOPE_ROWS)):
                 nearest = _vector_nearest(cast, inside)
-                rows = conn.execute(nearest, (literal, literal, ef, *inside_params, k)).fetchall()
+                while True:
+                    rows = conn.execute(nearest, (literal, literal, ef, *inside_params, k)).fetchall()
+                    if len(rows) >= k or ef >= _EF_MAX:
+                        break
+                    # the share inside so far says how deep k of them lie; a little more, for the graph's misses
+                    ef = min(_EF_MAX, max(2 * ef, (ef * k * 3) // (2 * max(1, len(rows)))))
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
                 if len(rows) >= k:
                     return _nominations(rows)
-            # ordered by the score, which no index serves: ordered by the distance, the planner may pick the
-            # HNSW index, which filters its ef_search nearest by the scope and can return fewer than k
-            sql = (
-                f"SELECT items.id, 1 - (v.embedding{cast} <=> %s{cast}) AS score, v.version FROM item_vectors v "
-                f"JOIN items ON items.ref = v.item_ref WHERE vector_dims(v.embedding) = %s AND {inside} "
-                "ORDER BY score DESC LIMIT %s"
+            return _nominations(
+                conn.execute(
+                    _EXACT_IN_SCOPE.format(cast=cast, inside=inside), (literal, dim, *inside_params, k)
+                ).fetchall()
             )
-            return _nominations(conn.execute(sql, (literal, dim, *inside_params, k)).fetchall())
 
     @staticmethod
     def _scope_exceeds(conn: Any, within: Within, rows: int) -> bool:
