@@ -42,11 +42,16 @@ def _analyze(url: str, backend: str) -> None:
 texts = st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join), min_size=1, max_size=25)
 
 
-def _seen(store: Any, terms: list[str], k: int) -> tuple[list[str], tuple[int, dict[str, int]]]:
-    within = [("team", "s")]
+# the scope as one prefix, or as more prefixes than the statements write out one by one (another way in)
+SHAPES = {"one prefix": [("team", "s")], "many prefixes": [("team", "s", f"p{i}") for i in range(20)]}
+
+
+def _seen(store: Any, terms: list[str], k: int, shape: str) -> tuple[list[str], tuple[int, dict[str, int]]]:
+    within = SHAPES[shape]
     return [r[0] for r in store.lexical(terms, within, k)], store.document_counts(terms, within, 1000)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @SLOW
 @given(
     scope=texts,
@@ -55,17 +60,23 @@ def _seen(store: Any, terms: list[str], k: int) -> tuple[list[str], tuple[int, d
     terms=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3, unique=True),
 )
 def test_rows_in_another_namespace_never_change_a_scoped_search(
-    backend: str, store_url: str, scope: list[str], outside: list[str], copies: int, terms: list[str]
+    backend: str,
+    store_url: str,
+    shape: str,
+    scope: list[str],
+    outside: list[str],
+    copies: int,
+    terms: list[str],
 ) -> None:
     """The result set, its order and the document counts of a scope are the same whatever lies outside it."""
     _direct(backend)
     with memlane.open(store_url, embedder=None) as mem:
         for top in ("team", "Team", "other"):
             mem.clear(top)
-        mem.put_many([{"namespace": "team/s", "key": f"k{i}", "value": t} for i, t in enumerate(scope)])
+        mem.put_many([{"namespace": f"team/s/p{i % 20}", "key": f"k{i}", "value": t} for i, t in enumerate(scope)])
         _analyze(store_url, backend)
         store: Any = mem.store
-        before = _seen(store, terms, 5)
+        before = _seen(store, terms, 5, shape)
         mem.put_many(
             [
                 {"namespace": f"other/{j % 7}", "key": f"o{j}.{i}", "value": t}
@@ -77,7 +88,7 @@ def test_rows_in_another_namespace_never_change_a_scoped_search(
         for near in ("team/s-x", "Team/S", "team/sx"):
             mem.put_many([{"namespace": near, "key": f"n{i}", "value": t} for i, t in enumerate(outside)])
         _analyze(store_url, backend)
-        assert _seen(store, terms, 5) == before
+        assert _seen(store, terms, 5, shape) == before
 
 
 @pytest.mark.parametrize("crowd", [0, 400])

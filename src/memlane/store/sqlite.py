@@ -383,9 +383,10 @@ ADDRESS_WEIGHT = 0.25
 LEXICAL_CAP = 2000
 COMMON_SHARE = 0.9
 # a scope of fewer indexed rows (with ``where``) than this and than LEXICAL_CAP is ranked and counted from its own
-# rows, each looked up in the index, instead of walking each word's postings in the whole store (measured in
-# bench/lexical.py: docs/benchmarks.md, "Lexical cost per query (#36)")
-SCOPE_DRIVEN_ROWS = 1000
+# rows instead of by FTS5's bm25(), which reads every posting of each word in the store: at 100k rows the two cost
+# the same at about 1,300 rows (every word in every row of the scope, the worst case), and the postings' side grows
+# with the store (bench/lexical.py: docs/benchmarks.md, "Lexical cost per query (#36)")
+SCOPE_DRIVEN_ROWS = 1500
 # the scope's rows (its first, in index order) a larger scope's words are tested on to judge them common
 COMMON_SAMPLE = 64
 _MARK = "\x02\x03"  # highlight()'s opening mark, counted to get a word's occurrences in a row (_scope_bm25)
@@ -1425,7 +1426,12 @@ class SqliteStore(Store):
             inside_params = [*inside_params, *test_params]
         bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
         cap = max(LEXICAL_CAP, k)
-        with self._snapshot() as conn:
+        with self._lock:
+            self._check_open()
+            conn = self._conn
+            own = not conn.in_transaction  # its statements read one snapshot
+            if own:
+                conn.execute("BEGIN")
             try:
                 asked = terms
                 scope_match = _scope_match(within) if inside else None
@@ -1481,6 +1487,9 @@ class SqliteStore(Store):
                     rows += [r for r in more if r[0] not in found][: k - len(rows)]
             except sqlite3.OperationalError as e:
                 raise StoreError(f"full-text search failed: {e}") from e
+            finally:
+                if own:
+                    conn.execute("COMMIT")
         return [(item_id, -score, version) for item_id, score, version in rows]
 
     def _bounded(self, terms: Sequence[str], cap: int) -> tuple[builtins.list[str], bool]:
