@@ -452,6 +452,46 @@ def _scope_match(within: Within) -> str | None:
     return " OR ".join(phrases)
 
 
+_SEEK = (
+    f"SELECT s.value, highlight(items_fts, 0, '{_MARK}', ''), highlight(items_fts, 1, '{_MARK}', '') "
+    "FROM json_each(?) AS s CROSS JOIN items_fts ON items_fts.rowid = s.value WHERE items_fts MATCH ?"
+)
+_SEEK_ROWS = (
+    "SELECT s.value FROM json_each(?) AS s CROSS JOIN items_fts ON items_fts.rowid = s.value WHERE items_fts MATCH ?"
+)
+
+
+def _occurrences(
+    conn: sqlite3.Connection,
+    holding: Sequence[int],
+    word: str,
+    inside: str,
+    params: Sequence[Any],
+    scope_match: str | None,
+) -> builtins.list[tuple[int, float]]:
+    """Each row of ``holding`` with the occurrences of ``word`` in it, the address's weighted (highlight() marks)."""
+    if scope_match is None:
+        marked = conn.execute(_SEEK, (json.dumps(builtins.list(holding)), word)).fetchall()
+    else:
+        # the text's from the intersection (the scope's phrase is the address's: no mark in the text); the
+        # address's by a seek, in the few rows whose address holds the word
+        text = conn.execute(
+            f"SELECT items.rowid, highlight(items_fts, 0, '{_MARK}', '') FROM items_fts JOIN items "
+            f"ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside}",
+            (f"{word} AND ({scope_match})", *params),
+        ).fetchall()
+        there = [
+            r[0]
+            for r in conn.execute(
+                "SELECT rowid FROM items_fts WHERE items_fts MATCH ?", (f"address : {word} AND ({scope_match})",)
+            )
+        ]
+        address = {r[0]: r[2] for r in conn.execute(_SEEK, (json.dumps(there), word))} if there else {}
+        wanted = set(holding)
+        marked = [(rowid, t, address.get(rowid)) for rowid, t in text if rowid in wanted]
+    return [(rowid, (t or "").count(_MARK) + ADDRESS_WEIGHT * (a or "").count(_MARK)) for rowid, t, a in marked]
+
+
 def _scope_bm25(
     conn: sqlite3.Connection,
     terms: Sequence[str],
@@ -468,8 +508,10 @@ def _scope_bm25(
     what a scoped search returns never depends on rows outside it. A word's
     rows in the scope are found through ``scope_match`` (FTS5 intersects the
     posting lists), else each scope row is looked up (rowid and MATCH: a seek);
-    its occurrences are counted with ``highlight()``. FTS5's own ``bm25()``
-    would read every posting of each word in the store to count it.
+    its occurrences are counted with ``highlight()``, except for a word in half
+    the scope or more, whose IDF is FTS5's floor (1e-6): each row holding it
+    counts it once, which can reorder only rows that hold nothing else. FTS5's
+    own ``bm25()`` would read every posting of each word in the store to count it.
     """
     scope = conn.execute(
         "SELECT items.rowid, items.id, items.version, d.sz FROM items JOIN items_fts_docsize d "
@@ -480,39 +522,33 @@ def _scope_bm25(
         return []
     length = {rowid: _sizes(sz) for rowid, _, _, sz in scope}
     mean = (sum(length.values()) / len(scope)) or 1.0
-    seek = (
-        f"SELECT s.value, highlight(items_fts, 0, '{_MARK}', ''), highlight(items_fts, 1, '{_MARK}', '') "
-        "FROM json_each(?) AS s CROSS JOIN items_fts ON items_fts.rowid = s.value WHERE items_fts MATCH ?"
-    )
     everyone = json.dumps([r[0] for r in scope])
     score: dict[int, float] = {}
     for term in terms:
         word = _quoted(term)
         if scope_match is None:
-            found = conn.execute(seek, (everyone, word)).fetchall()
+            holding = [r[0] for r in conn.execute(_SEEK_ROWS, (everyone, word))]
         else:
-            # the text's occurrences from the intersection (the scope's phrase is the address's: no mark in the
-            # text); the address's, by a seek, in the few rows whose address holds the word
-            text = conn.execute(
-                f"SELECT items.rowid, highlight(items_fts, 0, '{_MARK}', '') FROM items_fts JOIN items "
-                f"ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside}",
-                (f"{word} AND ({scope_match})", *params),
-            ).fetchall()
-            there = [
+            holding = [
                 r[0]
                 for r in conn.execute(
-                    "SELECT rowid FROM items_fts WHERE items_fts MATCH ?", (f"address : {word} AND ({scope_match})",)
+                    "SELECT items.rowid FROM items_fts JOIN items ON items.rowid = items_fts.rowid "
+                    f"WHERE items_fts MATCH ? AND {inside}",
+                    (f"{word} AND ({scope_match})", *params),
                 )
                 if r[0] in length
             ]
-            address = {r[0]: r[2] for r in conn.execute(seek, (json.dumps(there), word))} if there else {}
-            found = [(rowid, t, address.get(rowid)) for rowid, t in text if rowid in length]
-        if not found:
+        if not holding:
             continue
-        idf = math.log((len(scope) - len(found) + 0.5) / (len(found) + 0.5))
-        idf = idf if idf > 0.0 else 1e-6
-        for rowid, text_marked, address_marked in found:
-            freq = (text_marked or "").count(_MARK) + ADDRESS_WEIGHT * (address_marked or "").count(_MARK)
+        idf = math.log((len(scope) - len(holding) + 0.5) / (len(holding) + 0.5))
+        if idf <= 0.0:
+            # in half the scope or more: FTS5's floor of 1e-6 makes its weight nil beside any other word, so its
+            # occurrences are not counted (each row holding it is scored as holding it once)
+            found = [(rowid, 1.0) for rowid in holding]
+            idf = 1e-6
+        else:
+            found = _occurrences(conn, holding, word, inside, params, scope_match)
+        for rowid, freq in found:
             norm = _K1 * (1 - _B + _B * length[rowid] / mean)
             score[rowid] = score.get(rowid, 0.0) + idf * freq * (_K1 + 1.0) / (freq + norm)
     about = {r[0]: (r[1], r[2]) for r in scope}
@@ -1400,17 +1436,19 @@ class SqliteStore(Store):
         cost on the scope, not the store:
 
         * a scope (with ``where``) of fewer than ``min(SCOPE_DRIVEN_ROWS,
-          LEXICAL_CAP)`` indexed rows is ranked from its own rows: each row is
-          looked up in the index (a seek, not a walk of a common word's
-          postings) and scored by FTS5's BM25 with the scope's own row count,
-          document frequencies and mean length (``_scope_bm25``);
-        * in a larger scope, a word in ``COMMON_SHARE`` of a sample of the
-          scope's rows (``_common_in``) is left out of the query when rarer
-          words exist (its IDF is near zero; rows holding a rarer word are all
-          still candidates); when every word is that common, BM25 cannot tell
-          the rows apart (and FTS5 would read every posting to compute its
-          IDF): the newest ``k`` rows holding any of them are nominated, all
-          with score 0. Scores are FTS5's, whose IDF is the store's.
+          LEXICAL_CAP)`` indexed rows is ranked from its own rows, found
+          through FTS5's intersection with the scope's address words
+          (``_scope_match``) or looked up one by one, never by walking a common
+          word's postings, and scored by FTS5's BM25 formula with the scope's
+          own row count, document frequencies and mean length (``_scope_bm25``);
+        * in a larger scope, a word in ``LEXICAL_CAP`` rows and in
+          ``COMMON_SHARE`` of the scope's rows (judged on them: ``_common_in``)
+          is left out of the query when rarer words exist (its IDF is near
+          zero; rows holding a rarer word are all still candidates); when every
+          word is that common, BM25 cannot tell the rows apart (and FTS5 would
+          read every posting to compute its IDF): the newest ``k`` rows of the
+          scope holding any of them are nominated, all with score 0. Other
+          scores there are FTS5's, whose IDF and mean length are the store's.
 
         Unscoped, the scope is the store: a word is common by the store's own
         counts (``_bounded``).
