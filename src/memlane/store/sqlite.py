@@ -382,7 +382,7 @@ ADDRESS_WEIGHT = 0.25
 # a word in at least LEXICAL_CAP rows and in COMMON_SHARE of them is left out of a query (SqliteStore.lexical)
 LEXICAL_CAP = 2000
 COMMON_SHARE = 0.9
-# a scope of fewer indexed rows (with ``where``) than this and than LEXICAL_CAP is ranked and counted from its own
+# a scope of fewer indexed rows than this and than LEXICAL_CAP is ranked and counted from its own
 # rows instead of by FTS5's bm25(), which reads every posting of each word in the store: at 100k rows the two cost
 # the same at about 1,300 rows (every word in every row of the scope, the worst case), and the postings' side grows
 # with the store (bench/lexical.py: docs/benchmarks.md, "Lexical cost per query (#36)")
@@ -1435,8 +1435,8 @@ class SqliteStore(Store):
         What a scoped search returns depends on the scope's rows only, and its
         cost on the scope, not the store:
 
-        * a scope (with ``where``) of fewer than ``min(SCOPE_DRIVEN_ROWS,
-          LEXICAL_CAP)`` indexed rows is ranked from its own rows, found
+        * a scope of fewer than ``min(SCOPE_DRIVEN_ROWS, LEXICAL_CAP)``
+          indexed rows is ranked from its own rows (those meeting ``where``), found
           through FTS5's intersection with the scope's address words
           (``_scope_match``) or looked up one by one, never by walking a common
           word's postings, and scored by FTS5's BM25 formula with the scope's
@@ -1456,6 +1456,10 @@ class SqliteStore(Store):
         if not terms:
             return []
         inside, inside_params = c.within_filter(within, column="items.namespace")
+        # the scope alone decides the way (a ``where`` is tested on the rows found, never on the whole scope first);
+        # a ``where`` without a scope is tested on the rows FTS5 matched, as over the whole store
+        scope, scope_params = inside, inside_params
+        scoped = bool(scope)
         if where:  # part of the joined statement: the k ranked are the best among the items meeting it
             from . import where_sql
 
@@ -1472,14 +1476,14 @@ class SqliteStore(Store):
                 conn.execute("BEGIN")
             try:
                 asked = terms
-                scope_match = _scope_match(within) if inside else None
-                if inside:
-                    rows_in = _scope_rows(conn, inside, inside_params, cap)
+                scope_match = _scope_match(within) if scoped else None
+                if scoped:
+                    rows_in = _scope_rows(conn, scope, scope_params, cap)
                     if rows_in < min(SCOPE_DRIVEN_ROWS, cap):
                         return _scope_bm25(conn, terms, inside, inside_params, k, scope_match)
                     # below the cap no word can be in cap rows of the scope: none is common
                     if rows_in >= cap:
-                        terms, common = _common_in(conn, terms, inside, inside_params, scope_match, cap)
+                        terms, common = _common_in(conn, terms, scope, scope_params, scope_match, cap)
                     else:
                         common = False
                 else:
