@@ -586,8 +586,10 @@ def _common_in(
     params: Sequence[Any],
     scope_match: str | None,
     cap: int,
+    rows: int,
 ) -> tuple[builtins.list[str], bool]:
-    """The terms worth ranking in a scope of at least ``cap`` rows, and whether all of them are common.
+    """The terms worth ranking in a scope of ``rows`` (at least ``cap``, counted up to ``2 * cap``) indexed rows,
+    and whether all of them are common.
 
     A term is common when it is in ``cap`` rows of the scope and in
     ``COMMON_SHARE`` of them. Judged on the scope's rows alone: exactly in a
@@ -597,8 +599,7 @@ def _common_in(
     the index. Neither the verdict nor its cost depends on rows outside the scope.
     """
     common: set[str] = set()
-    rows = _scope_rows(conn, inside, params, 2 * cap) if scope_match is not None else 2 * cap
-    if rows < 2 * cap:
+    if rows < 2 * cap and scope_match is not None:
         for t in terms:
             held = _in_scope_count(conn, t, inside, params, scope_match, rows)
             if held >= cap and held >= COMMON_SHARE * rows:
@@ -1478,12 +1479,12 @@ class SqliteStore(Store):
                 asked = terms
                 scope_match = _scope_match(within) if scoped else None
                 if scoped:
-                    rows_in = _scope_rows(conn, scope, scope_params, cap)
+                    rows_in = _scope_rows(conn, scope, scope_params, 2 * cap)
                     if rows_in < min(SCOPE_DRIVEN_ROWS, cap):
                         return _scope_bm25(conn, terms, inside, inside_params, k, scope_match)
                     # below the cap no word can be in cap rows of the scope: none is common
                     if rows_in >= cap:
-                        terms, common = _common_in(conn, terms, scope, scope_params, scope_match, cap)
+                        terms, common = _common_in(conn, terms, scope, scope_params, scope_match, cap, rows_in)
                     else:
                         common = False
                 else:
