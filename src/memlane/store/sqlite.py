@@ -382,11 +382,11 @@ ADDRESS_WEIGHT = 0.25
 # a word in at least LEXICAL_CAP rows and in COMMON_SHARE of them is left out of a query (SqliteStore.lexical)
 LEXICAL_CAP = 2000
 COMMON_SHARE = 0.9
-# a scope of fewer indexed rows than this and than LEXICAL_CAP is ranked and counted from its own
-# rows instead of by FTS5's bm25(), which reads every posting of each word in the store: at 100k rows the two cost
-# the same at about 1,300 rows (every word in every row of the scope, the worst case), and the postings' side grows
-# with the store (bench/lexical.py: docs/benchmarks.md, "Lexical cost per query (#36)")
-SCOPE_DRIVEN_ROWS = 1500
+# a scope of fewer indexed rows than this and than LEXICAL_CAP is ranked and counted from its own rows instead of
+# by FTS5's bm25(), which reads every posting of each word in the store: at 100k rows the scope's way is cheaper up
+# to about 3,000 rows, and the postings' side grows with the store (bench/lexical.py: docs/benchmarks.md, "Lexical
+# cost per query (#36)"); from the cap on, common words are left out instead
+SCOPE_DRIVEN_ROWS = 2000
 # the scope's rows (its first, in index order) a larger scope's words are tested on to judge them common
 COMMON_SAMPLE = 64
 _MARK = "\x02\x03"  # highlight()'s opening mark, counted to get a word's occurrences in a row (_scope_bm25)
