@@ -387,6 +387,8 @@ COMMON_SHARE = 0.9
 # to about 3,000 rows, and the postings' side grows with the store (bench/lexical.py: docs/benchmarks.md, "Lexical
 # cost per query (#36)"); from the cap on, common words are left out instead
 SCOPE_DRIVEN_ROWS = 2000
+# in a scope of this many rows, a word in half of them or more (IDF at FTS5's floor) is not counted row by row
+FLOOR_UNCOUNTED_ROWS = 500
 # the scope's rows (its first, in index order) a larger scope's words are tested on to judge them common
 COMMON_SAMPLE = 64
 _MARK = "\x02\x03"  # highlight()'s opening mark, counted to get a word's occurrences in a row (_scope_bm25)
@@ -508,9 +510,10 @@ def _scope_bm25(
     what a scoped search returns never depends on rows outside it. A word's
     rows in the scope are found through ``scope_match`` (FTS5 intersects the
     posting lists), else each scope row is looked up (rowid and MATCH: a seek);
-    its occurrences are counted with ``highlight()``, except for a word in half
-    the scope or more, whose IDF is FTS5's floor (1e-6): each row holding it
-    counts it once, which can reorder only rows that hold nothing else. FTS5's
+    its occurrences are counted with ``highlight()``, except, in a scope of
+    ``FLOOR_UNCOUNTED_ROWS`` rows or more, for a word in half of it or more,
+    whose IDF is FTS5's floor (1e-6): each row holding it counts it once, which
+    can reorder only rows that hold no other word. FTS5's
     own ``bm25()`` would read every posting of each word in the store to count it.
     """
     scope = conn.execute(
@@ -541,13 +544,13 @@ def _scope_bm25(
         if not holding:
             continue
         idf = math.log((len(scope) - len(holding) + 0.5) / (len(holding) + 0.5))
-        if idf <= 0.0:
-            # in half the scope or more: FTS5's floor of 1e-6 makes its weight nil beside any other word, so its
-            # occurrences are not counted (each row holding it is scored as holding it once)
+        if idf <= 0.0 and len(scope) >= FLOOR_UNCOUNTED_ROWS:
+            # in half of a large scope or more: FTS5's floor of 1e-6 makes its weight nil beside any other word, so
+            # its occurrences are not counted (each row holding it is scored as holding it once)
             found = [(rowid, 1.0) for rowid in holding]
-            idf = 1e-6
         else:
             found = _occurrences(conn, holding, word, inside, params, scope_match)
+        idf = idf if idf > 0.0 else 1e-6
         for rowid, freq in found:
             norm = _K1 * (1 - _B + _B * length[rowid] / mean)
             score[rowid] = score.get(rowid, 0.0) + idf * freq * (_K1 + 1.0) / (freq + norm)
