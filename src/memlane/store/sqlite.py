@@ -33,7 +33,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -463,9 +463,18 @@ _SEEK_ROWS = (
 )
 
 
+def _add_bm25(
+    score: dict[int, float], found: Sequence[tuple[int, float]], idf: float, length: Mapping[int, int], mean: float
+) -> None:
+    """Add one word's BM25 term (FTS5's formula) to each row's score: ``found`` is (row, weighted occurrences)."""
+    for rowid, freq in found:
+        norm = _K1 * (1 - _B + _B * length[rowid] / mean)
+        score[rowid] = score.get(rowid, 0.0) + idf * freq * (_K1 + 1.0) / (freq + norm)
+
+
 def _occurrences(
     conn: sqlite3.Connection,
-    holding: Sequence[int],
+    holding: Collection[int],
     word: str,
     inside: str,
     params: Sequence[Any],
@@ -489,8 +498,7 @@ def _occurrences(
             )
         ]
         address = {r[0]: r[2] for r in conn.execute(_SEEK, (json.dumps(there), word))} if there else {}
-        wanted = set(holding)
-        marked = [(rowid, t, address.get(rowid)) for rowid, t in text if rowid in wanted]
+        marked = [(rowid, t, address.get(rowid)) for rowid, t in text if rowid in holding]
     return [(rowid, (t or "").count(_MARK) + ADDRESS_WEIGHT * (a or "").count(_MARK)) for rowid, t, a in marked]
 
 
@@ -529,6 +537,13 @@ def _scope_bm25(
     score: dict[int, float] = {}
     for term in terms:
         word = _quoted(term)
+        if scope_match is not None and len(scope) < FLOOR_UNCOUNTED_ROWS:
+            # every occurrence is counted: the rows and their counts in one pass
+            found = _occurrences(conn, length.keys(), word, inside, params, scope_match)
+            if found:
+                idf = math.log((len(scope) - len(found) + 0.5) / (len(found) + 0.5))
+                _add_bm25(score, found, idf if idf > 0.0 else 1e-6, length, mean)
+            continue
         if scope_match is None:
             holding = [r[0] for r in conn.execute(_SEEK_ROWS, (everyone, word))]
         else:
@@ -549,11 +564,8 @@ def _scope_bm25(
             # its occurrences are not counted (each row holding it is scored as holding it once)
             found = [(rowid, 1.0) for rowid in holding]
         else:
-            found = _occurrences(conn, holding, word, inside, params, scope_match)
-        idf = idf if idf > 0.0 else 1e-6
-        for rowid, freq in found:
-            norm = _K1 * (1 - _B + _B * length[rowid] / mean)
-            score[rowid] = score.get(rowid, 0.0) + idf * freq * (_K1 + 1.0) / (freq + norm)
+            found = _occurrences(conn, set(holding), word, inside, params, scope_match)
+        _add_bm25(score, found, idf if idf > 0.0 else 1e-6, length, mean)
     about = {r[0]: (r[1], r[2]) for r in scope}
     # best first, ties newest first, as FTS5's ranking statement orders them
     top = sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))[:k]
