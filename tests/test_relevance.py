@@ -179,6 +179,8 @@ def test_postgres_ranks_a_bounded_number_of_rows_per_common_word(
     monkeypatch.setattr(postgres, "LEXICAL_CAP", 5)
     with memlane.open(store_url, embedder=None) as mem:
         mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"common word filler{i}"} for i in range(40)])
+        # in two thirds of the scope's rows: not so common that it is left out (as a word in nearly all would be)
+        mem.put_many([{"namespace": "n", "key": f"o{i}", "value": f"other {i}"} for i in range(20)])
         mem.put("n", "target", "common word rare")
         store: Any = mem.store
         top = store.lexical(["common", "rare"], [("n",)], 3)
@@ -205,9 +207,10 @@ def test_sqlite_leaves_common_words_out_when_rarer_ones_exist(
         assert store.lexical(["value", "absent"], [()], 3) != []
         # a word in many rows but far from all of them is still ranked: it tells rows apart
         mem.put_many([{"namespace": "m", "key": f"j{i}", "value": f"other {i}"} for i in range(200)])
+        mem.put_many([{"namespace": "m", "key": f"f{i}", "value": "filler"} for i in range(40)])
         mem.put("m", "both", "other 17 value")
         ranked = store.lexical(["other", "17"], [("m",)], 5)
-        assert len(ranked) == 5  # "other" (in 83 % of the rows) still nominates
+        assert len(ranked) == 5  # "other" (in 83 % of the scope's rows) still nominates
         assert {r for r, _, _ in ranked[:2]} == {mem.get("m", "j17").id, mem.get("m", "both").id}
 
 

@@ -337,7 +337,10 @@ _MARK_ARRAYS = _MARK.replace("VALUES (%s, %s)", "SELECT * FROM unnest(%s::bigint
 
 # Lexical ranking in one statement (PostgresStore.lexical):
 # * ``words``: the query's distinct lexemes, each with its one-word tsquery;
-# * ``skipped``: lexemes the column statistics put in COMMON_SHARE of the rows, in a scope of at least the
+# * ``share``: each lexeme's share of the scope's rows: unscoped, the column statistics (the scope is the table);
+#   in a scope, a sample of the scope's own rows (``_SAMPLED``), so rows outside a scope never change what it
+#   returns;
+# * ``skipped``: lexemes with a ``share`` of at least COMMON_SHARE, in a scope of at least the
 #   cap, while the query has a rarer lexeme: their IDF is below 0.11 and every row holding a rarer word is
 #   still a candidate, so their index scan (a GIN scan builds its whole bitmap before any LIMIT applies,
 #   which grows with the table) is not run, as SQLite leaves such words out of its query;
@@ -348,7 +351,7 @@ _MARK_ARRAYS = _MARK.replace("VALUES (%s, %s)", "SELECT * FROM unnest(%s::bigint
 #   namespace index and each is tested (``tsv || ''`` keeps the planner off the GIN index), so a common word
 #   costs the scope's size, not the table's;
 # * ``idf``: each lexeme's document frequency in the scope (its capped count; a lexeme that reaches the cap
-#   is given ``greatest(cap, rows x its frequency in the column statistics)``), as BM25's IDF;
+#   is given ``greatest(cap, rows x its share)``), as BM25's IDF;
 # * ``hits``: the candidate rows (the union of ``capped``), one row per (ref, lexeme it contains, ts_rank
 #   for that lexeme); the tsvector is detoasted once per row (``setweight(.., 'D', '{}')`` relabels
 #   nothing, and its result is reused); text words (label D) weigh 1, address words (label C) ADDRESS_WEIGHT;
@@ -387,10 +390,11 @@ frequent AS MATERIALIZED (
       AND e.w IN (SELECT w FROM words)
     GROUP BY e.w
 ),
+share AS MATERIALIZED ({share}),
 skipped AS MATERIALIZED (
-    SELECT f.w FROM frequent f CROSS JOIN total
+    SELECT f.w FROM share f CROSS JOIN total
     WHERE f.f >= %(common)s AND total.n >= %(cap)s/*skip*/
-      AND EXISTS (SELECT 1 FROM words x WHERE x.w NOT IN (SELECT y.w FROM frequent y WHERE y.f >= %(common)s))
+      AND EXISTS (SELECT 1 FROM words x WHERE x.w NOT IN (SELECT y.w FROM share y WHERE y.f >= %(common)s))
 ),
 table_rows AS MATERIALIZED (
     SELECT greatest(reltuples, 0)::float8 AS n FROM pg_class WHERE oid = 'items'::regclass
@@ -411,9 +415,9 @@ capped AS MATERIALIZED (
 ),
 df AS MATERIALIZED (
     SELECT c.w, CASE WHEN count(*) >= %(cap)s
-        THEN greatest(count(*)::float8, total.n * coalesce(max(frequent.f), 0)) ELSE count(*)::float8 END AS n,
+        THEN greatest(count(*)::float8, total.n * coalesce(max(share.f), 0)) ELSE count(*)::float8 END AS n,
         total.n AS total
-    FROM capped c CROSS JOIN total LEFT JOIN frequent ON frequent.w = c.w GROUP BY c.w, total.n
+    FROM capped c CROSS JOIN total LEFT JOIN share ON share.w = c.w GROUP BY c.w, total.n
 ),
 idf AS MATERIALIZED (
     SELECT df.w, ln(1 + (greatest(df.total, df.n) - df.n + 0.5::float8) / (df.n + 0.5::float8)) AS idf FROM df
@@ -433,10 +437,40 @@ ranked AS (
 )
 SELECT i.id, r.score, i.version FROM ranked r JOIN items i ON i.ref = r.ref ORDER BY r.score DESC, r.ref
 """.replace("ADDRESS_WEIGHT", str(ADDRESS_WEIGHT))
-_LEXICAL_IN_PREFIX = _LEXICAL.format(
+# A scope's share of each word (``share`` in _LEXICAL): the share of the scope's first COMMON_SAMPLE indexed rows
+# (in the (namespace, key) index's order) holding it, read only in a scope of at least the cap. What is common,
+# and a capped word's document frequency, then depend on the scope's rows alone, never on the table's statistics
+# (rows outside the scope); the sample costs COMMON_SAMPLE rows whatever the table's size.
+COMMON_SAMPLE = 64
+_SAMPLED = """
+    SELECT w.w, avg(coalesce((s.tsv @@ w.q)::int, 0))::float8 AS f
+    FROM words w
+    CROSS JOIN (
+        SELECT i.tsv FROM items i JOIN (
+            -- the scope's rows found as every scope read finds them (an ordered index scan would test the scope's
+            -- ranges on every row before it), then their first by address
+            SELECT r.ref FROM (
+                SELECT i.ref, i.namespace, i.key FROM items i
+                WHERE (SELECT n FROM total) >= %(cap)s AND i.indexed{scope}/*where*/ OFFSET 0
+            ) AS r
+            ORDER BY r.namespace, r.key LIMIT COMMON_SAMPLE
+        ) AS pick ON pick.ref = i.ref
+    ) AS s
+    GROUP BY w.w
+""".replace("COMMON_SAMPLE", str(COMMON_SAMPLE))
+
+
+def _scoped(scope: str, total: str) -> str:
+    """The ranking statement for a scope: its words' shares from a sample of its own rows (``_SAMPLED``)."""
+    return _LEXICAL.format(scope=scope, total=total, share=_SAMPLED.format(scope=scope))
+
+
+_LEXICAL_IN_PREFIX = _scoped(
     scope="\n      AND (i.namespace = %(ns)s OR (i.namespace >= %(ns_lo)s AND i.namespace < %(ns_hi)s))",
-    total="SELECT count(*) AS n FROM items "
-    "WHERE (namespace = %(ns)s OR (namespace >= %(ns_lo)s AND namespace < %(ns_hi)s))",
+    # each part of the prefix as its own index range: written as one OR, the planner may read the whole index and
+    # test the OR on every entry (an ordered index-only scan: 28,000 entries read to count 2,000 of 30,000)
+    total="SELECT (SELECT count(*) FROM items WHERE namespace = %(ns)s) "
+    "+ (SELECT count(*) FROM items WHERE namespace >= %(ns_lo)s AND namespace < %(ns_hi)s) AS n",
 )
 
 
@@ -459,24 +493,98 @@ def _lexical_in_prefixes(lengths: tuple[int, ...], ranges: int = 0) -> str:
 
         # the scope's rows found through the index too: a word common in the table is tested on the scope's
         # rows (``by_scope``), which the prefix sets could only find by reading every row (180 ms at 100k)
-        total = f"SELECT count(*) AS n FROM items WHERE {tests('namespace')}"
-        return _LEXICAL.format(scope=f"\n      AND ({tests('i.namespace')})", total=total)
+        # each range counted on its own (see _LEXICAL_IN_PREFIX); narrowed prefixes never nest
+        total = (
+            "SELECT "
+            + " + ".join(
+                f"(SELECT count(*) FROM items WHERE namespace = %(r{i})s) + (SELECT count(*) FROM items "
+                f"WHERE namespace >= %(r{i}_lo)s AND namespace < %(r{i}_hi)s)"
+                for i in range(ranges)
+            )
+            + " AS n"
+        )
+        return _scoped(scope=f"\n      AND ({tests('i.namespace')})", total=total)
     total = (
         "SELECT count(*) AS n FROM unnest(string_to_array(%(prefixes)s, E'\\n')) AS s(p) JOIN items "
         'ON items.namespace = s.p COLLATE "C" OR (items.namespace >= (s.p || \'/\') COLLATE "C" '
         "AND items.namespace < (s.p || '0') COLLATE \"C\")"
     )
-    return _LEXICAL.format(
-        scope="\n      AND " + c.under_any("i.namespace", lengths, "postgres", lambda i: f"%(w{i})s"), total=total
-    )
+    scope = "\n      AND " + c.under_any("i.namespace", lengths, "postgres", lambda i: f"%(w{i})s")
+    return _scoped(scope=scope, total=total)
 
 
 # without a prefix the planner's row estimate is plenty for IDF and avoids counting the table per query
 _LEXICAL_ALL = _LEXICAL.format(
     scope="",
+    share="SELECT w, f FROM frequent",
     total="SELECT CASE WHEN reltuples >= 1 THEN reltuples::bigint ELSE (SELECT count(*) FROM items) END AS n "
     "FROM pg_class WHERE oid = 'items'::regclass",
 )
+
+
+# document_counts (PostgresStore): one term's rows, counted up to a limit. The term's lexemes are AND-ed, as the
+# lexical channel matches them (a word, never syntax). Each statement has two branches, only one of which runs
+# (a one-time filter on an InitPlan): the word's posting list (the GIN index builds its whole bitmap before any
+# LIMIT applies: the cost of every row holding the word in the table) or rows read and tested one by one,
+# stopping at the limit (``coalesce(tsv, ..)`` keeps the planner off the GIN index, which a test implying
+# ``tsv IS NOT NULL`` would let it read whole, as the partial index's predicate).
+SCOPE_DRIVEN_ROWS = 2000  # a scope smaller than this is counted from its own rows (bench/lexical.py)
+COMMON_COUNTED = 0.2  # over the whole table, a word in this share of the rows is counted from the rows
+# the term's tsquery, written out where the GIN branch tests it so its plan is made for the word (an InitPlan's
+# value would be planned as any word: a worse plan for a common one)
+_TERM = "to_tsquery('simple', nullif(replace(strip(to_tsvector('memlane', %s))::text, ''' ''', ''' & '''), ''))"
+_COUNT_IN_SCOPE = f"""
+WITH small AS MATERIALIZED ({{small}})
+SELECT count(*) FROM (
+    (SELECT 1 FROM items WHERE NOT (SELECT yes FROM small) AND tsv @@ {_TERM} AND {{inside}} LIMIT %s)
+    UNION ALL
+    (SELECT 1 FROM items WHERE (SELECT yes FROM small) AND coalesce(tsv, ''::tsvector) @@ {_TERM}
+        AND {{inside}} LIMIT %s)
+) s
+"""
+
+
+def _small_scope(within: Within, inside: str, params: Sequence[Any]) -> tuple[str, list[Any]]:
+    """A statement answering whether ``within`` holds fewer than SCOPE_DRIVEN_ROWS rows, reading at most about that.
+
+    A few prefixes are counted range by range, each an index range scan that stops at the bound (as one OR, the
+    planner may read the whole index and test the OR on each entry). Nested prefixes would be counted twice: a
+    scope then looks larger, which changes only how it is counted, never the count.
+    """
+    if within and all(within) and len(within) <= c.SMALL_SCOPE:
+        parts: list[str] = []
+        values: list[Any] = []
+        for prefix in within:
+            exact, low, high = c.ns_range(prefix)
+            parts.append("(SELECT count(*) FROM (SELECT 1 FROM items WHERE namespace = %s LIMIT %s) a)")
+            parts.append(
+                "(SELECT count(*) FROM (SELECT 1 FROM items WHERE namespace >= %s AND namespace < %s LIMIT %s) b)"
+            )
+            values += [exact, SCOPE_DRIVEN_ROWS, low, high, SCOPE_DRIVEN_ROWS]
+        return f"SELECT {' + '.join(parts)} < %s AS yes", [*values, SCOPE_DRIVEN_ROWS]
+    return (
+        f"SELECT count(*) < %s AS yes FROM (SELECT 1 FROM items WHERE {inside} LIMIT %s) s",
+        [SCOPE_DRIVEN_ROWS, *params, SCOPE_DRIVEN_ROWS],
+    )
+
+
+_COUNT_ALL = f"""
+WITH common AS MATERIALIZED (
+    SELECT coalesce(min(coalesce(e.f, 0)), 0) >= %s AS yes
+    FROM unnest(to_tsvector('memlane', %s)) AS v
+    LEFT JOIN (
+        SELECT x.w, max(x.f) AS f FROM pg_stats s
+        CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS x(w, f)
+        WHERE s.tablename = 'items' AND s.attname = 'tsv' AND s.schemaname = current_schema()
+        GROUP BY x.w
+    ) AS e ON e.w = v.lexeme
+)
+SELECT count(*) FROM (
+    (SELECT 1 FROM items WHERE NOT (SELECT yes FROM common) AND tsv @@ {_TERM} LIMIT %s)
+    UNION ALL
+    (SELECT 1 FROM items WHERE (SELECT yes FROM common) AND coalesce(tsv, ''::tsvector) @@ {_TERM} LIMIT %s)
+) s
+"""
 
 
 # Inside a scope of at most this many items the vector channel scans exactly. Measured at 384 dimensions over
@@ -1477,26 +1585,36 @@ class PostgresStore(Store):
                 yield conn, pipeline.sync
 
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
-        """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
+        """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``.
+
+        The cost follows the counts asked for, not the table: a scope of fewer
+        than ``SCOPE_DRIVEN_ROWS`` rows is counted from its own rows (the
+        namespace index, each row's tsvector tested), never from a word's whole
+        posting list; over the whole table a word the column statistics put in
+        ``COMMON_COUNTED`` of the rows is counted by reading rows until ``limit``
+        hold it (about ``limit / share`` rows) instead of building its bitmap.
+        Both ways give the same counts; only the work differs.
+        """
         inside, inside_params = c.scope_ranges(within, p="%s", column="namespace")
         # every statement carries the scope's parameters
-        with self._one_trip(_chars(inside_params) * (1 + len(terms))) as (conn, sync):
+        with self._one_trip(_chars(inside_params) * (1 + 3 * len(terms))) as (conn, sync):
             # planned for its parameters (the read connection plans generically; _LEXICAL_SETTINGS)
             conn.execute(_LEXICAL_SETTINGS, prepare=True)
             total = conn.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM items {'WHERE ' + inside if inside else ''} LIMIT %s) s",
                 (*inside_params, limit),
             )
-            # the term's lexemes AND-ed, as the lexical channel matches them (a word, never syntax)
-            each = {
-                term: conn.execute(
-                    "SELECT count(*) FROM (SELECT 1 FROM items WHERE tsv @@ to_tsquery('simple', "
-                    "nullif(replace(strip(to_tsvector('memlane', %s))::text, ''' ''', ''' & '''), ''))"
-                    f"{' AND ' + inside if inside else ''} LIMIT %s) s",
-                    (term, *inside_params, limit),
-                )
-                for term in terms
-            }
+            if inside:
+                small, head = _small_scope(within, inside, inside_params)
+                sql = _COUNT_IN_SCOPE.format(inside=inside, small=small)
+                each = {
+                    term: conn.execute(sql, (*head, term, *inside_params, limit, term, *inside_params, limit))
+                    for term in terms
+                }
+            else:
+                each = {
+                    term: conn.execute(_COUNT_ALL, (COMMON_COUNTED, term, term, limit, term, limit)) for term in terms
+                }
             sync()
             counts = {term: int(cur.fetchone()[0]) for term, cur in each.items()}
             return int(total.fetchone()[0]), counts

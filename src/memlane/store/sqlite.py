@@ -27,12 +27,13 @@ from __future__ import annotations
 import builtins
 import json
 import logging
+import math
 import os
 import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -381,6 +382,265 @@ ADDRESS_WEIGHT = 0.25
 # a word in at least LEXICAL_CAP rows and in COMMON_SHARE of them is left out of a query (SqliteStore.lexical)
 LEXICAL_CAP = 2000
 COMMON_SHARE = 0.9
+# a scope of fewer indexed rows than this and than LEXICAL_CAP is ranked and counted from its own rows instead of
+# by FTS5's bm25(), which reads every posting of each word in the store: at 100k rows the scope's way is cheaper up
+# to about 3,000 rows, and the postings' side grows with the store (bench/lexical.py: docs/benchmarks.md, "Lexical
+# cost per query (#36)"); from the cap on, common words are left out instead
+SCOPE_DRIVEN_ROWS = 2000
+# in a scope of this many rows, a word in half of them or more (IDF at FTS5's floor) is not counted row by row
+FLOOR_UNCOUNTED_ROWS = 500
+# the scope's rows (its first, in index order) a larger scope's words are tested on to judge them common
+COMMON_SAMPLE = 64
+_MARK = "\x02\x03"  # highlight()'s opening mark, counted to get a word's occurrences in a row (_scope_bm25)
+# FTS5's bm25() constants
+_K1 = 1.2
+_B = 0.75
+
+
+def _quoted(term: str) -> str:
+    """A term as one FTS5 phrase: a word, never query syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _scope_rows(conn: sqlite3.Connection, inside: str, params: Sequence[Any], limit: int) -> int:
+    """The indexed rows meeting ``inside``, counted up to ``limit``."""
+    return int(
+        conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM items JOIN items_fts_docsize d ON d.id = items.rowid "
+            f"WHERE {inside} LIMIT ?)",
+            (*params, limit),
+        ).fetchone()[0]
+    )
+
+
+def _sizes(blob: bytes) -> int:
+    """The tokens of a row in all columns: FTS5's docsize record, one varint per column."""
+    total = i = 0
+    while i < len(blob):
+        value = 0
+        for j in range(9):
+            byte = blob[i]
+            i += 1
+            if j == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        total += value
+    return total
+
+
+def _scope_match(within: Within) -> str | None:
+    """An FTS5 expression every row inside ``within`` matches (and few others), or ``None`` where there is none.
+
+    A row's address column starts with its namespace's words, so the rows under
+    a prefix are among those whose address starts with the prefix's words
+    (``address : ^ "<prefix>"``, tokenized as the column is). AND-ed with a
+    word, FTS5 intersects the two posting lists itself, skipping through the
+    longer one: a word's rows in a small scope are found without walking the
+    word's rows elsewhere. A superset (``Team/A`` matches ``team/a``): the
+    statement still tests the scope exactly. ``None`` for many prefixes or a
+    prefix with no ASCII letter or digit (it might hold no word at all).
+    """
+    if not within or not all(within) or len(within) > c.SMALL_SCOPE:
+        return None
+    phrases = []
+    for prefix in within:
+        text = "/".join(prefix)
+        if not any(ch.isascii() and ch.isalnum() for ch in text):
+            return None
+        phrases.append(f"address : ^ {_quoted(text)}")
+    return " OR ".join(phrases)
+
+
+_SEEK = (
+    f"SELECT s.value, highlight(items_fts, 0, '{_MARK}', ''), highlight(items_fts, 1, '{_MARK}', '') "
+    "FROM json_each(?) AS s CROSS JOIN items_fts ON items_fts.rowid = s.value WHERE items_fts MATCH ?"
+)
+_SEEK_ROWS = (
+    "SELECT s.value FROM json_each(?) AS s CROSS JOIN items_fts ON items_fts.rowid = s.value WHERE items_fts MATCH ?"
+)
+
+
+def _add_bm25(
+    score: dict[int, float], found: Sequence[tuple[int, float]], idf: float, length: Mapping[int, int], mean: float
+) -> None:
+    """Add one word's BM25 term (FTS5's formula) to each row's score: ``found`` is (row, weighted occurrences)."""
+    for rowid, freq in found:
+        norm = _K1 * (1 - _B + _B * length[rowid] / mean)
+        score[rowid] = score.get(rowid, 0.0) + idf * freq * (_K1 + 1.0) / (freq + norm)
+
+
+def _occurrences(
+    conn: sqlite3.Connection,
+    holding: Collection[int],
+    word: str,
+    inside: str,
+    params: Sequence[Any],
+    scope_match: str | None,
+) -> builtins.list[tuple[int, float]]:
+    """Each row of ``holding`` with the occurrences of ``word`` in it, the address's weighted (highlight() marks)."""
+    if scope_match is None:
+        marked = conn.execute(_SEEK, (json.dumps(builtins.list(holding)), word)).fetchall()
+    else:
+        # the text's from the intersection (the scope's phrase is the address's: no mark in the text); the
+        # address's by a seek, in the few rows whose address holds the word
+        text = conn.execute(
+            f"SELECT items.rowid, highlight(items_fts, 0, '{_MARK}', '') FROM items_fts JOIN items "
+            f"ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside}",
+            (f"{word} AND ({scope_match})", *params),
+        ).fetchall()
+        there = [
+            r[0]
+            for r in conn.execute(
+                "SELECT rowid FROM items_fts WHERE items_fts MATCH ?", (f"address : {word} AND ({scope_match})",)
+            )
+        ]
+        address = {r[0]: r[2] for r in conn.execute(_SEEK, (json.dumps(there), word))} if there else {}
+        marked = [(rowid, t, address.get(rowid)) for rowid, t in text if rowid in holding]
+    return [(rowid, (t or "").count(_MARK) + ADDRESS_WEIGHT * (a or "").count(_MARK)) for rowid, t, a in marked]
+
+
+def _scope_bm25(
+    conn: sqlite3.Connection,
+    terms: Sequence[str],
+    inside: str,
+    params: Sequence[Any],
+    k: int,
+    scope_match: str | None,
+) -> builtins.list[tuple[str, float, int]]:
+    """The top ``k`` of a small scope by FTS5's BM25 with the scope's own statistics: ``(id, score, version)``.
+
+    The same formula as FTS5's ``bm25()`` (k1 1.2, b 0.75, column weights 1 and
+    ``ADDRESS_WEIGHT``, an IDF of at least 1e-6), with the row count, each word's
+    document frequency and the mean row length taken over the scope's rows:
+    what a scoped search returns never depends on rows outside it. A word's
+    rows in the scope are found through ``scope_match`` (FTS5 intersects the
+    posting lists), else each scope row is looked up (rowid and MATCH: a seek);
+    its occurrences are counted with ``highlight()``, except, in a scope of
+    ``FLOOR_UNCOUNTED_ROWS`` rows or more, for a word in half of it or more,
+    whose IDF is FTS5's floor (1e-6): each row holding it counts it once, which
+    can reorder only rows that hold no other word. FTS5's
+    own ``bm25()`` would read every posting of each word in the store to count it.
+    """
+    scope = conn.execute(
+        "SELECT items.rowid, items.id, items.version, d.sz FROM items JOIN items_fts_docsize d "
+        f"ON d.id = items.rowid WHERE {inside}",
+        params,
+    ).fetchall()
+    if not scope:
+        return []
+    length = {rowid: _sizes(sz) for rowid, _, _, sz in scope}
+    mean = (sum(length.values()) / len(scope)) or 1.0
+    everyone = json.dumps([r[0] for r in scope])
+    score: dict[int, float] = {}
+    for term in terms:
+        word = _quoted(term)
+        if scope_match is not None and len(scope) < FLOOR_UNCOUNTED_ROWS:
+            # every occurrence is counted: the rows and their counts in one pass
+            found = _occurrences(conn, length.keys(), word, inside, params, scope_match)
+            if found:
+                idf = math.log((len(scope) - len(found) + 0.5) / (len(found) + 0.5))
+                _add_bm25(score, found, idf if idf > 0.0 else 1e-6, length, mean)
+            continue
+        if scope_match is None:
+            holding = [r[0] for r in conn.execute(_SEEK_ROWS, (everyone, word))]
+        else:
+            holding = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT items.rowid FROM items_fts JOIN items ON items.rowid = items_fts.rowid "
+                    f"WHERE items_fts MATCH ? AND {inside}",
+                    (f"{word} AND ({scope_match})", *params),
+                )
+                if r[0] in length
+            ]
+        if not holding:
+            continue
+        idf = math.log((len(scope) - len(holding) + 0.5) / (len(holding) + 0.5))
+        if idf <= 0.0 and len(scope) >= FLOOR_UNCOUNTED_ROWS:
+            # in half of a large scope or more: FTS5's floor of 1e-6 makes its weight nil beside any other word, so
+            # its occurrences are not counted (each row holding it is scored as holding it once)
+            found = [(rowid, 1.0) for rowid in holding]
+        else:
+            found = _occurrences(conn, set(holding), word, inside, params, scope_match)
+        _add_bm25(score, found, idf if idf > 0.0 else 1e-6, length, mean)
+    about = {r[0]: (r[1], r[2]) for r in scope}
+    # best first, ties newest first, as FTS5's ranking statement orders them
+    top = sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))[:k]
+    return [(about[rowid][0], s, about[rowid][1]) for rowid, s in top]
+
+
+def _within_scope(match: str, scope_match: str | None) -> str:
+    """``match`` restricted to the scope's address words where there are some (rows only: it would score them)."""
+    return match if scope_match is None else f"({match}) AND ({scope_match})"
+
+
+def _in_scope_count(
+    conn: sqlite3.Connection, term: str, inside: str, params: Sequence[Any], scope_match: str | None, limit: int
+) -> int:
+    """The rows inside ``inside`` holding ``term``, up to ``limit``, found through ``scope_match`` where given."""
+    if scope_match is None:
+        match = _quoted(term)
+    else:
+        match = f"{_quoted(term)} AND ({scope_match})"
+    return int(
+        conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM items_fts JOIN items ON items.rowid = items_fts.rowid "
+            f"WHERE items_fts MATCH ? AND {inside} LIMIT ?)",
+            (match, *params, limit),
+        ).fetchone()[0]
+    )
+
+
+def _common_in(
+    conn: sqlite3.Connection,
+    terms: Sequence[str],
+    inside: str,
+    params: Sequence[Any],
+    scope_match: str | None,
+    cap: int,
+    rows: int,
+) -> tuple[builtins.list[str], bool]:
+    """The terms worth ranking in a scope of ``rows`` (at least ``cap``, counted up to ``2 * cap``) indexed rows,
+    and whether all of them are common.
+
+    A term is common when it is in ``cap`` rows of the scope and in
+    ``COMMON_SHARE`` of them. Judged on the scope's rows alone: exactly in a
+    scope of fewer than ``2 * cap`` rows with ``scope_match`` (FTS5 intersects
+    the word's postings with the scope's); else on the scope's first
+    ``COMMON_SAMPLE`` indexed rows (in the index's order), each looked up in
+    the index. Neither the verdict nor its cost depends on rows outside the scope.
+    """
+    common: set[str] = set()
+    if rows < 2 * cap and scope_match is not None:
+        for t in terms:
+            held = _in_scope_count(conn, t, inside, params, scope_match, rows)
+            if held >= cap and held >= COMMON_SHARE * rows:
+                common.add(t)
+    else:
+        sample = [
+            r[0]
+            for r in conn.execute(
+                f"SELECT items.rowid FROM items JOIN items_fts_docsize d ON d.id = items.rowid WHERE {inside} LIMIT ?",
+                (*params, COMMON_SAMPLE),
+            )
+        ]
+        for t in terms:
+            held = conn.execute(
+                "SELECT count(*) FROM json_each(?) AS s CROSS JOIN items_fts ON items_fts.rowid = s.value "
+                "WHERE items_fts MATCH ?",
+                (json.dumps(sample), _quoted(t)),
+            ).fetchone()[0]
+            if sample and held >= COMMON_SHARE * len(sample):
+                common.add(t)
+    rare = [t for t in terms if t not in common]
+    if rare:
+        return rare, False
+    return builtins.list(terms), True
+
+
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
 SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ? AND indexed
@@ -1188,17 +1448,34 @@ class SqliteStore(Store):
     ) -> builtins.list[Nomination]:
         """BM25 over ``items.text`` and the address words inside ``within``; terms are quoted and OR-ed.
 
-        Common words cost what rare ones cost: a term found in ``LEXICAL_CAP``
-        rows or more and in ``COMMON_SHARE`` of the rows is left out of the
-        query when rarer terms exist (its IDF is near zero; rows holding a
-        rarer term are all still candidates). When
-        every term is that common, BM25 cannot tell the rows apart (and FTS5
-        would read every posting to compute its IDF): the newest ``k`` rows
-        holding any of them are nominated, all with score 0.
+        What a scoped search returns depends on the scope's rows only, and its
+        cost on the scope, not the store:
+
+        * a scope of fewer than ``min(SCOPE_DRIVEN_ROWS, LEXICAL_CAP)``
+          indexed rows is ranked from its own rows (those meeting ``where``), found
+          through FTS5's intersection with the scope's address words
+          (``_scope_match``) or looked up one by one, never by walking a common
+          word's postings, and scored by FTS5's BM25 formula with the scope's
+          own row count, document frequencies and mean length (``_scope_bm25``);
+        * in a larger scope, a word in ``LEXICAL_CAP`` rows and in
+          ``COMMON_SHARE`` of the scope's rows (judged on them: ``_common_in``)
+          is left out of the query when rarer words exist (its IDF is near
+          zero; rows holding a rarer word are all still candidates); when every
+          word is that common, BM25 cannot tell the rows apart (and FTS5 would
+          read every posting to compute its IDF): the newest ``k`` rows of the
+          scope holding any of them are nominated, all with score 0. Other
+          scores there are FTS5's, whose IDF and mean length are the store's.
+
+        Unscoped, the scope is the store: a word is common by the store's own
+        counts (``_bounded``).
         """
         if not terms:
             return []
         inside, inside_params = c.within_filter(within, column="items.namespace")
+        # the scope alone decides the way (a ``where`` is tested on the rows found, never on the whole scope first);
+        # a ``where`` without a scope is tested on the rows FTS5 matched, as over the whole store
+        scope, scope_params = inside, inside_params
+        scoped = bool(scope)
         if where:  # part of the joined statement: the k ranked are the best among the items meeting it
             from . import where_sql
 
@@ -1206,18 +1483,36 @@ class SqliteStore(Store):
             inside = f"{inside} AND {test}" if inside else test
             inside_params = [*inside_params, *test_params]
         bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
+        cap = max(LEXICAL_CAP, k)
         with self._lock:
             self._check_open()
+            conn = self._conn
+            own = not conn.in_transaction  # its statements read one snapshot
+            if own:
+                conn.execute("BEGIN")
             try:
                 asked = terms
-                terms, common = self._bounded(terms, max(LEXICAL_CAP, k))
+                scope_match = _scope_match(within) if scoped else None
+                if scoped:
+                    rows_in = _scope_rows(conn, scope, scope_params, 2 * cap)
+                    if rows_in < min(SCOPE_DRIVEN_ROWS, cap):
+                        return _scope_bm25(conn, terms, inside, inside_params, k, scope_match)
+                    # below the cap no word can be in cap rows of the scope: none is common
+                    if rows_in >= cap:
+                        terms, common = _common_in(conn, terms, scope, scope_params, scope_match, cap, rows_in)
+                    else:
+                        common = False
+                else:
+                    terms, common = self._bounded(terms, cap)
                 if not terms:
                     return []
-                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+                match = " OR ".join(_quoted(t) for t in terms)
                 if common:
                     # newest first and nothing else: FTS5 then walks its rowids backwards and stops at k (a second,
-                    # repeated ORDER BY term made SQLite sort every match: 0.9 s at 1M rows)
+                    # repeated ORDER BY term made SQLite sort every match: 0.9 s at 1M rows); in a scope, only the
+                    # postings of its own rows (no score to distort with the scope's words)
                     rank, order = "0.0", "items_fts.rowid DESC"
+                    match = _within_scope(match, scope_match)
                 else:
                     rank, order = bm25, f"{bm25}, items_fts.rowid DESC"
                 if inside:
@@ -1236,36 +1531,40 @@ class SqliteStore(Store):
                         "JOIN items ON items.rowid = f.rowid ORDER BY f.score, f.rowid DESC"
                     )
                     params = (match, k)
-                rows = self._conn.execute(sql, params).fetchall()
+                rows = conn.execute(sql, params).fetchall()
                 dropped = [t for t in asked if t not in terms]
                 if where and dropped and len(rows) < k:
                     # the common terms left out: the items meeting ``where`` may hold only them (their IDF is near
                     # zero: after the rest, newest first, score 0), else a filtered search finds fewer than it may
                     found = {r[0] for r in rows}
-                    more = self._conn.execute(
+                    more = conn.execute(
                         "SELECT items.id, 0.0, items.version FROM items_fts JOIN items ON items.rowid = "
                         f"items_fts.rowid WHERE items_fts MATCH ? AND {inside} ORDER BY items_fts.rowid DESC LIMIT ?",
-                        (" OR ".join('"' + t.replace('"', '""') + '"' for t in dropped), *inside_params, k),
+                        (_within_scope(" OR ".join(_quoted(t) for t in dropped), scope_match), *inside_params, k),
                     ).fetchall()
                     rows += [r for r in more if r[0] not in found][: k - len(rows)]
             except sqlite3.OperationalError as e:
                 raise StoreError(f"full-text search failed: {e}") from e
+            finally:
+                if own:
+                    conn.execute("COMMIT")
         return [(item_id, -score, version) for item_id, score, version in rows]
 
     def _bounded(self, terms: Sequence[str], cap: int) -> tuple[builtins.list[str], bool]:
-        """The terms worth ranking, and whether all of them are common (see ``lexical``).
+        """The terms worth ranking over the whole store, and whether all of them are common (see ``lexical``).
 
         A term is common when its first ``cap`` matches come from rows among
         which it is nearly everywhere (``COMMON_SHARE``): rowids are dense, so
         ``cap / highest rowid seen`` estimates its share without reading more
-        than ``cap`` postings. Its BM25 IDF is then below 0.11.
+        than ``cap`` postings. Its BM25 IDF is then below 0.11. Only for an
+        unscoped search: a scoped one judges by the scope's rows (``_common_in``).
         """
         present: builtins.list[str] = []
         common: set[str] = set()
         for t in terms:
             n, last = self._conn.execute(
                 "SELECT count(*), max(rowid) FROM (SELECT rowid FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
-                ('"' + t.replace('"', '""') + '"', cap),
+                (_quoted(t), cap),
             ).fetchone()
             if n:
                 present.append(t)
@@ -1277,31 +1576,45 @@ class SqliteStore(Store):
         return present, True
 
     def document_counts(self, terms: Sequence[str], within: Within, limit: int) -> tuple[int, dict[str, int]]:
-        """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``."""
+        """Rows in scope and rows containing each term (text or address), each count stopping at ``limit``.
+
+        The cost follows the scope, not the store: a scope of a few prefixes
+        finds a word's rows through FTS5's own intersection with the scope's
+        address words (``_scope_match``); another scope of fewer than
+        ``SCOPE_DRIVEN_ROWS`` rows looks each of its rows up in the index (a
+        seek). Otherwise, and over the whole store, the word's postings are
+        walked until ``limit`` are found in scope.
+        """
         inside, inside_params = c.scope_ranges(within, column="items.namespace")
         where = f"WHERE {inside}" if inside else ""
         counts: dict[str, int] = {}
         with self._lock:
             self._check_open()
-            total = self._conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM items {where} LIMIT ?)", (*inside_params, limit)
+            conn = self._conn
+            scope_match = _scope_match(within) if inside else None
+            seen = conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM items {where} LIMIT ?)",
+                (*inside_params, max(limit, SCOPE_DRIVEN_ROWS if inside and terms and not scope_match else 0)),
             ).fetchone()[0]
+            by_rows = bool(inside) and scope_match is None and seen < SCOPE_DRIVEN_ROWS
             for term in terms:
-                match = '"' + term.replace('"', '""') + '"'
-                if inside:
-                    sql = (
-                        "SELECT count(*) FROM (SELECT 1 FROM items_fts JOIN items ON items.rowid = items_fts.rowid "
-                        f"WHERE items_fts MATCH ? AND {inside} LIMIT ?)"
-                    )
-                    params: tuple[Any, ...] = (match, *inside_params, limit)
-                else:
-                    sql = "SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT ?)"
-                    params = (match, limit)
                 try:
-                    counts[term] = self._conn.execute(sql, params).fetchone()[0]
+                    if by_rows:
+                        counts[term] = conn.execute(
+                            "SELECT count(*) FROM (SELECT 1 FROM items CROSS JOIN items_fts ON items_fts.rowid = "
+                            f"items.rowid WHERE {inside} AND items_fts MATCH ? LIMIT ?)",
+                            (*inside_params, _quoted(term), limit),
+                        ).fetchone()[0]
+                    elif inside:
+                        counts[term] = _in_scope_count(conn, term, inside, inside_params, scope_match, limit)
+                    else:
+                        counts[term] = conn.execute(
+                            "SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
+                            (_quoted(term), limit),
+                        ).fetchone()[0]
                 except sqlite3.OperationalError as e:
                     raise StoreError(f"full-text search failed: {e}") from e
-        return total, counts
+        return min(seen, limit), counts
 
     def hydrate(self, ids: Sequence[str], within: Within, now: datetime, where: Sequence[Any] = ()) -> dict[str, Item]:
         """Live rows inside ``within`` meeting ``where`` for candidate item ids (one statement, so one snapshot)."""
