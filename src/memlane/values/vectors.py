@@ -150,6 +150,17 @@ class VectorCache:
 
         ``refs``, when given, are the only rows ranked (the items meeting a ``where``).
         """
+        return [(i, s, v) for _, i, s, v in self.search_refs(query, within, k, refs)]
+
+    @property
+    def refs(self) -> np.ndarray:
+        """The row numbers held (a view)."""
+        return self._refs[: self._n]
+
+    def search_refs(
+        self, query: Any, within: Sequence[tuple[str, ...]], k: int, refs: np.ndarray | None = None
+    ) -> list[tuple[int, str, float, int]]:
+        """As :meth:`search`, each result ``(ref, item_id, cosine, version)``."""
         n = self._n
         if n == 0 or k <= 0 or not within:
             return []
@@ -185,5 +196,6 @@ class VectorCache:
         top, idx = top[order], idx[order]
         ids = self._ids
         return [
-            (ids[i], float(s), int(v)) for i, s, v in zip(idx.tolist(), scores[top], self._versions[idx], strict=True)
+            (int(r), ids[i], float(s), int(v))
+            for i, r, s, v in zip(idx.tolist(), self._refs[idx], scores[top], self._versions[idx], strict=True)
         ]
