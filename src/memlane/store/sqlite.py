@@ -1372,7 +1372,7 @@ class SqliteStore(Store):
             if shared.fold_due():  # no indexer folded the newer vectors in (or the index is unsound): do it here
                 rebuild, shared.needs_rebuild = shared.needs_rebuild, False
                 try:
-                    fold(self._path, min_delta=0 if rebuild else None, rebuild=rebuild)
+                    fold(self._path, min_delta=0 if rebuild else None, rebuild=rebuild, graph=False)
                 except (OSError, sqlite3.Error, CorruptIndex) as e:
                     _log.warning("vector index fold for %s failed: %s", self._path, e)
         return [(item_id, score, version) for _, item_id, score, version in hits]
@@ -1386,8 +1386,12 @@ class SqliteStore(Store):
             return
         if self._conn.execute("SELECT count(*) FROM item_vectors").fetchone()[0] < FOLD_MIN:
             return
+        deadline = time.monotonic() + 2.0  # another process building it: wait a while for its generation
         try:
-            fold(self._path, min_delta=0, blocking=True)
+            while not fold(self._path, min_delta=0, graph=False) and current_name(shared.folder) is None:
+                if time.monotonic() > deadline:
+                    return  # still not there: this search scans privately, as without an index
+                time.sleep(0.05)
         except (OSError, sqlite3.Error, CorruptIndex) as e:
             _log.warning("building the vector index of %s failed: %s", self._path, e)
 

@@ -186,6 +186,7 @@ class Generation:
         if len(self.namespaces) != n_ns:
             raise CorruptIndex(f"{path}: namespace table of the wrong length")
         self.graph: Any = None
+        self.graph_size = graph_size
         self.graph_path = path[: -len(".vec")] + ".graph"
         if with_graph and graph_size:
             self.graph = _open_graph(self.graph_path, graph_size, graph_crc, dim)
@@ -304,17 +305,20 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
-def fold(db_path: str, *, min_delta: int | None = None, blocking: bool = False, rebuild: bool = False) -> bool:
+def fold(
+    db_path: str, *, min_delta: int | None = None, blocking: bool = False, rebuild: bool = False, graph: bool = True
+) -> bool:
     """Write a new generation covering every vector in the database now; ``True`` when one was published.
 
     ``min_delta``: publish only when at least that many rows are newer than the
     current generation (default :func:`fold_size`), or when many were deleted,
     or the current one is missing or unsound. ``blocking``: wait for another
     process's fold rather than return ``False``. ``rebuild``: read every vector from the database, none from
-    the current generation (a search found it unsound).
+    the current generation (a search found it unsound). ``graph=False``: write no HNSW graph (a search
+    folding for itself does not spend minutes on one; the indexer's next fold adds it).
     """
     folder = directory_for(db_path)
-    if not rebuild and not _due(db_path, folder, min_delta):
+    if not rebuild and not _due(db_path, folder, min_delta, graph):
         return False
     os.makedirs(folder, exist_ok=True)
     with _locked(folder, blocking) as got:
@@ -323,13 +327,13 @@ def fold(db_path: str, *, min_delta: int | None = None, blocking: bool = False, 
         conn = sqlite3.connect(f"file:{os.path.abspath(db_path)}?mode=ro", uri=True, isolation_level=None)
         try:
             conn.execute("BEGIN")  # one snapshot for everything read below
-            return _fold_locked(conn, folder, min_delta, rebuild)
+            return _fold_locked(conn, folder, min_delta, rebuild, graph)
         finally:
             conn.close()
 
 
-def _peek(folder: str) -> tuple[int, int, int] | None:
-    """``(seq, count, deletes)`` from the current generation's header, unchecked (cheap: one page)."""
+def _peek(folder: str) -> tuple[int, int, int, int] | None:
+    """``(seq, count, deletes, graph size)`` from the current generation's header, unchecked (one page)."""
     name = current_name(folder)
     if name is None:
         return None
@@ -339,13 +343,28 @@ def _peek(folder: str) -> tuple[int, int, int] | None:
         fields = _HEAD.unpack(head)
     except (OSError, struct.error):
         return None
-    return (fields[4], fields[3], fields[5]) if fields[0] == MAGIC else None
+    return (fields[4], fields[3], fields[5], fields[10]) if fields[0] == MAGIC else None
 
 
-def _due(db_path: str, folder: str, min_delta: int | None) -> bool:
+def graphs_available() -> bool:
+    """Whether usearch is installed (the ``vectors`` extra): without it every search scans exactly."""
+    try:
+        import usearch.index  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _graph_missing(count: int, graph_size: int) -> bool:
+    return count >= GRAPH_MIN and not graph_size and graphs_available()
+
+
+def _due(db_path: str, folder: str, min_delta: int | None, graph: bool) -> bool:
     """Whether a fold would publish, judged without the lock or reading the generation (after every batch)."""
     head = _peek(folder)
-    seq, count, deletes = (0, 0, 0) if head is None else head
+    seq, count, deletes, graph_size = (0, 0, 0, 0) if head is None else head
+    if head is not None and graph and _graph_missing(count, graph_size):
+        return True
     conn = sqlite3.connect(f"file:{os.path.abspath(db_path)}?mode=ro", uri=True, isolation_level=None)
     try:
         newer, now_deletes = conn.execute(
@@ -361,7 +380,7 @@ def _due(db_path: str, folder: str, min_delta: int | None) -> bool:
     return newer >= max(1, wanted) or now_deletes - deletes > max(FOLD_MIN, count // 8)
 
 
-def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, rebuild: bool) -> bool:
+def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, rebuild: bool, graph: bool) -> bool:
     for name in os.listdir(folder):  # a fold killed before its rename: nobody else writes while we hold the lock
         if name.startswith("tmp-"):
             with contextlib.suppress(OSError):
@@ -384,7 +403,8 @@ def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, r
     if old is not None:
         newer = conn.execute("SELECT count(*) FROM item_vectors WHERE seq > ?", (old.seq,)).fetchone()[0]
         wanted = fold_size(old.count) if min_delta is None else min_delta
-        if newer < max(1, wanted) and deletes - old.deletes <= max(FOLD_MIN, old.count // 8):
+        no_graph = graph and _graph_missing(old.count, old.graph_size)
+        if newer < max(1, wanted) and deletes - old.deletes <= max(FOLD_MIN, old.count // 8) and not no_graph:
             return False
     rows = conn.execute(
         "SELECT v.item_rowid, v.version, v.seq, i.namespace FROM item_vectors v "
@@ -448,7 +468,9 @@ def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, r
                 filled[rows_same] = True
             _read_missing(conn, matrix, refs, sorted_refs, by_ref, filled, dim)
             del matrix
-            graph_size, graph_crc = _write_graph(tmp + ".graph", buf, sections, count, dim, refs, seqs, old, folder)
+            graph_size, graph_crc = (
+                _write_graph(tmp + ".graph", buf, sections, count, dim, refs, seqs, old) if graph else (0, 0)
+            )
             head = _HEAD.pack(
                 MAGIC, FORMAT, dim, count, seq, deletes, len(names), len(ns_blob), size,
                 _meta_crc(buf, sections), graph_size, graph_crc,
@@ -533,7 +555,6 @@ def _write_graph(
     refs: np.ndarray,
     seqs: np.ndarray,
     old: Generation | None,
-    folder: str,
 ) -> tuple[int, int]:
     """Build (or extend the previous generation's) HNSW graph; ``(size, crc)`` of the file, ``(0, 0)``: none."""
     if count < GRAPH_MIN:
@@ -544,7 +565,7 @@ def _write_graph(
         return 0, 0
     matrix = np.frombuffer(buf, dtype="<f4", count=count * dim, offset=sections["matrix"][0]).reshape(count, dim)
     graph = None
-    if old is not None and os.path.exists(old.graph_path):
+    if old is not None and old.graph_size and os.path.exists(old.graph_path):
         try:
             graph = Index.restore(old.graph_path)  # a private copy, extended below
         except Exception:  # noqa: BLE001 - unreadable: build anew
@@ -607,6 +628,7 @@ class SharedVectors:
         self._delta_gen: Generation | None = None
         self._masked = np.zeros(0, dtype=np.int64)  # rows of the generation the delta replaces
         self._seen: tuple[int, int] | None = None
+        self._query_norm = 1.0
         self.rows_loaded = 0  # vectors read from the database into private memory, for tests and benchmarks
         self.approximate_searches = 0
         self.exact_searches = 0
@@ -710,6 +732,7 @@ class SharedVectors:
     ) -> list[Hit]:
         """Top ``k`` ``(ref, id, cosine, version)`` inside ``within`` (and among ``refs``), best first, ties by ref."""
         q = np.asarray(query, dtype=DTYPE)
+        self._query_norm = float(np.linalg.norm(q))
         delta = self.delta
         assert delta is not None
         found = delta.search_refs(q, within, k, refs)
@@ -800,15 +823,16 @@ class SharedVectors:
     ) -> list[Hit]:
         """The best ``k`` rows still live as indexed, reading further down the ranking past deleted ones."""
         scores = np.asarray(scores, dtype=np.float32)
-        bad = ~np.isfinite(scores)
-        if bad.any() or (scores.size and float(np.max(np.abs(np.where(bad, 0, scores)))) > _SCORE_LIMIT):
+        # NaN fails both comparisons, so a NaN anywhere condemns the generation too
+        limit = _SCORE_LIMIT * max(1.0, self._query_norm)  # stored vectors are unit length (normalised when written)
+        if scores.size and not (-limit <= float(scores.min()) and float(scores.max()) <= limit):
             raise CorruptIndex(f"{gen.path}: scores outside [-1, 1]")
         if self._masked.size:
-            replaced = (
-                self._masked if rows is None else np.flatnonzero(np.isin(rows, self._masked, assume_unique=False))
-            )
             if rows is None:
-                scores = scores.copy()
+                replaced = self._masked
+            else:  # rows ascend (merged ranges, or np.unique): look the masked rows up, no pass over them all
+                at = np.minimum(np.searchsorted(rows, self._masked), rows.size - 1)
+                replaced = at[rows[at] == self._masked]
             scores[replaced] = -np.inf
         total = int(np.count_nonzero(scores > -np.inf))
         checked: dict[int, tuple[str, int] | None] = {}
