@@ -75,14 +75,16 @@ def recall(found: list[np.ndarray], truth: list[np.ndarray]) -> float:
     """recall@10, counting as found a row that ties the exact 10th score (fake vectors tie often)."""
     assert DATA is not None and QUERIES is not None
     out = []
-    for q, f, t in zip(QUERIES, found, truth):
+    for q, f, t in zip(QUERIES, found, truth, strict=True):
         tenth = float(DATA[t[9]] @ q)
         out.append(min(10, int(np.sum(DATA[f[:10].astype(np.int64)] @ q >= tenth - 1e-6))) / 10)
     return float(np.mean(out))
 
 
 def strict_recall(found: list[np.ndarray], truth: list[np.ndarray]) -> float:
-    return float(np.mean([len(set(f[:10].tolist()) & set(t[:10].tolist())) / 10 for f, t in zip(found, truth)]))
+    return float(
+        np.mean([len(set(f[:10].tolist()) & set(t[:10].tolist())) / 10 for f, t in zip(found, truth, strict=True)])
+    )
 
 
 def rerank(data: np.ndarray, q: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -247,7 +249,7 @@ def main() -> int:
             view = Index.restore(path, view=True)
             for ef in (64, 128, 256):
                 view.expansion_search = ef
-                found, p50, p99 = timed(lambda q: view.search(q, 10, threads=1).keys, qs)
+                found, p50, p99 = timed(lambda q, v=view: v.search(q, 10, threads=1).keys, qs)
                 rows.append(
                     (
                         f"usearch {usearch.__version__} {dtype} ef={ef}",
@@ -261,7 +263,7 @@ def main() -> int:
                     )
                 )
                 if ef == 128:
-                    found, p50, p99 = timed(lambda q: rerank(data, q, view.search(q, 64, threads=1).keys), qs)
+                    found, p50, p99 = timed(lambda q, v=view: rerank(data, q, v.search(q, 64, threads=1).keys), qs)
                     rows.append(
                         (
                             f"usearch {dtype} ef={ef}, top 64 re-scored exactly",
@@ -274,7 +276,7 @@ def main() -> int:
                             "yes (graph and matrix mapped)",
                         )
                     )
-            del view, idx
+            del idx
     except ImportError as e:
         print(f"usearch: {e}")
     try:
