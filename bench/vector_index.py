@@ -166,6 +166,16 @@ def store_mode(args: argparse.Namespace) -> int:
     t = time.perf_counter()
     vi.fold(path, min_delta=0, rebuild=True)
     graph_s = time.perf_counter() - t
+    extra = n // 16  # the indexer's next fold: 1/16 more rows, copied rows and the graph extended
+    os.environ["MEMLANE_VECTOR_INDEX"] = "0"
+    mem = memlane.open(path, embedder=f"fake:{args.dim}", indexing="sync")
+    mem.put_many(corpus.batch(n, n + extra))
+    mem.close()
+    del os.environ["MEMLANE_VECTOR_INDEX"]
+    t = time.perf_counter()
+    assert vi.fold(path)
+    update_s = time.perf_counter() - t
+    print(f"fold of {extra:,} new rows into {n:,}: {update_s:.1f}s ({extra / update_s:,.0f} new rows/s)", flush=True)
     gen = vi.open_current(vi.directory_for(path))
     assert gen is not None
     print(
@@ -187,6 +197,9 @@ def store_mode(args: argparse.Namespace) -> int:
         first.stdin.close()
         first.wait()
         results[label] = (one, two)
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
     exact_tops = results["private cache (before)"][0]["tops"]
     print(f"\n{n:,} x {args.dim}, vectors {vector_bytes / 2**20:.0f} MiB, {args.queries} queries, one thread\n")
     print(
@@ -212,11 +225,16 @@ def main() -> int:
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--libs", default="usearch,hnswlib,faiss")
+    ap.add_argument("--dtypes", default="f32,f16,i8", help="usearch's stored precisions")
+    ap.add_argument("--connectivity", type=int, default=M, help="usearch's M")
+    ap.add_argument("--ef", default="64,128,256", help="ef_search values")
+    ap.add_argument("--rerank", action="store_true", help="also: usearch's top ef re-scored exactly")
     ap.add_argument("--store", type=int, default=0, help="measure memlane's index on a store of this many items")
     args = ap.parse_args()
     if args.store:
         return store_mode(args)
     libs = args.libs.split(",")
+    efs = [int(e) for e in args.ef.split(",")]
     global DATA, QUERIES
     t = time.perf_counter()
     data, qs = dataset(args.n, args.queries, args.dim)
@@ -239,20 +257,22 @@ def main() -> int:
         import usearch
         from usearch.index import Index
 
-        for dtype in ("f32", "f16", "i8"):
-            idx = Index(ndim=args.dim, metric="ip", dtype=dtype, connectivity=M, expansion_add=EF_CONSTRUCTION)
+        for dtype in args.dtypes.split(","):
+            idx = Index(
+                ndim=args.dim, metric="ip", dtype=dtype, connectivity=args.connectivity, expansion_add=EF_CONSTRUCTION
+            )
             t = time.perf_counter()
             idx.add(keys, data, threads=args.threads)
             rate = args.n / (time.perf_counter() - t)
             path = str(tmp / f"u-{dtype}.usearch")
             idx.save(path)
             view = Index.restore(path, view=True)
-            for ef in (64, 128, 256):
+            for ef in efs:
                 view.expansion_search = ef
                 found, p50, p99 = timed(lambda q, v=view: v.search(q, 10, threads=1).keys, qs)
                 rows.append(
                     (
-                        f"usearch {usearch.__version__} {dtype} ef={ef}",
+                        f"usearch {usearch.__version__} {dtype} M={args.connectivity} ef={ef}",
                         f"{rate:,.0f}",
                         strict_recall(found, truth),
                         recall(found, truth),
@@ -262,11 +282,11 @@ def main() -> int:
                         "yes (restore(view=True))",
                     )
                 )
-                if ef == 128:
-                    found, p50, p99 = timed(lambda q, v=view: rerank(data, q, v.search(q, 64, threads=1).keys), qs)
+                if args.rerank:
+                    found, p50, p99 = timed(lambda q, v=view, e=ef: rerank(data, q, v.search(q, e, threads=1).keys), qs)
                     rows.append(
                         (
-                            f"usearch {dtype} ef={ef}, top 64 re-scored exactly",
+                            f"usearch {dtype} M={args.connectivity} ef={ef}, top {ef} re-scored exactly",
                             f"{rate:,.0f}",
                             strict_recall(found, truth),
                             recall(found, truth),
@@ -293,7 +313,7 @@ def main() -> int:
         path = str(tmp / "h.bin")
         idx.save_index(path)
         idx.set_num_threads(1)
-        for ef in (64, 128, 256):
+        for ef in efs:
             idx.set_ef(ef)
             found, p50, p99 = timed(lambda q: idx.knn_query(q, 10)[0][0], qs)
             rows.append(
@@ -330,7 +350,7 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001
             loaded, mm = idx, f"no ({str(e)[:40]})"
         faiss.omp_set_num_threads(1)
-        for ef in (64, 128, 256):
+        for ef in efs:
             loaded.hnsw.efSearch = ef
             found, p50, p99 = timed(lambda q: loaded.search(q[None, :], 10)[1][0], qs)
             rows.append(
@@ -348,6 +368,9 @@ def main() -> int:
     except ImportError as e:
         print(f"faiss: {e}")
 
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"\n{args.n:,} x {args.dim}, {args.queries} queries, build threads {args.threads}, search 1 thread\n")
     print("| index | build (vectors/s) | recall@10 (ids) | recall@10 (ties count) | p50 ms | p99 ms | file | mapped |")
     print("|---|---|---|---|---|---|---|---|")

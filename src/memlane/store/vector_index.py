@@ -69,9 +69,13 @@ SEARCH_FOLD_FACTOR = 4  # a search folds itself when the delta is this many time
 GRAPH_MIN = 50_000  # rows in the index before an HNSW graph is built (below, an exact scan costs < 5 ms)
 APPROX_MIN = 50_000  # rows in a search's scope before it asks the graph rather than scanning exactly
 APPROX_SHARE = 0.5  # ... and the share of the index the scope covers (smaller scopes are scanned exactly)
-GRAPH_CONNECTIVITY = 16
+# The graph (measured in docs/benchmarks.md, "Vector index choice (#36)"): int8 entries (a third of f32's file,
+# twice its build rate) are only a candidate generator, every candidate is re-scored from the f32 matrix
+GRAPH_DTYPE = "i8"
+GRAPH_CONNECTIVITY = 32
 GRAPH_EXPANSION_ADD = 128
-GRAPH_EXPANSION_SEARCH = 128
+GRAPH_EXPANSION_SEARCH = 2048  # recall@10 0.94 at 1,024, 0.96 at 2,048 on 100k fake:384 Zipf texts
+GRAPH_CANDIDATES = 256  # the graph's nearest a search re-scores exactly from the matrix (at least 4 x k)
 GRAPH_CRC_BYTES = 1 << 20
 _SCORE_LIMIT = 1.001  # cosines of unit vectors; beyond this the matrix is garbage
 
@@ -587,7 +591,11 @@ def _write_graph(
         graph = None
     if graph is None:
         graph = Index(
-            ndim=dim, metric="ip", dtype="f32", connectivity=GRAPH_CONNECTIVITY, expansion_add=GRAPH_EXPANSION_ADD
+            ndim=dim,
+            metric="ip",
+            dtype=GRAPH_DTYPE,
+            connectivity=GRAPH_CONNECTIVITY,
+            expansion_add=GRAPH_EXPANSION_ADD,
         )
         for lo in range(0, count, 65536):
             hi = min(count, lo + 65536)
@@ -800,7 +808,9 @@ class SharedVectors:
         k: int,
     ) -> list[Hit] | None:
         """The graph's nearest inside the scope, re-scored from the matrix; ``None``: too few, scan instead."""
-        want = max(64, 4 * k + self._masked.size)
+        # over-fetch for the rows the delta replaced and those deleted since (re-checked below), and for rows
+        # outside a broad scope; what still falls short of k is answered by the exact scan
+        want = max(GRAPH_CANDIDATES, 4 * k) + min(self._masked.size, 4 * GRAPH_CANDIDATES)
         want = min(gen.count, int(want * gen.count / max(1, scope_rows)) + 1)
         try:
             keys = np.asarray(gen.graph.search(q, want, threads=1).keys, dtype=np.int64)
