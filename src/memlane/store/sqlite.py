@@ -598,15 +598,19 @@ _FILTER_WINDOW = 1000
 
 
 def _next_vector_seq(conn: sqlite3.Connection) -> int:
-    """The ``item_vectors.seq`` of the vectors this write transaction stores: above every seq ever given.
+    """The ``item_vectors.seq`` of the vectors this write transaction stores: above every seq ever given here.
 
-    ``max(seq) + 1`` alone would hand out again the seq of a deleted newest vector, and a vector index built
-    up to that seq would take the new vector for the one it holds; the counter never goes back.
+    The shared vector index (``vector_index``) takes a row whose seq it recorded for the vector it holds, so a
+    seq is never handed out twice: ``max(seq) + 1`` gave a deleted newest vector's number out again, and a
+    counter alone gives the same numbers again after a backup is restored under a newer index. So the seq is
+    the counter's next value or the time in microseconds, whichever is larger.
     """
     return int(
         conn.execute(
-            "INSERT INTO counters (name, value) SELECT 'vector_seq', coalesce(max(seq), 0) + 1 FROM item_vectors "
-            "WHERE true ON CONFLICT (name) DO UPDATE SET value = max(value + 1, excluded.value) RETURNING value"
+            "INSERT INTO counters (name, value) SELECT 'vector_seq', max(coalesce(max(seq), 0) + 1, ?) "
+            "FROM item_vectors WHERE true "
+            "ON CONFLICT (name) DO UPDATE SET value = max(value + 1, excluded.value) RETURNING value",
+            (time.time_ns() // 1000,),
         ).fetchone()[0]
     )
 

@@ -80,6 +80,20 @@ GRAPH_CRC_BYTES = 1 << 20
 _SCORE_LIMIT = 1.001  # cosines of unit vectors; beyond this the matrix is garbage
 
 
+# (max seq, the deletes counter, the seq high-water mark): what a generation is compared with
+_STATE = (
+    "SELECT (SELECT coalesce(max(seq), 0) FROM item_vectors), "
+    "(SELECT coalesce((SELECT value FROM counters WHERE name = 'vector_deletes'), 0)), "
+    "(SELECT coalesce((SELECT value FROM counters WHERE name = 'vector_seq'), "
+    "(SELECT coalesce(max(seq), 0) FROM item_vectors)))"
+)
+
+
+def _older_database(gen_seq: int, gen_deletes: int, high_water: int, deletes: int) -> bool:
+    """Whether the database is older than the generation (a backup restored under it): both counters only grow."""
+    return high_water < gen_seq or deletes < gen_deletes
+
+
 def enabled() -> bool:
     """Whether stores use the shared index (``MEMLANE_VECTOR_INDEX=0`` turns it off: the private cache only)."""
     return os.environ.get("MEMLANE_VECTOR_INDEX", "1").strip().lower() not in ("0", "off", "false", "no")
@@ -371,13 +385,12 @@ def _due(db_path: str, folder: str, min_delta: int | None, graph: bool) -> bool:
         return True
     conn = sqlite3.connect(f"file:{os.path.abspath(db_path)}?mode=ro", uri=True, isolation_level=None)
     try:
-        newer, now_deletes = conn.execute(
-            "SELECT (SELECT count(*) FROM item_vectors WHERE seq > ?), "
-            "(SELECT coalesce((SELECT value FROM counters WHERE name = 'vector_deletes'), 0))",
-            (seq,),
-        ).fetchone()
+        newer = conn.execute("SELECT count(*) FROM item_vectors WHERE seq > ?", (seq,)).fetchone()[0]
+        _, now_deletes, high_water = conn.execute(_STATE).fetchone()
     finally:
         conn.close()
+    if head is not None and _older_database(seq, deletes, high_water, now_deletes):
+        return True
     wanted = fold_size(count) if min_delta is None else min_delta
     if head is None:
         return bool(newer) and newer >= wanted
@@ -389,10 +402,7 @@ def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, r
         if name.startswith("tmp-"):
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(folder, name))
-    seq, deletes = conn.execute(
-        "SELECT (SELECT coalesce(max(seq), 0) FROM item_vectors), "
-        "(SELECT coalesce((SELECT value FROM counters WHERE name = 'vector_deletes'), 0))"
-    ).fetchone()
+    seq, deletes, high_water = conn.execute(_STATE).fetchone()
     latest = conn.execute("SELECT length(embedding) / 4 FROM item_vectors ORDER BY seq DESC LIMIT 1").fetchone()
     old = open_current(folder, with_graph=False)
     if latest is None:  # no vector left (dropped before a new embedder): an empty generation replaces a full one
@@ -401,7 +411,9 @@ def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, r
         dim = old.dim
     else:
         dim = int(latest[0])
-    if old is not None and (rebuild or old.dim != dim):  # copy nothing from it
+    if old is not None and (
+        rebuild or old.dim != dim or _older_database(old.seq, old.deletes, high_water, deletes)
+    ):  # copy nothing from it
         old.close()
         old = None
     if old is not None:
@@ -695,10 +707,10 @@ class SharedVectors:
             self._delta_base = base
             self._seen = None
         if seen != self._seen or self._delta_gen is not gen:
-            seq, deletes = conn.execute(
-                "SELECT (SELECT coalesce(max(seq), 0) FROM item_vectors), "
-                "(SELECT value FROM counters WHERE name = 'vector_deletes')"
-            ).fetchone()
+            seq, deletes, high_water = conn.execute(_STATE).fetchone()
+            if gen is not None and _older_database(gen.seq, gen.deletes, high_water, deletes):
+                self.condemn()  # its rows could pass the re-check for vectors written since under reused seqs
+                raise CorruptIndex(f"{gen.path}: newer than the database (a backup restored?)")
             before = len(delta)
             if delta.deletes not in (-1, deletes):  # a delta row may be gone: reload the (short) delta
                 delta.reset()
