@@ -25,7 +25,6 @@ Design:
 from __future__ import annotations
 
 import builtins
-import json
 import logging
 import os
 import shutil
@@ -593,7 +592,8 @@ def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
     )
 
 
-# the cache's nearest a filtered vector search tests first (see SqliteStore.vector)
+# a filtered vector search tests the ranking in growing windows, the first of k + 8 rows (vector_index); a store
+# of more vectors than this reads several before it has k matches (tests/test_sqlite_rewrites.py)
 _FILTER_WINDOW = 1000
 
 
@@ -1354,10 +1354,10 @@ class SqliteStore(Store):
 
         The shared index (memory-mapped, one per store) ranks what it holds, the database's newer vectors are
         scored exactly beside it, and every row it nominates is re-checked against ``item_vectors``.
-        With ``where``, the top ``k`` are the best among the items meeting it: the nearest ``_FILTER_WINDOW``
-        (at least 20 x ``k``) are tested first, in one statement; when ``k`` of them meet it, they are the best
-        ``k`` that do (every other item ranks below them all). Otherwise the rows meeting it inside the scope
-        are read (one statement) and only those are ranked.
+        With ``where``, the top ``k`` are the best among the items meeting it: the ranking is read down in
+        growing windows, each tested against the filter (and re-checked) in one statement, until ``k`` rows
+        meet it; when that has read a quarter of the scope (a selective filter), the rows meeting it inside the
+        scope are read instead (one statement) and only those are ranked.
         """
         from .vector_index import CorruptIndex, fold
 
@@ -1405,6 +1405,7 @@ class SqliteStore(Store):
         import numpy as np
 
         from . import where_sql
+        from .vector_index import TooSelective
 
         conn = self._conn
         conn.execute("BEGIN")  # one snapshot: the delta, the re-checks and the filter agree
@@ -1416,15 +1417,10 @@ class SqliteStore(Store):
             inside, inside_params = c.within_filter(within, column="items.namespace")
             test, test_params = where_sql.sqlite_sql(builtins.list(where))
             scoped = f"{inside + ' AND ' if inside else ''}{test}"
-            window = max(_FILTER_WINDOW, 20 * k)
-            nearest = shared.search(conn, query, within, window)
-            # the window's ids as one JSON array: a variable each would pass SQLite's limit (999 before 3.32)
-            sql = f"SELECT id FROM items WHERE id IN (SELECT value FROM json_each(?)) AND {scoped}"
-            ids = json.dumps([n[1] for n in nearest])
-            meet = {r[0] for r in conn.execute(sql, [ids, *inside_params, *test_params])}
-            kept = [n for n in nearest if n[1] in meet]
-            if len(kept) >= k or len(nearest) < window:  # else the window did not hold every candidate
-                return kept[:k]
+            try:  # the ranking read down, the filter tested in SQL on each window of it
+                return shared.search(conn, query, within, k, test=(scoped, [*inside_params, *test_params]))
+            except TooSelective:  # few rows meet it: read those first, rank only them
+                pass
             found = conn.execute(f"SELECT rowid FROM items WHERE {scoped}", [*inside_params, *test_params])
             rows = found.fetchall()
             refs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

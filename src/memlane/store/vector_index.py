@@ -627,6 +627,23 @@ def _threads() -> int:
 
 # a search's candidate: (ref, item_id, score, version)
 Hit = tuple[int, str, float, int]
+# a row test in SQL over ``items`` (a ``where`` and the scope), with its parameters
+Test = tuple[str, list[Any]]
+FILTER_GIVE_UP = 4  # a filtered ranking reads at most 1/this of the scope's rows before the caller scans instead
+
+
+class TooSelective(Exception):
+    """A filtered ranking read far down without ``k`` matches: reading the matching rows first is cheaper."""
+
+
+def _meeting(conn: sqlite3.Connection, refs: list[int], test: Test) -> set[int]:
+    """Which of ``refs`` meet ``test`` (one statement)."""
+    sql, params = test
+    found = conn.execute(
+        f"SELECT rowid FROM items WHERE rowid IN (SELECT value FROM json_each(?)) AND {sql}",
+        [json.dumps(refs), *params],
+    )
+    return {r[0] for r in found}
 
 
 class SharedVectors:
@@ -749,22 +766,48 @@ class SharedVectors:
         within: Sequence[tuple[str, ...]],
         k: int,
         refs: np.ndarray | None = None,
+        test: Test | None = None,
     ) -> list[Hit]:
-        """Top ``k`` ``(ref, id, cosine, version)`` inside ``within`` (and among ``refs``), best first, ties by ref."""
+        """Top ``k`` ``(ref, id, cosine, version)`` inside ``within`` (and among ``refs``), best first, ties by ref.
+
+        ``test``: only rows meeting it (a ``where``), tested in SQL while the ranking is read down; raises
+        :class:`TooSelective` once that has read 1/``FILTER_GIVE_UP`` of the scope without ``k`` matches.
+        """
         q = np.asarray(query, dtype=DTYPE)
         self._query_norm = float(np.linalg.norm(q))
         delta = self.delta
         assert delta is not None
-        found = delta.search_refs(q, within, k, refs)
+        found = self._delta_tested(conn, q, within, k, test) if test else delta.search_refs(q, within, k, refs)
         gen = self._delta_gen
         if gen is not None and gen.count and k > 0 and within:
             try:
-                found.extend(self._from_generation(conn, gen, q, within, k, refs))
+                found.extend(self._from_generation(conn, gen, q, within, k, refs, test))
             except CorruptIndex:
                 self.condemn()
                 raise
         found.sort(key=lambda h: (-h[2], h[0]))
         return found[:k]
+
+    def _delta_tested(
+        self, conn: sqlite3.Connection, q: np.ndarray, within: Sequence[tuple[str, ...]], k: int, test: Test
+    ) -> list[Hit]:
+        """The delta's best ``k`` meeting ``test``, read down in growing windows."""
+        delta = self.delta
+        assert delta is not None
+        m, meets = k + 8, set[int]()
+        tested: set[int] = set()
+        while True:
+            ranked = delta.search_refs(q, within, m)
+            fresh = [h[0] for h in ranked if h[0] not in tested]
+            if fresh:
+                meets |= _meeting(conn, fresh, test)
+                tested.update(fresh)
+            kept = [h for h in ranked if h[0] in meets]
+            if len(kept) >= k or len(ranked) < m:
+                return kept[:k]
+            if m > max(4096, len(delta) // FILTER_GIVE_UP):
+                raise TooSelective
+            m *= 4
 
     def _from_generation(
         self,
@@ -774,6 +817,7 @@ class SharedVectors:
         within: Sequence[tuple[str, ...]],
         k: int,
         refs: np.ndarray | None,
+        test: Test | None = None,
     ) -> list[Hit]:
         ranges = gen.ranges(within)
         if ranges is not None and not ranges:
@@ -781,6 +825,7 @@ class SharedVectors:
         scope_rows = gen.count if ranges is None else sum(b - a for a, b in ranges)
         if (
             refs is None
+            and test is None
             and gen.graph is not None
             and scope_rows >= APPROX_MIN
             and scope_rows >= APPROX_SHARE * gen.count
@@ -808,7 +853,7 @@ class SharedVectors:
         else:
             scores = np.concatenate([gen.matrix[a:b] @ q for a, b in ranges])
             rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in ranges])
-        return self._confirm(conn, gen, rows, scores, k)
+        return self._confirm(conn, gen, rows, scores, k, test)
 
     def _approximate(
         self,
@@ -841,9 +886,15 @@ class SharedVectors:
         return hits if len(hits) >= k else None
 
     def _confirm(
-        self, conn: sqlite3.Connection, gen: Generation, rows: np.ndarray | None, scores: np.ndarray, k: int
+        self,
+        conn: sqlite3.Connection,
+        gen: Generation,
+        rows: np.ndarray | None,
+        scores: np.ndarray,
+        k: int,
+        test: Test | None = None,
     ) -> list[Hit]:
-        """The best ``k`` rows still live as indexed, reading further down the ranking past deleted ones."""
+        """The best ``k`` rows still live as indexed (and meeting ``test``), reading down past the others."""
         scores = np.asarray(scores, dtype=np.float32)
         # NaN fails both comparisons, so a NaN anywhere condemns the generation too
         limit = _SCORE_LIMIT * max(1.0, self._query_norm)  # stored vectors are unit length (normalised when written)
@@ -873,10 +924,12 @@ class SharedVectors:
                 want = {int(gen.refs[r]): r for r in fresh}
                 for r in fresh:
                     checked[r] = None
+                sql, params = test if test is not None else ("1", [])
                 live = conn.execute(
-                    "SELECT v.item_rowid, i.id, v.version, v.seq FROM item_vectors v JOIN items i "
-                    "ON i.rowid = v.item_rowid WHERE v.item_rowid IN (SELECT value FROM json_each(?))",
-                    (json.dumps(list(want)),),
+                    "SELECT v.item_rowid, items.id, v.version, v.seq FROM item_vectors v JOIN items "
+                    "ON items.rowid = v.item_rowid WHERE v.item_rowid IN (SELECT value FROM json_each(?)) "
+                    f"AND {sql}",
+                    [json.dumps(list(want)), *params],
                 ).fetchall()
                 for ref, item_id, version, seq in live:
                     r = want[ref]
@@ -891,4 +944,6 @@ class SharedVectors:
                         return hits
             if top.size >= total:
                 return hits
+            if test is not None and top.size > max(4096, total // FILTER_GIVE_UP):
+                raise TooSelective
             m = min(total, max(m * 4, top.size + 1))
