@@ -728,11 +728,13 @@ class SharedVectors:
             if gen is not None and _older_database(gen.seq, gen.deletes, high_water, deletes):
                 self.condemn()  # its rows could pass the re-check for vectors written since under reused seqs
                 raise CorruptIndex(f"{gen.path}: newer than the database (a backup restored?)")
-            before = len(delta)
+            changed = False
             if delta.deletes not in (-1, deletes):  # a delta row may be gone: reload the (short) delta
                 delta.reset()
                 delta.seq = base
+                changed = True
             if seq > delta.seq:
+                changed = True
                 loaded = conn.execute(
                     "SELECT v.item_rowid, i.id, v.version, i.namespace, v.embedding FROM item_vectors v "
                     "JOIN items i ON i.rowid = v.item_rowid WHERE v.seq > ?",
@@ -741,7 +743,8 @@ class SharedVectors:
                 self.rows_loaded += len(loaded)
                 delta.apply(loaded)
             delta.seq, delta.deletes = max(seq, delta.seq), deletes
-            if len(delta) != before or self._delta_gen is not gen:
+            # the mask only saves re-checks: a replaced row of the generation fails its re-check anyway
+            if changed or self._delta_gen is not gen:
                 self._masked = np.zeros(0, dtype=np.int64)
                 if gen is not None and len(delta):
                     at = gen.positions(delta.refs)
