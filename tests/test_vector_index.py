@@ -491,3 +491,30 @@ def test_index_newer_than_the_database(tmp_path: Path, small_index: None) -> Non
                 _same(mem.store.vector(table[row].tolist(), scope, 10), _exact(path, table[row].tolist(), scope, 10))
     finally:
         mem.close()
+
+
+@pytest.mark.parametrize("every", [1, 3, 40, 1000, 5000])
+def test_filtered_searches_equal_the_exact_ranking_filtered(tmp_path: Path, small_index: None, every: int) -> None:
+    """Common filters are tested window by window down the ranking, selective ones read the matching rows first:
+    both are the exact ranking with the non-matching rows taken out, in the index and in the delta."""
+    table = _table(3000, seed=9)
+    path = str(tmp_path / "m.db")
+    mem = memlane.open(path, embedder=TableEmbedder(table), indexing="sync")
+    try:
+        rows = [
+            {"namespace": NAMESPACES[i % 3], "key": f"k{i}", "value": f"v{i}", "metadata": {"pick": i % every == 0}}
+            for i in range(2400)
+        ]
+        mem.put_many(rows[:2000])
+        assert mem.store.fold_vectors(min_delta=1)
+        mem.put_many(rows[2000:])  # 400 in the delta
+        where = [(("metadata", "pick"), "$eq", True)]
+        for row in (1, 2100, 2999):
+            for scope in ([()], [("a",)], [("a", "x")]):
+                query = table[row].tolist()
+                ranked = _exact(path, query, scope, 5000)
+                meets = mem.store.hydrate([r[0] for r in ranked], scope, mem._clock(), where)  # type: ignore[attr-defined]
+                want = [r for r in ranked if r[0] in meets][:10]
+                _same(mem.store.vector(query, scope, 10, where), want)
+    finally:
+        mem.close()

@@ -630,6 +630,13 @@ Hit = tuple[int, str, float, int]
 # a row test in SQL over ``items`` (a ``where`` and the scope), with its parameters
 Test = tuple[str, list[Any]]
 FILTER_GIVE_UP = 4  # a filtered ranking reads at most 1/this of the scope's rows before the caller scans instead
+FILTER_FIRST = 256  # the first window a filtered ranking tests (its match rate decides whether to read on)
+
+
+def _too_selective(tested: int, matched: int, k: int, total: int) -> bool:
+    """Whether reading on until ``k`` matches, at the match rate seen so far, would pass the give-up point."""
+    projected = tested * k / max(matched, 0.5)
+    return projected > max(FILTER_FIRST * 4, total // FILTER_GIVE_UP)
 
 
 class TooSelective(Exception):
@@ -797,7 +804,7 @@ class SharedVectors:
         """The delta's best ``k`` meeting ``test``, read down in growing windows."""
         delta = self.delta
         assert delta is not None
-        m, meets = k + 8, set[int]()
+        m, meets = max(k + 8, FILTER_FIRST), set[int]()
         tested: set[int] = set()
         while True:
             ranked = delta.search_refs(q, within, m)
@@ -808,7 +815,7 @@ class SharedVectors:
             kept = [h for h in ranked if h[0] in meets]
             if len(kept) >= k or len(ranked) < m:
                 return kept[:k]
-            if m > max(4096, len(delta) // FILTER_GIVE_UP):
+            if _too_selective(len(tested), len(kept), k, len(delta)):
                 raise TooSelective
             m *= 4
 
@@ -912,7 +919,7 @@ class SharedVectors:
             scores[replaced] = -np.inf
         total = int(np.count_nonzero(scores > -np.inf))
         checked: dict[int, tuple[str, int] | None] = {}
-        m = min(total, k + 8)
+        m = min(total, k + 8 if test is None else max(k + 8, FILTER_FIRST))
         while True:
             if m < scores.shape[0]:
                 cut = scores[np.argpartition(-scores, m - 1)[m - 1]]
@@ -947,6 +954,6 @@ class SharedVectors:
                         return hits
             if top.size >= total:
                 return hits
-            if test is not None and top.size > max(4096, total // FILTER_GIVE_UP):
+            if test is not None and _too_selective(len(checked), len(hits), k, total):
                 raise TooSelective
             m = min(total, max(m * 4, top.size + 1))
