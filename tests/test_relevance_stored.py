@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import memlane
 from memlane.domain.search import relevance
 from memlane.domain.search.embedders import FakeEmbedder

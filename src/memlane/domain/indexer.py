@@ -99,6 +99,7 @@ class Indexer:
         self._thread: threading.Thread | None = None
         self._started = threading.Lock()
         self._scanned = False
+        self._folded = False  # one look at the index after the first (even empty) batch: a store opened behind
         self._held_still_until = 0.0  # see HELD_STILL_S
         self.error: BaseException | None = None  # the thread's last failure, cleared by a batch that works
 
@@ -125,7 +126,21 @@ class Indexer:
                 self.scan()
             claimed = self._mem.store.claim_pending(self.batch_size, self.owner, self.lease_s)
             self._finish(claimed)
-            return len(claimed)
+        if claimed or not self._folded:
+            self._fold()
+        return len(claimed)
+
+    def _fold(self) -> None:
+        """Fold the vectors stored since the shared vector index's generation into a new one, once enough wait.
+
+        A store with a shared index (SQLite: ``fold_vectors``) keeps it current here, after the batch and
+        outside the embedding lock; several processes' indexers take turns through the index's file lock.
+        """
+        fold = getattr(self._mem.store, "fold_vectors", None)
+        if fold is None:
+            return
+        self._folded = True
+        fold()
 
     def _finish(self, claimed: list[tuple[int, int, str, int]]) -> None:
         """Embed claimed marks and store their vectors (the caller holds ``_embedding``)."""

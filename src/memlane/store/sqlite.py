@@ -45,7 +45,7 @@ from . import access_tables, facts_schema, query_space, retention_tables
 from .base import ACCESS_HEAD, Nomination, PutRow, Store, Within
 
 if TYPE_CHECKING:
-    from ..values.vectors import VectorCache
+    from .vector_index import SharedVectors
 
 BUSY_TIMEOUT_S = 30.0
 _CHUNK = 400  # addresses per statement; 2 variables each stays far below SQLite's limit
@@ -853,15 +853,34 @@ def _index_new_rows(conn: sqlite3.Connection, after_rowid: int) -> None:
     )
 
 
-# the cache's nearest a filtered vector search tests first (see SqliteStore.vector)
+# a filtered vector search tests the ranking in growing windows, the first of k + 8 rows (vector_index); a store
+# of more vectors than this reads several before it has k matches (tests/test_sqlite_rewrites.py)
 _FILTER_WINDOW = 1000
+
+
+def _next_vector_seq(conn: sqlite3.Connection) -> int:
+    """The ``item_vectors.seq`` of the vectors this write transaction stores: above every seq ever given here.
+
+    The shared vector index (``vector_index``) takes a row whose seq it recorded for the vector it holds, so a
+    seq is never handed out twice: ``max(seq) + 1`` gave a deleted newest vector's number out again, and a
+    counter alone gives the same numbers again after a backup is restored under a newer index. So the seq is
+    the counter's next value or the time in microseconds, whichever is larger.
+    """
+    return int(
+        conn.execute(
+            "INSERT INTO counters (name, value) SELECT 'vector_seq', max(coalesce(max(seq), 0) + 1, ?) "
+            "FROM item_vectors WHERE true "
+            "ON CONFLICT (name) DO UPDATE SET value = max(value + 1, excluded.value) RETURNING value",
+            (time.time_ns() // 1000,),
+        ).fetchone()[0]
+    )
 
 
 def _put_vectors_at(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, bytes]]) -> int:
     """Write ``(rowid, version, blob)`` vectors where the item is still at ``version``; returns how many."""
     if not rows:
         return 0
-    seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM item_vectors").fetchone()[0]
+    seq = _next_vector_seq(conn)
     before = conn.total_changes
     conn.executemany(
         "INSERT INTO item_vectors (item_rowid, version, seq, embedding) "
@@ -914,8 +933,7 @@ class SqliteStore(Store):
             raise StoreError(f"cannot open {path!r} as a memlane SQLite database: {e}") from e
         self._closed = False
         self._own_writes = 0
-        self._vectors: VectorCache | None = None
-        self._vectors_seen: tuple[int, int] | None = None
+        self._vectors: SharedVectors | None = None
         self._checkpointer: _Checkpointer | None = None
         if migrate:
             self.migrate()
@@ -1137,7 +1155,7 @@ class SqliteStore(Store):
                 vectors = [(r.vector, "/".join(r.namespace), r.key) for r in segment if r.vector is not None]
                 if vectors:
                     if seq is None:
-                        seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM item_vectors").fetchone()[0]
+                        seq = _next_vector_seq(conn)
                     conn.executemany(_PUT_VECTOR, [(seq, *v) for v in vectors])
                     conn.executemany(_UNMARK, [v[1:] for v in vectors])
         return out
@@ -1634,82 +1652,113 @@ class SqliteStore(Store):
 
     # -- vectors ----------------------------------------------------------
 
-    def _vector_cache(self, dimension: int) -> VectorCache:
-        """The vector cache, brought up to date with the table (call under the lock).
+    def _shared_vectors(self) -> SharedVectors:
+        """This store's view of the shared vector index (see :mod:`memlane.store.vector_index`)."""
+        from .vector_index import SharedVectors
 
-        ``PRAGMA data_version`` changes when another connection commits, and
-        ``_own_writes`` when this one does; only then is the table consulted.
-        """
-        from ..values.vectors import VectorCache
-
-        cache = self._vectors
-        if cache is None or cache.dimension != dimension:
-            cache = self._vectors = VectorCache(dimension)
-            self._vectors_seen = None
-        seen = (self._conn.execute("PRAGMA data_version").fetchone()[0], self._own_writes)
-        if seen == self._vectors_seen:
-            return cache
-        conn = self._conn
-        conn.execute("BEGIN")
-        try:
-            seq, deletes = conn.execute(
-                "SELECT (SELECT coalesce(max(seq), 0) FROM item_vectors), "
-                "(SELECT value FROM counters WHERE name = 'vector_deletes')"
-            ).fetchone()
-            if deletes != cache.deletes:
-                cache.reset()
-            if seq > cache.seq:
-                cache.apply(
-                    conn.execute(
-                        "SELECT v.item_rowid, i.id, v.version, i.namespace, v.embedding FROM item_vectors v "
-                        "JOIN items i ON i.rowid = v.item_rowid WHERE v.seq > ?",
-                        (cache.seq,),
-                    )
-                )
-            cache.seq, cache.deletes = seq, deletes
-        finally:
-            conn.execute("COMMIT")
-        self._vectors_seen = seen
-        return cache
+        if self._vectors is None:
+            path = None if self._path == ":memory:" else self._path
+            self._vectors = SharedVectors(path, writable=self._read_only is None)
+        return self._vectors
 
     def vector(
         self, query: Sequence[float], within: Within, k: int, where: Sequence[Any] = ()
     ) -> builtins.list[Nomination]:
-        """Cosine nomination inside ``within``: ``(id, similarity, version_embedded)`` best first.
+        """Cosine nomination inside ``within``: ``(id, similarity, version_embedded)`` best first, ties by ref.
 
-        With ``where``, the top ``k`` are the best among the items meeting it: the cache's nearest
-        ``_FILTER_WINDOW`` (at least 20 x ``k``) are tested first, in one statement; when ``k`` of them meet
-        it, they are the best ``k`` that do (every other item ranks below them all). Otherwise the rows meeting
-        it inside the scope are read (one statement) and the cache ranks those only.
+        The shared index (memory-mapped, one per store) ranks what it holds, the database's newer vectors are
+        scored exactly beside it, and every row it nominates is re-checked against ``item_vectors``.
+        With ``where``, the top ``k`` are the best among the items meeting it: the ranking is read down in
+        growing windows, each tested against the filter (and re-checked) in one statement, until ``k`` rows
+        meet it; when that has read a quarter of the scope (a selective filter), the rows meeting it inside the
+        scope are read instead (one statement) and only those are ranked.
         """
+        from .vector_index import CorruptIndex, fold
+
         with self._lock:
             self._check_open()
-            cache = self._vector_cache(len(query))
+            shared = self._shared_vectors()
+            if shared.delta is None and shared.writable and shared.gen is None:
+                self._first_fold(shared)
+            for attempt in (0, 1):
+                try:
+                    hits = self._vector_search(shared, query, within, k, where)
+                    break
+                except CorruptIndex:  # condemned: answer from the database's vectors instead
+                    if attempt:
+                        raise
+            if shared.fold_due():  # no indexer folded the newer vectors in (or the index is unsound): do it here
+                rebuild, shared.needs_rebuild = shared.needs_rebuild, False
+                try:
+                    fold(self._path, min_delta=0 if rebuild else None, rebuild=rebuild, graph=False)
+                except (OSError, sqlite3.Error, CorruptIndex) as e:
+                    _log.warning("vector index fold for %s failed: %s", self._path, e)
+        return [(item_id, score, version) for _, item_id, score, version in hits]
+
+    def _first_fold(self, shared: SharedVectors) -> None:
+        """Before a process's first search loads vectors privately: build the shared index if there is none."""
+        from .vector_index import FOLD_MIN, CorruptIndex, current_name, fold
+
+        assert shared.folder is not None
+        if current_name(shared.folder) is not None:
+            return
+        if self._conn.execute("SELECT count(*) FROM item_vectors").fetchone()[0] < FOLD_MIN:
+            return
+        deadline = time.monotonic() + 2.0  # another process building it: wait a while for its generation
+        try:
+            while not fold(self._path, min_delta=0, graph=False) and current_name(shared.folder) is None:
+                if time.monotonic() > deadline:
+                    return  # still not there: this search scans privately, as without an index
+                time.sleep(0.05)
+        except (OSError, sqlite3.Error, CorruptIndex) as e:
+            _log.warning("building the vector index of %s failed: %s", self._path, e)
+
+    def _vector_search(
+        self, shared: SharedVectors, query: Sequence[float], within: Within, k: int, where: Sequence[Any]
+    ) -> builtins.list[tuple[int, str, float, int]]:
+        import numpy as np
+
+        from . import where_sql
+        from .vector_index import TooSelective
+
+        conn = self._conn
+        conn.execute("BEGIN")  # one snapshot: the delta, the re-checks and the filter agree
+        try:
+            seen = (conn.execute("PRAGMA data_version").fetchone()[0], self._own_writes)
+            shared.refresh(conn, len(query), seen)
             if not where:
-                return cache.search(query, within, k)
-            import numpy as np
-
-            from . import where_sql
-
+                return shared.search(conn, query, within, k)
             inside, inside_params = c.within_filter(within, column="items.namespace")
             test, test_params = where_sql.sqlite_sql(builtins.list(where))
             scoped = f"{inside + ' AND ' if inside else ''}{test}"
-            nearest = cache.search(query, within, max(_FILTER_WINDOW, 20 * k))
-            if len(nearest) < len(cache):  # else the window holds every candidate: rank the matches below
-                # the window's ids as one JSON array: a variable each would pass SQLite's limit (999 before 3.32)
-                sql = f"SELECT id FROM items WHERE id IN (SELECT value FROM json_each(?)) AND {scoped}"
-                window = json.dumps([n[0] for n in nearest])
-                meet = {r[0] for r in self._conn.execute(sql, [window, *inside_params, *test_params])}
-                kept = [n for n in nearest if n[0] in meet]
-                if len(kept) >= k:
-                    return kept[:k]
-            found = self._conn.execute(f"SELECT rowid FROM items WHERE {scoped}", [*inside_params, *test_params])
+            try:  # the ranking read down, the filter tested in SQL on each window of it
+                return shared.search(conn, query, within, k, test=(scoped, [*inside_params, *test_params]))
+            except TooSelective:  # few rows meet it: read those first, rank only them
+                pass
+            found = conn.execute(f"SELECT rowid FROM items WHERE {scoped}", [*inside_params, *test_params])
             rows = found.fetchall()
             refs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            return cache.search(query, within, k, refs)
+            return shared.search(conn, query, within, k, refs)
+        finally:
+            conn.execute("COMMIT")
+
+    def fold_vectors(self, *, min_delta: int | None = None, blocking: bool = False) -> bool:
+        """Fold the vectors written since the shared index's generation into a new one, when enough wait.
+
+        The write-behind indexer calls this after its batches; ``True`` when a generation was published.
+        """
+        from .vector_index import CorruptIndex, enabled, fold
+
+        if self._path == ":memory:" or self._read_only is not None or not enabled():
+            return False
+        try:
+            return fold(self._path, min_delta=min_delta, blocking=blocking)
+        except (OSError, sqlite3.Error, CorruptIndex) as e:
+            _log.warning("vector index fold for %s failed: %s", self._path, e)
+            return False
 
     def vector_cache_bytes(self) -> int:
-        """Memory held by this process's vector cache."""
+        """Private memory held for vector search: the vectors newer than the shared index (which is mapped)."""
         return 0 if self._vectors is None else self._vectors.nbytes
 
     def vector_backlog(self, limit: int, *, after: int = 0) -> builtins.list[tuple[int, int, str]]:

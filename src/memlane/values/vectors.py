@@ -1,21 +1,20 @@
-"""Brute-force cosine search over an in-memory matrix of a store's vectors.
+"""Brute-force cosine search over an in-memory matrix of vectors.
 
-The baseline for the SQLite backend: vectors live in the database (float32
-blobs in ``item_vectors``), and each process keeps a numpy matrix of them.
 Vectors are L2-normalised when written, so cosine similarity is one
 matrix-vector product; ``argpartition`` picks the top candidates.
+
+On the SQLite backend this is the private part of vector search: the vectors
+written since the store's shared, memory-mapped index (``store/vector_index.py``)
+was last folded (a short delta), or every vector when the store has no index
+(an in-memory store, ``MEMLANE_VECTOR_INDEX=0``, an index found unsound).
 
 The cache follows the table without rereading it: every write stamps its
 vectors with a higher ``seq``, so new and replaced vectors are loaded
 incrementally (``seq > last seen``); deletions bump a counter, which forces a
-full reload. Whatever the cache still gets wrong (an item deleted a moment
+reload. Whatever the cache still gets wrong (an item deleted a moment
 ago, a vector older than its item) the confirm step drops, because each
 nomination carries the item's stable id and the version its vector was made
 from, and confirm re-reads by id inside the caller's scope.
-
-Past a million vectors brute force costs ~40-80 ms a query on two cores; the
-plan for larger stores (an HNSW index per namespace shard) is in
-docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -150,6 +149,17 @@ class VectorCache:
 
         ``refs``, when given, are the only rows ranked (the items meeting a ``where``).
         """
+        return [(i, s, v) for _, i, s, v in self.search_refs(query, within, k, refs)]
+
+    @property
+    def refs(self) -> np.ndarray:
+        """The row numbers held (a view)."""
+        return self._refs[: self._n]
+
+    def search_refs(
+        self, query: Any, within: Sequence[tuple[str, ...]], k: int, refs: np.ndarray | None = None
+    ) -> list[tuple[int, str, float, int]]:
+        """As :meth:`search`, each result ``(ref, item_id, cosine, version)``."""
         n = self._n
         if n == 0 or k <= 0 or not within:
             return []
@@ -185,5 +195,6 @@ class VectorCache:
         top, idx = top[order], idx[order]
         ids = self._ids
         return [
-            (ids[i], float(s), int(v)) for i, s, v in zip(idx.tolist(), scores[top], self._versions[idx], strict=True)
+            (int(r), ids[i], float(s), int(v))
+            for i, r, s, v in zip(idx.tolist(), self._refs[idx], scores[top], self._versions[idx], strict=True)
         ]
