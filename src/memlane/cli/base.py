@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -550,6 +551,41 @@ def _name_column(table: Table, name: str) -> None:
 def _time_column(table: Table, name: str) -> None:
     """A column of ``_when`` times: the date stays whole, the time goes below it when space is short."""
     table.add_column(name, min_width=10)
+
+
+def _table(columns: Iterable[str], rows: Iterable[Iterable[Any]], **options: Any) -> Table:
+    """A table of ``rows`` under ``columns``, each header marked by how its column lays out: ``=`` names
+    (:func:`_name_column`), ``@`` times (:func:`_time_column`), ``>`` right-justified, ``!`` not wrapped."""
+    table = _Table(**({"box": box.SIMPLE_HEAD} | options))
+    for column in columns:
+        name = column.lstrip("=@>!")
+        marks = column[: len(column) - len(name)]
+        if "=" in marks:
+            _name_column(table, name)
+        elif "@" in marks:
+            _time_column(table, name)
+        else:
+            table.add_column(name, justify="right" if ">" in marks else "left", no_wrap="!" in marks)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _show(columns: Iterable[str], rows: list[Any], empty: str | None = None, **options: Any) -> None:
+    """Print :func:`_table` of ``rows``, or ``empty`` when there are none (and ``empty`` is given)."""
+    _console().print(_table(columns, rows, **options) if rows or empty is None else Text(empty))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def _answer(as_json: bool, body: Any, human: Callable[[], Any]) -> None:
+    """``--json``: print ``body``; else call ``human``, which prints for people."""
+    if as_json:
+        _print_json(body)
+    else:
+        human()
 
 
 def namespace_hint(namespace: str) -> str | None:
