@@ -472,6 +472,12 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False)
 
 
+def _say(text: str, soft_wrap: bool = False) -> None:
+    """A line for people, never read as markup; ``soft_wrap``: one line whatever the width (a pipe is 80 columns to
+    rich), so that a script reads a token from its line."""
+    _console().print(Text(text), soft_wrap=soft_wrap)
+
+
 def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 

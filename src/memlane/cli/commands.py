@@ -6,7 +6,7 @@ the operation's declaration (:mod:`memlane.cli.made`).
 
 from __future__ import annotations
 
-import json
+import contextlib
 import re
 import sys
 from typing import Annotated, Any
@@ -17,6 +17,7 @@ import memlane
 import memlane.cli.render as show
 
 from .base import EXIT_INVALID, _fail, _hint_namespace, _interactive, _value
+from .files import _JsonLines
 from .made import Call, Human, made
 
 PREFIX = {"namespace_prefix": ("--prefix",)}
@@ -224,17 +225,9 @@ def _read(path: str) -> str:
 
 def _json_lines(path: str, nothing: str) -> tuple[list[Any], list[int]]:
     """Each non-blank line of a JSON Lines file, and its line number; a bad line is named by its number."""
-    found, numbers = [], []
-    for number, line in enumerate(_read(path).splitlines(), 1):
-        if line.strip():  # tolerate blank lines (an editor's trailing newline)
-            try:
-                found.append(json.loads(line))
-            except ValueError as e:
-                raise memlane.ValidationError(
-                    f"line {number}", f"not valid JSON ({e}); nothing was {nothing}"
-                ) from None
-            numbers.append(number)
-    return found, numbers
+    with open(path, "rb") if path != "-" else contextlib.nullcontext(sys.stdin.buffer) as stream:
+        lines = _JsonLines(stream, nothing=nothing)
+        return list(lines), lines.lines
 
 
 def _file(help: str) -> Any:

@@ -35,6 +35,7 @@ from .base import (
     _plural,
     _print_json,
     _progress_visible,
+    _say,
     _show,
 )
 
@@ -43,10 +44,6 @@ def _progress(label: str, done: Any) -> Progress:
     """A progress bar on stderr, shown only on a terminal."""
     bar = (TextColumn(label), BarColumn(), done, TimeRemainingColumn())
     return Progress(*bar, console=_console(stderr=True), transient=True, disable=not _progress_visible())
-
-
-def _say(text: str) -> None:
-    _console().print(Text(text))
 
 
 def _need_embedder(mem: Any, verb: str) -> None:
@@ -219,9 +216,12 @@ class _BadLine(memlane.ValidationError):
 class _JsonLines:
     """The records of a JSONL stream; ``line`` is the number of the line last read, ``lines`` each record's line."""
 
-    def __init__(self, stream: IO[bytes], advance: Callable[[int], Any]) -> None:
+    def __init__(
+        self, stream: IO[bytes], advance: Callable[[int], Any] = lambda n: None, nothing: str = "imported"
+    ) -> None:
         self._stream = stream
         self._advance = advance
+        self._nothing = nothing  # what a bad line leaves undone
         self.line = 0
         self.lines: list[int] = []
 
@@ -233,9 +233,9 @@ class _JsonLines:
             try:
                 record = json.loads(raw)
             except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
-                raise _BadLine(f"line {self.line}", f"not valid JSON ({e}); nothing was imported") from None
+                raise _BadLine(f"line {self.line}", f"not valid JSON ({e}); nothing was {self._nothing}") from None
             if not isinstance(record, dict):
-                raise _BadLine(f"line {self.line}", "is not a JSON object; nothing was imported")
+                raise _BadLine(f"line {self.line}", f"is not a JSON object; nothing was {self._nothing}")
             self.lines.append(self.line)
             yield record
 

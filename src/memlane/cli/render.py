@@ -16,11 +16,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..values.model import namespace_text
-from .base import _brief, _cli_words, _console, _plural, _show, _squeezable, _table, _when, namespace_hint
-
-
-def _print(text: str) -> None:
-    _console().print(Text(text))
+from .base import _brief, _cli_words, _console, _plural, _say, _show, _squeezable, _table, _when, namespace_hint
 
 
 def _ns(namespace: Any) -> str:
@@ -45,12 +41,12 @@ def items(c: Any) -> None:
              str(i.version), _when(i.updated_at)) for i in found]  # fmt: skip
     _show(["=namespace", "=key", "!type", "value", "!>v", "@updated (UTC)"], rows, "No items.")
     if getattr(c.result, "next_cursor", None):
-        _print(f"Next page: --cursor {c.result.next_cursor}")
+        _say(f"Next page: --cursor {c.result.next_cursor}")
 
 
 def stored(c: Any) -> None:  # the value is not echoed: it may be a secret, and the caller already has it
     item = c.result
-    _print(f"Stored {namespace_text(item.namespace)} key {item.key!r} ({item.value_type}, version {item.version})")
+    _say(f"Stored {namespace_text(item.namespace)} key {item.key!r} ({item.value_type}, version {item.version})")
 
 
 def item(c: Any) -> None:
@@ -79,7 +75,7 @@ def item(c: Any) -> None:
 
 def turns(c: Any) -> None:
     first, last = c.result[0], c.result[-1]
-    _print(
+    _say(
         f"Stored {_plural(len(c.result), 'turn')} in {namespace_text(first.namespace)} session "
         f"{first.value['session']!r}: keys {first.key} .. {last.key}"
     )
@@ -87,11 +83,11 @@ def turns(c: Any) -> None:
 
 def deleted(c: Any) -> None:
     where = f"{c.args['namespace']} key {c.args['key']!r}" if "key" in c.args else f"id {c.args['item_id']!r}"
-    _print(f"Deleted {where}")
+    _say(f"Deleted {where}")
 
 
 def cleared(c: Any) -> None:
-    _print(f"Cleared {_plural(c.result, 'item')} under {c.args['namespace_prefix']}")
+    _say(f"Cleared {_plural(c.result, 'item')} under {c.args['namespace_prefix']}")
 
 
 def namespaces(c: Any) -> None:
@@ -148,7 +144,7 @@ def envelope(c: Any) -> None:
     found, console = c.result, _console()
     keyed = found.params.get("mode") == "keyed"
     if keyed:
-        _print(f"Keyed recall of {found.params['key']!r}: exact key, newest first, no ranking (score 0.0).")
+        _say(f"Keyed recall of {found.params['key']!r}: exact key, newest first, no ranking (score 0.0).")
     # One column per channel that nominated anything, in the envelope's order.
     channels = [ch for ch in found.counts if ch != "keyed"]
     for hit in found.hits:
@@ -158,13 +154,13 @@ def envelope(c: Any) -> None:
              _when(hit.item.updated_at) if keyed else f"{hit.score:.4f}", *(_channel_cell(hit, ch) for ch in channels),
              _squeezable(_brief(hit.text, 80))) for n, hit in enumerate(found.hits, 1)]  # fmt: skip
     _show([*columns, "text"], rows, "No results.")
-    _print(_footer(found))
+    _say(_footer(found))
     for note_text in found.notes:
-        _print(f"Note: {_cli_words(note_text)}")
+        _say(f"Note: {_cli_words(note_text)}")
     missing = _missing_vectors(c.mem, found)
     if missing:
         have = "have" if missing != 1 else "has"
-        _print(
+        _say(
             f"Note: {missing:,} item{'s' * (missing != 1)} {have} no vector yet, so the vector channel could not "
             "find them; `memlane index` embeds them"
         )
@@ -217,13 +213,13 @@ def records(c: Any) -> None:
     current = c.own.get("current")
     for rid, found in zip(c.args["ids"], c.result, strict=True):
         if found is None:
-            _print(f"{rid}: not found" + (" or not current" if current else ""))
+            _say(f"{rid}: not found" + (" or not current" if current else ""))
         else:
             _record(found)
 
 
 def document(c: Any) -> None:
-    _print(f"Stored {c.result.id} with {c.result.chunk_count} chunk(s): {', '.join(c.result.chunk_ids)}")
+    _say(f"Stored {c.result.id} with {c.result.chunk_count} chunk(s): {', '.join(c.result.chunk_ids)}")
 
 
 def chunks(c: Any) -> None:
@@ -263,12 +259,12 @@ def context(c: Any) -> None:
                 for n, p in enumerate(rows, 1)])  # fmt: skip
         elif name == "paths":
             for p in rows:
-                _print(" → ".join(p.names))
+                _say(" → ".join(p.names))
     counts = ", ".join(f"{k} {n}" for k, n in ctx.counts.items())
     dropped = ", ".join(f"{k} {n}" for k, n in ctx.dropped.items() if n)
-    _print(" · ".join(x for x in (counts, f"dropped: {dropped}" if dropped else "") if x))
+    _say(" · ".join(x for x in (counts, f"dropped: {dropped}" if dropped else "") if x))
     for note_text in ctx.notes:
-        _print(f"Note: {note_text}")
+        _say(f"Note: {note_text}")
     if ctx.truncated:
         console.print(f"Cut: {', '.join(ctx.truncated)} had more results.")
 
@@ -286,7 +282,7 @@ def rule(c: Any) -> None:
         kept.append(f"the newest {_plural(c.result.keep_versions, 'version')}")
     if c.result.keep_days is not None:
         kept.append(f"{c.result.keep_days:g} day{'s' * (c.result.keep_days != 1)}")
-    _print(f"Retention for {rule_prefix(c.result.prefix)}: keep {' and '.join(kept)} of history")
+    _say(f"Retention for {rule_prefix(c.result.prefix)}: keep {' and '.join(kept)} of history")
 
 
 def rules(c: Any) -> None:
@@ -300,4 +296,4 @@ def rules(c: Any) -> None:
 
 
 def rule_cleared(c: Any) -> None:
-    _print(f"Cleared the retention rule for {rule_prefix(c.args['prefix'])}")
+    _say(f"Cleared the retention rule for {rule_prefix(c.args['prefix'])}")

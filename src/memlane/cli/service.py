@@ -22,6 +22,7 @@ from .base import (
     _db_url,
     _fail,
     _open,
+    _say,
     _show,
     _sqlite_file,
     agent_app,
@@ -216,9 +217,8 @@ def _settings(path: str, example: str) -> Any:
     return register
 
 
-def _say(text: str) -> None:
-    # one line whatever the width (a pipe is 80 columns to rich): a script reads a token from its line
-    _console().print(text, soft_wrap=True, highlight=False)
+def _tell(text: str) -> None:
+    _say(text, soft_wrap=True)  # a script reads a token from its line
 
 
 def _owner(db: str | None, change: Any) -> Any:
@@ -236,13 +236,13 @@ def agent_create(
     """Create an agent and print its token, once (only a hash is stored)."""
     agent, token = _owner(db, lambda access: access.create_agent(name, admin=admin))
     said = f"Created agent {agent.name!r} (namespace agent/{agent.name}).\nToken (shown once): {token}"
-    _answer(as_json, {"agent": agent.to_dict(), "token": token}, lambda: _say(said))
+    _answer(as_json, {"agent": agent.to_dict(), "token": token}, lambda: _tell(said))
 
 
 @_settings("agent token", "memlane agent token admin")
 def agent_token(name: Name, db: Db = None) -> None:
     """Issue a new token for an agent; the old one stops working at once."""
-    _say(f"New token for {name!r} (shown once): {_owner(db, lambda access: access.rotate_token(name))}")
+    _tell(f"New token for {name!r} (shown once): {_owner(db, lambda access: access.rotate_token(name))}")
 
 
 @_settings("agent list", "memlane agent list --json")
@@ -258,7 +258,7 @@ def agent_delete(name: Name, db: Db = None) -> None:
     """Delete an agent with its memberships and grants; its token stops working (its items stay)."""
     if not _owner(db, lambda access: access.delete_agent(name)):
         _fail(f"no agent named {name!r}; see `memlane agent list`")
-    _say(f"Deleted agent {name!r}; its items under agent/{name} stay.")
+    _tell(f"Deleted agent {name!r}; its items under agent/{name} stay.")
 
 
 @_settings("agent log", "memlane agent log --room eng")
@@ -284,7 +284,7 @@ def agent_log(
 
 
 def _show_room(room: dict[str, Any]) -> None:
-    _say(f"Room {room['name']!r}: members {', '.join(room['members']) or '(none)'}")
+    _tell(f"Room {room['name']!r}: members {', '.join(room['members']) or '(none)'}")
 
 
 @_settings("room create", "memlane room create eng")
@@ -335,11 +335,11 @@ def grant(
 ) -> None:
     """Give an agent read or write on a namespace prefix."""
     result = _owner(db, lambda access: access.grant(agent, prefix, mode))
-    _say(f"Agent {result.name!r} grants: {_grants(result)}")
+    _tell(f"Agent {result.name!r} grants: {_grants(result)}")
 
 
 @_settings("revoke", "memlane revoke planner project/billing")
 def revoke(agent: Name, prefix: Prefix, db: Db = None) -> None:
     """Remove an agent's grant on a namespace prefix."""
     result = _owner(db, lambda access: access.revoke(agent, prefix))
-    _say(f"Agent {result.name!r} grants: {_grants(result) or '(none)'}")
+    _tell(f"Agent {result.name!r} grants: {_grants(result) or '(none)'}")
