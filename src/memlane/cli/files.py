@@ -39,6 +39,8 @@ from .base import (
     _show,
 )
 
+BatchSize = Annotated[int, typer.Option("--batch-size", help="Texts embedded per batch.")]
+
 
 def _progress(label: str, done: Any) -> Progress:
     """A progress bar on stderr, shown only on a terminal."""
@@ -129,7 +131,7 @@ def reindex(
             show_default=False,
         ),
     ] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts embedded per batch.")] = 64,
+    batch_size: BatchSize = 64,
     db: Db = None,
     as_json: AsJson = False,
 ) -> None:
@@ -285,7 +287,7 @@ def index(
     watch: Annotated[
         bool, typer.Option("--watch", help="Keep running: embed new writes as they come, until interrupted.")
     ] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts embedded per batch.")] = 64,
+    batch_size: BatchSize = 64,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
