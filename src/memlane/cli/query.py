@@ -17,7 +17,7 @@ from rich.text import Text
 
 import memlane
 
-from .base import EXIT_INVALID, GROUPS, _brief, _cli_words, _console, _fail, _Group, _value, app
+from .base import EXIT_INVALID, GROUPS, _brief, _cli_words, _console, _fail, _Group, _show, _table, _value, app
 from .made import Call, Human, made
 
 
@@ -139,19 +139,15 @@ made("query sql", "query", Human(
 
 def _space(c: Call) -> None:
     if c.own["search"] is not None:
-        table = Table("view", "column", "type", "meaning", box=box.SIMPLE_HEAD, show_edge=False)
-        for m in c.result:
-            table.add_row(m["view"], m["column"] or "", m["type"], m["description"])
-        _console().print(table)
+        rows = [(m["view"], m["column"] or "", m["type"], m["description"]) for m in c.result]
+        _show(["view", "column", "type", "meaning"], rows, show_edge=False)
         return
     space, out = c.result, _console()
     out.print(f"[bold]{space['schema']}[/bold] ({space['dialect']}): {space['limits']}", highlight=False)
     for view in space["views"]:
-        table = Table("column", "type", "meaning", box=box.SIMPLE_HEAD, show_edge=False, title_justify="left")
-        table.title = f"{view['name']}: {view['description']}"
-        for col in view["columns"]:
-            table.add_row(col["name"], col["type"], col["description"])
-        out.print(table)
+        cols = [(col["name"], col["type"], col["description"]) for col in view["columns"]]
+        title = f"{view['name']}: {view['description']}"
+        out.print(_table(["column", "type", "meaning"], cols, show_edge=False, title=title, title_justify="left"))
     for group, calls in space["functions"].items():
         out.print(Text(f"{group}: " + ", ".join(calls)))
     for note in space["notes"]:
@@ -187,10 +183,8 @@ made("query run", "run_saved_query", Human(
 
 
 def _queries(c: Call) -> None:
-    table = Table("name", "parameters", "description", "sql", box=box.SIMPLE_HEAD, show_edge=False)
-    for q in c.result:
-        table.add_row(q.name, ", ".join(q.parameters), q.description, Text(_brief(q.sql, 80)))
-    _console().print(table)
+    rows = [(q.name, ", ".join(q.parameters), q.description, Text(_brief(q.sql, 80))) for q in c.result]
+    _show(["name", "parameters", "description", "sql"], rows, show_edge=False)
 
 
 made("query saved", "saved_queries", Human(render=_queries, embedder=False, example="memlane query saved"))

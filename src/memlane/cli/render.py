@@ -16,20 +16,12 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..values.model import namespace_text
-from .base import _brief, _cli_words, _console, _name_column, _squeezable, _Table, _time_column, _when, namespace_hint
-
-
-def _print(text: str) -> None:
-    _console().print(Text(text))
+from .base import _brief, _cli_words, _console, _plural, _say, _show, _squeezable, _table, _when, namespace_hint
 
 
 def _ns(namespace: Any) -> str:
     """A namespace as typed (text) or as the core holds it (segments), in its text form."""
     return namespace if isinstance(namespace, str) else namespace_text(namespace)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def no_item(args: dict[str, Any]) -> str:
@@ -42,37 +34,19 @@ def no_item(args: dict[str, Any]) -> str:
 # -- items
 
 
-def items_table(items: list[Any]) -> Table:
-    """The table every item listing uses (list, fetch)."""
-    table = _Table(box=box.SIMPLE_HEAD)
-    _name_column(table, "namespace")
-    _name_column(table, "key")
-    table.add_column("type", no_wrap=True)
-    table.add_column("value")
-    table.add_column("v", justify="right", no_wrap=True)
-    _time_column(table, "updated (UTC)")
-    for item in items:
-        table.add_row(
-            Text(namespace_text(item.namespace)),
-            Text(item.key),
-            item.value_type,
-            _squeezable(_brief(item.value)),
-            str(item.version),
-            _when(item.updated_at),
-        )
-    return table
-
-
 def items(c: Any) -> None:
+    """The table every item listing uses (list, fetch)."""
     found = c.result.items if hasattr(c.result, "items") and not isinstance(c.result, list) else c.result
-    _console().print(items_table(found) if found else "No items.")
+    rows = [(Text(namespace_text(i.namespace)), Text(i.key), i.value_type, _squeezable(_brief(i.value)),
+             str(i.version), _when(i.updated_at)) for i in found]  # fmt: skip
+    _show(["=namespace", "=key", "!type", "value", "!>v", "@updated (UTC)"], rows, "No items.")
     if getattr(c.result, "next_cursor", None):
-        _print(f"Next page: --cursor {c.result.next_cursor}")
+        _say(f"Next page: --cursor {c.result.next_cursor}")
 
 
 def stored(c: Any) -> None:  # the value is not echoed: it may be a secret, and the caller already has it
     item = c.result
-    _print(f"Stored {namespace_text(item.namespace)} key {item.key!r} ({item.value_type}, version {item.version})")
+    _say(f"Stored {namespace_text(item.namespace)} key {item.key!r} ({item.value_type}, version {item.version})")
 
 
 def item(c: Any) -> None:
@@ -101,7 +75,7 @@ def item(c: Any) -> None:
 
 def turns(c: Any) -> None:
     first, last = c.result[0], c.result[-1]
-    _print(
+    _say(
         f"Stored {_plural(len(c.result), 'turn')} in {namespace_text(first.namespace)} session "
         f"{first.value['session']!r}: keys {first.key} .. {last.key}"
     )
@@ -109,18 +83,15 @@ def turns(c: Any) -> None:
 
 def deleted(c: Any) -> None:
     where = f"{c.args['namespace']} key {c.args['key']!r}" if "key" in c.args else f"id {c.args['item_id']!r}"
-    _print(f"Deleted {where}")
+    _say(f"Deleted {where}")
 
 
 def cleared(c: Any) -> None:
-    _print(f"Cleared {_plural(c.result, 'item')} under {c.args['namespace_prefix']}")
+    _say(f"Cleared {_plural(c.result, 'item')} under {c.args['namespace_prefix']}")
 
 
 def namespaces(c: Any) -> None:
-    table = Table("namespace")
-    for ns in c.result:
-        table.add_row(Text(namespace_text(ns)))
-    _console().print(table if c.result else "No namespaces.")
+    _show(["namespace"], [(Text(namespace_text(ns)),) for ns in c.result], "No namespaces.", box=box.HEAVY_HEAD)
 
 
 def summary(c: Any) -> None:
@@ -133,20 +104,10 @@ def summary(c: Any) -> None:
 
 
 def versions(c: Any) -> None:
-    table = Table("version", "change", box=box.SIMPLE_HEAD)
-    _time_column(table, "changed (UTC)")
-    for name in ("changed by", "type", "value"):
-        table.add_column(name)
-    for ver in c.result:
-        table.add_row(
-            str(ver.version),
-            ver.change,
-            _when(ver.changed_at),
-            Text(ver.changed_by or ""),
-            ver.value_type,
-            _squeezable(_brief(ver.value)),
-        )
-    _console().print(table if c.result else Text(f"No history for {c.args['namespace']} key {c.args['key']!r}."))
+    rows = [(str(v.version), v.change, _when(v.changed_at), Text(v.changed_by or ""), v.value_type,
+             _squeezable(_brief(v.value))) for v in c.result]  # fmt: skip
+    empty = f"No history for {c.args['namespace']} key {c.args['key']!r}."
+    _show(["version", "change", "@changed (UTC)", "changed by", "type", "value"], rows, empty)
 
 
 # -- ranked reads
@@ -183,38 +144,23 @@ def envelope(c: Any) -> None:
     found, console = c.result, _console()
     keyed = found.params.get("mode") == "keyed"
     if keyed:
-        _print(f"Keyed recall of {found.params['key']!r}: exact key, newest first, no ranking (score 0.0).")
+        _say(f"Keyed recall of {found.params['key']!r}: exact key, newest first, no ranking (score 0.0).")
     # One column per channel that nominated anything, in the envelope's order.
     channels = [ch for ch in found.counts if ch != "keyed"]
     for hit in found.hits:
         channels += [ch for ch in hit.ranks if ch not in channels]
-    table = _Table("#", box=box.SIMPLE_HEAD)
-    _name_column(table, "namespace")
-    _name_column(table, "key")
-    if keyed:
-        _time_column(table, "updated (UTC)")
-    else:
-        table.add_column("score", justify="right", no_wrap=True)
-    for ch in channels:
-        table.add_column(ch, justify="right")
-    table.add_column("text")
-    for n, hit in enumerate(found.hits, 1):
-        table.add_row(
-            str(n),
-            Text(namespace_text(hit.namespace)),
-            Text(hit.key),
-            _when(hit.item.updated_at) if keyed else f"{hit.score:.4f}",
-            *(_channel_cell(hit, ch) for ch in channels),
-            _squeezable(_brief(hit.text, 80)),
-        )
-    console.print(table if found.hits else "No results.")
-    _print(_footer(found))
+    columns = ["#", "=namespace", "=key", "@updated (UTC)" if keyed else "!>score", *(">" + ch for ch in channels)]
+    rows = [(str(n), Text(namespace_text(hit.namespace)), Text(hit.key),
+             _when(hit.item.updated_at) if keyed else f"{hit.score:.4f}", *(_channel_cell(hit, ch) for ch in channels),
+             _squeezable(_brief(hit.text, 80))) for n, hit in enumerate(found.hits, 1)]  # fmt: skip
+    _show([*columns, "text"], rows, "No results.")
+    _say(_footer(found))
     for note_text in found.notes:
-        _print(f"Note: {_cli_words(note_text)}")
+        _say(f"Note: {_cli_words(note_text)}")
     missing = _missing_vectors(c.mem, found)
     if missing:
         have = "have" if missing != 1 else "has"
-        _print(
+        _say(
             f"Note: {missing:,} item{'s' * (missing != 1)} {have} no vector yet, so the vector channel could not "
             "find them; `memlane index` embeds them"
         )
@@ -233,35 +179,17 @@ def _fact_validity(fact: Any) -> str:
 
 
 def _facts_table(facts: list[Any]) -> Table:
-    table = _Table("fact", box=box.SIMPLE_HEAD)
-    _time_column(table, "valid (UTC)")
-    _time_column(table, "recorded (UTC)")
-    table.add_column("evidence")
-    _name_column(table, "id")
-    for f in facts:
-        recorded = _when(f.recorded_at) + (f" (retracted {_when(f.retracted_at)})" if f.retracted_at else "")
-        table.add_row(Text(f.text), _fact_validity(f), recorded, str(f.evidence_count), f.id)
-    return table
+    def recorded(f: Any) -> str:
+        return _when(f.recorded_at) + (f" (retracted {_when(f.retracted_at)})" if f.retracted_at else "")
+
+    rows = [(Text(f.text), _fact_validity(f), recorded(f), str(f.evidence_count), f.id) for f in facts]
+    return _table(["fact", "@valid (UTC)", "@recorded (UTC)", "evidence", "=id"], rows)
 
 
 def _entity_table(entities: list[Any]) -> Table:
-    table = _Table(box=box.SIMPLE_HEAD)
-    _name_column(table, "id")
-    for name in ("name", "kind"):
-        table.add_column(name)
-    _name_column(table, "namespace")
-    table.add_column("aliases")
-    table.add_column("profile")
-    for e in entities:
-        table.add_row(
-            e.id,
-            Text(e.name),
-            Text(e.kind),
-            Text(namespace_text(e.namespace)),
-            Text(", ".join(e.aliases)),
-            _squeezable(_brief(e.profile, 50)),
-        )
-    return table
+    rows = [(e.id, Text(e.name), Text(e.kind), Text(namespace_text(e.namespace)), Text(", ".join(e.aliases)),
+             _squeezable(_brief(e.profile, 50))) for e in entities]  # fmt: skip
+    return _table(["=id", "name", "kind", "=namespace", "aliases", "profile"], rows)
 
 
 def _record(found: Any) -> None:
@@ -272,10 +200,9 @@ def _record(found: Any) -> None:
     elif isinstance(found, Fact):
         _console().print(_facts_table([found]))
     else:
-        table = Table("field", "value", box=box.SIMPLE_HEAD)
-        for name, value in found.to_dict().items():
-            table.add_row(name, Text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)))
-        _console().print(table)
+        fields = found.to_dict().items()
+        _show(["field", "value"], [(k, Text(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)))
+                                   for k, v in fields])  # fmt: skip
 
 
 def record(c: Any) -> None:
@@ -286,13 +213,13 @@ def records(c: Any) -> None:
     current = c.own.get("current")
     for rid, found in zip(c.args["ids"], c.result, strict=True):
         if found is None:
-            _print(f"{rid}: not found" + (" or not current" if current else ""))
+            _say(f"{rid}: not found" + (" or not current" if current else ""))
         else:
             _record(found)
 
 
 def document(c: Any) -> None:
-    _print(f"Stored {c.result.id} with {c.result.chunk_count} chunk(s): {', '.join(c.result.chunk_ids)}")
+    _say(f"Stored {c.result.id} with {c.result.chunk_count} chunk(s): {', '.join(c.result.chunk_ids)}")
 
 
 def chunks(c: Any) -> None:
@@ -319,26 +246,25 @@ def context(c: Any) -> None:
             console.print(f"status: {ctx.status}")
             console.print(_entity_table([candidate.entity for candidate in rows]))
         elif name == "claims":
-            table = Table("#", "claim", "corroboration", "said by", "sources", box=box.SIMPLE_HEAD)
-            for n, g in enumerate(rows, 1):
-                speakers = ", ".join(dict.fromkeys(claim.speaker or "?" for claim in g.claims))
-                sources = ", ".join(dict.fromkeys(claim.chunk_id or claim.id for claim in g.claims))
-                table.add_row(str(n), Text(g.text), str(g.corroboration), Text(speakers), _squeezable(sources))
-            console.print(table)
+
+            def said(g: Any, field: Any) -> str:
+                return ", ".join(dict.fromkeys(field(claim) for claim in g.claims))
+
+            _show(["#", "claim", "corroboration", "said by", "sources"], [
+                (str(n), Text(g.text), str(g.corroboration), Text(said(g, lambda x: x.speaker or "?")),
+                 _squeezable(said(g, lambda x: x.chunk_id or x.id))) for n, g in enumerate(rows, 1)])  # fmt: skip
         elif name == "passages":
-            table = _Table("#", "document", "pos", "passage", box=box.SIMPLE_HEAD)
-            _name_column(table, "id")
-            for n, p in enumerate(rows, 1):
-                table.add_row(str(n), Text(p.document_title), str(p.position), _squeezable(_brief(p.text, 80)), p.id)
-            console.print(table)
+            _show(["#", "document", "pos", "passage", "=id"], [
+                (str(n), Text(p.document_title), str(p.position), _squeezable(_brief(p.text, 80)), p.id)
+                for n, p in enumerate(rows, 1)])  # fmt: skip
         elif name == "paths":
             for p in rows:
-                _print(" → ".join(p.names))
+                _say(" → ".join(p.names))
     counts = ", ".join(f"{k} {n}" for k, n in ctx.counts.items())
     dropped = ", ".join(f"{k} {n}" for k, n in ctx.dropped.items() if n)
-    _print(" · ".join(x for x in (counts, f"dropped: {dropped}" if dropped else "") if x))
+    _say(" · ".join(x for x in (counts, f"dropped: {dropped}" if dropped else "") if x))
     for note_text in ctx.notes:
-        _print(f"Note: {note_text}")
+        _say(f"Note: {note_text}")
     if ctx.truncated:
         console.print(f"Cut: {', '.join(ctx.truncated)} had more results.")
 
@@ -356,25 +282,18 @@ def rule(c: Any) -> None:
         kept.append(f"the newest {_plural(c.result.keep_versions, 'version')}")
     if c.result.keep_days is not None:
         kept.append(f"{c.result.keep_days:g} day{'s' * (c.result.keep_days != 1)}")
-    _print(f"Retention for {rule_prefix(c.result.prefix)}: keep {' and '.join(kept)} of history")
+    _say(f"Retention for {rule_prefix(c.result.prefix)}: keep {' and '.join(kept)} of history")
 
 
 def rules(c: Any) -> None:
     if not c.result:
         _console().print("No retention rules: history keeps every version")
         return
-    table = Table("prefix", "keep_versions", "keep_days", "updated_at", "updated_by", box=box.SIMPLE_HEAD)
-    for r in c.result:
-        d = r.to_dict()
-        table.add_row(
-            Text(rule_prefix(r.prefix)),
-            "-" if r.keep_versions is None else str(r.keep_versions),
-            "-" if r.keep_days is None else f"{r.keep_days:g}",
-            d["updated_at"],
-            Text(r.updated_by or ""),
-        )
-    _console().print(table)
+    rows = [(Text(rule_prefix(r.prefix)), "-" if r.keep_versions is None else str(r.keep_versions),
+             "-" if r.keep_days is None else f"{r.keep_days:g}", r.to_dict()["updated_at"], Text(r.updated_by or ""))
+            for r in c.result]  # fmt: skip
+    _show(["prefix", "keep_versions", "keep_days", "updated_at", "updated_by"], rows)
 
 
 def rule_cleared(c: Any) -> None:
-    _print(f"Cleared the retention rule for {rule_prefix(c.args['prefix'])}")
+    _say(f"Cleared the retention rule for {rule_prefix(c.args['prefix'])}")

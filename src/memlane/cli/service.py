@@ -7,8 +7,6 @@ import socket
 from typing import Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 
 import memlane
 
@@ -18,12 +16,14 @@ from .base import (
     AsJson,
     Db,
     EmbedderName,
+    _answer,
     _command,
     _console,
     _db_url,
     _fail,
     _open,
-    _print_json,
+    _say,
+    _show,
     _sqlite_file,
     agent_app,
     room_app,
@@ -217,9 +217,8 @@ def _settings(path: str, example: str) -> Any:
     return register
 
 
-def _say(text: str) -> None:
-    # one line whatever the width (a pipe is 80 columns to rich): a script reads a token from its line
-    _console().print(text, soft_wrap=True, highlight=False)
+def _tell(text: str) -> None:
+    _say(text, soft_wrap=True)  # a script reads a token from its line
 
 
 def _owner(db: str | None, change: Any) -> Any:
@@ -236,30 +235,22 @@ def agent_create(
 ) -> None:
     """Create an agent and print its token, once (only a hash is stored)."""
     agent, token = _owner(db, lambda access: access.create_agent(name, admin=admin))
-    if as_json:
-        _print_json({"agent": agent.to_dict(), "token": token})
-        return
-    _say(f"Created agent {agent.name!r} (namespace agent/{agent.name}).")
-    _say(f"Token (shown once): {token}")
+    said = f"Created agent {agent.name!r} (namespace agent/{agent.name}).\nToken (shown once): {token}"
+    _answer(as_json, {"agent": agent.to_dict(), "token": token}, lambda: _tell(said))
 
 
 @_settings("agent token", "memlane agent token admin")
 def agent_token(name: Name, db: Db = None) -> None:
     """Issue a new token for an agent; the old one stops working at once."""
-    _say(f"New token for {name!r} (shown once): {_owner(db, lambda access: access.rotate_token(name))}")
+    _tell(f"New token for {name!r} (shown once): {_owner(db, lambda access: access.rotate_token(name))}")
 
 
 @_settings("agent list", "memlane agent list --json")
 def agent_list(db: Db = None, as_json: AsJson = False) -> None:
     """List agents with their rooms and grants."""
     agents = _owner(db, lambda access: access.agents())
-    if as_json:
-        _print_json([a.to_dict() for a in agents])
-        return
-    table = Table("agent", "admin", "rooms", "grants", box=box.SIMPLE_HEAD)
-    for a in agents:
-        table.add_row(a.name, "yes" if a.admin else "", ", ".join(a.rooms), _grants(a))
-    _console().print(table)
+    rows = [(a.name, "yes" if a.admin else "", ", ".join(a.rooms), _grants(a)) for a in agents]
+    _answer(as_json, [a.to_dict() for a in agents], lambda: _show(["agent", "admin", "rooms", "grants"], rows))
 
 
 @_settings("agent delete", "memlane agent delete planner")
@@ -267,7 +258,7 @@ def agent_delete(name: Name, db: Db = None) -> None:
     """Delete an agent with its memberships and grants; its token stops working (its items stay)."""
     if not _owner(db, lambda access: access.delete_agent(name)):
         _fail(f"no agent named {name!r}; see `memlane agent list`")
-    _say(f"Deleted agent {name!r}; its items under agent/{name} stay.")
+    _tell(f"Deleted agent {name!r}; its items under agent/{name} stay.")
 
 
 @_settings("agent log", "memlane agent log --room eng")
@@ -285,19 +276,15 @@ def agent_log(
         return read(agent=agent, room=room, limit=limit)
 
     changes = _owner(db, log)
-    if as_json:
-        _print_json([c.to_dict() for c in changes])
-        return
-    table = Table("#", "at", "by", "change", "agent", "room", "prefix", "mode", box=box.SIMPLE_HEAD)
-    for c in changes:
-        prefix = "" if c.prefix is None else namespace_text(c.prefix)
-        cells = (c.seq, c.at.isoformat(), c.actor or "(owner)", c.action, c.agent, c.room, prefix, c.mode)
-        table.add_row(*(str(cell or "") for cell in cells))
-    _console().print(table)
+    cells = [(c.seq, c.at.isoformat(), c.actor or "(owner)", c.action, c.agent, c.room,
+              "" if c.prefix is None else namespace_text(c.prefix), c.mode) for c in changes]  # fmt: skip
+    rows = [[str(cell or "") for cell in row] for row in cells]
+    columns = ["#", "at", "by", "change", "agent", "room", "prefix", "mode"]
+    _answer(as_json, [c.to_dict() for c in changes], lambda: _show(columns, rows))
 
 
 def _show_room(room: dict[str, Any]) -> None:
-    _say(f"Room {room['name']!r}: members {', '.join(room['members']) or '(none)'}")
+    _tell(f"Room {room['name']!r}: members {', '.join(room['members']) or '(none)'}")
 
 
 @_settings("room create", "memlane room create eng")
@@ -320,13 +307,7 @@ def room_list(db: Db = None, as_json: AsJson = False) -> None:
             cursor = page.next_cursor
 
     rooms = _owner(db, every)
-    if as_json:
-        _print_json(rooms)
-        return
-    table = Table("room", "members", box=box.SIMPLE_HEAD)
-    for r in rooms:
-        table.add_row(r["name"], ", ".join(r["members"]))
-    _console().print(table)
+    _answer(as_json, rooms, lambda: _show(["room", "members"], [(r["name"], ", ".join(r["members"])) for r in rooms]))
 
 
 @_settings("room add", "memlane room add eng planner")
@@ -354,11 +335,11 @@ def grant(
 ) -> None:
     """Give an agent read or write on a namespace prefix."""
     result = _owner(db, lambda access: access.grant(agent, prefix, mode))
-    _say(f"Agent {result.name!r} grants: {_grants(result)}")
+    _tell(f"Agent {result.name!r} grants: {_grants(result)}")
 
 
 @_settings("revoke", "memlane revoke planner project/billing")
 def revoke(agent: Name, prefix: Prefix, db: Db = None) -> None:
     """Remove an agent's grant on a namespace prefix."""
     result = _owner(db, lambda access: access.revoke(agent, prefix))
-    _say(f"Agent {result.name!r} grants: {_grants(result) or '(none)'}")
+    _tell(f"Agent {result.name!r} grants: {_grants(result) or '(none)'}")
