@@ -234,6 +234,27 @@ def test_a_deleted_item_of_the_delta_is_never_returned(tmp_path: Path, small_ind
         mem.close()
 
 
+def test_a_reused_rowid_is_ranked_by_its_new_item(tmp_path: Path, small_index: None) -> None:
+    """SQLite hands the newest rowid out again after a delete: the index's row for it must not rank the new item."""
+    path = str(tmp_path / "m.db")
+    mem = memlane.open(path, embedder=RowEmbedder(), indexing="sync")
+    model = Model()
+    try:
+        for i in range(40):
+            model.put(mem, ("a",), f"k{i}", i)
+        assert _fold(mem, min_delta=0)
+        _search(mem, TABLE[39], [()], 3)
+        for cycle in range(3):
+            model.delete(mem, ("a",), "k39" if cycle == 0 else f"n{cycle - 1}")
+            model.put(mem, ("b",), f"n{cycle}", 500 + cycle)  # takes the deleted rowid
+            for row in (39, 500 + cycle, 5):
+                for scope in ([()], [("a",)], [("b",)]):
+                    _check(_search(mem, TABLE[row], scope, 5), model.exact(TABLE[row], scope, 5))
+            _fold(mem, min_delta=0)
+    finally:
+        mem.close()
+
+
 def test_an_update_is_ranked_by_its_new_text_after_a_fold(tmp_path: Path, small_index: None) -> None:
     """The folded vector of an item must not outrank its new one, nor come back after the update."""
     path = str(tmp_path / "m.db")
@@ -352,6 +373,10 @@ def _damage(folder: str, how: str, tmp: Path) -> None:
         with open(vec, "r+b") as f:
             f.truncate(0)
             f.write(old.read_bytes())
+    elif how == "current-rolled-back":  # the older generation put back beside the current, CURRENT naming it
+        shutil.copyfile(old_gen := tmp / "old.vec", os.path.join(folder, "gen-000000000.vec"))
+        assert old_gen.exists()
+        Path(folder, "CURRENT").write_text("gen-000000000")
     elif how == "foreign-same-dimension":  # a generation of another store with the same refs, other vectors
         other = str(tmp / "other.db")
         omem, _ = _build(other, 60, TABLE, first_row=2000)
@@ -380,6 +405,7 @@ DAMAGE = [
     "current-names-a-missing-generation",
     "zeroed-file",
     "stale-copied-in-place",
+    "current-rolled-back",
     "foreign-same-dimension",
     "other-dimension",
     pytest.param(
