@@ -113,6 +113,10 @@ class CorruptIndex(Exception):
     """A generation file that fails its checks (torn, truncated, overwritten, another format)."""
 
 
+class MissingGeneration(CorruptIndex):
+    """The generation file is not there: damage, or a fold removed it after ``CURRENT`` was read (look again)."""
+
+
 def _align(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -156,6 +160,8 @@ class Generation:
         self.path = path
         try:
             fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError as e:
+            raise MissingGeneration(f"cannot open {path}: {e}") from e
         except OSError as e:
             raise CorruptIndex(f"cannot open {path}: {e}") from e
         try:
@@ -186,7 +192,7 @@ class Generation:
         if _meta_crc(buf, sections) != meta_crc:
             raise CorruptIndex(f"{path}: checksum mismatch")
         self.dim, self.count, self.seq, self.deletes, self.size = dim, count, seq, deletes, size
-        self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        self._stamp = _stamp(st)
 
         def arr(name: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
             off, _ = sections[name]
@@ -210,10 +216,32 @@ class Generation:
             self.graph = _open_graph(self.graph_path, graph_size, graph_crc, dim)
 
     def intact(self) -> bool:
-        """Whether the file is as it was checked: not written since, nor truncated (a map would fault on reading)."""
+        """Whether the mapped file is as it was checked: not written since, nor truncated (a map would fault).
+
+        Asked of the open descriptor, so a generation a fold superseded and unlinked keeps its contents.
+        ``st_ctime_ns`` changes on every write and cannot be set back, so ``utime`` cannot hide one; but
+        unlinking changes it too (see :meth:`rewritten`).
+        """
         try:
-            st = os.fstat(self._fd)
-            return (st.st_ino, st.st_mtime_ns, st.st_size) == self._stamp and os.stat(self.path).st_ino == st.st_ino
+            return _stamp(os.fstat(self._fd)) == self._stamp
+        except OSError:
+            return False
+
+    def rewritten(self) -> bool:
+        """Whether the contents' stamp changed (inode, mtime, size): damage whatever ``CURRENT`` says now."""
+        try:
+            return _stamp(os.fstat(self._fd))[:3] != self._stamp[:3]
+        except OSError:
+            return True
+
+    @property
+    def inode(self) -> int:
+        return self._stamp[0]
+
+    def named(self) -> bool:
+        """Whether :attr:`path` still names the mapped file (not unlinked, nor another file renamed over it)."""
+        try:
+            return os.stat(self.path).st_ino == self._stamp[0]
         except OSError:
             return False
 
@@ -257,6 +285,10 @@ class Generation:
                 merged.append((lo, hi))
         starts = self.ns_start
         return [(int(starts[lo]), int(starts[hi])) for lo, hi in merged if starts[hi] > starts[lo]]
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_ino, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
 
 
 def _open_graph(path: str, size: int, crc: int, dim: int) -> Any:
@@ -653,6 +685,21 @@ def _meeting(conn: sqlite3.Connection, refs: list[int], test: Test) -> set[int]:
     return {r[0] for r in found}
 
 
+def _file_key(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        return _stamp(os.stat(path))
+    except OSError:
+        return None
+
+
+def _inode(path: str) -> int:
+    """The file's inode, -1 when it is missing (a generation is condemned by its file, not its reusable name)."""
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return -1
+
+
 class SharedVectors:
     """A store's view of its shared index plus the private delta of newer vectors (one per open store).
 
@@ -664,8 +711,8 @@ class SharedVectors:
         self.db_path = db_path
         self.writable = writable and self.folder is not None
         self.gen: Generation | None = None
-        self._gen_key: tuple[int, int, int] | None = None  # CURRENT's (inode, mtime, size) when last looked
-        self._condemned: set[str] = set()  # generation files found unsound (until CURRENT names another)
+        self._gen_key: tuple[int, int, int, int] | None = None  # CURRENT's stamp when last looked
+        self._condemned: set[tuple[str, int]] = set()  # (path, inode) of generation files found unsound
         self.needs_rebuild = False  # a generation was condemned: the next fold copies nothing from it
         self.delta: VectorCache | None = None
         self._delta_base = -1
@@ -686,36 +733,55 @@ class SharedVectors:
         folder = self.folder
         if folder is None:
             return None
-        try:
-            st = os.stat(os.path.join(folder, "CURRENT"))
-            key = (st.st_ino, st.st_mtime_ns, st.st_size)
-        except OSError:
-            key = None
+        key = _file_key(os.path.join(folder, "CURRENT"))
         gen = self.gen
-        if key != self._gen_key or (gen is not None and not gen.intact()):
-            self._gen_key = key
-            if gen is not None and not gen.intact():
-                self._condemned.add(gen.path)
+        # CURRENT moved on: a fold published another generation (the old file, merely unlinked, closes quietly)
+        reload = key != self._gen_key
+        if gen is not None and not gen.intact():
+            # written or truncated in place: damage; only its ctime changed: damage too, unless a fold unlinked
+            # it, which changes ctime as well, and which follows the fold's replacing CURRENT (so look again)
+            current = _file_key(os.path.join(folder, "CURRENT"))
+            if gen.rewritten() or (current == self._gen_key and gen.named()):
+                self._condemned.add((gen.path, gen.inode))
                 self.needs_rebuild = self.writable
-            gen = None
-            name = current_name(folder)
-            path = None if name is None else os.path.join(folder, name + ".vec")
-            if path is not None and path not in self._condemned:
-                try:
-                    gen = Generation(path)
-                except CorruptIndex:
-                    self._condemned.add(path)
-                    self.needs_rebuild = self.writable
-                    gen = None
+            reload = True
+        elif gen is not None and not reload and not gen.named():
+            reload = True  # removed or replaced under the same CURRENT: look at what is there now
+        if reload:
+            self._gen_key = key
+            gen = self._open_named(folder)
             if self.gen is not None:
                 self.gen.close()
             self.gen = gen
         return gen if gen is not None and gen.dim == dim else None
 
+    def _open_named(self, folder: str) -> Generation | None:
+        """The generation CURRENT names, checked; ``None`` (and condemned) when it is missing or unsound."""
+        for _ in range(3):
+            name = current_name(folder)
+            if name is None:
+                return None
+            path = os.path.join(folder, name + ".vec")
+            ident = (path, _inode(path))
+            if ident in self._condemned:
+                return None
+            try:
+                return Generation(path)
+            except MissingGeneration:
+                if current_name(folder) != name:  # a fold published another and removed this one: read again
+                    self._gen_key = _file_key(os.path.join(folder, "CURRENT"))
+                    continue
+            except CorruptIndex:
+                pass
+            self._condemned.add(ident)
+            self.needs_rebuild = self.writable
+            return None
+        return None
+
     def condemn(self) -> None:
         """Stop trusting the current generation (its scores were garbage); the next fold replaces it."""
         if self.gen is not None:
-            self._condemned.add(self.gen.path)
+            self._condemned.add((self.gen.path, self.gen.inode))
             self.gen.close()
         self.gen = None
         self.needs_rebuild = self.writable
