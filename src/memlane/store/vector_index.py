@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import fcntl
 import json
 import mmap
@@ -481,9 +482,87 @@ def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, r
     )
     final = f"gen-{number:09d}"
     tmp = os.path.join(folder, f"tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    with open(tmp + ".vec", "wb") as created:
-        created.truncate(size)
-    with open(tmp + ".vec", "r+b") as f:
+    published = False
+    try:
+        graph_size = _write_generation(
+            tmp,
+            size,
+            sections,
+            count,
+            dim,
+            seq,
+            deletes,
+            names,
+            ns_blob,
+            (refs, versions, seqs, sorted_refs, by_ref, ns_start),
+            old,
+            conn,
+            graph,
+        )
+        if graph_size:
+            os.replace(tmp + ".graph", os.path.join(folder, final + ".graph"))
+        os.replace(tmp + ".vec", os.path.join(folder, final + ".vec"))
+        with open(tmp + ".current", "wb") as pointer:
+            pointer.write(final.encode("ascii"))
+            pointer.flush()
+            os.fsync(pointer.fileno())
+        os.replace(tmp + ".current", os.path.join(folder, "CURRENT"))
+        published = True
+    finally:
+        if not published:  # a full disk, an error: leave no partial file behind (CURRENT still names the old one)
+            if old is not None:
+                old.close()
+            for leftover in (
+                tmp + ".vec",
+                tmp + ".graph",
+                tmp + ".current",
+                *(os.path.join(folder, final + ext) for ext in (".vec", ".graph")),
+            ):
+                with contextlib.suppress(OSError):
+                    os.remove(leftover)
+    _fsync_dir(folder)
+    for name in os.listdir(folder):  # readers that still map an old generation keep it until they let go
+        if name.startswith("gen-") and name.split(".")[0] != final:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, name))
+    if old is not None:
+        old.close()
+    return True
+
+
+def _reserve(f: Any, size: int) -> None:
+    """Allocate every block of the file now: a full disk is an ``ENOSPC`` here, not a SIGBUS in the map."""
+    try:
+        os.posix_fallocate(f.fileno(), 0, size)
+        return
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+    zeros = bytes(1 << 20)  # a file system without fallocate: write the zeros
+    for lo in range(0, size, len(zeros)):
+        f.write(zeros[: min(len(zeros), size - lo)])
+    f.flush()
+
+
+def _write_generation(
+    tmp: str,
+    size: int,
+    sections: dict[str, tuple[int, int]],
+    count: int,
+    dim: int,
+    seq: int,
+    deletes: int,
+    names: list[str],
+    ns_blob: bytes,
+    columns: tuple[np.ndarray, ...],
+    old: Generation | None,
+    conn: sqlite3.Connection,
+    graph: bool,
+) -> int:
+    """Write the generation to ``tmp + ".vec"`` (and its graph), fsynced; the graph's size, 0: none."""
+    refs, versions, seqs, sorted_refs, by_ref, ns_start = columns
+    with open(tmp + ".vec", "w+b") as f:
+        _reserve(f, size)
         buf = mmap.mmap(f.fileno(), size)
         try:
 
@@ -529,22 +608,7 @@ def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, r
         finally:
             buf.close()
         os.fsync(f.fileno())
-    if graph_size:
-        os.replace(tmp + ".graph", os.path.join(folder, final + ".graph"))
-    os.replace(tmp + ".vec", os.path.join(folder, final + ".vec"))
-    with open(tmp + ".current", "wb") as pointer:
-        pointer.write(final.encode("ascii"))
-        pointer.flush()
-        os.fsync(pointer.fileno())
-    os.replace(tmp + ".current", os.path.join(folder, "CURRENT"))
-    _fsync_dir(folder)
-    for name in os.listdir(folder):  # readers that still map an old generation keep it until they let go
-        if name.startswith("gen-") and name.split(".")[0] != final:
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(folder, name))
-    if old is not None:
-        old.close()
-    return True
+    return graph_size
 
 
 def _read_missing(
@@ -644,7 +708,10 @@ def _write_graph(
         for lo in range(0, count, 65536):
             hi = min(count, lo + 65536)
             graph.add(refs[lo:hi].astype(np.uint64), np.ascontiguousarray(matrix[lo:hi]), threads=_threads())
-    graph.save(path)
+    try:
+        graph.save(path)
+    except Exception as e:  # usearch raises its own errors; a full disk is an OSError to every caller
+        raise OSError(f"cannot write the graph {path}: {e}") from e
     del graph
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
