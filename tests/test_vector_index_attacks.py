@@ -433,6 +433,47 @@ DAMAGE = [
 ]
 
 
+@pytest.mark.parametrize("how", ["zeroed", "rows-reversed", "one-row"])
+def test_matrix_damage_does_not_outlive_its_generation(
+    tmp_path: Path, small_index: None, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Rows damaged in place while no process maps the file: the next fold copies none of the damaged blocks."""
+    monkeypatch.setattr(vi, "MATRIX_BLOCK", 16)  # several blocks (the constant is the format's, set for both sides)
+    path = str(tmp_path / "m.db")
+    folder = vi.directory_for(path)
+    mem, model = _build(path, 120)
+    mem.close()
+    name = vi.current_name(folder)
+    assert name is not None
+    vec = os.path.join(folder, name + ".vec")
+    gen = vi.Generation(vec, with_graph=False)
+    matrix = np.array(gen.matrix)
+    gen.close()
+    del gen
+    probes = [TABLE[r] for r in (0, 77, 119, 133)] + [matrix[40].copy(), matrix[41].copy()]  # the damaged rows'
+    if how == "zeroed":
+        matrix[:] = 0
+    elif how == "rows-reversed":
+        matrix = matrix[::-1]
+    else:
+        matrix[40] = matrix[41]
+    with open(vec, "r+b") as f:
+        f.seek(vi.HEADER_BYTES)
+        f.write(np.ascontiguousarray(matrix, dtype="<f4").tobytes())
+    mem = memlane.open(path, embedder=RowEmbedder(), indexing="sync")
+    try:
+        for i in range(120, 140):
+            model.put(mem, NAMESPACES[i % len(NAMESPACES)], f"k{i}", i, {"even": i % 2 == 0})
+        assert _fold(mem, min_delta=0)  # copies the unchanged rows from the damaged generation
+        assert vi.current_name(folder) != name
+        for q in probes:
+            for scope in ([()], [("a", "x")]):
+                _check(_search(mem, q, scope, 10), model.exact(q, scope, 10))
+        assert mem.store._vectors.rows_loaded == 0  # the new generation serves everything, unmasked
+    finally:
+        mem.close()
+
+
 @pytest.mark.parametrize("how", DAMAGE)
 def test_damage_between_searches_keeps_answers_exact(tmp_path: Path, small_index: None, how: str) -> None:
     path = str(tmp_path / "m.db")

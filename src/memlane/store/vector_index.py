@@ -2,7 +2,7 @@
 
 Where it lives: a folder beside the database, ``<db>.vectors/``, holding
 immutable *generations*: ``gen-<N>.vec`` (a header, then the float32 matrix
-of every vector, rows grouped by namespace, and per-row ref, version and
+of every vector, rows grouped by namespace, a checksum per block of its rows, per-row ref, version and
 ``item_vectors.seq``, a ref lookup and the namespace table) and, above
 :data:`GRAPH_MIN` rows when usearch is installed, ``gen-<N>.graph`` (an HNSW
 graph keyed by ref, opened with ``view=True``). ``CURRENT`` names the newest.
@@ -28,12 +28,16 @@ live rows are found: deletions never cost a result slot. Hydration from live
 rows (``Store.hydrate``) stays the authority on scope and liveness.
 
 On a crash: a process killed while writing leaves a temporary file (removed by
-the next fold) and the previous ``CURRENT``. A generation that fails its
-checks (magic, header checksum, exact size, a checksum of everything but the
-matrix, the trailer, the dimension) is ignored: the search falls back to an
-exact scan of the database's vectors (the old private cache) and the next
-fold rewrites it. Scores outside [-1, 1] (garbage written into the matrix)
-condemn the generation the same way.
+the next fold) and the previous ``CURRENT``; a fold that fails (a full disk: the
+file's blocks are reserved before it is mapped) removes what it wrote. A
+generation that fails its checks (magic, header checksum, exact size, a
+checksum of everything but the matrix, the trailer, the dimension), or whose
+mapped file changes under a reader (its ``fstat`` stamp), is ignored: the search
+falls back to an exact scan of the database's vectors (the old private cache)
+and the next fold rewrites it. Scores outside [-1, 1] (garbage written into
+the matrix) condemn the generation the same way. The matrix has a checksum per
+block of rows, too costly for a search to read but checked by a fold before it
+copies rows, so damage is never carried into the next generation.
 """
 
 from __future__ import annotations
@@ -56,13 +60,14 @@ import numpy as np
 
 from ..values.vectors import DTYPE, VectorCache
 
-FORMAT = 1
+FORMAT = 2  # 2: a checksum per block of matrix rows
 MAGIC = b"MLVECIX1"
 TRAILER = b"MLVECEND"
 HEADER_BYTES = 4096
 # magic, format, dim, count, seq, deletes, namespaces, namespace bytes, file size, meta crc, graph size, graph crc
 _HEAD = struct.Struct("<8sIIQqqQQQIQI")
 _ALIGN = 64
+MATRIX_BLOCK = 1024  # rows per matrix checksum (the format's: changing it needs a new FORMAT)
 
 FOLD_MIN = 1024  # the delta a fold waits for, at least...
 FOLD_SHARE = 16  # ... or 1/16 of the index: the copying a fold costs stays a constant share of the writes
@@ -128,6 +133,7 @@ def _layout(count: int, dim: int, namespaces: int, ns_bytes: int) -> tuple[dict[
     sections: dict[str, tuple[int, int]] = {}
     for name, nbytes in (
         ("matrix", count * dim * 4),
+        ("matrix_crcs", 4 * _blocks(count)),
         ("refs", 8 * count),
         ("versions", 8 * count),
         ("seqs", 8 * count),
@@ -141,9 +147,22 @@ def _layout(count: int, dim: int, namespaces: int, ns_bytes: int) -> tuple[dict[
     return sections, off + len(TRAILER)
 
 
+def _blocks(count: int) -> int:
+    return (count + MATRIX_BLOCK - 1) // MATRIX_BLOCK
+
+
+def _matrix_crcs(matrix: np.ndarray) -> np.ndarray:
+    """The CRC-32 of each block of :data:`MATRIX_BLOCK` rows."""
+    return np.fromiter(
+        (zlib.crc32(matrix[lo : lo + MATRIX_BLOCK].data) for lo in range(0, matrix.shape[0], MATRIX_BLOCK)),
+        dtype=np.uint32,
+        count=_blocks(matrix.shape[0]),
+    )
+
+
 def _meta_crc(buf: Any, sections: dict[str, tuple[int, int]]) -> int:
     crc = 0
-    for name in ("refs", "versions", "seqs", "sorted_refs", "by_ref", "ns_start", "ns"):
+    for name in ("matrix_crcs", "refs", "versions", "seqs", "sorted_refs", "by_ref", "ns_start", "ns"):
         off, nbytes = sections[name]
         crc = zlib.crc32(memoryview(buf)[off : off + nbytes], crc)
     return crc
@@ -206,6 +225,7 @@ class Generation:
         self.sorted_refs = arr("sorted_refs", "<i8", (count,))
         self.by_ref = arr("by_ref", "<i8", (count,))
         self.ns_start = arr("ns_start", "<i8", (n_ns + 1,))
+        self.matrix_crcs = arr("matrix_crcs", "<u4", (_blocks(count),))
         off, nbytes = sections["ns"]
         self.namespaces: list[str] = json.loads(bytes(buf[off : off + nbytes]).decode("utf-8"))
         if len(self.namespaces) != n_ns:
@@ -251,6 +271,13 @@ class Generation:
         with contextlib.suppress(OSError):
             os.close(self._fd)
         self.graph = None
+
+    def damaged_blocks(self) -> np.ndarray:
+        """Per block of :data:`MATRIX_BLOCK` rows, whether its checksum fails (the matrix is not in the others').
+
+        A search never reads the whole matrix, so it cannot afford this; a fold, which copies it, checks first.
+        """
+        return _matrix_crcs(self.matrix) != self.matrix_crcs
 
     def positions(self, refs: np.ndarray) -> np.ndarray:
         """Row of each ref in this generation, -1 where it has none."""
@@ -588,12 +615,15 @@ def _write_generation(
                 was = old.positions(refs)
                 same = was >= 0
                 same[same] &= old.seqs[was[same]] == seqs[same]
+                # rows of a damaged block are read from the database: damage never outlives its generation
+                same[same] &= ~old.damaged_blocks()[was[same] // MATRIX_BLOCK]
                 rows_same = np.flatnonzero(same)
                 for lo in range(0, rows_same.size, 65536):
                     part = rows_same[lo : lo + 65536]
                     matrix[part] = old.matrix[was[part]]
                 filled[rows_same] = True
             _read_missing(conn, matrix, refs, sorted_refs, by_ref, filled, dim)
+            arr("matrix_crcs", "<u4", (_blocks(count),))[:] = _matrix_crcs(matrix)
             del matrix
             graph_size, graph_crc = (
                 _write_graph(tmp + ".graph", buf, sections, count, dim, refs, seqs, old) if graph else (0, 0)
