@@ -802,6 +802,41 @@ def test_read_only_store_beside_a_writer(tmp_path: Path, small_index: None) -> N
         mem.close()
 
 
+def test_a_read_only_store_facing_a_damaged_body_is_relieved_by_the_writers_next_fold(
+    tmp_path: Path, small_index: None
+) -> None:
+    """The header is sound, the body is not: the reader (which cannot fold) loads every vector privately, and
+    the writer's next fold after a batch publishes at once rather than waiting for a full delta."""
+    path = str(tmp_path / "m.db")
+    mem, model = _build(path, 200)
+    reader = memlane.open(path, embedder=RowEmbedder(), read_only=True)
+    folder = vi.directory_for(path)
+    try:
+        _check(_search(reader, TABLE[3], [()], 10), model.exact(TABLE[3], [()], 10))
+        assert _fold(mem) is False  # nothing new: not due
+        name = vi.current_name(folder)
+        assert name is not None
+        gen = vi.Generation(os.path.join(folder, name + ".vec"), with_graph=False)
+        refs_at = vi.HEADER_BYTES + vi._align(gen.count * gen.dim * 4) + vi._align(4 * vi._blocks(gen.count))
+        gen.close()
+        del gen
+        with open(os.path.join(folder, name + ".vec"), "r+b") as f:
+            f.seek(refs_at)
+            f.write(os.urandom(64))  # inside the refs: the header still reads fine
+        _check(_search(reader, TABLE[5], [()], 10), model.exact(TABLE[5], [()], 10))
+        shared = reader.store._vectors  # type: ignore[attr-defined]
+        assert shared.gen is None and len(shared.delta) == 200  # everything private, until...
+        for i in range(3):  # ... a batch far below the fold size
+            model.put(mem, ("a",), f"late{i}", 300 + i)
+        assert _fold(mem) is True  # what the indexer does after it: the unsound generation is replaced now
+        for row in (5, 301):
+            _check(_search(reader, TABLE[row], [()], 10), model.exact(TABLE[row], [()], 10))
+        assert shared.gen is not None and len(shared.delta) == 0
+    finally:
+        reader.close()
+        mem.close()
+
+
 @pytest.mark.skipif(not vi.graphs_available(), reason="usearch is not installed")
 def test_the_graph_keeps_serving_after_the_indexers_folds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vi, "FOLD_MIN", 8)

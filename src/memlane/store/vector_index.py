@@ -437,11 +437,42 @@ def _graph_missing(count: int, graph_size: int) -> bool:
     return count >= GRAPH_MIN and not graph_size and graphs_available()
 
 
+# folder -> (the generation file, its stamp, whether it passed its checks): _due checks each file once
+_checked: dict[str, tuple[str, tuple[int, int, int, int], bool]] = {}
+
+
+def _sound(folder: str) -> bool:
+    """Whether the generation CURRENT names passes its checks (read once per file and stamp, per process).
+
+    A reader that finds it unsound (a read-only store cannot fold) loads every vector privately until a
+    writer replaces it: the writer's next fold must not wait for a full delta first.
+    """
+    name = current_name(folder)
+    if name is None:
+        return False
+    path = os.path.join(folder, name + ".vec")
+    key = _file_key(path)
+    if key is None:
+        return False
+    seen = _checked.get(folder)
+    if seen is not None and seen[:2] == (path, key):
+        return seen[2]
+    try:
+        Generation(path, with_graph=False).close()
+        ok = True
+    except CorruptIndex:
+        ok = False
+    _checked[folder] = (path, key, ok)
+    return ok
+
+
 def _due(db_path: str, folder: str, min_delta: int | None, graph: bool) -> bool:
-    """Whether a fold would publish, judged without the lock or reading the generation (after every batch)."""
+    """Whether a fold would publish, judged without the lock (after every batch: reads a generation once)."""
     head = _peek(folder)
     seq, count, deletes, graph_size = (0, 0, 0, 0) if head is None else head
     if head is not None and graph and _graph_missing(count, graph_size):
+        return True
+    if head is not None and not _sound(folder):
         return True
     conn = sqlite3.connect(f"file:{os.path.abspath(db_path)}?mode=ro", uri=True, isolation_level=None)
     try:
