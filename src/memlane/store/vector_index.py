@@ -2,7 +2,7 @@
 
 Where it lives: a folder beside the database, ``<db>.vectors/``, holding
 immutable *generations*: ``gen-<N>.vec`` (a header, then the float32 matrix
-of every vector, rows grouped by namespace, and per-row ref, version and
+of every vector, rows grouped by namespace, a checksum per block of its rows, per-row ref, version and
 ``item_vectors.seq``, a ref lookup and the namespace table) and, above
 :data:`GRAPH_MIN` rows when usearch is installed, ``gen-<N>.graph`` (an HNSW
 graph keyed by ref, opened with ``view=True``). ``CURRENT`` names the newest.
@@ -28,18 +28,23 @@ live rows are found: deletions never cost a result slot. Hydration from live
 rows (``Store.hydrate``) stays the authority on scope and liveness.
 
 On a crash: a process killed while writing leaves a temporary file (removed by
-the next fold) and the previous ``CURRENT``. A generation that fails its
-checks (magic, header checksum, exact size, a checksum of everything but the
-matrix, the trailer, the dimension) is ignored: the search falls back to an
-exact scan of the database's vectors (the old private cache) and the next
-fold rewrites it. Scores outside [-1, 1] (garbage written into the matrix)
-condemn the generation the same way.
+the next fold) and the previous ``CURRENT``; a fold that fails (a full disk: the
+file's blocks are reserved before it is mapped) removes what it wrote. A
+generation that fails its checks (magic, header checksum, exact size, a
+checksum of everything but the matrix, the trailer, the dimension), or whose
+mapped file changes under a reader (its ``fstat`` stamp), is ignored: the search
+falls back to an exact scan of the database's vectors (the old private cache)
+and the next fold rewrites it. Scores outside [-1, 1] (garbage written into
+the matrix) condemn the generation the same way. The matrix has a checksum per
+block of rows, too costly for a search to read but checked by a fold before it
+copies rows, so damage is never carried into the next generation.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import fcntl
 import json
 import mmap
@@ -55,13 +60,14 @@ import numpy as np
 
 from ..values.vectors import DTYPE, VectorCache
 
-FORMAT = 1
+FORMAT = 2  # 2: a checksum per block of matrix rows
 MAGIC = b"MLVECIX1"
 TRAILER = b"MLVECEND"
 HEADER_BYTES = 4096
 # magic, format, dim, count, seq, deletes, namespaces, namespace bytes, file size, meta crc, graph size, graph crc
 _HEAD = struct.Struct("<8sIIQqqQQQIQI")
 _ALIGN = 64
+MATRIX_BLOCK = 1024  # rows per matrix checksum (the format's: changing it needs a new FORMAT)
 
 FOLD_MIN = 1024  # the delta a fold waits for, at least...
 FOLD_SHARE = 16  # ... or 1/16 of the index: the copying a fold costs stays a constant share of the writes
@@ -113,6 +119,10 @@ class CorruptIndex(Exception):
     """A generation file that fails its checks (torn, truncated, overwritten, another format)."""
 
 
+class MissingGeneration(CorruptIndex):
+    """The generation file is not there: damage, or a fold removed it after ``CURRENT`` was read (look again)."""
+
+
 def _align(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -123,6 +133,7 @@ def _layout(count: int, dim: int, namespaces: int, ns_bytes: int) -> tuple[dict[
     sections: dict[str, tuple[int, int]] = {}
     for name, nbytes in (
         ("matrix", count * dim * 4),
+        ("matrix_crcs", 4 * _blocks(count)),
         ("refs", 8 * count),
         ("versions", 8 * count),
         ("seqs", 8 * count),
@@ -136,9 +147,22 @@ def _layout(count: int, dim: int, namespaces: int, ns_bytes: int) -> tuple[dict[
     return sections, off + len(TRAILER)
 
 
+def _blocks(count: int) -> int:
+    return (count + MATRIX_BLOCK - 1) // MATRIX_BLOCK
+
+
+def _matrix_crcs(matrix: np.ndarray) -> np.ndarray:
+    """The CRC-32 of each block of :data:`MATRIX_BLOCK` rows."""
+    return np.fromiter(
+        (zlib.crc32(matrix[lo : lo + MATRIX_BLOCK].data) for lo in range(0, matrix.shape[0], MATRIX_BLOCK)),
+        dtype=np.uint32,
+        count=_blocks(matrix.shape[0]),
+    )
+
+
 def _meta_crc(buf: Any, sections: dict[str, tuple[int, int]]) -> int:
     crc = 0
-    for name in ("refs", "versions", "seqs", "sorted_refs", "by_ref", "ns_start", "ns"):
+    for name in ("matrix_crcs", "refs", "versions", "seqs", "sorted_refs", "by_ref", "ns_start", "ns"):
         off, nbytes = sections[name]
         crc = zlib.crc32(memoryview(buf)[off : off + nbytes], crc)
     return crc
@@ -156,6 +180,8 @@ class Generation:
         self.path = path
         try:
             fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError as e:
+            raise MissingGeneration(f"cannot open {path}: {e}") from e
         except OSError as e:
             raise CorruptIndex(f"cannot open {path}: {e}") from e
         try:
@@ -186,7 +212,7 @@ class Generation:
         if _meta_crc(buf, sections) != meta_crc:
             raise CorruptIndex(f"{path}: checksum mismatch")
         self.dim, self.count, self.seq, self.deletes, self.size = dim, count, seq, deletes, size
-        self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        self._stamp = _stamp(st)
 
         def arr(name: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
             off, _ = sections[name]
@@ -199,6 +225,7 @@ class Generation:
         self.sorted_refs = arr("sorted_refs", "<i8", (count,))
         self.by_ref = arr("by_ref", "<i8", (count,))
         self.ns_start = arr("ns_start", "<i8", (n_ns + 1,))
+        self.matrix_crcs = arr("matrix_crcs", "<u4", (_blocks(count),))
         off, nbytes = sections["ns"]
         self.namespaces: list[str] = json.loads(bytes(buf[off : off + nbytes]).decode("utf-8"))
         if len(self.namespaces) != n_ns:
@@ -210,10 +237,32 @@ class Generation:
             self.graph = _open_graph(self.graph_path, graph_size, graph_crc, dim)
 
     def intact(self) -> bool:
-        """Whether the file is as it was checked: not written since, nor truncated (a map would fault on reading)."""
+        """Whether the mapped file is as it was checked: not written since, nor truncated (a map would fault).
+
+        Asked of the open descriptor, so a generation a fold superseded and unlinked keeps its contents.
+        ``st_ctime_ns`` changes on every write and cannot be set back, so ``utime`` cannot hide one; but
+        unlinking changes it too (see :meth:`rewritten`).
+        """
         try:
-            st = os.fstat(self._fd)
-            return (st.st_ino, st.st_mtime_ns, st.st_size) == self._stamp and os.stat(self.path).st_ino == st.st_ino
+            return _stamp(os.fstat(self._fd)) == self._stamp
+        except OSError:
+            return False
+
+    def rewritten(self) -> bool:
+        """Whether the contents' stamp changed (inode, mtime, size): damage whatever ``CURRENT`` says now."""
+        try:
+            return _stamp(os.fstat(self._fd))[:3] != self._stamp[:3]
+        except OSError:
+            return True
+
+    @property
+    def inode(self) -> int:
+        return self._stamp[0]
+
+    def named(self) -> bool:
+        """Whether :attr:`path` still names the mapped file (not unlinked, nor another file renamed over it)."""
+        try:
+            return os.stat(self.path).st_ino == self._stamp[0]
         except OSError:
             return False
 
@@ -222,6 +271,13 @@ class Generation:
         with contextlib.suppress(OSError):
             os.close(self._fd)
         self.graph = None
+
+    def damaged_blocks(self) -> np.ndarray:
+        """Per block of :data:`MATRIX_BLOCK` rows, whether its checksum fails (the matrix is not in the others').
+
+        A search never reads the whole matrix, so it cannot afford this; a fold, which copies it, checks first.
+        """
+        return _matrix_crcs(self.matrix) != self.matrix_crcs
 
     def positions(self, refs: np.ndarray) -> np.ndarray:
         """Row of each ref in this generation, -1 where it has none."""
@@ -257,6 +313,10 @@ class Generation:
                 merged.append((lo, hi))
         starts = self.ns_start
         return [(int(starts[lo]), int(starts[hi])) for lo, hi in merged if starts[hi] > starts[lo]]
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_ino, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
 
 
 def _open_graph(path: str, size: int, crc: int, dim: int) -> Any:
@@ -377,11 +437,42 @@ def _graph_missing(count: int, graph_size: int) -> bool:
     return count >= GRAPH_MIN and not graph_size and graphs_available()
 
 
+# folder -> (the generation file, its stamp, whether it passed its checks): _due checks each file once
+_checked: dict[str, tuple[str, tuple[int, int, int, int], bool]] = {}
+
+
+def _sound(folder: str) -> bool:
+    """Whether the generation CURRENT names passes its checks (read once per file and stamp, per process).
+
+    A reader that finds it unsound (a read-only store cannot fold) loads every vector privately until a
+    writer replaces it: the writer's next fold must not wait for a full delta first.
+    """
+    name = current_name(folder)
+    if name is None:
+        return False
+    path = os.path.join(folder, name + ".vec")
+    key = _file_key(path)
+    if key is None:
+        return False
+    seen = _checked.get(folder)
+    if seen is not None and seen[:2] == (path, key):
+        return seen[2]
+    try:
+        Generation(path, with_graph=False).close()
+        ok = True
+    except CorruptIndex:
+        ok = False
+    _checked[folder] = (path, key, ok)
+    return ok
+
+
 def _due(db_path: str, folder: str, min_delta: int | None, graph: bool) -> bool:
-    """Whether a fold would publish, judged without the lock or reading the generation (after every batch)."""
+    """Whether a fold would publish, judged without the lock (after every batch: reads a generation once)."""
     head = _peek(folder)
     seq, count, deletes, graph_size = (0, 0, 0, 0) if head is None else head
     if head is not None and graph and _graph_missing(count, graph_size):
+        return True
+    if head is not None and not _sound(folder):
         return True
     conn = sqlite3.connect(f"file:{os.path.abspath(db_path)}?mode=ro", uri=True, isolation_level=None)
     try:
@@ -449,9 +540,87 @@ def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, r
     )
     final = f"gen-{number:09d}"
     tmp = os.path.join(folder, f"tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    with open(tmp + ".vec", "wb") as created:
-        created.truncate(size)
-    with open(tmp + ".vec", "r+b") as f:
+    published = False
+    try:
+        graph_size = _write_generation(
+            tmp,
+            size,
+            sections,
+            count,
+            dim,
+            seq,
+            deletes,
+            names,
+            ns_blob,
+            (refs, versions, seqs, sorted_refs, by_ref, ns_start),
+            old,
+            conn,
+            graph,
+        )
+        if graph_size:
+            os.replace(tmp + ".graph", os.path.join(folder, final + ".graph"))
+        os.replace(tmp + ".vec", os.path.join(folder, final + ".vec"))
+        with open(tmp + ".current", "wb") as pointer:
+            pointer.write(final.encode("ascii"))
+            pointer.flush()
+            os.fsync(pointer.fileno())
+        os.replace(tmp + ".current", os.path.join(folder, "CURRENT"))
+        published = True
+    finally:
+        if not published:  # a full disk, an error: leave no partial file behind (CURRENT still names the old one)
+            if old is not None:
+                old.close()
+            for leftover in (
+                tmp + ".vec",
+                tmp + ".graph",
+                tmp + ".current",
+                *(os.path.join(folder, final + ext) for ext in (".vec", ".graph")),
+            ):
+                with contextlib.suppress(OSError):
+                    os.remove(leftover)
+    _fsync_dir(folder)
+    for name in os.listdir(folder):  # readers that still map an old generation keep it until they let go
+        if name.startswith("gen-") and name.split(".")[0] != final:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, name))
+    if old is not None:
+        old.close()
+    return True
+
+
+def _reserve(f: Any, size: int) -> None:
+    """Allocate every block of the file now: a full disk is an ``ENOSPC`` here, not a SIGBUS in the map."""
+    try:
+        os.posix_fallocate(f.fileno(), 0, size)
+        return
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+    zeros = bytes(1 << 20)  # a file system without fallocate: write the zeros
+    for lo in range(0, size, len(zeros)):
+        f.write(zeros[: min(len(zeros), size - lo)])
+    f.flush()
+
+
+def _write_generation(
+    tmp: str,
+    size: int,
+    sections: dict[str, tuple[int, int]],
+    count: int,
+    dim: int,
+    seq: int,
+    deletes: int,
+    names: list[str],
+    ns_blob: bytes,
+    columns: tuple[np.ndarray, ...],
+    old: Generation | None,
+    conn: sqlite3.Connection,
+    graph: bool,
+) -> int:
+    """Write the generation to ``tmp + ".vec"`` (and its graph), fsynced; the graph's size, 0: none."""
+    refs, versions, seqs, sorted_refs, by_ref, ns_start = columns
+    with open(tmp + ".vec", "w+b") as f:
+        _reserve(f, size)
         buf = mmap.mmap(f.fileno(), size)
         try:
 
@@ -477,12 +646,15 @@ def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, r
                 was = old.positions(refs)
                 same = was >= 0
                 same[same] &= old.seqs[was[same]] == seqs[same]
+                # rows of a damaged block are read from the database: damage never outlives its generation
+                same[same] &= ~old.damaged_blocks()[was[same] // MATRIX_BLOCK]
                 rows_same = np.flatnonzero(same)
                 for lo in range(0, rows_same.size, 65536):
                     part = rows_same[lo : lo + 65536]
                     matrix[part] = old.matrix[was[part]]
                 filled[rows_same] = True
             _read_missing(conn, matrix, refs, sorted_refs, by_ref, filled, dim)
+            arr("matrix_crcs", "<u4", (_blocks(count),))[:] = _matrix_crcs(matrix)
             del matrix
             graph_size, graph_crc = (
                 _write_graph(tmp + ".graph", buf, sections, count, dim, refs, seqs, old) if graph else (0, 0)
@@ -497,22 +669,7 @@ def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, r
         finally:
             buf.close()
         os.fsync(f.fileno())
-    if graph_size:
-        os.replace(tmp + ".graph", os.path.join(folder, final + ".graph"))
-    os.replace(tmp + ".vec", os.path.join(folder, final + ".vec"))
-    with open(tmp + ".current", "wb") as pointer:
-        pointer.write(final.encode("ascii"))
-        pointer.flush()
-        os.fsync(pointer.fileno())
-    os.replace(tmp + ".current", os.path.join(folder, "CURRENT"))
-    _fsync_dir(folder)
-    for name in os.listdir(folder):  # readers that still map an old generation keep it until they let go
-        if name.startswith("gen-") and name.split(".")[0] != final:
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(folder, name))
-    if old is not None:
-        old.close()
-    return True
+    return graph_size
 
 
 def _read_missing(
@@ -612,7 +769,10 @@ def _write_graph(
         for lo in range(0, count, 65536):
             hi = min(count, lo + 65536)
             graph.add(refs[lo:hi].astype(np.uint64), np.ascontiguousarray(matrix[lo:hi]), threads=_threads())
-    graph.save(path)
+    try:
+        graph.save(path)
+    except Exception as e:  # usearch raises its own errors; a full disk is an OSError to every caller
+        raise OSError(f"cannot write the graph {path}: {e}") from e
     del graph
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
@@ -653,6 +813,21 @@ def _meeting(conn: sqlite3.Connection, refs: list[int], test: Test) -> set[int]:
     return {r[0] for r in found}
 
 
+def _file_key(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        return _stamp(os.stat(path))
+    except OSError:
+        return None
+
+
+def _inode(path: str) -> int:
+    """The file's inode, -1 when it is missing (a generation is condemned by its file, not its reusable name)."""
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return -1
+
+
 class SharedVectors:
     """A store's view of its shared index plus the private delta of newer vectors (one per open store).
 
@@ -664,8 +839,8 @@ class SharedVectors:
         self.db_path = db_path
         self.writable = writable and self.folder is not None
         self.gen: Generation | None = None
-        self._gen_key: tuple[int, int, int] | None = None  # CURRENT's (inode, mtime, size) when last looked
-        self._condemned: set[str] = set()  # generation files found unsound (until CURRENT names another)
+        self._gen_key: tuple[int, int, int, int] | None = None  # CURRENT's stamp when last looked
+        self._condemned: set[tuple[str, int]] = set()  # (path, inode) of generation files found unsound
         self.needs_rebuild = False  # a generation was condemned: the next fold copies nothing from it
         self.delta: VectorCache | None = None
         self._delta_base = -1
@@ -686,36 +861,55 @@ class SharedVectors:
         folder = self.folder
         if folder is None:
             return None
-        try:
-            st = os.stat(os.path.join(folder, "CURRENT"))
-            key = (st.st_ino, st.st_mtime_ns, st.st_size)
-        except OSError:
-            key = None
+        key = _file_key(os.path.join(folder, "CURRENT"))
         gen = self.gen
-        if key != self._gen_key or (gen is not None and not gen.intact()):
-            self._gen_key = key
-            if gen is not None and not gen.intact():
-                self._condemned.add(gen.path)
+        # CURRENT moved on: a fold published another generation (the old file, merely unlinked, closes quietly)
+        reload = key != self._gen_key
+        if gen is not None and not gen.intact():
+            # written or truncated in place: damage; only its ctime changed: damage too, unless a fold unlinked
+            # it, which changes ctime as well, and which follows the fold's replacing CURRENT (so look again)
+            current = _file_key(os.path.join(folder, "CURRENT"))
+            if gen.rewritten() or (current == self._gen_key and gen.named()):
+                self._condemned.add((gen.path, gen.inode))
                 self.needs_rebuild = self.writable
-            gen = None
-            name = current_name(folder)
-            path = None if name is None else os.path.join(folder, name + ".vec")
-            if path is not None and path not in self._condemned:
-                try:
-                    gen = Generation(path)
-                except CorruptIndex:
-                    self._condemned.add(path)
-                    self.needs_rebuild = self.writable
-                    gen = None
+            reload = True
+        elif gen is not None and not reload and not gen.named():
+            reload = True  # removed or replaced under the same CURRENT: look at what is there now
+        if reload:
+            self._gen_key = key
+            gen = self._open_named(folder)
             if self.gen is not None:
                 self.gen.close()
             self.gen = gen
         return gen if gen is not None and gen.dim == dim else None
 
+    def _open_named(self, folder: str) -> Generation | None:
+        """The generation CURRENT names, checked; ``None`` (and condemned) when it is missing or unsound."""
+        for _ in range(3):
+            name = current_name(folder)
+            if name is None:
+                return None
+            path = os.path.join(folder, name + ".vec")
+            ident = (path, _inode(path))
+            if ident in self._condemned:
+                return None
+            try:
+                return Generation(path)
+            except MissingGeneration:
+                if current_name(folder) != name:  # a fold published another and removed this one: read again
+                    self._gen_key = _file_key(os.path.join(folder, "CURRENT"))
+                    continue
+            except CorruptIndex:
+                pass
+            self._condemned.add(ident)
+            self.needs_rebuild = self.writable
+            return None
+        return None
+
     def condemn(self) -> None:
         """Stop trusting the current generation (its scores were garbage); the next fold replaces it."""
         if self.gen is not None:
-            self._condemned.add(self.gen.path)
+            self._condemned.add((self.gen.path, self.gen.inode))
             self.gen.close()
         self.gen = None
         self.needs_rebuild = self.writable
