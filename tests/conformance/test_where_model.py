@@ -183,7 +183,8 @@ def _near(draw: st.DrawFn, x: Any) -> Any:
             nearby += [int(x), int(Decimal(repr(x)))] if x == int(x) else []
         elif abs(x) < 2**1000:
             nearby.append(float(x))
-        return draw(st.sampled_from(nearby))
+        # the float next to the largest is infinity, which no operand may be (refused, as JSON cannot write it)
+        return draw(st.sampled_from([n for n in nearby if not isinstance(n, float) or math.isfinite(n)]))
     if isinstance(x, dict) and x:
         k = draw(st.sampled_from(sorted(x)))
         rest = {j: v for j, v in x.items() if j != k}
