@@ -518,3 +518,16 @@ def test_filtered_searches_equal_the_exact_ranking_filtered(tmp_path: Path, smal
                 _same(mem.store.vector(query, scope, 10, where), want)
     finally:
         mem.close()
+
+
+@given(
+    bounds=st.lists(st.integers(0, 60), max_size=12, unique=True).map(sorted),
+    rows=st.lists(st.integers(0, 64), max_size=40, unique=True).map(sorted),
+)
+def test_the_rows_kept_for_a_scope_are_exactly_those_inside_its_ranges(bounds: list[int], rows: list[int]) -> None:
+    """A graph's or a filter's nominated rows are cut to the scope's ranges: a row at a range's end is the next
+    namespace's first and must go, a row at its start must stay."""
+    ranges = [(bounds[i], bounds[i + 1]) for i in range(0, len(bounds) - 1, 2)]
+    kept = vi._inside(np.array(rows, dtype=np.int64), ranges).tolist()
+    assert kept == [r for r in rows if any(a <= r < b for a, b in ranges)]
+    assert vi._inside(np.array(rows, dtype=np.int64), None).tolist() == rows

@@ -829,6 +829,18 @@ def _inode(path: str) -> int:
         return -1
 
 
+def _inside(rows: np.ndarray, ranges: list[tuple[int, int]] | None) -> np.ndarray:
+    """The sorted ``rows`` that fall in one of the sorted, disjoint ``ranges`` (``None``: every row)."""
+    if ranges is None or not rows.size:
+        return rows
+    if not ranges:
+        return rows[:0]
+    starts = np.array([a for a, _ in ranges], dtype=np.int64)
+    stops = np.array([b for _, b in ranges], dtype=np.int64)
+    j = np.searchsorted(starts, rows, side="right") - 1
+    return rows[(j >= 0) & (rows < stops[np.maximum(j, 0)])]
+
+
 class SharedVectors:
     """A store's view of its shared index plus the private delta of newer vectors (one per open store).
 
@@ -1043,12 +1055,7 @@ class SharedVectors:
         rows: np.ndarray | None
         if refs is not None:
             at = gen.positions(refs)
-            rows = np.unique(at[at >= 0])
-            if ranges is not None and rows.size:
-                starts = np.array([a for a, _ in ranges], dtype=np.int64)
-                stops = np.array([b for _, b in ranges], dtype=np.int64)
-                j = np.searchsorted(starts, rows, side="right") - 1
-                rows = rows[(j >= 0) & (rows < stops[np.maximum(j, 0)])]
+            rows = _inside(np.unique(at[at >= 0]), ranges)
             if rows.size == 0:
                 return []
             scores = gen.matrix[rows] @ q
@@ -1079,12 +1086,7 @@ class SharedVectors:
         except Exception:  # noqa: BLE001 - a graph that fails is only a slower search
             return None
         at = gen.positions(keys)
-        rows = np.unique(at[at >= 0])
-        if ranges is not None and rows.size:
-            starts = np.array([a for a, _ in ranges], dtype=np.int64)
-            stops = np.array([b for _, b in ranges], dtype=np.int64)
-            j = np.searchsorted(starts, rows, side="right") - 1
-            rows = rows[(j >= 0) & (rows < stops[np.maximum(j, 0)])]
+        rows = _inside(np.unique(at[at >= 0]), ranges)
         if rows.size < k:
             return None
         hits = self._confirm(conn, gen, rows, gen.matrix[rows] @ q, k)
