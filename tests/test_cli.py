@@ -690,9 +690,9 @@ def test_reindex_errors(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_reindex_progress_bar_on_a_terminal(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for n in range(3):
         ok(db, "set", "user/1", f"k{n}", f"text {n}", "--embedder", "none")
-    monkeypatch.setattr(cli.files, "_progress_visible", lambda: True)
+    monkeypatch.setattr(cli.hand, "_progress_visible", lambda: True)
     monkeypatch.setattr(
-        cli.files, "_console", lambda stderr=False: Console(stderr=stderr, force_terminal=stderr, width=100)
+        cli.base, "_console", lambda stderr=False: Console(stderr=stderr, force_terminal=stderr, width=100)
     )
     result = ok(db, "reindex", "--batch-size", "1")
     assert "Embedding" in result.stderr and "3/3" in result.stderr

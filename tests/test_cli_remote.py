@@ -149,3 +149,29 @@ def test_every_command_on_a_memory_takes_url(served: tuple[Path, str, str], tmp_
     imported = run("import", str(backup), *remote)
     assert imported.exit_code == 0 and imported.stdout == "Imported 1 record\n", imported.output
     assert run("get", "moved/1", "k", "--value", "--db", str(db)).stdout == '"v"\n'
+
+
+def test_an_import_over_the_services_body_cap_says_to_split_the_file_or_import_locally(tmp_path: Path) -> None:
+    """`import --url` sends the whole file in one request: over the service's body cap it is refused (413) as a
+    whole, and the command says what to do instead of only that the body is too large."""
+    from live import LiveServer
+    from memlane.server import create_app
+
+    source = tmp_path / "source.db"
+    for n in range(40):
+        assert run("put", "moved/1", f"k{n}", "x" * 200, "--db", str(source), "--embedder", "none").exit_code == 0
+    backup = tmp_path / "backup.jsonl"
+    assert run("export", str(backup), "--db", str(source)).exit_code == 0
+    with memlane.open(str(tmp_path / "served.db"), embedder="fake", indexing="sync") as mem:
+        _, token = Access(mem).create_agent("admin", admin=True)
+        server = LiveServer(create_app(mem, max_body_bytes=backup.stat().st_size // 2), fresh=True)
+        try:
+            refused = run("import", str(backup), "--url", server.url, "--token", token)
+        finally:
+            server.stop()
+        assert mem.list("moved").items == []  # all or nothing: nothing went in
+    assert refused.exit_code == 2, refused.output
+    said = refused.stderr
+    assert said.startswith("Error: ") and said.count("\n") == 1, said
+    assert "one request" in said and "split" in said and "--db" in said, said
+    assert "Traceback" not in refused.output

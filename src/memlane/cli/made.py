@@ -1,11 +1,9 @@
 """The commands made from the operations table: each operation one command, its parameters from its declaration.
 
-:func:`command` makes a command of one operation (:data:`memlane.values.operations.OPERATIONS`): the core's
-required parameters are arguments, the rest options, each typed and described as the table declares it. What a
-command line adds is declared beside it: which parameters are positional, a flag spelled otherwise (``--prefix``),
-a CLI default, options of its own (``--value``, ``--yes``) and the human rendering of the answer. ``--json`` prints
-exactly the HTTP API's body for the same call (``POST /v1/<operation>``). ``memlane op NAME`` is every operation
-with nothing declared beside it, printing that JSON.
+:func:`command` makes a command of one operation: the core's required parameters are arguments, the rest options,
+each typed and described as the table declares it. What a command line adds is declared beside it (:class:`Human`).
+``--json`` prints exactly the HTTP API's body for the same call (``POST /v1/<operation>``). ``memlane op NAME`` is
+every operation with nothing declared beside it, printing that JSON.
 """
 
 from __future__ import annotations
@@ -25,49 +23,31 @@ import memlane.cli.render as show
 from ..values import surface
 from ..values.operations import ANSWERS, OPERATION, OPERATIONS, compact, wire_default
 from ..values.validate import MAX_DEPTH
-from .base import (
-    GROUPS,
-    AsJson,
-    Db,
-    EmbedderName,
-    Token,
-    Url,
-    _command,
-    _fail,
-    _Group,
-    _open,
-    _print_json,
-    _reject_constant,
-    app,
-)
+from . import base as b
 
 # How a parameter is typed on the command line, by the core's annotation; any other is JSON.
 _KINDS = {"bool": "flag", "int": "int", "float": "float", "str": "text", "Namespace | str": "text",
           "datetime | str": "text"}  # fmt: skip
+_CLI_TYPES: dict[str, Any] = {"flag": bool | None, "int": int | None, "float": float | None, "list": list[str] | None}
+_JSON_HINT = {"json": "JSON", "json or text": "JSON or text"}
+_EXAMPLE_JSON = {"where": '{"kind": "note"}', "metadata": '{"source": "chat"}'}
 
 
 def _kind(annotation: str) -> str:
     bare = annotation.removesuffix(" | None")
-    if bare in _KINDS:
-        return _KINDS[bare]
-    return "json or text" if annotation.startswith("str | ") else "json"  # {"valid_at": ...} or "current"
-
-
-_CLI_TYPES: dict[str, Any] = {"flag": bool | None, "int": int | None, "float": float | None, "list": list[str] | None}
-_JSON_HINT = {"json": "JSON", "json or text": "JSON or text"}
-_EXAMPLE_JSON = {"where": '{"kind": "note"}', "metadata": '{"source": "chat"}'}
+    return _KINDS.get(bare) or (
+        "json or text" if annotation.startswith("str | ") else "json"
+    )  # {"valid_at":..}|"current"
 
 
 def _argument(name: str, raw: Any, kind: str, strict: bool = True) -> Any:
     """One command-line value as the core takes it; ``strict``: `memlane op`'s words for text that is no JSON."""
     if kind == "csv":
         return [part.strip() for part in raw.split(",") if part.strip()]
-    if kind not in _JSON_HINT:
-        return raw
-    if kind == "json or text" and not raw.lstrip().startswith(("[", "{")):
+    if kind not in _JSON_HINT or (kind == "json or text" and not raw.lstrip().startswith(("[", "{"))):
         return raw
     try:
-        return json.loads(raw, parse_constant=_reject_constant)  # NaN and Infinity are no JSON
+        return json.loads(raw, parse_constant=b._reject_constant)  # NaN and Infinity are no JSON
     except RecursionError:
         raise memlane.ValidationError(
             name, f"is nested more than {MAX_DEPTH} levels deep (lists and objects inside one another)"
@@ -76,9 +56,8 @@ def _argument(name: str, raw: Any, kind: str, strict: bool = True) -> Any:
         if kind == "json or text":
             return raw  # text that merely starts with a bracket: "[draft] notes"
         if strict:
-            raise memlane.ValidationError(
-                name, f"must be JSON, not {raw!r:.60} (a text value is quoted: '\"text\"')"
-            ) from None
+            raise memlane.ValidationError(name, f"must be JSON, not {raw!r:.60} (a text value is quoted: '\"text\"')"
+                                          ) from None  # fmt: skip
         example = _EXAMPLE_JSON.get(name, "{}")
         raise memlane.ValidationError(name, f"is not valid JSON ({e}); pass an object such as '{example}'") from None
 
@@ -95,7 +74,7 @@ class Call:
 
 @dataclass(frozen=True)
 class Human:
-    """What a command line declares beside an operation (see the module's docstring)."""
+    """What a command line declares beside an operation."""
 
     args: tuple[str, ...] = ()  # parameters typed in place, in order (required or not)
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # parameter: its option's names
@@ -114,98 +93,76 @@ class Human:
 
 def _annotation(name: str, flag_names: tuple[str, ...], kind: str, helps: str, default: Any, positional: bool) -> Any:
     if positional:
-        info: Any = typer.Argument(help=helps, show_default=False, metavar=name.upper())
-    else:
-        if kind == "flag" and len(flag_names) == 1:
-            flag_names = (f"{flag_names[0]}/--no-{flag_names[0][2:]}",)
-        shown = (
-            f"Default: {','.join(default) if kind == 'csv' else json.dumps(wire_default(default))}."
-            if default not in (None, (), inspect.Parameter.empty)
-            else ""
-        )
-        info = typer.Option(*flag_names, help=" ".join(h for h in (helps, shown) if h), show_default=False)
-    return Annotated[_CLI_TYPES.get(kind, str | None), info]
-
-
-def _core_kinds(name: str) -> dict[str, str]:
-    core = surface.signature(name).parameters
-    return {p.name: _kind(str(core[p.name].annotation)) for p in OPERATION[name].params()}
+        return Annotated[_CLI_TYPES.get(kind, str | None), typer.Argument(help=helps, show_default=False,
+                                                                          metavar=name.upper())]  # fmt: skip
+    if kind == "flag" and len(flag_names) == 1:
+        flag_names = (f"{flag_names[0]}/--no-{flag_names[0][2:]}",)
+    if default not in (None, (), inspect.Parameter.empty):
+        helps += f" Default: {','.join(default) if kind == 'csv' else json.dumps(wire_default(default))}."
+    return b._option(*flag_names, help=helps.strip(), kind=_CLI_TYPES.get(kind, str | None))
 
 
 def command(op_name: str, name: str, group: typer.Typer, human: Human | None = None, **register: Any) -> Any:
     """Register the command ``name`` of the operation ``op_name`` in ``group``: ``memlane op``'s without
     ``human``, printing the HTTP API's JSON; with it, a command for people with ``--json``."""
-    op, spec = OPERATION[op_name], human or Human()
-    kinds = _core_kinds(op_name)
+    op, spec, core = OPERATION[op_name], human or Human(), surface.signature(op_name).parameters
+    kinds = {p.name: _kind(str(core[p.name].annotation)) for p in op.params()}
     if human is not None:  # a list of texts is a repeated option (or several arguments) for people, not JSON
         kinds = {
-            n: "list"
-            if k == "json" and "Sequence[str]" in str(surface.signature(op_name).parameters[n].annotation)
-            else k
-            for n, k in kinds.items()
+            n: "list" if k == "json" and "Sequence[str]" in str(core[n].annotation) else k for n, k in kinds.items()
         }
     kinds |= spec.kinds
     parameters = []
     offered = [p for p in op.params() if p.name not in spec.hide]
-    ordered = sorted(offered, key=lambda p: spec.args.index(p.name) if p.name in spec.args else len(spec.args))
-    for param in ordered:
+    for param in sorted(offered, key=lambda p: spec.args.index(p.name) if p.name in spec.args else len(spec.args)):
         kind = kinds[param.name]
         positional = param.name in spec.args if human is not None else param.required
         hint = f"({_JSON_HINT[kind]})" if kind in _JSON_HINT else ""
         helps = spec.helps.get(param.name) or " ".join(h for h in (op.meaning(param.name), hint) if h)
-        default = spec.defaults.get(param.name, param.default)
         flag_names = spec.flags.get(param.name, ("--" + param.name.replace("_", "-"),))
-        annotation = _annotation(param.name, flag_names, kind, helps, default, positional)
+        annotation = _annotation(param.name, flag_names, kind, helps, spec.defaults.get(param.name, param.default),
+                                 positional)  # fmt: skip
         # required: what the core requires, and an argument in place without a default (put's KEY)
         required = param.required or (positional and human is not None and param.default is None)
-        if required and param.name not in spec.defaults:
+        required = required and param.name not in spec.defaults
+        if required:
             annotation = Annotated[list[str] if kind == "list" else str, *annotation.__metadata__]
-            cli_default: Any = inspect.Parameter.empty
-        else:
-            cli_default = None
-        parameters.append(inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=cli_default,
-                                            annotation=annotation))  # fmt: skip
-    own = dict(spec.own) | {"db": Db} | ({"embedder": EmbedderName} if spec.embedder else {})
-    own |= {"url": Url, "token": Token}  # taken by _command's wrapper: the command works on a service too
-    own |= {"as_json": AsJson} if human is not None else {}
+        parameters.append(b._keyword(param.name, annotation, inspect.Parameter.empty if required else None))
+    own = dict(spec.own) | {"db": b.Db} | ({"embedder": b.EmbedderName} if spec.embedder else {})
+    own |= {"url": b.Url, "token": b.Token}  # taken by _command's wrapper: the command works on a service too
+    own |= {"as_json": b.AsJson} if human is not None else {}
     for extra, annotation in own.items():
         required = isinstance(annotation.__metadata__[0], typer.models.ArgumentInfo)  # a FILE argument
         default = inspect.Parameter.empty if required else False if annotation.__origin__ is bool else None
-        parameters.append(
-            inspect.Parameter(extra, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-        )
+        parameters.append(b._keyword(extra, annotation, default))
 
     def run(**given: Any) -> None:
         db, embedder, as_json = given.pop("db"), given.pop("embedder", None), given.pop("as_json", True)
         mine = {k: given.pop(k) for k in spec.own}
         args = dict(op.optional) | {k: v for k, v in spec.defaults.items() if k not in spec.hide}
-        strict = human is None
-        args |= {n: _argument(n, raw, kinds[n], strict) for n, raw in given.items() if raw is not None and raw != []}
-        if op.from_wire is not None:
-            args = op.from_wire(args)
-        c = Call(args, mine)
+        args |= {n: _argument(n, raw, kinds[n], human is None) for n, raw in given.items() if raw not in (None, [])}
+        c = Call(op.from_wire(args) if op.from_wire is not None else args, mine)
         if spec.prepare is not None:
             spec.prepare(c)
-        with _open(db, embedder, reads=op.safe, vectors=spec.embedder) as c.mem:  # a read never creates the database
+        with b._open(db, embedder, reads=op.safe, vectors=spec.embedder) as c.mem:  # a read never creates the file
             c.result = spec.call(c) if spec.call is not None else getattr(c.mem, op.name)(**c.args)
             if op.result in ("found", "gone") and not c.result and human is not None:
-                _fail(show.no_item(c.args))
+                b._fail(show.no_item(c.args))
             if mine.get("value_only"):  # get --value: the value alone, for scripts (wins over --json)
                 typer.echo(json.dumps(c.result.value, ensure_ascii=False))
             elif as_json:
-                _print_json(compact(ANSWERS[op.result](c.result, c.args)))
+                b._print_json(compact(ANSWERS[op.result](c.result, c.args)))
             else:
                 spec.render(c)
 
-    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    run.__annotations__ = {p.name: p.annotation for p in parameters}
+    b._sign(run, parameters)
     if human is None:
         doc = inspect.getdoc(surface.core(op.name)) or ""
         arguments = " ".join(p.name.upper() for p in op.params() if p.required)
         run.__doc__ = f"{op.summary}\n\n{doc}\n\nExample:\n    memlane op {op.name} {arguments}".rstrip()
     else:
         run.__doc__ = f"{spec.summary or op.summary}\n\nExample:\n    " + "\n    ".join(spec.example.splitlines())
-    _command(name, group, **register)(run)
+    b._command(name, group, **register)(run)
     return run
 
 
@@ -213,11 +170,14 @@ def command(op_name: str, name: str, group: typer.Typer, human: Human | None = N
 MADE: dict[str, str] = {}
 
 
-def made(path: str, op_name: str, human: Human, **register: Any) -> None:
-    """The command ``path`` (``get``, ``entity add``) of the operation ``op_name``, for people."""
+def made(path: str, op_name: str, aliases: tuple[str, ...] = (), **declared: Any) -> Human:
+    """The command ``path`` (``get``, ``entity add``) of the operation ``op_name``, for people, with what it
+    ``declared`` beside the operation (the fields of :class:`Human`)."""
     *group, name = path.split()
-    command(op_name, name, GROUPS[group[0]] if group else app, human, **register)
+    human = Human(**declared)
+    command(op_name, name, b.GROUPS[group[0]] if group else b.app, human, aliases=aliases)
     MADE[path] = op_name
+    return human
 
 
 def _operation_command(op: Any) -> Any:
@@ -227,7 +187,7 @@ def _operation_command(op: Any) -> Any:
     return typer.main.get_command(one)
 
 
-class _Operations(_Group):
+class _Operations(b._Group):
     """``memlane op``'s commands, each made when it is asked for: the CLI's start-up builds none of them."""
 
     def list_commands(self, ctx: Any) -> list[str]:
@@ -238,10 +198,6 @@ class _Operations(_Group):
         return None if op is None else sys.modules[__name__]._operation_command(op)
 
 
-op_app = typer.Typer(
-    cls=_Operations,
-    help="Every operation of the memory, one command each, printing the JSON the HTTP API answers "
-    "(memlane op NAME --help; values of JSON parameters are JSON).",
-    no_args_is_help=True,
-)
-app.add_typer(op_app, name="op")
+b.app.add_typer(typer.Typer(cls=_Operations, no_args_is_help=True, help="Every operation of the memory, one command "
+                            "each, printing the JSON the HTTP API answers (memlane op NAME --help; values of JSON "
+                            "parameters are JSON)."), name="op")  # fmt: skip

@@ -1,7 +1,7 @@
 """The human renderings of the operations' answers, by the shape of the answer: tables, trees, one-line confirmations.
 
-Each takes the :class:`~memlane.cli.made.Call` of a command (its arguments, its own options, the answer).
-Stored text goes into rich as ``Text``, never as markup.
+Each takes the :class:`~memlane.cli.made.Call` of a command (its arguments, its own options, the answer). Stored text
+goes into rich as ``Text``, never as markup.
 """
 
 from __future__ import annotations
@@ -57,28 +57,20 @@ def item(c: Any) -> None:
     details.add_column(style="dim")
     details.add_column(overflow="fold")
     for label, shown in [
-        ("namespace", namespace_text(found.namespace)),
-        ("key", found.key),
-        ("type", found.value_type),
-        ("version", str(found.version)),
-        ("created", _when(found.created_at)),
-        ("updated", _when(found.updated_at)),
-        ("expires", _when(found.expires_at) or "never"),
-        ("author", found.author or ""),
-        ("metadata", json.dumps(found.metadata, ensure_ascii=False)),
-        ("text", _brief(found.text, 200)),
+        ("namespace", namespace_text(found.namespace)), ("key", found.key), ("type", found.value_type),
+        ("version", str(found.version)), ("created", _when(found.created_at)), ("updated", _when(found.updated_at)),
+        ("expires", _when(found.expires_at) or "never"), ("author", found.author or ""),
+        ("metadata", json.dumps(found.metadata, ensure_ascii=False)), ("text", _brief(found.text, 200)),
         ("id", found.id),
-    ]:
+    ]:  # fmt: skip
         details.add_row(label, Text(shown))
     console.print(details)
 
 
 def turns(c: Any) -> None:
     first, last = c.result[0], c.result[-1]
-    _say(
-        f"Stored {_plural(len(c.result), 'turn')} in {namespace_text(first.namespace)} session "
-        f"{first.value['session']!r}: keys {first.key} .. {last.key}"
-    )
+    _say(f"Stored {_plural(len(c.result), 'turn')} in {namespace_text(first.namespace)} session "
+         f"{first.value['session']!r}: keys {first.key} .. {last.key}")  # fmt: skip
 
 
 def deleted(c: Any) -> None:
@@ -115,11 +107,8 @@ def versions(c: Any) -> None:
 
 def _channel_cell(hit: Any, channel: str) -> str:
     """``#rank (raw score)`` of one channel for one hit; ``-`` when the channel did not find it."""
-    rank = hit.ranks.get(channel)
-    if rank is None:
-        return "-"
-    raw = hit.channel_scores.get(channel)
-    return f"#{rank}" if raw is None else f"#{rank} ({raw:.4g})"
+    rank, raw = hit.ranks.get(channel), hit.channel_scores.get(channel)
+    return "-" if rank is None else f"#{rank}" if raw is None else f"#{rank} ({raw:.4g})"
 
 
 def _footer(envelope: Any) -> str:
@@ -131,22 +120,13 @@ def _footer(envelope: Any) -> str:
     return " · ".join(parts + ([f"{total:.1f} ms"] if total is not None else []))
 
 
-def _missing_vectors(mem: Any, envelope: Any) -> int:
-    """Items the vector channel could not see (written before the store had an embedder, or not yet indexed),
-    counted only when it may explain a short answer."""
-    if "vector" not in envelope.counts or len(envelope.hits) >= envelope.params.get("limit", 0):
-        return 0
-    return max(envelope.pending_vectors or 0, mem.stats().vectors_missing)
-
-
 def envelope(c: Any) -> None:
     """The rendering `search` and `recall` share: hits, then a footer line and notes."""
-    found, console = c.result, _console()
+    found = c.result
     keyed = found.params.get("mode") == "keyed"
     if keyed:
         _say(f"Keyed recall of {found.params['key']!r}: exact key, newest first, no ranking (score 0.0).")
-    # One column per channel that nominated anything, in the envelope's order.
-    channels = [ch for ch in found.counts if ch != "keyed"]
+    channels = [ch for ch in found.counts if ch != "keyed"]  # one column per channel that nominated anything
     for hit in found.hits:
         channels += [ch for ch in hit.ranks if ch not in channels]
     columns = ["#", "=namespace", "=key", "@updated (UTC)" if keyed else "!>score", *(">" + ch for ch in channels)]
@@ -157,32 +137,28 @@ def envelope(c: Any) -> None:
     _say(_footer(found))
     for note_text in found.notes:
         _say(f"Note: {_cli_words(note_text)}")
-    missing = _missing_vectors(c.mem, found)
-    if missing:
-        have = "have" if missing != 1 else "has"
-        _say(
-            f"Note: {missing:,} item{'s' * (missing != 1)} {have} no vector yet, so the vector channel could not "
-            "find them; `memlane index` embeds them"
-        )
+    # items the vector channel could not see (no embedder then, or not yet indexed), when it may explain a short answer
+    if "vector" in found.counts and len(found.hits) < found.params.get("limit", 0):
+        missing = max(found.pending_vectors or 0, c.mem.stats().vectors_missing)
+        if missing:
+            _say(f"Note: {missing:,} item{'s' * (missing != 1)} {'have' if missing != 1 else 'has'} no vector yet, so "
+                 "the vector channel could not find them; `memlane index` embeds them")  # fmt: skip
     if found.truncated:
-        console.print("More results exist; raise --limit to see them.")
+        _console().print("More results exist; raise --limit to see them.")
 
 
 # -- the facts layer
 
 
-def _fact_validity(fact: Any) -> str:
-    start, end = fact.valid_from, fact.valid_to
-    if start is None and end is None:
-        return "always"
-    return f"{_when(start) or '…'} → {_when(end) or '…'}"
-
-
 def _facts_table(facts: list[Any]) -> Table:
+    def valid(f: Any) -> str:
+        return "always" if f.valid_from is None and f.valid_to is None else (
+            f"{_when(f.valid_from) or '…'} → {_when(f.valid_to) or '…'}")  # fmt: skip
+
     def recorded(f: Any) -> str:
         return _when(f.recorded_at) + (f" (retracted {_when(f.retracted_at)})" if f.retracted_at else "")
 
-    rows = [(Text(f.text), _fact_validity(f), recorded(f), str(f.evidence_count), f.id) for f in facts]
+    rows = [(Text(f.text), valid(f), recorded(f), str(f.evidence_count), f.id) for f in facts]
     return _table(["fact", "@valid (UTC)", "@recorded (UTC)", "evidence", "=id"], rows)
 
 
@@ -195,14 +171,11 @@ def _entity_table(entities: list[Any]) -> Table:
 def _record(found: Any) -> None:
     from ..values.facts import Entity, Fact
 
-    if isinstance(found, Entity):
-        _console().print(_entity_table([found]))
-    elif isinstance(found, Fact):
-        _console().print(_facts_table([found]))
+    if isinstance(found, Entity | Fact):
+        _console().print((_entity_table if isinstance(found, Entity) else _facts_table)([found]))
     else:
-        fields = found.to_dict().items()
         _show(["field", "value"], [(k, Text(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)))
-                                   for k, v in fields])  # fmt: skip
+                                   for k, v in found.to_dict().items()])  # fmt: skip
 
 
 def record(c: Any) -> None:
@@ -210,10 +183,9 @@ def record(c: Any) -> None:
 
 
 def records(c: Any) -> None:
-    current = c.own.get("current")
     for rid, found in zip(c.args["ids"], c.result, strict=True):
         if found is None:
-            _say(f"{rid}: not found" + (" or not current" if current else ""))
+            _say(f"{rid}: not found" + (" or not current" if c.own.get("current") else ""))
         else:
             _record(found)
 
@@ -224,9 +196,8 @@ def document(c: Any) -> None:
 
 def chunks(c: Any) -> None:
     for chunk in c.result:
-        _console().print(
-            Text(f"[{chunk.position}] {chunk.text}", style="bold" if chunk.id == c.args["chunk_id"] else "")
-        )
+        bold = "bold" if chunk.id == c.args["chunk_id"] else ""
+        _console().print(Text(f"[{chunk.position}] {chunk.text}", style=bold))
 
 
 def claims(c: Any) -> None:
@@ -236,6 +207,10 @@ def claims(c: Any) -> None:
 def context(c: Any) -> None:
     """Each section of an assured read as its own table, then the counts, drops and notes."""
     ctx, console = c.result, _console()
+
+    def said(g: Any, field: Any) -> str:
+        return ", ".join(dict.fromkeys(field(claim) for claim in g.claims))
+
     for name, rows in ctx.sections.items():
         console.print(Text(f"{name} ({len(rows)})", style="bold"))
         if not rows:
@@ -246,10 +221,6 @@ def context(c: Any) -> None:
             console.print(f"status: {ctx.status}")
             console.print(_entity_table([candidate.entity for candidate in rows]))
         elif name == "claims":
-
-            def said(g: Any, field: Any) -> str:
-                return ", ".join(dict.fromkeys(field(claim) for claim in g.claims))
-
             _show(["#", "claim", "corroboration", "said by", "sources"], [
                 (str(n), Text(g.text), str(g.corroboration), Text(said(g, lambda x: x.speaker or "?")),
                  _squeezable(said(g, lambda x: x.chunk_id or x.id))) for n, g in enumerate(rows, 1)])  # fmt: skip
@@ -277,22 +248,18 @@ def rule_prefix(prefix: Any) -> str:
 
 
 def rule(c: Any) -> None:
-    kept = []
-    if c.result.keep_versions is not None:
-        kept.append(f"the newest {_plural(c.result.keep_versions, 'version')}")
-    if c.result.keep_days is not None:
-        kept.append(f"{c.result.keep_days:g} day{'s' * (c.result.keep_days != 1)}")
+    versions, days = c.result.keep_versions, c.result.keep_days
+    kept = ([f"the newest {_plural(versions, 'version')}"] if versions is not None else []) + (
+        [f"{days:g} day{'s' * (days != 1)}"] if days is not None else [])  # fmt: skip
     _say(f"Retention for {rule_prefix(c.result.prefix)}: keep {' and '.join(kept)} of history")
 
 
 def rules(c: Any) -> None:
-    if not c.result:
-        _console().print("No retention rules: history keeps every version")
-        return
     rows = [(Text(rule_prefix(r.prefix)), "-" if r.keep_versions is None else str(r.keep_versions),
              "-" if r.keep_days is None else f"{r.keep_days:g}", r.to_dict()["updated_at"], Text(r.updated_by or ""))
             for r in c.result]  # fmt: skip
-    _show(["prefix", "keep_versions", "keep_days", "updated_at", "updated_by"], rows)
+    _show(["prefix", "keep_versions", "keep_days", "updated_at", "updated_by"], rows,
+          "No retention rules: history keeps every version")  # fmt: skip
 
 
 def rule_cleared(c: Any) -> None:
