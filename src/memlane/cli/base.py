@@ -438,13 +438,10 @@ _NAME = 1  # the min_width that marks a name column
 
 
 class _Table(Table):
-    """A table whose name columns (namespaces, keys, ids: people copy them) stay whole on one line whenever the
-    terminal allows.
-
-    The other columns give way first: a one-line cell (:func:`_squeezable`) down to a few characters ending in "…",
-    any other down to its longest word or :data:`_SQUEEZED` characters. When the names would leave them less than
-    that, the names fold instead, so that no character of an address or id is lost and no column disappears.
-    """
+    """A table whose name columns (namespaces, keys, ids: people copy them) stay whole on one line when the terminal
+    allows: the other columns give way first, a one-line cell (:func:`_squeezable`) down to "ab…", any other down to
+    its longest word or :data:`_SQUEEZED` characters; if even then they do not fit, the names fold, every character
+    kept."""
 
     def __rich_console__(self, console: Console, options: Any) -> Any:
         names = [c for c in self.columns if c.overflow == "fold" and c.min_width == _NAME]

@@ -18,9 +18,9 @@ from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progres
 from rich.text import Text
 
 import memlane
+import memlane.cli.base as b
 
 from ..values.model import namespace_text
-from . import base as b
 
 BatchSize = Annotated[int, typer.Option("--batch-size", help="Texts embedded per batch.")]
 
@@ -128,7 +128,7 @@ def reindex(
                 batch_size=batch_size,
                 progress=lambda done, total: progress.update(task, completed=done, total=total),
             )
-        result = mem.stats()  # fmt: skip
+        result = mem.stats()
     body = {"embedded": count, "embedder": result.embedder, "vectors": result.vectors,
             "vectors_missing": result.vectors_missing}  # fmt: skip
     said = f"Embedded {b._plural(count, 'item')}; the store's embedder is {result.embedder} "

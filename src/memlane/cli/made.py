@@ -18,12 +18,12 @@ from typing import Annotated, Any
 import typer
 
 import memlane
+import memlane.cli.base as b
 import memlane.cli.render as show
 
 from ..values import surface
 from ..values.operations import ANSWERS, OPERATION, OPERATIONS, compact, wire_default
 from ..values.validate import MAX_DEPTH
-from . import base as b
 
 # How a parameter is typed on the command line, by the core's annotation; any other is JSON.
 _KINDS = {"bool": "flag", "int": "int", "float": "float", "str": "text", "Namespace | str": "text",
