@@ -641,6 +641,175 @@ def _common_in(
     return builtins.list(terms), True
 
 
+# the exact top k above FTS5 (_exact_top): tried while the words it must score (the rarest) hold at most this share
+# of all the query's postings, else FTS5's own statement scores them all at about the same cost
+EXACT_TOP_SHARE = 0.5
+# ... and while its candidates, each scored in full (a seek per word), are at most this many
+EXACT_TOP_CANDIDATES = 256
+# a candidate's full score must beat what a row it did not see could reach by this relative margin (rounding)
+_BOUND_MARGIN = 1e-9
+# a word's rows walked (to keep the candidates') cost about this many times less than a seek per candidate
+_WALK_PER_SEEK = 150
+
+
+def _varints(blob: bytes) -> builtins.list[int]:
+    """The varints of an FTS5 record (SQLite's encoding: 7 bits a byte, high first, a 9th byte of 8)."""
+    out: builtins.list[int] = []
+    i = 0
+    while i < len(blob):
+        value = 0
+        for j in range(9):
+            byte = blob[i]
+            i += 1
+            if j == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def _fts_totals(conn: sqlite3.Connection) -> tuple[int, float] | None:
+    """FTS5's row count and mean row length in tokens, from the averages record its ``bm25()`` reads."""
+    row = conn.execute("SELECT block FROM items_fts_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return None
+    values = _varints(row[0])
+    if not values or values[0] <= 0:
+        return None
+    return values[0], float(sum(values[1:])) / float(values[0])
+
+
+def _idf(rows: int, hits: int) -> float:
+    """FTS5's IDF of a phrase in ``hits`` of ``rows`` rows, its floor included."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return idf if idf > 0.0 else 1e-6
+
+
+def _term_score(idf: float, freq: float, length: int, mean: float) -> float:
+    """One phrase's part of FTS5's ``bm25()`` for a row, computed as its C code does it, operation by operation."""
+    return idf * ((freq * (_K1 + 1.0)) / (freq + _K1 * (1 - _B + _B * float(length) / mean)))
+
+
+def _frequencies(conn: sqlite3.Connection, rowids: Collection[int], term: str, hits: int) -> dict[int, float]:
+    """The weighted occurrences of ``term`` (text 1, address ``ADDRESS_WEIGHT``) in each of ``rowids`` holding it.
+
+    By a seek per row, or, for a word in few rows, by walking its rows once
+    and keeping ours (a seek costs about ``_WALK_PER_SEEK`` rows walked).
+    """
+    word = _quoted(term)
+    listed = json.dumps(builtins.list(rowids))
+    if hits < _WALK_PER_SEEK * len(rowids):
+        marked = conn.execute(
+            f"SELECT rowid, highlight(items_fts, 0, '{_MARK}', ''), highlight(items_fts, 1, '{_MARK}', '') "
+            "FROM items_fts WHERE items_fts MATCH ? AND +rowid IN (SELECT value FROM json_each(?))",
+            (word, listed),
+        ).fetchall()
+    else:
+        marked = conn.execute(_SEEK, (listed, word)).fetchall()
+    return {r: (t or "").count(_MARK) + ADDRESS_WEIGHT * (a or "").count(_MARK) for r, t, a in marked}
+
+
+def _exact_top(
+    conn: sqlite3.Connection, terms: Sequence[str], inside: str, params: Sequence[Any], k: int
+) -> builtins.list[tuple[str, float, int]] | None:
+    """The top ``k`` of FTS5's ``bm25()`` over the OR of ``terms`` among the rows meeting ``inside`` (none: all),
+    the same rows, scores and order (ties newest first) as its ranking statement, without scoring every posting;
+    ``None`` where that statement is the cheaper way.
+
+    MaxScore above FTS5: a word adds at most ``idf * (k1 + 1)`` to a row's
+    score. The rarest words (the essential ones) are ranked by FTS5 alone,
+    their top ``m`` rows are scored in full (the others' occurrences counted
+    with ``highlight()``, lengths from FTS5's docsize records, IDF from each
+    word's row count and the store's row count and mean length, as
+    ``bm25()`` computes them, in the query's order), and the answer stands
+    when the ``k``-th full score beats what any row left out could reach:
+    the ``m``-th essential score plus the other words' bounds. Else more
+    candidates (a larger ``m``) or one more essential word; with every word
+    essential it is the plain statement's work (``None``). Only for plain
+    one-token words (a phrase's occurrences are then ``highlight()``'s marks).
+    """
+    if k <= 0 or len(terms) < 2 or len(set(terms)) != len(terms):
+        return None
+    if not all(t.isascii() and t.isalnum() for t in terms):
+        return None
+    totals = _fts_totals(conn)
+    if totals is None:
+        return None
+    rows, mean = totals
+    hits = [
+        int(conn.execute("SELECT count(*) FROM items_fts WHERE items_fts MATCH ?", (_quoted(t),)).fetchone()[0])
+        for t in terms
+    ]
+    idf = [_idf(rows, h) for h in hits]
+    rarest = sorted(range(len(terms)), key=lambda i: (hits[i], i))
+    bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
+    if inside:
+        ranked = (
+            f"SELECT items_fts.rowid, -{bm25} FROM items_fts JOIN items ON items.rowid = items_fts.rowid "
+            f"WHERE items_fts MATCH ? AND {inside} ORDER BY {bm25}, items_fts.rowid DESC LIMIT ?"
+        )
+    else:
+        ranked = f"SELECT rowid, -{bm25} FROM items_fts WHERE items_fts MATCH ? ORDER BY {bm25}, rowid DESC LIMIT ?"
+    essential, m = 1, k
+    while essential < len(terms):
+        chosen = sorted(rarest[:essential])
+        if sum(hits[i] for i in chosen) > EXACT_TOP_SHARE * sum(hits):
+            return None
+        rest = rarest[essential:]
+        reach = math.fsum(idf[i] * (_K1 + 1.0) for i in rest)
+        match = " OR ".join(_quoted(terms[i]) for i in chosen)
+        found = conn.execute(ranked, (match, *params, m)).fetchall()
+        if not found:
+            essential += 1
+            continue
+        partial = {r: s for r, s in found}
+        length = {
+            r: _sizes(sz)
+            for r, sz in conn.execute(
+                "SELECT id, sz FROM items_fts_docsize WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(builtins.list(partial)),),
+            )
+        }
+        # the full score, phrase by phrase in the query's order, as bm25() sums it; with one essential word its
+        # part is the statement's own score
+        freq = {
+            i: _frequencies(conn, partial.keys(), terms[i], hits[i])
+            for i in range(len(terms))
+            if essential > 1 or i != chosen[0]
+        }
+        score: dict[int, float] = {}
+        for r in partial:
+            total = 0.0
+            for i in range(len(terms)):
+                if i not in freq:
+                    total += partial[r]
+                elif r in freq[i]:
+                    total += _term_score(idf[i], freq[i][r], length[r], mean)
+            score[r] = total
+        top = sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))
+        unseen = (found[-1][1] if len(found) == m else 0.0) + reach
+        if len(top) >= k and top[k - 1][1] > unseen * (1.0 + _BOUND_MARGIN):
+            best = top[:k]
+            about = {
+                r: (item_id, version)
+                for r, item_id, version in conn.execute(
+                    "SELECT rowid, id, version FROM items WHERE rowid IN (SELECT value FROM json_each(?))",
+                    (json.dumps([r for r, _ in best]),),
+                )
+            }
+            return [(about[r][0], s, about[r][1]) for r, s in best if r in about]
+        if len(found) == m and len(top) >= k and top[k - 1][1] > reach * (1.0 + _BOUND_MARGIN):
+            if 4 * m > max(EXACT_TOP_CANDIDATES, k):
+                return None
+            m *= 4  # rows the essential words rank lower may still beat the k-th
+        else:
+            essential += 1  # rows holding only the other words may beat it
+    return None
+
+
 _PUT_VECTOR = """
 INSERT INTO item_vectors (item_rowid, version, seq, embedding)
 SELECT rowid, version, ?, ? FROM items WHERE namespace = ? AND key = ? AND indexed
@@ -1549,7 +1718,13 @@ class SqliteStore(Store):
                         "JOIN items ON items.rowid = f.rowid ORDER BY f.score, f.rowid DESC"
                     )
                     params = (match, k)
-                rows = conn.execute(sql, params).fetchall()
+                # the same top k without scoring every posting, where the rarest words can settle it; in a
+                # caller's transaction FTS5's totals on disk may lag its own pending writes: the statement
+                exact = None if common or not own else _exact_top(conn, terms, inside, inside_params, k)
+                if exact is not None:
+                    rows = [(item_id, -score, version) for item_id, score, version in exact]
+                else:
+                    rows = conn.execute(sql, params).fetchall()
                 dropped = [t for t in asked if t not in terms]
                 if where and dropped and len(rows) < k:
                     # the common terms left out: the items meeting ``where`` may hold only them (their IDF is near

@@ -1,0 +1,139 @@
+"""The exact top k above FTS5 (issue #36): the same hits, scores and order as FTS5's own ranking statement.
+
+``sqlite._exact_top`` ranks the rarest words with FTS5, scores their best rows
+in full by ``bm25()``'s formula and stops when no row left out can reach the
+k-th. Whatever it returns must be, bit for bit, what the plain ``bm25()``
+statement returns: the same ids in the same order (ties newest first), the same
+scores and versions, with a ``where``, in a scope, with words in every row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import memlane
+from memlane.store import sqlite
+from memlane.values import where as where_rules
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# "every" is in every row (IDF at FTS5's floor); the others are drawn, the last ones rarely
+WORDS = ["apple", "berry", "cherry", "date", "elder", "fig", "grape", "melon"]
+RARE = ["kiwi", "lime", "quince"]
+
+# a row: some words, or one word said again and again (a short row of a repeated word reaches a word's highest
+# score), maybe rare words, and a metadata value for ``where``
+texts = st.lists(
+    st.tuples(
+        st.one_of(
+            st.lists(st.sampled_from(WORDS), min_size=0, max_size=8),
+            st.tuples(st.sampled_from(WORDS), st.integers(1, 6)).map(lambda wn: [wn[0]] * wn[1]),
+        ),
+        st.one_of(st.just([]), st.just([]), st.just([]), st.lists(st.sampled_from(RARE), min_size=1, max_size=2)),
+        st.integers(0, 2),
+    ),
+    min_size=1,
+    max_size=60,
+)
+queries = st.lists(st.sampled_from([*WORDS, *RARE, "every"]), min_size=2, max_size=5, unique=True)
+scopes = st.sampled_from([[()], [("team",)], [("team", "a")], [("team", "a"), ("other",)]])
+wheres = st.sampled_from([None, {"metadata.m": 1}, {"metadata.m": {"$lt": 2}}])
+
+
+def _load(mem: memlane.Memory, rows: list[tuple[list[str], list[str], int]], copies: int) -> None:
+    items = []
+    for i, (words, rare, m) in enumerate(rows):
+        text = " ".join(["every", *words, *rare])
+        namespace = ("team/a", "team/b", "other")[i % 3]
+        # copies: the same text again under other keys (equal scores: ties, broken newest first)
+        for j in range(1 + (copies if i % 4 == 0 else 0)):
+            items.append({"namespace": namespace, "key": f"k{i}.{j}", "value": text, "metadata": {"m": m}})
+    mem.put_many(items)
+
+
+def _both(store: Any, monkeypatch: pytest.MonkeyPatch, terms: list[str], within: Any, k: int, where: Any) -> Any:
+    """``store.lexical`` the new way (forced wherever it can answer) and FTS5's plain statement."""
+    conditions = where_rules.conditions(where)
+    answered: list[bool] = []
+    exact_top = sqlite._exact_top
+
+    def recorded(*args: Any) -> Any:
+        out = exact_top(*args)
+        answered.append(out is not None)
+        return out
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite, "_exact_top", recorded)
+        fast = store.lexical(terms, within, k, conditions)
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite, "_exact_top", lambda *args: None)
+        plain = store.lexical(terms, within, k, conditions)
+    return fast, plain, any(answered)
+
+
+@pytest.fixture
+def forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new way tried on every query a small corpus gives (its cost limits are for large stores)."""
+    monkeypatch.setattr(sqlite, "EXACT_TOP_SHARE", 1.0)
+    monkeypatch.setattr(sqlite, "EXACT_TOP_CANDIDATES", 1 << 20)
+    # scopes ranked by FTS5's statement, not from their own rows, as a scope of thousands of rows is
+    monkeypatch.setattr(sqlite, "SCOPE_DRIVEN_ROWS", 0)
+
+
+@SETTINGS
+# the rare word's best row alone would pass for the answer; its second row wins with the other word's help
+@example(
+    rows=[([], ["kiwi"], 0), (["apple", "apple"], ["kiwi"], 0), *[(["apple"], [], 0)] * 3, *[(["berry"], [], 0)] * 7],
+    copies=0,
+    terms=["kiwi", "apple"],
+    k=1,
+    within=[()],
+    where=None,
+)
+@given(rows=texts, copies=st.integers(0, 3), terms=queries, k=st.integers(1, 12), within=scopes, where=wheres)
+def test_exact_top_is_fts5s_own_ranking(
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    forced: None,
+    rows: list[tuple[list[str], list[str], int]],
+    copies: int,
+    terms: list[str],
+    k: int,
+    within: Any,
+    where: Any,
+) -> None:
+    """Ids, order, scores (bit for bit) and versions: as FTS5's ``bm25()`` statement, or no answer at all."""
+    with memlane.open(str(tmp_path / f"s{abs(hash((tuple(terms), k)))}.db"), embedder=None) as mem:
+        mem.clear("team")
+        mem.clear("other")
+        _load(mem, rows, copies)
+        fast, plain, _ = _both(mem.store, monkeypatch, terms, within, k, where)
+        assert fast == plain
+
+
+def test_exact_top_answers_where_a_rare_word_settles_it(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rare word and words in most rows: the rare word's rows win, and the new way says so without the others'."""
+    with memlane.open(str(tmp_path / "m.db"), embedder=None) as mem:
+        mem.put_many(
+            [
+                {"namespace": "n", "key": f"k{i}", "value": f"apple berry cherry {'kiwi' if i % 50 == 0 else ''}"}
+                for i in range(400)
+            ]
+            + [{"namespace": "n", "key": f"b{i}", "value": "date elder fig grape"} for i in range(400)]
+        )
+        fast, plain, answered = _both(mem.store, monkeypatch, ["kiwi", "apple"], [()], 5, None)
+        assert answered
+        assert fast == plain
+        assert len(fast) == 5
+
+
+def test_exact_top_leaves_a_query_of_common_words_to_fts5(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Words of about the same frequency: nothing to skip, so FTS5's statement ranks them (no answer, no cost)."""
+    with memlane.open(str(tmp_path / "c.db"), embedder=None) as mem:
+        mem.put_many([{"namespace": "n", "key": f"k{i}", "value": ("apple", "berry")[i % 2]} for i in range(200)])
+        fast, plain, answered = _both(mem.store, monkeypatch, ["apple", "berry"], [()], 5, None)
+        assert not answered
+        assert fast == plain
