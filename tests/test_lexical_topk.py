@@ -79,6 +79,8 @@ def forced(monkeypatch: pytest.MonkeyPatch) -> None:
     """The new way tried on every query a small corpus gives (its cost limits are for large stores)."""
     monkeypatch.setattr(sqlite, "EXACT_TOP_SHARE", 1.0)
     monkeypatch.setattr(sqlite, "EXACT_TOP_CANDIDATES", 1 << 20)
+    monkeypatch.setattr(sqlite, "EXACT_TOP_ODDS", 0.0)
+    monkeypatch.setattr(sqlite, "EXACT_TOP_PROBE", 3)  # estimated counts too (words in 3 rows or more)
     # scopes ranked by FTS5's statement, not from their own rows, as a scope of thousands of rows is
     monkeypatch.setattr(sqlite, "SCOPE_DRIVEN_ROWS", 0)
 
@@ -89,6 +91,15 @@ def forced(monkeypatch: pytest.MonkeyPatch) -> None:
     rows=[([], ["kiwi"], 0), (["apple", "apple"], ["kiwi"], 0), *[(["apple"], [], 0)] * 3, *[(["berry"], [], 0)] * 7],
     copies=0,
     terms=["kiwi", "apple"],
+    k=1,
+    within=[()],
+    where=None,
+)
+# a row of the other word said twice scores above that word's IDF: a bound of its IDF alone would miss it
+@example(
+    rows=[(["apple"], [], 0), (["berry", "berry"], [], 0)],
+    copies=0,
+    terms=["apple", "berry"],
     k=1,
     within=[()],
     where=None,

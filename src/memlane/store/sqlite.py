@@ -644,6 +644,10 @@ def _common_in(
 # the exact top k above FTS5 (_exact_top): tried while the words it must score (the rarest) hold at most this share
 # of all the query's postings, else FTS5's own statement scores them all at about the same cost
 EXACT_TOP_SHARE = 0.5
+# ... and where the rarest word's IDF outweighs the others' bound, judged on their first this many rows
+EXACT_TOP_PROBE = 2000
+# ... and the rarest word's IDF (about its usual score) is at least this many times the others' bound
+EXACT_TOP_ODDS = 1.0
 # ... and while its candidates, each scored in full (a seek per word), are at most this many
 EXACT_TOP_CANDIDATES = 256
 # a candidate's full score must beat what a row it did not see could reach by this relative margin (rounding)
@@ -739,12 +743,33 @@ def _exact_top(
     if totals is None:
         return None
     rows, mean = totals
-    hits = [
-        int(conn.execute("SELECT count(*) FROM items_fts WHERE items_fts MATCH ?", (_quoted(t),)).fetchone()[0])
+    # first each word's rows counted up to EXACT_TOP_PROBE (its count below that, else one estimated from the
+    # rowids reached, which are dense): where the rarest word's usual score (about its IDF) cannot beat the others'
+    # bound, no candidates can settle it and the statement is left to rank, for little more than these counts
+    probe = [
+        conn.execute(
+            "SELECT count(*), max(rowid) FROM (SELECT rowid FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
+            (_quoted(t), EXACT_TOP_PROBE),
+        ).fetchone()
         for t in terms
     ]
+    guess = [n if n < EXACT_TOP_PROBE else min(rows, n * rows // max(last, 1)) for n, last in probe]
+    # a word no row holds adds nothing to any row's score (in bm25() too): left out
+    present = [i for i in range(len(terms)) if guess[i]]
+    if len(present) < 2:
+        return None
+    first = min(present, key=lambda i: guess[i])
+    others = math.fsum(_idf(rows, guess[i]) * (_K1 + 1.0) for i in present if i != first)
+    if _idf(rows, guess[first]) < EXACT_TOP_ODDS * others:
+        return None
+    hits = [
+        n
+        if n < EXACT_TOP_PROBE
+        else int(conn.execute("SELECT count(*) FROM items_fts WHERE items_fts MATCH ?", (_quoted(t),)).fetchone()[0])
+        for t, (n, _) in zip(terms, probe, strict=True)
+    ]
     idf = [_idf(rows, h) for h in hits]
-    rarest = sorted(range(len(terms)), key=lambda i: (hits[i], i))
+    rarest = sorted(present, key=lambda i: (hits[i], i))
     bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
     if inside:
         ranked = (
@@ -754,7 +779,7 @@ def _exact_top(
     else:
         ranked = f"SELECT rowid, -{bm25} FROM items_fts WHERE items_fts MATCH ? ORDER BY {bm25}, rowid DESC LIMIT ?"
     essential, m = 1, k
-    while essential < len(terms):
+    while essential < len(rarest):
         chosen = sorted(rarest[:essential])
         if sum(hits[i] for i in chosen) > EXACT_TOP_SHARE * sum(hits):
             return None
@@ -775,18 +800,15 @@ def _exact_top(
         }
         # the full score, phrase by phrase in the query's order, as bm25() sums it; with one essential word its
         # part is the statement's own score
-        freq = {
-            i: _frequencies(conn, partial.keys(), terms[i], hits[i])
-            for i in range(len(terms))
-            if essential > 1 or i != chosen[0]
-        }
+        alone = chosen[0] if essential == 1 else None
+        freq = {i: _frequencies(conn, partial.keys(), terms[i], hits[i]) for i in rarest if i != alone}
         score: dict[int, float] = {}
         for r in partial:
             total = 0.0
             for i in range(len(terms)):
-                if i not in freq:
+                if i == alone:
                     total += partial[r]
-                elif r in freq[i]:
+                elif i in freq and r in freq[i]:
                     total += _term_score(idf[i], freq[i][r], length[r], mean)
             score[r] = total
         top = sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))
