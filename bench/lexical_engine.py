@@ -218,6 +218,7 @@ from lexical_engine import _tantivy_query
 from memlane.domain.search import rank
 index = tantivy.Index.open({index!r})
 searcher = index.searcher()
+print("ready", flush=True)
 questions = json.loads(sys.stdin.readline())
 t = time.perf_counter()
 for q in questions:
@@ -227,6 +228,27 @@ sys.stdin.readline()  # held open until the parent has read its memory
 """
 
 
+def _mapped(pid: int, folder: str) -> dict[str, int]:
+    """A process's resident bytes of the files under ``folder`` it maps (``/proc/PID/smaps``): Rss, Pss, private."""
+    out = {"rss": 0, "pss": 0, "private": 0}
+    inside = False
+    prefix = os.path.realpath(folder) + os.sep
+    with open(f"/proc/{pid}/smaps", encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if parts and "-" in parts[0] and not parts[0].endswith(":"):
+                inside = len(parts) >= 6 and parts[5].startswith(prefix)
+            elif inside and len(parts) == 3 and parts[2] == "kB":
+                name, kb = parts[0].rstrip(":"), int(parts[1]) * 1024
+                if name == "Rss":
+                    out["rss"] += kb
+                elif name == "Pss":
+                    out["pss"] += kb
+                elif name in ("Private_Clean", "Private_Dirty"):
+                    out["private"] += kb
+    return out
+
+
 def tantivy_processes(index_dir: str, questions: list[str], count: int) -> dict[str, Any]:
     """``count`` processes open the index at once, each runs every question; their memory while still open."""
     code = _SEARCHER.format(bench=os.path.dirname(os.path.abspath(__file__)), index=index_dir)
@@ -234,6 +256,9 @@ def tantivy_processes(index_dir: str, questions: list[str], count: int) -> dict[
         subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(count)
     ]
+    for p in procs:
+        assert p.stdout is not None
+        p.stdout.readline()  # imported and opened: memory from here on is the searches'
     base = [smaps_rollup(p.pid) for p in procs]
     for p in procs:
         assert p.stdin is not None
@@ -244,15 +269,17 @@ def tantivy_processes(index_dir: str, questions: list[str], count: int) -> dict[
         assert p.stdout is not None
         runs.append(json.loads(p.stdout.readline()))
     after = [smaps_rollup(p.pid) for p in procs]
+    mapped = [_mapped(p.pid, index_dir) for p in procs]
     for p in procs:
         assert p.stdin is not None
         p.stdin.write("\n")
         p.stdin.flush()
         p.wait(timeout=60)
     out = []
-    for b, a, r in zip(base, after, runs, strict=True):
+    for b, a, r, f in zip(base, after, runs, mapped, strict=True):
         out.append(
             {
+                "index_mapped": f,
                 "seconds": round(r["seconds"], 2),
                 "rss": a.get("Rss", 0),
                 "pss": a.get("Pss", 0),
@@ -321,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"tantivy process {i + 1} of {tp['processes']}: {p['seconds']} s for {len(questions)} questions; "
                 f"Rss {fmt_bytes(p['rss'])}, Pss {fmt_bytes(p['pss'])}, private {fmt_bytes(p['private'])} "
-                f"(+{fmt_bytes(p['private_growth'])} while searching), shared {fmt_bytes(p['shared'])}",
+                f"(+{fmt_bytes(p['private_growth'])} while searching), shared {fmt_bytes(p['shared'])}; "
+                f"the index's files: Rss {fmt_bytes(p['index_mapped']['rss'])}, "
+                f"Pss {fmt_bytes(p['index_mapped']['pss'])}, private {fmt_bytes(p['index_mapped']['private'])}",
                 flush=True,
             )
     print(format_table(["subject", "p50 ms", "p90 ms", "p99 ms"], rows), flush=True)
