@@ -118,12 +118,16 @@ def fts5(db: str, questions: list[str], warm: int, rounds: int) -> dict[str, Any
 
     progress(f"fts5: checking the exact top k against the statement on {len(questions)} questions")
     answered = same = 0
+    pairs: list[tuple[float, float]] = []  # on the questions it answered: (statement ms, exact top k ms)
     for terms, common in cut:
         if terms and not common:
+            t0 = time.perf_counter()
             found = store_sqlite._exact_top(conn, terms, "", [], K)
+            t1 = time.perf_counter()
             if found is not None:
                 answered += 1
                 same += found == _statement(conn, terms, K)
+                pairs.append(((time.perf_counter() - t1) * 1000, (t1 - t0) * 1000))
     progress(f"fts5: timing {len(questions) - warm} questions x 3 subjects (+{warm} warm-up)")
     samples = time_calls_interleaved(
         {
@@ -139,6 +143,7 @@ def fts5(db: str, questions: list[str], warm: int, rounds: int) -> dict[str, Any
         "questions": len(questions) - warm,
         "exact_answered": answered,
         "exact_same_as_statement": same,
+        "answered_ms": [(round(a, 2), round(b, 2)) for a, b in pairs],
         "latency_us": {name: summarize(s).to_dict() for name, s in samples.items()},
     }
 
@@ -325,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         res["fts5"] = f = fts5(args.db, questions, args.warm, args.rounds)
         print(
             f"exact top k answered {f['exact_answered']} of {f['questions'] + args.warm} questions itself, "
-            f"{f['exact_same_as_statement']} of them the same as the statement",
+            f"{f['exact_same_as_statement']} of them the same as the statement; on those, statement / exact ms: "
+            + ", ".join(f"{a:.1f}/{b:.1f}" for a, b in f["answered_ms"]),
             flush=True,
         )
         for name, s in f["latency_us"].items():
