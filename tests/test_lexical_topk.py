@@ -78,7 +78,7 @@ def _both(store: Any, monkeypatch: pytest.MonkeyPatch, terms: list[str], within:
 def forced(monkeypatch: pytest.MonkeyPatch) -> None:
     """The new way tried on every query a small corpus gives (its cost limits are for large stores)."""
     monkeypatch.setattr(sqlite, "EXACT_TOP_SHARE", 1.0)
-    monkeypatch.setattr(sqlite, "EXACT_TOP_CANDIDATES", 1 << 20)
+    monkeypatch.setattr(sqlite, "EXACT_TOP_FLOOR_REACH", float("inf"))  # the best k alone, whatever the bound
     monkeypatch.setattr(sqlite, "EXACT_TOP_ODDS", 0.0)
     monkeypatch.setattr(sqlite, "EXACT_TOP_PROBE", 3)  # estimated counts too (words in 3 rows or more)
     # scopes ranked by FTS5's statement, not from their own rows, as a scope of thousands of rows is
@@ -94,6 +94,7 @@ def forced(monkeypatch: pytest.MonkeyPatch) -> None:
     k=1,
     within=[()],
     where=None,
+    candidates=0,
 )
 # a row of the other word said twice scores above that word's IDF: a bound of its IDF alone would miss it
 @example(
@@ -103,8 +104,17 @@ def forced(monkeypatch: pytest.MonkeyPatch) -> None:
     k=1,
     within=[()],
     where=None,
+    candidates=0,
 )
-@given(rows=texts, copies=st.integers(0, 3), terms=queries, k=st.integers(1, 12), within=scopes, where=wheres)
+@given(
+    rows=texts,
+    copies=st.integers(0, 3),
+    terms=queries,
+    k=st.integers(1, 12),
+    within=scopes,
+    where=wheres,
+    candidates=st.sampled_from([0, 1 << 20]),
+)
 def test_exact_top_is_fts5s_own_ranking(
     tmp_path: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -115,8 +125,13 @@ def test_exact_top_is_fts5s_own_ranking(
     k: int,
     within: Any,
     where: Any,
+    candidates: int,
 ) -> None:
-    """Ids, order, scores (bit for bit) and versions: as FTS5's ``bm25()`` statement, or no answer at all."""
+    """Ids, order, scores (bit for bit) and versions: as FTS5's ``bm25()`` statement, or no answer at all.
+
+    With every row of the rarest words read (``candidates`` large) and with their best ``k`` only.
+    """
+    monkeypatch.setattr(sqlite, "EXACT_TOP_CANDIDATES", candidates)
     with memlane.open(str(tmp_path / f"s{abs(hash((tuple(terms), k)))}.db"), embedder=None) as mem:
         mem.clear("team")
         mem.clear("other")

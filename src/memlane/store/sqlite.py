@@ -649,8 +649,10 @@ EXACT_TOP_SHARE = 0.3
 EXACT_TOP_PROBE = 2000
 # ... and the rarest word's IDF (about its usual score) is at least this many times the others' bound
 EXACT_TOP_ODDS = 1.0
-# ... and while its candidates, each scored in full (a seek per word), are at most this many
+# the essential words' rows, each scored in full (a seek per word), all read when at most this many, else their best
+# k only, and only where the other words can add at most EXACT_TOP_FLOOR_REACH (words at FTS5's floor IDF)
 EXACT_TOP_CANDIDATES = 256
+EXACT_TOP_FLOOR_REACH = 1e-3
 # a candidate's full score must beat what a row it did not see could reach by this relative margin (rounding)
 _BOUND_MARGIN = 1e-9
 # a word's rows walked (to keep the candidates') cost about this many times less than a seek per candidate
@@ -731,10 +733,15 @@ def _exact_top(
     word's row count and the store's row count and mean length, as
     ``bm25()`` computes them, in the query's order), and the answer stands
     when the ``k``-th full score beats what any row left out could reach:
-    the ``m``-th essential score plus the other words' bounds. Else more
-    candidates (a larger ``m``) or one more essential word; with every word
-    essential it is the plain statement's work (``None``). Only for plain
-    one-token words (a phrase's occurrences are then ``highlight()``'s marks).
+    the other words' bounds, plus the last essential score read where not
+    all the essential rows were. Else one more essential word, or ``None``
+    (the statement ranks): where the essential words hold more than
+    ``EXACT_TOP_SHARE`` of the postings, or more than
+    ``EXACT_TOP_CANDIDATES`` rows beside words above FTS5's floor IDF, or the
+    rarest word's IDF is below ``EXACT_TOP_ODDS`` times the others' bound
+    (judged first on counts probed up to ``EXACT_TOP_PROBE`` rows). Only for
+    plain one-token words (a phrase's occurrences are then ``highlight()``'s
+    marks).
     """
     if k <= 0 or len(terms) < 2 or len(set(terms)) != len(terms):
         return None
@@ -763,6 +770,8 @@ def _exact_top(
     others = math.fsum(_idf(rows, guess[i]) * (_K1 + 1.0) for i in present if i != first)
     if _idf(rows, guess[first]) < EXACT_TOP_ODDS * others:
         return None
+    if guess[first] > max(EXACT_TOP_CANDIDATES, k) and others > EXACT_TOP_FLOOR_REACH:
+        return None  # too many rows to read them all, and the others' bound too wide to stop at the best k
     hits = [
         n
         if n < EXACT_TOP_PROBE
@@ -779,15 +788,28 @@ def _exact_top(
         )
     else:
         ranked = f"SELECT rowid, -{bm25} FROM items_fts WHERE items_fts MATCH ? ORDER BY {bm25}, rowid DESC LIMIT ?"
-    essential, m = 1, k
+
+    def match_of(chosen: Sequence[int]) -> str:
+        return " OR ".join(_quoted(terms[i]) for i in chosen)
+
+    essential = 1
     while essential < len(rarest):
         chosen = sorted(rarest[:essential])
-        if sum(hits[i] for i in chosen) > EXACT_TOP_SHARE * sum(hits):
+        held = sum(hits[i] for i in chosen)
+        if held > EXACT_TOP_SHARE * sum(hits):
             return None
         rest = rarest[essential:]
         reach = math.fsum(idf[i] * (_K1 + 1.0) for i in rest)
-        match = " OR ".join(_quoted(terms[i]) for i in chosen)
-        found = conn.execute(ranked, (match, *params, m)).fetchall()
+        # every row of the essential words where they are few; else their best k, which can settle it only where
+        # the other words add next to nothing (at FTS5's floor IDF): the scores of rows holding a word once lie
+        # too close together for a bound of idf * (k1 + 1) to part the k-th from the rows below it
+        if held <= max(EXACT_TOP_CANDIDATES, k):
+            m = held
+        elif reach <= EXACT_TOP_FLOOR_REACH:
+            m = k
+        else:
+            return None
+        found = conn.execute(ranked, (match_of(chosen), *params, m)).fetchall()
         if not found:
             essential += 1
             continue
@@ -813,7 +835,10 @@ def _exact_top(
                     total += _term_score(idf[i], freq[i][r], length[r], mean)
             score[r] = total
         top = sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))
-        unseen = (found[-1][1] if len(found) == m else 0.0) + reach
+        # a row left out holds none of the essential words or, where not all their rows were read, one they rank
+        # at most as high as the last read
+        complete = m >= held
+        unseen = (0.0 if complete else found[-1][1]) + reach
         if len(top) >= k and top[k - 1][1] > unseen * (1.0 + _BOUND_MARGIN):
             best = top[:k]
             about = {
@@ -824,12 +849,9 @@ def _exact_top(
                 )
             }
             return [(about[r][0], s, about[r][1]) for r, s in best if r in about]
-        if len(found) == m and len(top) >= k and top[k - 1][1] > reach * (1.0 + _BOUND_MARGIN):
-            if 4 * m > max(EXACT_TOP_CANDIDATES, k):
-                return None
-            m *= 4  # rows the essential words rank lower may still beat the k-th
-        else:
-            essential += 1  # rows holding only the other words may beat it
+        if not complete:
+            return None
+        essential += 1  # rows holding only the other words may beat the k-th: one more essential word
     return None
 
 
