@@ -14,10 +14,10 @@ seed and namespaces.
 store's common-word cut, ``SqliteStore._bounded``), ranked at ``k`` = 50 (what
 ``Memory.search`` asks the lexical channel for), interleaved in rotating blocks:
 
-* ``FTS5 bm25() statement``: the statement ``SqliteStore.lexical`` ran before
-  the exact top k (every posting of every word scored);
-* ``exact top k``: ``sqlite._exact_top`` (MaxScore above FTS5), falling back to
-  the statement where it gives no answer: what ``lexical`` runs now;
+* ``FTS5 bm25() statement``: the statement ``SqliteStore.lexical`` runs (every
+  posting of every word scored);
+* ``exact top k``: ``fts5_topk.exact_top`` (MaxScore above FTS5), falling back to
+  the statement where it gives no answer (measured, not adopted by the store);
 * ``raw FTS5 (all words, top 10)``: ``bench/search.py``'s raw engine.
 
 Every answer of the exact top k is checked against the statement's (ids,
@@ -47,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import fts5_topk  # noqa: E402
 from _util import (  # noqa: E402
     fmt_bytes,
     format_table,
@@ -110,7 +111,7 @@ def fts5(db: str, questions: list[str], warm: int, rounds: int) -> dict[str, Any
             return []
         if common:
             return _newest(conn, terms, K)
-        found = store_sqlite._exact_top(conn, terms, "", [], K)
+        found = fts5_topk.exact_top(conn, terms, "", [], K)
         return found if found is not None else _statement(conn, terms, K)
 
     def raw(match: str) -> Any:
@@ -122,7 +123,7 @@ def fts5(db: str, questions: list[str], warm: int, rounds: int) -> dict[str, Any
     for terms, common in cut:
         if terms and not common:
             t0 = time.perf_counter()
-            found = store_sqlite._exact_top(conn, terms, "", [], K)
+            found = fts5_topk.exact_top(conn, terms, "", [], K)
             t1 = time.perf_counter()
             if found is not None:
                 answered += 1

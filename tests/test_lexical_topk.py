@@ -1,14 +1,18 @@
 """The exact top k above FTS5 (issue #36): the same hits, scores and order as FTS5's own ranking statement.
 
-``sqlite._exact_top`` ranks the rarest words with FTS5, scores their best rows
-in full by ``bm25()``'s formula and stops when no row left out can reach the
-k-th. Whatever it returns must be, bit for bit, what the plain ``bm25()``
-statement returns: the same ids in the same order (ties newest first), the same
-scores and versions, with a ``where``, in a scope, with words in every row.
+``bench/fts5_topk.py``'s ``exact_top`` (measured by ``bench/lexical_engine.py``,
+not adopted by the store) ranks the rarest words with FTS5, scores their best
+rows in full by ``bm25()``'s formula and stops when no row left out can reach
+the k-th. Whatever it returns must be, bit for bit, what
+``SqliteStore.lexical``'s ``bm25()`` statement returns: the same ids in the same
+order (ties newest first), the same scores and versions, with a ``where``, in a
+scope, with words in every row.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +20,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import memlane
-from memlane.store import sqlite
+from memlane.store import _common as c
+from memlane.store import sqlite, where_sql
 from memlane.values import where as where_rules
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import fts5_topk  # noqa: E402
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 # "every" is in every row (IDF at FTS5's floor); the others are drawn, the last ones rarely
@@ -54,33 +62,28 @@ def _load(mem: memlane.Memory, rows: list[tuple[list[str], list[str], int]], cop
     mem.put_many(items)
 
 
-def _both(store: Any, monkeypatch: pytest.MonkeyPatch, terms: list[str], within: Any, k: int, where: Any) -> Any:
-    """``store.lexical`` the new way (forced wherever it can answer) and FTS5's plain statement."""
+def _both(store: Any, terms: list[str], within: Any, k: int, where: Any) -> Any:
+    """``exact_top`` on the store's connection (``None``: no answer) and ``store.lexical``, which runs the statement.
+
+    The scope and ``where`` become the statement's ``inside`` as ``lexical`` makes them.
+    """
     conditions = where_rules.conditions(where)
-    answered: list[bool] = []
-    exact_top = sqlite._exact_top
-
-    def recorded(*args: Any) -> Any:
-        out = exact_top(*args)
-        answered.append(out is not None)
-        return out
-
-    with monkeypatch.context() as patch:
-        patch.setattr(sqlite, "_exact_top", recorded)
-        fast = store.lexical(terms, within, k, conditions)
-    with monkeypatch.context() as patch:
-        patch.setattr(sqlite, "_exact_top", lambda *args: None)
-        plain = store.lexical(terms, within, k, conditions)
-    return fast, plain, any(answered)
+    inside, params = c.within_filter(within, column="items.namespace")
+    if conditions:
+        test, test_params = where_sql.sqlite_sql(list(conditions))
+        inside = f"{inside} AND {test}" if inside else test
+        params = [*params, *test_params]
+    fast = fts5_topk.exact_top(store._conn, terms, inside, params, k)
+    return fast, store.lexical(terms, within, k, conditions)
 
 
 @pytest.fixture
 def forced(monkeypatch: pytest.MonkeyPatch) -> None:
     """The new way tried on every query a small corpus gives (its cost limits are for large stores)."""
-    monkeypatch.setattr(sqlite, "EXACT_TOP_SHARE", 1.0)
-    monkeypatch.setattr(sqlite, "EXACT_TOP_FLOOR_REACH", float("inf"))  # the best k alone, whatever the bound
-    monkeypatch.setattr(sqlite, "EXACT_TOP_ODDS", 0.0)
-    monkeypatch.setattr(sqlite, "EXACT_TOP_PROBE", 3)  # estimated counts too (words in 3 rows or more)
+    monkeypatch.setattr(fts5_topk, "EXACT_TOP_SHARE", 1.0)
+    monkeypatch.setattr(fts5_topk, "EXACT_TOP_FLOOR_REACH", float("inf"))  # the best k alone, whatever the bound
+    monkeypatch.setattr(fts5_topk, "EXACT_TOP_ODDS", 0.0)
+    monkeypatch.setattr(fts5_topk, "EXACT_TOP_PROBE", 3)  # estimated counts too (words in 3 rows or more)
     # scopes ranked by FTS5's statement, not from their own rows, as a scope of thousands of rows is
     monkeypatch.setattr(sqlite, "SCOPE_DRIVEN_ROWS", 0)
 
@@ -131,16 +134,16 @@ def test_exact_top_is_fts5s_own_ranking(
 
     With every row of the rarest words read (``candidates`` large) and with their best ``k`` only.
     """
-    monkeypatch.setattr(sqlite, "EXACT_TOP_CANDIDATES", candidates)
+    monkeypatch.setattr(fts5_topk, "EXACT_TOP_CANDIDATES", candidates)
     with memlane.open(str(tmp_path / f"s{abs(hash((tuple(terms), k)))}.db"), embedder=None) as mem:
         mem.clear("team")
         mem.clear("other")
         _load(mem, rows, copies)
-        fast, plain, _ = _both(mem.store, monkeypatch, terms, within, k, where)
-        assert fast == plain
+        fast, plain = _both(mem.store, terms, within, k, where)
+        assert fast is None or fast == plain
 
 
-def test_exact_top_answers_where_a_rare_word_settles_it(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exact_top_answers_where_a_rare_word_settles_it(tmp_path: Any) -> None:
     """A rare word and words in most rows: the rare word's rows win, and the new way says so without the others'."""
     with memlane.open(str(tmp_path / "m.db"), embedder=None) as mem:
         mem.put_many(
@@ -150,16 +153,14 @@ def test_exact_top_answers_where_a_rare_word_settles_it(tmp_path: Any, monkeypat
             ]
             + [{"namespace": "n", "key": f"b{i}", "value": "date elder fig grape"} for i in range(400)]
         )
-        fast, plain, answered = _both(mem.store, monkeypatch, ["kiwi", "apple"], [()], 5, None)
-        assert answered
+        fast, plain = _both(mem.store, ["kiwi", "apple"], [()], 5, None)
         assert fast == plain
         assert len(fast) == 5
 
 
-def test_exact_top_leaves_a_query_of_common_words_to_fts5(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exact_top_leaves_a_query_of_common_words_to_fts5(tmp_path: Any) -> None:
     """Words of about the same frequency: nothing to skip, so FTS5's statement ranks them (no answer, no cost)."""
     with memlane.open(str(tmp_path / "c.db"), embedder=None) as mem:
         mem.put_many([{"namespace": "n", "key": f"k{i}", "value": ("apple", "berry")[i % 2]} for i in range(200)])
-        fast, plain, answered = _both(mem.store, monkeypatch, ["apple", "berry"], [()], 5, None)
-        assert not answered
-        assert fast == plain
+        fast, _ = _both(mem.store, ["apple", "berry"], [()], 5, None)
+        assert fast is None
