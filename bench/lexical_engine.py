@@ -216,6 +216,35 @@ def tantivy_search(index_dir: str, questions: list[str], warm: int, rounds: int)
     return {"latency_us": {name: summarize(s).to_dict() for name, s in samples.items()}}
 
 
+def agreement(db: str, index_dir: str, questions: list[str], count: int = 100) -> dict[str, Any]:
+    """How much of FTS5's top 10 (``lexical``'s statement, after its cut) tantivy's top 10 holds, per question."""
+    import tantivy
+
+    index = tantivy.Index.open(index_dir)
+    searcher = index.searcher()
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    shim: Any = _Shim(conn)
+    bm25 = f"bm25(items_fts, 1.0, {store_sqlite.ADDRESS_WEIGHT})"
+    shares = []
+    for q in questions[:count]:
+        terms, common = store_sqlite.SqliteStore._bounded(shim, rank.terms(q), max(store_sqlite.LEXICAL_CAP, K))
+        if not terms or common:
+            continue
+        fts = {
+            r[0]
+            for r in conn.execute(
+                f"SELECT rowid FROM items_fts WHERE items_fts MATCH ? ORDER BY {bm25}, rowid DESC LIMIT 10",
+                (" OR ".join(store_sqlite._quoted(t) for t in terms),),
+            )
+        }
+        hits = searcher.search(_tantivy_query(index, rank.terms(q)), 10).hits
+        mine = {searcher.doc(address)["ref"][0] for _, address in hits}
+        if fts:
+            shares.append(len(fts & mine) / len(fts))
+    conn.close()
+    return {"questions": len(shares), "mean_share_of_fts5_top10": round(sum(shares) / max(len(shares), 1), 3)}
+
+
 _SEARCHER = """
 import json, os, sys, time
 sys.path.insert(0, {bench!r})
@@ -350,6 +379,12 @@ def main(argv: list[str] | None = None) -> int:
         res["tantivy"] = t = tantivy_search(index_dir, questions, args.warm, args.rounds)
         for name, s in t["latency_us"].items():
             rows.append([name, _ms(s["p50_us"]), _ms(s["p90_us"]), _ms(s["p99_us"])])
+        res["tantivy_agreement"] = ag = agreement(args.db, index_dir, questions)
+        print(
+            f"tantivy's top 10 holds {ag['mean_share_of_fts5_top10']:.1%} of FTS5's top 10 "
+            f"(mean over {ag['questions']} questions)",
+            flush=True,
+        )
         res["tantivy_processes"] = tp = tantivy_processes(index_dir, questions, args.processes)
         for i, p in enumerate(tp["per_process"]):
             print(
