@@ -321,10 +321,8 @@ def chat(speakers: Sequence[str], seed: int, turns: int = 300) -> list[dict[str,
     return out
 
 
-def conversations(args: argparse.Namespace) -> dict[str, Any]:
-    """Questions about two generated conversations, each asked at home (found) and in the other one (empty)."""
-    use_words_model(args.words_model)
-    mem = memlane.open(":memory:", embedder=make_embedder(args.embedder), indexing="sync")
+def write_chats(mem: Any) -> list[tuple[str, str]]:
+    """The two generated conversations written into namespaces ``a`` and ``b``; their questions ``(home, text)``."""
     people = {"a": ("Maya", "Leo"), "b": ("Tom", "Ana")}
     for i, (ns, speakers) in enumerate(people.items()):
         mem.add_conversation(ns, chat(speakers, i + 1), session="s1", at="2024-05-01T10:00:00Z")
@@ -332,6 +330,14 @@ def conversations(args: argparse.Namespace) -> dict[str, Any]:
     questions += [
         (ns, f"Who did {n} {v} with?") for ns, pair in people.items() for n in pair for v in list(ASKED.values())[:3]
     ]
+    return questions
+
+
+def conversations(args: argparse.Namespace) -> dict[str, Any]:
+    """Questions about two generated conversations, each asked at home (found) and in the other one (empty)."""
+    use_words_model(args.words_model)
+    mem = memlane.open(":memory:", embedder=make_embedder(args.embedder), indexing="sync")
+    questions = write_chats(mem)
     out: dict[str, Any] = {"embedder": args.embedder, "words_model": args.words_model, "questions": len(questions)}
     for mode in ("hybrid", "lexical") if mem.embedder is not None else ("lexical",):
         found = sum(mem.recall(q, namespace_prefix=ns, mode=mode).status == "found" for ns, q in questions)
@@ -388,13 +394,18 @@ def freshness(args: argparse.Namespace) -> dict[str, Any]:
 
 
 @contextmanager
-def recording() -> Iterator[list[tuple[str, dict[str, float], bool]]]:
-    """Capture the evidence the decision reads for every hit it judges: ``(item id, features, vector_ran)``."""
-    seen: list[tuple[str, dict[str, float], bool]] = []
+def recording() -> Iterator[list[tuple[str, dict[str, float], bool, dict[str, Any]]]]:
+    """Capture the evidence the decision reads for every hit it judges: ``(item id, features, vector_ran, raw)``.
+
+    ``raw`` is what the features are made of (the scope's size and the query words' document counts, the words
+    the hit holds, its similarity and the query's profile, each read on the reference scale), so a rule built
+    from other features can be replayed without searching again (``rules``).
+    """
+    seen: list[tuple[str, dict[str, float], bool, dict[str, Any]]] = []
     original = relevance.Judge.judge
 
     def spy(self: relevance.Judge, hit: Any) -> relevance.Verdict:
-        seen.append((hit.item.id, self.evidence(hit), self.vector_ran))
+        seen.append((hit.item.id, self.evidence(hit), self.vector_ran, raw_evidence(self, hit)))
         return original(self, hit)
 
     relevance.Judge.judge = spy  # type: ignore[method-assign]
@@ -402,6 +413,23 @@ def recording() -> Iterator[list[tuple[str, dict[str, float], bool]]]:
         yield seen
     finally:
         relevance.Judge.judge = original  # type: ignore[method-assign]
+
+
+def raw_evidence(judge: relevance.Judge, hit: Any) -> dict[str, Any]:
+    """What a hit's features are made of (see ``recording``)."""
+    rows, dfs = judge.scope()
+    read = judge.scale.read if judge.scale is not None else (lambda s: s)
+    sim = judge.similarity(hit) if judge.vector_ran else None
+    return {
+        "content": list(judge.content),
+        "rows": rows,
+        "dfs": {w: dfs.get(w, 0) for w in judge.content},
+        "held": sorted(set(judge.held(hit)) & set(judge.content)),
+        "holds_all": judge.holds_all(hit),
+        "sim": None if sim is None else round(read(sim), 4),
+        "mean": None if judge.vector_mean is None else round(read(judge.vector_mean), 4),
+        "noise": judge.noise,
+    }
 
 
 def hit_key(hit: Any) -> str:
@@ -419,12 +447,20 @@ def observe(
     ns: Sequence[str],
     gold: frozenset[str] | None,
     mode: str,
+    embedding: Sequence[float] | None = None,
 ) -> None:
     """One search, decision off: each hit's evidence, rank and label (gold / elsewhere / unlabelled)."""
     channels = ("lexical", "vector") if mode == "hybrid" else ("lexical",)
     with recording() as seen:
-        env = mem.search(text, namespace_prefix=tuple(ns), limit=LIMIT, channels=channels)
-    evidence = {item_id: features for item_id, features, _ in seen}
+        env = mem.search(
+            text,
+            namespace_prefix=tuple(ns),
+            limit=LIMIT,
+            channels=channels,
+            embedding=embedding if mode == "hybrid" else None,
+        )
+    evidence = {item_id: features for item_id, features, _, _ in seen}
+    raw = {item_id: r for item_id, _, _, r in seen}
     for rank, hit in enumerate(env.hits, 1):
         key = hit_key(hit)
         label = None if gold is None else (1 if key in gold else None)
@@ -441,9 +477,20 @@ def observe(
                 "label": label,
                 "gold": key in gold if gold else False,
                 "features": evidence[hit.item.id],
+                "raw": raw[hit.item.id],
             }
         )
-    rows.append({"dataset": dataset, "part": part, "qid": qid, "mode": mode, "rank": 0, "gold_count": len(gold or ())})
+    rows.append(
+        {
+            "dataset": dataset,
+            "part": part,
+            "qid": qid,
+            "mode": mode,
+            "rank": 0,
+            "gold_count": len(gold or ()),
+            "text": text,
+        }
+    )
 
 
 def collect(args: argparse.Namespace) -> int:
@@ -483,6 +530,24 @@ def collect(args: argparse.Namespace) -> int:
                         )
         mem.close()
     progress(f"paraphrase: {len(rows)} rows")
+    if args.generated:
+        mem = memlane.open(":memory:", embedder=args.embedder, indexing="sync")
+        for i, (home, text) in enumerate(write_chats(mem)):
+            for mode in modes:
+                for part, ns in (("check", home), ("check-elsewhere", "b" if home == "a" else "a")):
+                    observe(
+                        mem,
+                        rows,
+                        dataset="generated",
+                        part=part,
+                        qid=f"g{i}",
+                        text=text,
+                        ns=(ns,),
+                        gold=None,
+                        mode=mode,
+                    )
+        mem.close()
+        progress(f"generated: {len(rows)} rows")
     if args.locomo_store:
         mem = memlane.open(args.locomo_store, embedder=args.embedder, indexing="sync")
         queries = [json.loads(line) for line in open(args.queries, encoding="utf-8") if line.strip()]
@@ -523,8 +588,10 @@ def collect(args: argparse.Namespace) -> int:
 
         ds = load_beir(args.scifact, "train")
         mem = memlane.open(args.scifact_store, embedder=args.embedder, indexing="sync")
+        # the claims' vectors embedded once (bench/fusion.py's file): the hybrid rows need no model run
+        vectors = json.loads(Path(args.scifact_vectors).read_text())["vectors"] if args.scifact_vectors else {}
         for q in ds.queries[: args.scifact_queries]:
-            for mode in modes:
+            for mode in modes if q.qid in vectors else [m for m in modes if m == "lexical"]:
                 observe(
                     mem,
                     rows,
@@ -536,6 +603,7 @@ def collect(args: argparse.Namespace) -> int:
                     ns=("scifact",),
                     gold=q.gold,
                     mode=mode,
+                    embedding=vectors[q.qid][1] if q.qid in vectors else None,
                 )
         mem.close()
         progress(f"scifact: {len(rows)} rows")
@@ -756,6 +824,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--scifact-store", help="a store built by bench/retrieval.py beir --dir ... --store-dir")
     c.add_argument("--scifact", default="../shared/data/scifact")
     c.add_argument("--scifact-queries", type=int, default=None, metavar="N")
+    c.add_argument("--scifact-vectors", help="the claims' vectors (bench/fusion.py's file): SciFact hybrid rows too")
+    c.add_argument("--generated", action="store_true", help="the generated conversations too (never fitted on)")
     c.add_argument("--modes", nargs="+", default=["hybrid", "lexical"], choices=("hybrid", "lexical"))
     c.add_argument("--out", required=True)
     fr = sub.add_parser("freshness", help="put then search at once: latency and found, search catch-up on and off")
