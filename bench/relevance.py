@@ -11,6 +11,11 @@ Usage::
         [--scifact-store DIR/beir-scifact-n0-minilm.db --scifact ../shared/data/scifact] --out evidence.json
     python bench/relevance.py fit --evidence evidence.json [--json OUT]
 
+    # issue #38: the generated conversations' evidence per question; the decision replayed with and without the
+    # name rule on collected evidence (collect --generated --scifact-vectors ...)
+    python bench/relevance.py explain [--embedder minilm] [--json OUT]
+    python bench/relevance.py rules --evidence evidence.json [--standout 0.2 0.3] [--json OUT]
+
     # put then search at once (background indexing): latency and found, the search's catch-up on and off
     python bench/relevance.py freshness [--rounds 40]
 
@@ -804,6 +809,135 @@ def fit(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- issue #38: abstention beyond LoCoMo ------------------------------------------------------------
+
+
+def explain(args: argparse.Namespace) -> dict[str, Any]:
+    """Each generated-conversation question, at home and asked in the other conversation: why it is judged so.
+
+    Per question: the status, the scope's document counts of its content words, its similarity profile (best,
+    mean and lowest of its nearest, on the reference scale) and the strongest hit's evidence and text.
+    """
+    seen: list[tuple[Any, Any, Any]] = []
+    original = relevance.Judge.judge
+
+    def spy(self: relevance.Judge, hit: Any) -> relevance.Verdict:
+        verdict = original(self, hit)
+        seen.append((self, hit, verdict))
+        return verdict
+
+    relevance.Judge.judge = spy  # type: ignore[method-assign]
+    mem = memlane.open(":memory:", embedder=make_embedder(args.embedder), indexing="sync")
+    out: dict[str, Any] = {"embedder": args.embedder, "questions": []}
+    try:
+        for home, text in write_chats(mem):
+            for where, ns in (("home", home), ("elsewhere", "b" if home == "a" else "a")):
+                seen.clear()
+                env = mem.recall(text, namespace_prefix=ns)
+                row: dict[str, Any] = {"q": text, "asked": where, "status": env.status}
+                if seen:
+                    judge, hit, verdict = max(seen, key=lambda s: s[2].probability)
+                    rows, dfs = judge.scope()
+                    row["scope"] = {"rows": rows, "df": {w: dfs.get(w, 0) for w in judge.content}}
+                    if judge.vector_ran and judge._profile:
+                        read = judge.scale.read if judge.scale is not None else (lambda x: x)
+                        sims = [read(x) for x in judge._profile.values()]
+                        row["profile"] = {
+                            "best": round(max(sims), 3),
+                            "mean": round(sum(sims) / len(sims), 3),
+                            "lowest": round(min(sims), 3),
+                        }
+                    row["strongest"] = {
+                        "p": verdict.probability,
+                        "evidence": judge.evidence(hit),
+                        "held": judge.held(hit),
+                        "why": verdict.why,
+                        "text": hit.item.text[:100],
+                    }
+                out["questions"].append(row)
+                progress(f"{where:9s} {env.status:16s} {text}")
+    finally:
+        relevance.Judge.judge = original  # type: ignore[method-assign]
+        mem.close()
+    return out
+
+
+def _decide(
+    hits: list[dict[str, Any]], text: str, mode: str, rule: str, standout: float, rarity: float
+) -> list[dict[str, Any]]:
+    """The decision replayed on one search's recorded hits: the model, every query word held, then ``rule``.
+
+    ``rule``: ``none`` (the model alone, as before #38's name rule), ``names`` (the shipped rule on the query's
+    names: relevance.Judge.unanswered_names), ``absent`` (the same rule on any absent content word, case-free).
+    """
+    from memlane.domain.search.rank import names
+
+    model = relevance.VECTOR_MODEL if mode == "hybrid" else relevance.LEXICAL_MODEL
+    named = names(text)
+    probabilities, verdicts = [], []
+    for h in hits:
+        raw, f = h["raw"], h["features"]
+        p = model.probability(f)
+        relevant = p >= model.threshold or raw["holds_all"]
+        words = [w for w in raw["content"] if rule == "absent" or w in named]
+        missing = [w for w in words if raw["dfs"].get(w, 0) == 0]
+        if (
+            relevant
+            and rule != "none"
+            and missing
+            and raw["rows"] >= relevance.IDF_MIN_ROWS
+            and not (rule == "names" and set(words) & set(raw["held"]))
+            and f.get("rarity", 0.0) < rarity
+            and not (mode == "hybrid" and f.get("standout", 0.0) >= standout)
+        ):
+            relevant = False
+        probabilities.append(p)
+        verdicts.append(relevant)
+    found = any(verdicts)
+    return [h for h, p, r in zip(hits, probabilities, verdicts, strict=True) if r or (found and p >= model.companion)]
+
+
+def rules(args: argparse.Namespace) -> dict[str, Any]:
+    """Replay the decision with and without the name rule on evidence gathered by ``collect`` (decision off)."""
+    rows = json.loads(Path(args.evidence).read_text(encoding="utf-8"))
+    searches: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    texts: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["dataset"], r["part"], r["qid"], r["mode"])
+        if r["rank"] == 0:
+            texts[key] = r
+        else:
+            searches[key].append(r)
+    out: dict[str, Any] = {}
+    for mode in ("hybrid", "lexical"):
+        for rule in ("none", "names", "absent"):
+            for standout in args.standout if mode == "hybrid" and rule != "none" else [math.inf]:
+                metrics: dict[str, list[float]] = defaultdict(list)
+                for key, meta in texts.items():
+                    if key[3] != mode:
+                        continue
+                    hits = sorted(searches.get(key, []), key=lambda h: h["rank"])
+                    kept = _decide(hits, meta.get("text", ""), mode, rule, standout, args.rarity)
+                    name = f"{key[0]}:{key[1]}"
+                    if key[1].endswith("elsewhere"):
+                        metrics[f"{name} empty"].append(0.0 if kept else 1.0)
+                    elif key[0] == "scifact":
+                        gold = meta["gold_count"]
+                        dcg = sum(1 / math.log2(i + 1) for i, h in enumerate(kept[:10], 1) if h["gold"])
+                        idcg = sum(1 / math.log2(i + 1) for i in range(1, min(gold, 10) + 1)) or 1.0
+                        metrics[f"{name} ndcg@10"].append(dcg / idcg)
+                    elif key[0] == "paraphrase":
+                        metrics[f"{name} top3"].append(1.0 if any(h["gold"] for h in kept[:3]) else 0.0)
+                    elif key[0] == "locomo":
+                        metrics[f"{name} hit@10"].append(1.0 if any(h["gold"] for h in kept[:10]) else 0.0)
+                    else:
+                        metrics[f"{name} found"].append(1.0 if kept else 0.0)
+                label = f"{mode} {rule}" + ("" if math.isinf(standout) else f" standout>={standout}")
+                out[label] = {m: round(sum(v) / len(v), 4) for m, v in sorted(metrics.items())}
+                progress(f"{label}: {out[label]}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -817,6 +951,14 @@ def main(argv: list[str] | None = None) -> int:
     cv.add_argument("--embedder", default="none")
     cv.add_argument("--words-model", choices=("shipped", "held"), default="shipped")
     cv.add_argument("--json", metavar="OUT")
+    ex = sub.add_parser("explain", help="generated conversations: each question's evidence, at home and elsewhere")
+    ex.add_argument("--embedder", default="minilm")
+    ex.add_argument("--json", metavar="OUT")
+    ru = sub.add_parser("rules", help="replay the decision with and without the name rule on collected evidence")
+    ru.add_argument("--evidence", required=True)
+    ru.add_argument("--standout", type=float, nargs="+", default=[relevance.NAME_STANDOUT])
+    ru.add_argument("--rarity", type=float, default=relevance.NAME_RARITY)
+    ru.add_argument("--json", metavar="OUT")
     c = sub.add_parser("collect", help="record each hit's evidence with the decision off")
     c.add_argument("--embedder", default="minilm")
     c.add_argument("--locomo-store", help="a store built by bench/retrieval.py locomo --ingest conversation")
@@ -862,8 +1004,14 @@ def main(argv: list[str] | None = None) -> int:
         return collect(args)
     if args.command == "build":
         return build(args)
-    if args.command in ("locomo", "freshness", "conversations"):
-        run = {"locomo": locomo, "freshness": freshness, "conversations": conversations}[args.command]
+    if args.command in ("locomo", "freshness", "conversations", "explain", "rules"):
+        run = {
+            "locomo": locomo,
+            "freshness": freshness,
+            "conversations": conversations,
+            "explain": explain,
+            "rules": rules,
+        }[args.command]
         text = json.dumps(run(args), indent=1)
         print(text)
         if args.json:
