@@ -343,7 +343,14 @@ def conversations(args: argparse.Namespace) -> dict[str, Any]:
     use_words_model(args.words_model)
     mem = memlane.open(":memory:", embedder=make_embedder(args.embedder), indexing="sync")
     questions = write_chats(mem)
-    out: dict[str, Any] = {"embedder": args.embedder, "words_model": args.words_model, "questions": len(questions)}
+    if args.lowercase:  # as a user who types no capitals asks: the question names nothing (rank.names)
+        questions = [(ns, q.lower()) for ns, q in questions]
+    out: dict[str, Any] = {
+        "embedder": args.embedder,
+        "words_model": args.words_model,
+        "questions": len(questions),
+        "lowercase": args.lowercase,
+    }
     for mode in ("hybrid", "lexical") if mem.embedder is not None else ("lexical",):
         found = sum(mem.recall(q, namespace_prefix=ns, mode=mode).status == "found" for ns, q in questions)
         empty = sum(
@@ -951,6 +958,7 @@ def main(argv: list[str] | None = None) -> int:
     cv.add_argument("--embedder", default="none")
     cv.add_argument("--words-model", choices=("shipped", "held"), default="shipped")
     cv.add_argument("--json", metavar="OUT")
+    cv.add_argument("--lowercase", action="store_true", help="ask every question in lowercase")
     ex = sub.add_parser("explain", help="generated conversations: each question's evidence, at home and elsewhere")
     ex.add_argument("--embedder", default="minilm")
     ex.add_argument("--json", metavar="OUT")
