@@ -11,6 +11,11 @@ Usage::
         [--scifact-store DIR/beir-scifact-n0-minilm.db --scifact ../shared/data/scifact] --out evidence.json
     python bench/relevance.py fit --evidence evidence.json [--json OUT]
 
+    # issue #38: the generated conversations' evidence per question; the decision replayed with and without the
+    # name rule on collected evidence (collect --generated --scifact-vectors ...)
+    python bench/relevance.py explain [--embedder minilm] [--json OUT]
+    python bench/relevance.py rules --evidence evidence.json [--standout 0.2 0.3] [--json OUT]
+
     # put then search at once (background indexing): latency and found, the search's catch-up on and off
     python bench/relevance.py freshness [--rounds 40]
 
@@ -321,10 +326,8 @@ def chat(speakers: Sequence[str], seed: int, turns: int = 300) -> list[dict[str,
     return out
 
 
-def conversations(args: argparse.Namespace) -> dict[str, Any]:
-    """Questions about two generated conversations, each asked at home (found) and in the other one (empty)."""
-    use_words_model(args.words_model)
-    mem = memlane.open(":memory:", embedder=make_embedder(args.embedder), indexing="sync")
+def write_chats(mem: Any) -> list[tuple[str, str]]:
+    """The two generated conversations written into namespaces ``a`` and ``b``; their questions ``(home, text)``."""
     people = {"a": ("Maya", "Leo"), "b": ("Tom", "Ana")}
     for i, (ns, speakers) in enumerate(people.items()):
         mem.add_conversation(ns, chat(speakers, i + 1), session="s1", at="2024-05-01T10:00:00Z")
@@ -332,7 +335,22 @@ def conversations(args: argparse.Namespace) -> dict[str, Any]:
     questions += [
         (ns, f"Who did {n} {v} with?") for ns, pair in people.items() for n in pair for v in list(ASKED.values())[:3]
     ]
-    out: dict[str, Any] = {"embedder": args.embedder, "words_model": args.words_model, "questions": len(questions)}
+    return questions
+
+
+def conversations(args: argparse.Namespace) -> dict[str, Any]:
+    """Questions about two generated conversations, each asked at home (found) and in the other one (empty)."""
+    use_words_model(args.words_model)
+    mem = memlane.open(":memory:", embedder=make_embedder(args.embedder), indexing="sync")
+    questions = write_chats(mem)
+    if args.lowercase:  # as a user who types no capitals asks: the question names nothing (rank.names)
+        questions = [(ns, q.lower()) for ns, q in questions]
+    out: dict[str, Any] = {
+        "embedder": args.embedder,
+        "words_model": args.words_model,
+        "questions": len(questions),
+        "lowercase": args.lowercase,
+    }
     for mode in ("hybrid", "lexical") if mem.embedder is not None else ("lexical",):
         found = sum(mem.recall(q, namespace_prefix=ns, mode=mode).status == "found" for ns, q in questions)
         empty = sum(
@@ -388,13 +406,18 @@ def freshness(args: argparse.Namespace) -> dict[str, Any]:
 
 
 @contextmanager
-def recording() -> Iterator[list[tuple[str, dict[str, float], bool]]]:
-    """Capture the evidence the decision reads for every hit it judges: ``(item id, features, vector_ran)``."""
-    seen: list[tuple[str, dict[str, float], bool]] = []
+def recording() -> Iterator[list[tuple[str, dict[str, float], bool, dict[str, Any]]]]:
+    """Capture the evidence the decision reads for every hit it judges: ``(item id, features, vector_ran, raw)``.
+
+    ``raw`` is what the features are made of (the scope's size and the query words' document counts, the words
+    the hit holds, its similarity and the query's profile, each read on the reference scale), so a rule built
+    from other features can be replayed without searching again (``rules``).
+    """
+    seen: list[tuple[str, dict[str, float], bool, dict[str, Any]]] = []
     original = relevance.Judge.judge
 
     def spy(self: relevance.Judge, hit: Any) -> relevance.Verdict:
-        seen.append((hit.item.id, self.evidence(hit), self.vector_ran))
+        seen.append((hit.item.id, self.evidence(hit), self.vector_ran, raw_evidence(self, hit)))
         return original(self, hit)
 
     relevance.Judge.judge = spy  # type: ignore[method-assign]
@@ -402,6 +425,23 @@ def recording() -> Iterator[list[tuple[str, dict[str, float], bool]]]:
         yield seen
     finally:
         relevance.Judge.judge = original  # type: ignore[method-assign]
+
+
+def raw_evidence(judge: relevance.Judge, hit: Any) -> dict[str, Any]:
+    """What a hit's features are made of (see ``recording``)."""
+    rows, dfs = judge.scope()
+    read = judge.scale.read if judge.scale is not None else (lambda s: s)
+    sim = judge.similarity(hit) if judge.vector_ran else None
+    return {
+        "content": list(judge.content),
+        "rows": rows,
+        "dfs": {w: dfs.get(w, 0) for w in judge.content},
+        "held": sorted(set(judge.held(hit)) & set(judge.content)),
+        "holds_all": judge.holds_all(hit),
+        "sim": None if sim is None else round(read(sim), 4),
+        "mean": None if judge.vector_mean is None else round(read(judge.vector_mean), 4),
+        "noise": judge.noise,
+    }
 
 
 def hit_key(hit: Any) -> str:
@@ -419,12 +459,20 @@ def observe(
     ns: Sequence[str],
     gold: frozenset[str] | None,
     mode: str,
+    embedding: Sequence[float] | None = None,
 ) -> None:
     """One search, decision off: each hit's evidence, rank and label (gold / elsewhere / unlabelled)."""
     channels = ("lexical", "vector") if mode == "hybrid" else ("lexical",)
     with recording() as seen:
-        env = mem.search(text, namespace_prefix=tuple(ns), limit=LIMIT, channels=channels)
-    evidence = {item_id: features for item_id, features, _ in seen}
+        env = mem.search(
+            text,
+            namespace_prefix=tuple(ns),
+            limit=LIMIT,
+            channels=channels,
+            embedding=embedding if mode == "hybrid" else None,
+        )
+    evidence = {item_id: features for item_id, features, _, _ in seen}
+    raw = {item_id: r for item_id, _, _, r in seen}
     for rank, hit in enumerate(env.hits, 1):
         key = hit_key(hit)
         label = None if gold is None else (1 if key in gold else None)
@@ -441,9 +489,20 @@ def observe(
                 "label": label,
                 "gold": key in gold if gold else False,
                 "features": evidence[hit.item.id],
+                "raw": raw[hit.item.id],
             }
         )
-    rows.append({"dataset": dataset, "part": part, "qid": qid, "mode": mode, "rank": 0, "gold_count": len(gold or ())})
+    rows.append(
+        {
+            "dataset": dataset,
+            "part": part,
+            "qid": qid,
+            "mode": mode,
+            "rank": 0,
+            "gold_count": len(gold or ()),
+            "text": text,
+        }
+    )
 
 
 def collect(args: argparse.Namespace) -> int:
@@ -483,6 +542,24 @@ def collect(args: argparse.Namespace) -> int:
                         )
         mem.close()
     progress(f"paraphrase: {len(rows)} rows")
+    if args.generated:
+        mem = memlane.open(":memory:", embedder=args.embedder, indexing="sync")
+        for i, (home, text) in enumerate(write_chats(mem)):
+            for mode in modes:
+                for part, ns in (("check", home), ("check-elsewhere", "b" if home == "a" else "a")):
+                    observe(
+                        mem,
+                        rows,
+                        dataset="generated",
+                        part=part,
+                        qid=f"g{i}",
+                        text=text,
+                        ns=(ns,),
+                        gold=None,
+                        mode=mode,
+                    )
+        mem.close()
+        progress(f"generated: {len(rows)} rows")
     if args.locomo_store:
         mem = memlane.open(args.locomo_store, embedder=args.embedder, indexing="sync")
         queries = [json.loads(line) for line in open(args.queries, encoding="utf-8") if line.strip()]
@@ -523,8 +600,10 @@ def collect(args: argparse.Namespace) -> int:
 
         ds = load_beir(args.scifact, "train")
         mem = memlane.open(args.scifact_store, embedder=args.embedder, indexing="sync")
+        # the claims' vectors embedded once (bench/fusion.py's file): the hybrid rows need no model run
+        vectors = json.loads(Path(args.scifact_vectors).read_text())["vectors"] if args.scifact_vectors else {}
         for q in ds.queries[: args.scifact_queries]:
-            for mode in modes:
+            for mode in modes if q.qid in vectors else [m for m in modes if m == "lexical"]:
                 observe(
                     mem,
                     rows,
@@ -536,6 +615,7 @@ def collect(args: argparse.Namespace) -> int:
                     ns=("scifact",),
                     gold=q.gold,
                     mode=mode,
+                    embedding=vectors[q.qid][1] if q.qid in vectors else None,
                 )
         mem.close()
         progress(f"scifact: {len(rows)} rows")
@@ -736,6 +816,135 @@ def fit(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- issue #38: abstention beyond LoCoMo ------------------------------------------------------------
+
+
+def explain(args: argparse.Namespace) -> dict[str, Any]:
+    """Each generated-conversation question, at home and asked in the other conversation: why it is judged so.
+
+    Per question: the status, the scope's document counts of its content words, its similarity profile (best,
+    mean and lowest of its nearest, on the reference scale) and the strongest hit's evidence and text.
+    """
+    seen: list[tuple[Any, Any, Any]] = []
+    original = relevance.Judge.judge
+
+    def spy(self: relevance.Judge, hit: Any) -> relevance.Verdict:
+        verdict = original(self, hit)
+        seen.append((self, hit, verdict))
+        return verdict
+
+    relevance.Judge.judge = spy  # type: ignore[method-assign]
+    mem = memlane.open(":memory:", embedder=make_embedder(args.embedder), indexing="sync")
+    out: dict[str, Any] = {"embedder": args.embedder, "questions": []}
+    try:
+        for home, text in write_chats(mem):
+            for where, ns in (("home", home), ("elsewhere", "b" if home == "a" else "a")):
+                seen.clear()
+                env = mem.recall(text, namespace_prefix=ns)
+                row: dict[str, Any] = {"q": text, "asked": where, "status": env.status}
+                if seen:
+                    judge, hit, verdict = max(seen, key=lambda s: s[2].probability)
+                    rows, dfs = judge.scope()
+                    row["scope"] = {"rows": rows, "df": {w: dfs.get(w, 0) for w in judge.content}}
+                    if judge.vector_ran and judge._profile:
+                        read = judge.scale.read if judge.scale is not None else (lambda x: x)
+                        sims = [read(x) for x in judge._profile.values()]
+                        row["profile"] = {
+                            "best": round(max(sims), 3),
+                            "mean": round(sum(sims) / len(sims), 3),
+                            "lowest": round(min(sims), 3),
+                        }
+                    row["strongest"] = {
+                        "p": verdict.probability,
+                        "evidence": judge.evidence(hit),
+                        "held": judge.held(hit),
+                        "why": verdict.why,
+                        "text": hit.item.text[:100],
+                    }
+                out["questions"].append(row)
+                progress(f"{where:9s} {env.status:16s} {text}")
+    finally:
+        relevance.Judge.judge = original  # type: ignore[method-assign]
+        mem.close()
+    return out
+
+
+def _decide(
+    hits: list[dict[str, Any]], text: str, mode: str, rule: str, standout: float, rarity: float
+) -> list[dict[str, Any]]:
+    """The decision replayed on one search's recorded hits: the model, every query word held, then ``rule``.
+
+    ``rule``: ``none`` (the model alone, as before #38's name rule), ``names`` (the shipped rule on the query's
+    names: relevance.Judge.unanswered_names), ``absent`` (the same rule on any absent content word, case-free).
+    """
+    from memlane.domain.search.rank import names
+
+    model = relevance.VECTOR_MODEL if mode == "hybrid" else relevance.LEXICAL_MODEL
+    named = names(text)
+    probabilities, verdicts = [], []
+    for h in hits:
+        raw, f = h["raw"], h["features"]
+        p = model.probability(f)
+        relevant = p >= model.threshold or raw["holds_all"]
+        words = [w for w in raw["content"] if rule == "absent" or w in named]
+        missing = [w for w in words if raw["dfs"].get(w, 0) == 0]
+        if (
+            relevant
+            and rule != "none"
+            and missing
+            and raw["rows"] >= relevance.IDF_MIN_ROWS
+            and not (rule == "names" and set(words) & set(raw["held"]))
+            and f.get("rarity", 0.0) < rarity
+            and not (mode == "hybrid" and f.get("standout", 0.0) >= standout)
+        ):
+            relevant = False
+        probabilities.append(p)
+        verdicts.append(relevant)
+    found = any(verdicts)
+    return [h for h, p, r in zip(hits, probabilities, verdicts, strict=True) if r or (found and p >= model.companion)]
+
+
+def rules(args: argparse.Namespace) -> dict[str, Any]:
+    """Replay the decision with and without the name rule on evidence gathered by ``collect`` (decision off)."""
+    rows = json.loads(Path(args.evidence).read_text(encoding="utf-8"))
+    searches: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    texts: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["dataset"], r["part"], r["qid"], r["mode"])
+        if r["rank"] == 0:
+            texts[key] = r
+        else:
+            searches[key].append(r)
+    out: dict[str, Any] = {}
+    for mode in ("hybrid", "lexical"):
+        for rule in ("none", "names", "absent"):
+            for standout in args.standout if mode == "hybrid" and rule != "none" else [math.inf]:
+                metrics: dict[str, list[float]] = defaultdict(list)
+                for key, meta in texts.items():
+                    if key[3] != mode:
+                        continue
+                    hits = sorted(searches.get(key, []), key=lambda h: h["rank"])
+                    kept = _decide(hits, meta.get("text", ""), mode, rule, standout, args.rarity)
+                    name = f"{key[0]}:{key[1]}"
+                    if key[1].endswith("elsewhere"):
+                        metrics[f"{name} empty"].append(0.0 if kept else 1.0)
+                    elif key[0] == "scifact":
+                        gold = meta["gold_count"]
+                        dcg = sum(1 / math.log2(i + 1) for i, h in enumerate(kept[:10], 1) if h["gold"])
+                        idcg = sum(1 / math.log2(i + 1) for i in range(1, min(gold, 10) + 1)) or 1.0
+                        metrics[f"{name} ndcg@10"].append(dcg / idcg)
+                    elif key[0] == "paraphrase":
+                        metrics[f"{name} top3"].append(1.0 if any(h["gold"] for h in kept[:3]) else 0.0)
+                    elif key[0] == "locomo":
+                        metrics[f"{name} hit@10"].append(1.0 if any(h["gold"] for h in kept[:10]) else 0.0)
+                    else:
+                        metrics[f"{name} found"].append(1.0 if kept else 0.0)
+                label = f"{mode} {rule}" + ("" if math.isinf(standout) else f" standout>={standout}")
+                out[label] = {m: round(sum(v) / len(v), 4) for m, v in sorted(metrics.items())}
+                progress(f"{label}: {out[label]}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -749,6 +958,15 @@ def main(argv: list[str] | None = None) -> int:
     cv.add_argument("--embedder", default="none")
     cv.add_argument("--words-model", choices=("shipped", "held"), default="shipped")
     cv.add_argument("--json", metavar="OUT")
+    cv.add_argument("--lowercase", action="store_true", help="ask every question in lowercase")
+    ex = sub.add_parser("explain", help="generated conversations: each question's evidence, at home and elsewhere")
+    ex.add_argument("--embedder", default="minilm")
+    ex.add_argument("--json", metavar="OUT")
+    ru = sub.add_parser("rules", help="replay the decision with and without the name rule on collected evidence")
+    ru.add_argument("--evidence", required=True)
+    ru.add_argument("--standout", type=float, nargs="+", default=[getattr(relevance, "NAME_STANDOUT", 0.3)])
+    ru.add_argument("--rarity", type=float, default=getattr(relevance, "NAME_RARITY", 0.5))
+    ru.add_argument("--json", metavar="OUT")
     c = sub.add_parser("collect", help="record each hit's evidence with the decision off")
     c.add_argument("--embedder", default="minilm")
     c.add_argument("--locomo-store", help="a store built by bench/retrieval.py locomo --ingest conversation")
@@ -756,6 +974,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--scifact-store", help="a store built by bench/retrieval.py beir --dir ... --store-dir")
     c.add_argument("--scifact", default="../shared/data/scifact")
     c.add_argument("--scifact-queries", type=int, default=None, metavar="N")
+    c.add_argument("--scifact-vectors", help="the claims' vectors (bench/fusion.py's file): SciFact hybrid rows too")
+    c.add_argument("--generated", action="store_true", help="the generated conversations too (never fitted on)")
     c.add_argument("--modes", nargs="+", default=["hybrid", "lexical"], choices=("hybrid", "lexical"))
     c.add_argument("--out", required=True)
     fr = sub.add_parser("freshness", help="put then search at once: latency and found, search catch-up on and off")
@@ -792,8 +1012,14 @@ def main(argv: list[str] | None = None) -> int:
         return collect(args)
     if args.command == "build":
         return build(args)
-    if args.command in ("locomo", "freshness", "conversations"):
-        run = {"locomo": locomo, "freshness": freshness, "conversations": conversations}[args.command]
+    if args.command in ("locomo", "freshness", "conversations", "explain", "rules"):
+        run = {
+            "locomo": locomo,
+            "freshness": freshness,
+            "conversations": conversations,
+            "explain": explain,
+            "rules": rules,
+        }[args.command]
         text = json.dumps(run(args), indent=1)
         print(text)
         if args.json:

@@ -342,7 +342,8 @@ def test_an_answer_is_found_by_one_relevant_hit_and_keeps_its_context() -> None:
 
 
 def test_the_decision_does_not_read_the_shape_of_words(mem: Any) -> None:
-    """Capitals, or their absence, change nothing: the same words give the same verdicts."""
+    """Capitals, or their absence, change nothing for words the scope holds: the same words give the same verdicts
+    (a name the scope never mentions is another matter: tests/test_relevance_names.py)."""
     mem.put("conv", "t1", "Caroline: I went to the support group yesterday")
     mem.put("conv", "t2", "Melanie: painting sunsets calms me")
     for query in ("When did Caroline go to the support group?", "when did caroline go to the support group?"):

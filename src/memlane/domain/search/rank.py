@@ -25,16 +25,25 @@ from ...values.stopwords import ENGLISH
 from . import relevance
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+# a word, or what ends a sentence (the next word opens one, and its capital says nothing)
+_WORD_OR_STOP = re.compile(r"\w+|[.?!]", re.UNICODE)
 MAX_TERMS = 64
 
 
-def terms(query: str) -> list[str]:
+class Terms(list[str]):
+    """A query's searched words (a plain list of them), with the ones the query writes as names (:func:`names`)."""
+
+    names: frozenset[str] = frozenset()
+
+
+def terms(query: str) -> Terms:
     """Plain lowercase word tokens of a query, de-duplicated, in order, without stop words.
 
     Only word characters survive, so quotes, ``AND``/``NEAR`` operators, ``*``
     and parentheses can never be parsed as index syntax: a backend quotes each
     term and ORs them. English stop words are dropped unless the query has
-    nothing else (``"who is it"`` still searches for its words).
+    nothing else (``"who is it"`` still searches for its words). The result's
+    ``names`` are the words it writes as names (:func:`names`).
     """
     seen: dict[str, None] = {}
     for tok in _WORD.findall(query.lower()):
@@ -43,7 +52,32 @@ def terms(query: str) -> list[str]:
             if len(seen) >= MAX_TERMS:
                 break
     content = [t for t in seen if t not in ENGLISH]
-    return content or list(seen)
+    out = Terms(content or list(seen))
+    out.names = names(query) & frozenset(out)
+    return out
+
+
+def names(query: str) -> frozenset[str]:
+    """The words (lowercased) a query writes with a capital inside a sentence: "Maya", "NYC", "Leviviridae".
+
+    The word opening a sentence says nothing, and neither does a query whose
+    case carries no information: one without a lowercase word (all capitals,
+    Title Case) or without a capital past its first word.
+    """
+    tokens = _WORD_OR_STOP.findall(query)
+    words = [t for t in tokens if t not in ".?!"]
+    if not any(w[:1].islower() for w in words) or not any(w[:1].isupper() for w in words[1:]):
+        return frozenset()
+    found: set[str] = set()
+    opening = True
+    for tok in tokens:
+        if tok in ".?!":
+            opening = True
+            continue
+        if not opening and tok[:1].isupper():
+            found.add(tok.lower())
+        opening = False
+    return frozenset(found)
 
 
 @dataclass(slots=True)

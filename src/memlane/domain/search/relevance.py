@@ -33,7 +33,23 @@ the shape of the query's words:
 A logistic model (:data:`VECTOR_MODEL` when the vector channel ran,
 :data:`LEXICAL_MODEL` otherwise) turns the evidence into a probability of
 relevance; a hit is relevant when it reaches the model's threshold, or when
-it holds every content word of the query (whatever its vector says). The
+it holds every content word of the query (whatever its vector says).
+
+One rule stands beside the model: **a name the scope never mentions**. A
+query that writes a word as a name (a capital inside a sentence:
+:func:`memlane.domain.search.rank.names`) asks about that someone or
+something; when no item in scope holds it, a hit about the same activity by
+someone else is no answer, however near its vector ("When did Maya go
+hiking?" over a chat where only Ana hikes). Such a hit stays relevant only
+with evidence of its own for the name: it holds another of the query's names,
+or a word rare in the scope (``rarity`` at least :data:`NAME_RARITY`: fewer
+than about sqrt(N) items hold it, as a variant spelling's neighbours do), or
+its vector singles it out of the scope (``standout`` at least
+:data:`NAME_STANDOUT`, as "Iceland" finds the one note about Reykjavik). An
+absent everyday word ("see" for "saw", "pet" for "cat") is not such evidence:
+it is how paraphrases look, and the model weighs it as before. A query
+without capitals (or all in them) has no names, and is judged as before; so
+is any query in a scope of fewer than :data:`IDF_MIN_ROWS` items. The
 coefficients and thresholds were fitted by ``bench/relevance.py fit`` on
 development data only (LoCoMo conversations conv-26, conv-30 and conv-41 written
 through ``add_conversation``, and the development split of memlane's paraphrase
@@ -216,6 +232,15 @@ PROFILE_K = 50
 # a hit's companions (see Judge.settle) may stand beside it when a relevant hit is among the first HEAD_K of a
 # channel's nominations (a set that depends on neither `candidate_k` nor `limit`)
 HEAD_K = 20
+# A name the scope never mentions (module docstring): a hit answers it only holding a word at least this rare in the
+# scope (rarity 0.5: (1 + df)^2 <= 1 + N, a word fewer than about sqrt(N) items hold) ...
+NAME_RARITY = 0.5
+# ... or standing this far out of the query's profile on the reference scale: above the best standout of all but one
+# of the 512 questions asked where nothing answers them in the fitting data (LoCoMo conv-26, 30, 41 asked in another
+# conversation and the paraphrase development set's unrelated questions: 99th percentile 0.21, 99.5th 0.24, the one
+# above 0.34), below the names said in other words there ("trip to Germany" for a note on Berlin: 0.42, 0.52);
+# docs/benchmarks.md, "#38 abstention beyond LoCoMo"
+NAME_STANDOUT = 0.30
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,6 +430,9 @@ class Judge:
         self._counts = counts
         # a query of stop words only is searched by them (rank.terms), so they are its content then
         self.content = content_terms(terms) or list(terms)
+        # the content words the query writes as names (rank.terms gives them; a plain list of words has none)
+        written_as_names: frozenset[str] = getattr(terms, "names", frozenset())
+        self.names = [w for w in self.content if w in written_as_names]
         self.scale = scale
         self.noise = REFERENCE_NOISE if scale is not None else noise_level(embedder_name)
         self.vector_ran = vector_ran
@@ -427,6 +455,31 @@ class Judge:
     def absent_words(self) -> list[str]:
         """The query's content words that no item in scope holds."""
         return self._query_weights()[3]
+
+    def missing_names(self) -> list[str]:
+        """The query's names (words it writes with a capital inside a sentence) that no item in scope holds."""
+        if not self.names:
+            return []
+        dfs = self.scope()[1]
+        return [w for w in self.names if dfs.get(w, 0) == 0]
+
+    def unanswered_names(self, hit: Hit, evidence: Mapping[str, float]) -> list[str]:
+        """The names the scope never mentions that ``hit`` has no evidence for (empty: the rule does not apply).
+
+        The hit has evidence when it holds another of the query's names, a word
+        rare in the scope (``rarity`` >= :data:`NAME_RARITY`), or a vector that
+        stands out of the query's profile (``standout`` >= :data:`NAME_STANDOUT`).
+        A scope of fewer than :data:`IDF_MIN_ROWS` items is too small to tell
+        either (one note stands out of nothing): the rule does not apply there.
+        """
+        missing = self.missing_names()
+        if not missing or self.scope()[0] < IDF_MIN_ROWS:
+            return []  # too few items to tell a rare word or a standing-out vector: the model decides alone
+        if set(self.names) & set(self.held(hit)) or evidence.get("rarity", 0.0) >= NAME_RARITY:
+            return []
+        if self.vector_ran and evidence.get("standout", 0.0) >= NAME_STANDOUT:
+            return []
+        return missing
 
     def _query_weights(self) -> tuple[dict[str, float], float, float, list[str]]:
         """What depends on the query and the scope only, worked out once: each content word's IDF, their sum,
@@ -495,10 +548,16 @@ class Judge:
 
         A hit whose text holds every content word of the query is relevant
         whatever its vector says; otherwise the model's probability decides.
+        Either way, a hit with no evidence for a name of the query that the
+        scope never mentions is not (:meth:`unanswered_names`).
         """
-        p = self.model.probability(self.evidence(hit))
+        evidence = self.evidence(hit)
+        p = self.model.probability(evidence)
         relevant = p >= self.model.threshold or self.holds_all(hit)
-        return Verdict(relevant, round(p, 4), self._why(hit, p, relevant))
+        unanswered = self.unanswered_names(hit, evidence) if relevant else []
+        if unanswered:
+            relevant = False
+        return Verdict(relevant, round(p, 4), self._why(hit, p, relevant, unanswered))
 
     def keeps(self, hit: Hit) -> bool:
         """Whether a judged hit may stay in an answer that holds a relevant hit (see :meth:`settle`)."""
@@ -533,7 +592,7 @@ class Judge:
                 kept.append(hit)
         return kept, len(hits) - len(kept)
 
-    def _why(self, hit: Hit, p: float, relevant: bool) -> str:
+    def _why(self, hit: Hit, p: float, relevant: bool, unanswered: Sequence[str] = ()) -> str:
         parts = []
         if self.vector_ran:
             sim = self._profile.get(hit.item.id) if self._profile else hit.similarity
@@ -554,4 +613,11 @@ class Judge:
         verdict = "relevant" if relevant else "not relevant"
         if relevant and p < self.model.threshold:
             verdict = "relevant (holds every query word)"
+        if unanswered:
+            verdict = f"not relevant (asks about {', '.join(unanswered)}, which nothing in scope mentions)"
+            parts.append(
+                "no other name of the query, no word rare in scope"
+                + (" and no vector standing out" if self.vector_ran else "")
+                + " to answer for it"
+            )
         return f"{verdict} (p={p:.2f}, threshold {self.model.threshold:.2f}): " + "; ".join(parts)
