@@ -54,6 +54,21 @@ def parse_metadata(text: str) -> dict[str, Any]:
     return {} if text == "{}" else decode_json(text)  # type: ignore[no-any-return]
 
 
+def _row_field(index: int, doc: str) -> Any:
+    """A property reading and replacing ``_row[index]`` of an :class:`Item`."""
+    return property(lambda self: self._row[index], lambda self, value: self._set(index, value), doc=doc)
+
+
+def _row_time(index: int, doc: str) -> Any:
+    """:func:`_row_field` for a time: stored ISO text is read as a datetime."""
+
+    def get(self: Item) -> Any:
+        at = self._row[index]
+        return _fromiso(at) if type(at) is str else at
+
+    return property(get, lambda self, value: self._set(index, value), doc=doc)
+
+
 class Item:
     """One stored value at an address ``(namespace, key)``.
 
@@ -143,14 +158,7 @@ class Item:
         row = self._row
         self._row = (*row[:index], value, *row[index + 1 :])
 
-    @property
-    def id(self) -> str:
-        """The item's id: stable across replacements, new for a new item at an expired address."""
-        return self._row[0]  # type: ignore[no-any-return]
-
-    @id.setter
-    def id(self, value: str) -> None:
-        self._set(0, value)
+    id: str = _row_field(0, "The item's id: stable across replacements, new for a new item at an expired address.")
 
     @property
     def namespace(self) -> Namespace:
@@ -164,14 +172,7 @@ class Item:
     def namespace(self, value: Namespace) -> None:
         self._namespace = value
 
-    @property
-    def key(self) -> str:
-        """The key: a taxonomy path such as ``preferences.ui.theme``."""
-        return self._row[2]  # type: ignore[no-any-return]
-
-    @key.setter
-    def key(self, value: str) -> None:
-        self._set(2, value)
+    key: str = _row_field(2, "The key: a taxonomy path such as ``preferences.ui.theme``.")
 
     @property
     def value(self) -> Any:
@@ -186,14 +187,7 @@ class Item:
         self.text  # noqa: B018 - a text rebuilt from the value stays the old value's
         self._value = value
 
-    @property
-    def value_type(self) -> str:
-        """``string``, ``number``, ``boolean``, ``list``, ``object`` or ``null``."""
-        return self._row[4]  # type: ignore[no-any-return]
-
-    @value_type.setter
-    def value_type(self, value: str) -> None:
-        self._set(4, value)
+    value_type: str = _row_field(4, "``string``, ``number``, ``boolean``, ``list``, ``object`` or ``null``.")
 
     @property
     def text(self) -> str:
@@ -222,53 +216,11 @@ class Item:
     def metadata(self, value: dict[str, Any]) -> None:
         self._metadata = value
 
-    @property
-    def author(self) -> str | None:
-        """Who wrote this version (the memory's ``author``), or ``None``."""
-        return self._row[7]  # type: ignore[no-any-return]
-
-    @author.setter
-    def author(self, value: str | None) -> None:
-        self._set(7, value)
-
-    @property
-    def created_at(self) -> datetime:
-        """When the item was first written (kept across replacements)."""
-        at = self._row[8]
-        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
-
-    @created_at.setter
-    def created_at(self, value: datetime) -> None:
-        self._set(8, value)
-
-    @property
-    def updated_at(self) -> datetime:
-        """When this version was written."""
-        at = self._row[9]
-        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
-
-    @updated_at.setter
-    def updated_at(self, value: datetime) -> None:
-        self._set(9, value)
-
-    @property
-    def expires_at(self) -> datetime | None:
-        """When the item stops being visible, or ``None``."""
-        at = self._row[10]
-        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
-
-    @expires_at.setter
-    def expires_at(self, value: datetime | None) -> None:
-        self._set(10, value)
-
-    @property
-    def version(self) -> int:
-        """1 for a new item, one more at each replacement."""
-        return self._row[11]  # type: ignore[no-any-return]
-
-    @version.setter
-    def version(self, value: int) -> None:
-        self._set(11, value)
+    author: str | None = _row_field(7, "Who wrote this version (the memory's ``author``), or ``None``.")
+    created_at: datetime = _row_time(8, "When the item was first written (kept across replacements).")
+    updated_at: datetime = _row_time(9, "When this version was written.")
+    expires_at: datetime | None = _row_time(10, "When the item stops being visible, or ``None``.")
+    version: int = _row_field(11, "1 for a new item, one more at each replacement.")
 
     @property
     def indexed(self) -> bool:
