@@ -314,23 +314,11 @@ class Version:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "item_id": self.item_id,
-            "namespace": list(self.namespace),
-            "key": self.key,
-            "value": self.value,
-            "value_type": self.value_type,
-            "text": self.text,
-            "metadata": self.metadata,
-            "author": self.author,
-            "created_at": _iso(self.created_at),
-            "updated_at": _iso(self.updated_at),
-            "expires_at": _iso(self.expires_at),
-            "version": self.version,
-            "change": self.change,
-            "changed_at": _iso(self.changed_at),
-            "changed_by": self.changed_by,
-        }
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}  # in field order
+        out["namespace"] = list(self.namespace)
+        for name in ("created_at", "updated_at", "expires_at", "changed_at"):
+            out[name] = _iso(out[name])
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Version:
@@ -389,19 +377,7 @@ class Stats:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "backend": self.backend,
-            "location": self.location,
-            "active_items": self.active_items,
-            "expired_items": self.expired_items,
-            "namespaces": self.namespaces,
-            "history_versions": self.history_versions,
-            "size_bytes": self.size_bytes,
-            "schema_version": self.schema_version,
-            "embedder": self.embedder,
-            "vectors": self.vectors,
-            "vectors_missing": self.vectors_missing,
-        }
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Stats:
@@ -534,19 +510,9 @@ class Envelope:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "operation": self.operation,
-            "params": self.params,
-            "hits": [h.to_dict() for h in self.hits],
-            "counts": self.counts,
-            "dropped_by_hydration": self.dropped_by_hydration,
-            "truncated": self.truncated,
-            "timings": self.timings,
-            "notes": self.notes,
-            "pending_vectors": self.pending_vectors,
-            "below_floor": self.below_floor,
-            "status": self.status,
-        }
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}  # in field order
+        out["hits"] = [h.to_dict() for h in self.hits]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Envelope:
