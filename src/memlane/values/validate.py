@@ -376,12 +376,12 @@ def ttl(raw: Any, field: str = "ttl") -> float | None:
     return float(raw)
 
 
-def limit(raw: Any, field: str = "limit", *, maximum: int = 10_000) -> int:
-    """Check a positive integer limit."""
+def limit(raw: Any, field: str = "limit", *, maximum: int = 10_000, minimum: int = 1) -> int:
+    """Check an integer in ``[minimum, maximum]``: a limit, a count, a depth."""
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise ValidationError(field, f"must be an integer, not {type(raw).__name__}")
-    if raw < 1 or raw > maximum:
-        raise ValidationError(field, f"must be between 1 and {maximum}, got {raw}")
+    if raw < minimum or raw > maximum:
+        raise ValidationError(field, f"must be between {minimum} and {maximum}, got {raw}")
     return raw
 
 
