@@ -418,16 +418,8 @@ class Client(_Operations):
             return choose(self, query, chooser, mode=mode, namespace_prefix=namespace_prefix, limit=limit)
         # "namespace": the name servers before 0.2 read (newer ones accept it too)
         body: dict[str, Any] = {"query": query, "namespace": namespace_prefix, "limit": limit, "mode": mode}
-        if key is not None:
-            body["key"] = key
-        if embedding is not None:
-            body["embedding"] = embedding
-        if floor is not None:  # sent only when chosen, so older servers keep working
-            body["floor"] = floor
-        if min_score is not None:
-            body["min_score"] = min_score
-        if where is not None:
-            body["where"] = where
+        given = {"key": key, "embedding": embedding, "floor": floor, "min_score": min_score, "where": where}
+        body |= {name: arg for name, arg in given.items() if arg is not None}  # so older servers keep working
         return Envelope.from_dict(self._send("recall", body))
 
     def recall_keyed(

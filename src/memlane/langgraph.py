@@ -365,7 +365,6 @@ class _Adapter:
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         channels: Sequence[str] | None = None,
-        owns_memory: bool = False,
     ) -> None:
         """
         Args:
@@ -386,7 +385,7 @@ class _Adapter:
         self.embeddings = _embeddings(index, memory)
         self._field_vectors: dict[str, np.ndarray] = {}  # text -> unit vector, for _best_field_scores
         self._channels = tuple(channels) if channels else (("vector",) if index else ("lexical",))
-        self._owns = owns_memory
+        self._owns = False  # from_conn_string's stores close the memory they opened
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -724,16 +723,6 @@ class MemlaneStore(_Adapter, BaseStore):
         sql for _, statements in SQLITE_MIGRATIONS for sql in statements if isinstance(sql, str)
     ]
 
-    def __init__(
-        self,
-        memory: Any,
-        *,
-        index: IndexConfig | None = None,
-        ttl: TTLConfig | None = None,
-        channels: Sequence[str] | None = None,
-    ) -> None:
-        _Adapter.__init__(self, memory, index=index, ttl=ttl, channels=channels)
-
     @classmethod
     @contextlib.contextmanager
     def from_conn_string(
@@ -814,16 +803,7 @@ class AsyncMemlaneStore(_Adapter, BaseStore):
     Each batch runs in a worker thread; ``setup``, ``sweep_ttl`` and the sweeper are coroutines.
     """
 
-    def __init__(
-        self,
-        memory: Any,
-        *,
-        index: IndexConfig | None = None,
-        ttl: TTLConfig | None = None,
-        channels: Sequence[str] | None = None,
-    ) -> None:
-        _Adapter.__init__(self, memory, index=index, ttl=ttl, channels=channels)
-        self._task: asyncio.Task[None] | None = None
+    _task: asyncio.Task[None] | None = None
 
     @classmethod
     @contextlib.asynccontextmanager

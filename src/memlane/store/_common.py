@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..values.errors import ValidationError
-from ..values.model import Item, Namespace, Version, decode_json, namespace_tuple, parse_metadata
+from ..values.model import Item, Namespace, Version, decode_json, namespace_text, namespace_tuple, parse_metadata
 from .where_sql import balanced
 
 # the columns an item and each of its history versions share
@@ -79,11 +79,7 @@ def ts(value: datetime) -> str:
 
 
 ns_tuple = namespace_tuple
-
-
-def ns_text(namespace: Namespace) -> str:
-    """Namespace tuple to text form."""
-    return "/".join(namespace)
+ns_text = namespace_text
 
 
 def ns_range(prefix: Namespace) -> tuple[str, str, str]:

@@ -79,8 +79,7 @@ class View:
         return out
 
 
-def _c(name: str, type_: str, description: str) -> Column:
-    return Column(name, type_, description)
+_c = Column
 
 
 _NS = "namespace as text, segments joined by '/' (user/123)"

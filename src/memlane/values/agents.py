@@ -125,16 +125,10 @@ class Change:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "seq": self.seq,
-            "at": self.at.isoformat(),
-            "actor": self.actor,
-            "action": self.action,
-            "agent": self.agent,
-            "room": self.room,
-            "prefix": None if self.prefix is None else namespace_text(self.prefix),
-            "mode": self.mode,
-        }
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}  # in field order
+        out["at"] = self.at.isoformat()
+        out["prefix"] = None if self.prefix is None else namespace_text(self.prefix)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

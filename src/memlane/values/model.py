@@ -54,6 +54,21 @@ def parse_metadata(text: str) -> dict[str, Any]:
     return {} if text == "{}" else decode_json(text)  # type: ignore[no-any-return]
 
 
+def _row_field(index: int, doc: str) -> Any:
+    """A property reading and replacing ``_row[index]`` of an :class:`Item`."""
+    return property(lambda self: self._row[index], lambda self, value: self._set(index, value), doc=doc)
+
+
+def _row_time(index: int, doc: str) -> Any:
+    """:func:`_row_field` for a time: stored ISO text is read as a datetime."""
+
+    def get(self: Item) -> Any:
+        at = self._row[index]
+        return _fromiso(at) if type(at) is str else at
+
+    return property(get, lambda self, value: self._set(index, value), doc=doc)
+
+
 class Item:
     """One stored value at an address ``(namespace, key)``.
 
@@ -143,14 +158,7 @@ class Item:
         row = self._row
         self._row = (*row[:index], value, *row[index + 1 :])
 
-    @property
-    def id(self) -> str:
-        """The item's id: stable across replacements, new for a new item at an expired address."""
-        return self._row[0]  # type: ignore[no-any-return]
-
-    @id.setter
-    def id(self, value: str) -> None:
-        self._set(0, value)
+    id: str = _row_field(0, "The item's id: stable across replacements, new for a new item at an expired address.")
 
     @property
     def namespace(self) -> Namespace:
@@ -164,14 +172,7 @@ class Item:
     def namespace(self, value: Namespace) -> None:
         self._namespace = value
 
-    @property
-    def key(self) -> str:
-        """The key: a taxonomy path such as ``preferences.ui.theme``."""
-        return self._row[2]  # type: ignore[no-any-return]
-
-    @key.setter
-    def key(self, value: str) -> None:
-        self._set(2, value)
+    key: str = _row_field(2, "The key: a taxonomy path such as ``preferences.ui.theme``.")
 
     @property
     def value(self) -> Any:
@@ -186,14 +187,7 @@ class Item:
         self.text  # noqa: B018 - a text rebuilt from the value stays the old value's
         self._value = value
 
-    @property
-    def value_type(self) -> str:
-        """``string``, ``number``, ``boolean``, ``list``, ``object`` or ``null``."""
-        return self._row[4]  # type: ignore[no-any-return]
-
-    @value_type.setter
-    def value_type(self, value: str) -> None:
-        self._set(4, value)
+    value_type: str = _row_field(4, "``string``, ``number``, ``boolean``, ``list``, ``object`` or ``null``.")
 
     @property
     def text(self) -> str:
@@ -222,53 +216,11 @@ class Item:
     def metadata(self, value: dict[str, Any]) -> None:
         self._metadata = value
 
-    @property
-    def author(self) -> str | None:
-        """Who wrote this version (the memory's ``author``), or ``None``."""
-        return self._row[7]  # type: ignore[no-any-return]
-
-    @author.setter
-    def author(self, value: str | None) -> None:
-        self._set(7, value)
-
-    @property
-    def created_at(self) -> datetime:
-        """When the item was first written (kept across replacements)."""
-        at = self._row[8]
-        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
-
-    @created_at.setter
-    def created_at(self, value: datetime) -> None:
-        self._set(8, value)
-
-    @property
-    def updated_at(self) -> datetime:
-        """When this version was written."""
-        at = self._row[9]
-        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
-
-    @updated_at.setter
-    def updated_at(self, value: datetime) -> None:
-        self._set(9, value)
-
-    @property
-    def expires_at(self) -> datetime | None:
-        """When the item stops being visible, or ``None``."""
-        at = self._row[10]
-        return _fromiso(at) if type(at) is str else at  # type: ignore[no-any-return]
-
-    @expires_at.setter
-    def expires_at(self, value: datetime | None) -> None:
-        self._set(10, value)
-
-    @property
-    def version(self) -> int:
-        """1 for a new item, one more at each replacement."""
-        return self._row[11]  # type: ignore[no-any-return]
-
-    @version.setter
-    def version(self, value: int) -> None:
-        self._set(11, value)
+    author: str | None = _row_field(7, "Who wrote this version (the memory's ``author``), or ``None``.")
+    created_at: datetime = _row_time(8, "When the item was first written (kept across replacements).")
+    updated_at: datetime = _row_time(9, "When this version was written.")
+    expires_at: datetime | None = _row_time(10, "When the item stops being visible, or ``None``.")
+    version: int = _row_field(11, "1 for a new item, one more at each replacement.")
 
     @property
     def indexed(self) -> bool:
@@ -362,23 +314,11 @@ class Version:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "item_id": self.item_id,
-            "namespace": list(self.namespace),
-            "key": self.key,
-            "value": self.value,
-            "value_type": self.value_type,
-            "text": self.text,
-            "metadata": self.metadata,
-            "author": self.author,
-            "created_at": _iso(self.created_at),
-            "updated_at": _iso(self.updated_at),
-            "expires_at": _iso(self.expires_at),
-            "version": self.version,
-            "change": self.change,
-            "changed_at": _iso(self.changed_at),
-            "changed_by": self.changed_by,
-        }
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}  # in field order
+        out["namespace"] = list(self.namespace)
+        for name in ("created_at", "updated_at", "expires_at", "changed_at"):
+            out[name] = _iso(out[name])
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Version:
@@ -437,19 +377,7 @@ class Stats:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "backend": self.backend,
-            "location": self.location,
-            "active_items": self.active_items,
-            "expired_items": self.expired_items,
-            "namespaces": self.namespaces,
-            "history_versions": self.history_versions,
-            "size_bytes": self.size_bytes,
-            "schema_version": self.schema_version,
-            "embedder": self.embedder,
-            "vectors": self.vectors,
-            "vectors_missing": self.vectors_missing,
-        }
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Stats:
@@ -582,19 +510,9 @@ class Envelope:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "operation": self.operation,
-            "params": self.params,
-            "hits": [h.to_dict() for h in self.hits],
-            "counts": self.counts,
-            "dropped_by_hydration": self.dropped_by_hydration,
-            "truncated": self.truncated,
-            "timings": self.timings,
-            "notes": self.notes,
-            "pending_vectors": self.pending_vectors,
-            "below_floor": self.below_floor,
-            "status": self.status,
-        }
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}  # in field order
+        out["hits"] = [h.to_dict() for h in self.hits]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Envelope:

@@ -6,6 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def _fields(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields in order, each list copied."""
+    out = {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+    return {name: list(x) if isinstance(x, list) else x for name, x in out.items()}
+
+
 @dataclass(slots=True)
 class QueryResult:
     """Rows of one statement, with the limits applied and what they cut.
@@ -80,18 +86,7 @@ class QueryPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "valid": self.valid,
-            "sql": self.sql,
-            "runs": self.runs,
-            "views": list(self.views),
-            "functions": list(self.functions),
-            "parameters": list(self.parameters),
-            "plan": list(self.plan),
-            "reason": self.reason,
-            "message": self.message,
-            "part": self.part,
-        }
+        return _fields(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> QueryPlan:
@@ -124,15 +119,7 @@ class SavedQuery:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "name": self.name,
-            "sql": self.sql,
-            "description": self.description,
-            "parameters": list(self.parameters),
-            "author": self.author,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
+        return _fields(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SavedQuery:

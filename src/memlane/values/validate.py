@@ -347,10 +347,14 @@ def value(raw: Any, field: str = "value") -> tuple[str, str]:
 
 def text(raw: Any, field: str = "text") -> str:
     """Check an explicit search text: at most 16 MiB characters, valid Unicode, no NUL."""
+    return _string(raw, field, MAX_TEXT_CHARS)
+
+
+def _string(raw: Any, field: str, most: int) -> str:
     if not isinstance(raw, str):
         raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
-    if len(raw) > MAX_TEXT_CHARS:
-        raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_TEXT_CHARS:,}")
+    if len(raw) > most:
+        raise ValidationError(field, f"is {len(raw):,} characters; at most {most:,}")
     return _stored_text(raw, field)
 
 
@@ -376,22 +380,18 @@ def ttl(raw: Any, field: str = "ttl") -> float | None:
     return float(raw)
 
 
-def limit(raw: Any, field: str = "limit", *, maximum: int = 10_000) -> int:
-    """Check a positive integer limit."""
+def limit(raw: Any, field: str = "limit", *, maximum: int = 10_000, minimum: int = 1) -> int:
+    """Check an integer in ``[minimum, maximum]``: a limit, a count, a depth."""
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise ValidationError(field, f"must be an integer, not {type(raw).__name__}")
-    if raw < 1 or raw > maximum:
-        raise ValidationError(field, f"must be between 1 and {maximum}, got {raw}")
+    if raw < minimum or raw > maximum:
+        raise ValidationError(field, f"must be between {minimum} and {maximum}, got {raw}")
     return raw
 
 
 def query(raw: Any, field: str = "query") -> str:
     """Check a search query string."""
-    if not isinstance(raw, str):
-        raise ValidationError(field, f"must be a string, not {type(raw).__name__}")
-    if len(raw) > MAX_QUERY_CHARS:
-        raise ValidationError(field, f"is {len(raw):,} characters; at most {MAX_QUERY_CHARS:,}")
-    return _stored_text(raw, field)
+    return _string(raw, field, MAX_QUERY_CHARS)
 
 
 @overload

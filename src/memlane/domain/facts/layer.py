@@ -125,14 +125,6 @@ def _id_like(raw: Any) -> bool:
     return isinstance(raw, str) and v.ID.fullmatch(raw) is not None
 
 
-def _bounded_int(raw: Any, field: str, low: int, high: int) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise ValidationError(field, f"must be an integer, not {type(raw).__name__}")
-    if not low <= raw <= high:
-        raise ValidationError(field, f"must be between {low} and {high}, got {raw}")
-    return raw
-
-
 def _predicate(raw: Any, field: str = "predicate") -> str:
     return "_".join(_name(raw, field).lower().split())
 
@@ -666,7 +658,7 @@ class FactsLayer:
             parts = v.text(text, "text")  # type: ignore[assignment]
         else:
             raise ValidationError("text", f"must be a string or a list of strings, not {type(text).__name__}")
-        limit = _bounded_int(chunk_chars, "chunk_chars", 100, MAX_CHUNK_CHARS)
+        limit = v.limit(chunk_chars, "chunk_chars", maximum=MAX_CHUNK_CHARS, minimum=100)
         pieces = t.chunk(parts, limit)
         if not pieces:
             raise ValidationError("text", "has no words; a document needs at least one non-blank passage")
@@ -857,8 +849,8 @@ class FactsLayer:
         self, chunk_id: Any, before: Any = 1, after: Any = 1, *, within: Sequence[Namespace]
     ) -> builtins.list[Chunk]:
         """A chunk with up to ``before`` chunks ahead of it and ``after`` behind, in document order."""
-        before = _bounded_int(before, "before", 0, 50)
-        after = _bounded_int(after, "after", 0, 50)
+        before = v.limit(before, "before", maximum=50, minimum=0)
+        after = v.limit(after, "after", maximum=50, minimum=0)
         with self._store.session() as s:
             centre = self._chunks(s, [chunk_id], within).get(chunk_id) if _id_like(chunk_id) else None
             if centre is None:
@@ -884,7 +876,7 @@ class FactsLayer:
         starts = _ids(entity_ids, "entity_ids", maximum=MAX_ENTITY_IDS, kind="ent")
         if not starts:
             raise ValidationError("entity_ids", "must name at least one entity")
-        hops = _bounded_int(hops, "hops", 1, MAX_HOPS)
+        hops = v.limit(hops, "hops", maximum=MAX_HOPS)
         at = parse_time(time, self._mem._now())
         paths: builtins.list[Path] = []
         broken = 0
@@ -991,9 +983,9 @@ class FactsLayer:
         started = perf_counter()
         query = v.query(query)
         ids = None if entity_ids is None else _ids(entity_ids, "entity_ids", maximum=MAX_ENTITY_IDS, kind="ent")
-        hops = _bounded_int(hops, "hops", 0, MAX_HOPS)
+        hops = v.limit(hops, "hops", maximum=MAX_HOPS, minimum=0)
         pred = None if predicate is None else _predicate(predicate)
-        limit = _bounded_int(limit, "limit", 1, MAX_K)
+        limit = v.limit(limit, "limit", maximum=MAX_K)
         at = parse_time(time, self._mem._now())
         if not ids and not query.strip():
             raise ValidationError("query", "is empty; give a query, entity_ids, or both")
@@ -1098,8 +1090,8 @@ class FactsLayer:
         if not query.strip():
             raise ValidationError("query", "is empty; say what to look for")
         ids = None if entity_ids is None else _ids(entity_ids, "entity_ids", maximum=MAX_ENTITY_IDS, kind="ent")
-        k = _bounded_int(k, "k", 1, MAX_K)
-        candidate_k = _bounded_int(candidate_k, "candidate_k", 1, MAX_CANDIDATE_K)
+        k = v.limit(k, "k", maximum=MAX_K)
+        candidate_k = v.limit(candidate_k, "candidate_k", maximum=MAX_CANDIDATE_K)
         counts: dict[str, int] = {}
         dropped: dict[str, int] = {}
         truncated: builtins.list[str] = []
@@ -1214,7 +1206,7 @@ class FactsLayer:
             hops=hops,
             predicate=predicate,
             time=time,
-            limit=min(_limit_of(k), MAX_K),
+            limit=v.limit(k, "k", maximum=MAX_K),
             within=within,
         )
         said = self.claims_and_sources_context(query, entity_ids=entity_ids, k=k, within=within)
@@ -1232,10 +1224,6 @@ class FactsLayer:
             },
             notes=[*facts.notes, *said.notes],
         )
-
-
-def _limit_of(k: Any) -> int:
-    return _bounded_int(k, "k", 1, MAX_K)
 
 
 def _holds(row: Sequence[Any], valid: str) -> bool:
