@@ -50,9 +50,6 @@ if TYPE_CHECKING:
 BUSY_TIMEOUT_S = 30.0
 _CHUNK = 400  # addresses per statement; 2 variables each stays far below SQLite's limit
 _FETCH_PROBE = 1000  # rows a fetch counts of its key, then of its prefix, to choose an index (SqliteStore.fetch)
-# the most of the graph's nearest a filtered vector search tests before it reads the rows meeting the filter instead:
-# the graph's own expansion (vector_index.GRAPH_EXPANSION_SEARCH), past which asking it costs about a scan
-GRAPH_FILTER_MAX = 2048
 # WAL checkpoints run in a thread beside the writers (_Checkpointer), at most this often while commits arrive;
 # a commit runs one itself only once this many pages wait (SQLite's default is 1,000 pages)
 CHECKPOINT_INTERVAL_S = 0.2
@@ -1736,26 +1733,20 @@ class SqliteStore(Store):
             scoped = f"{inside + ' AND ' if inside else ''}{test}"
             if gen is not None and gen.graph is not None:
                 # a filter many items meet: the graph's nearest hold k of them (the approximation a search without
-                # a filter makes), tested in one statement; the exact scan below costs 5x the graph at 1M items.
-                # The share meeting it among the first nearest says how many more to ask for, up to a bound.
+                # a filter makes), tested in one statement; the exact scan below costs 5x the graph at 1M items
                 m = max(GRAPH_CANDIDATES, k)
-                while True:
-                    nearest = shared.search(conn, query, within, m)
-                    listed = json.dumps([h[0] for h in nearest])
-                    meets = {
-                        r[0]
-                        for r in conn.execute(
-                            f"SELECT rowid FROM items WHERE rowid IN (SELECT value FROM json_each(?)) AND {scoped}",
-                            [listed, *inside_params, *test_params],
-                        )
-                    }
-                    kept = [h for h in nearest if h[0] in meets]
-                    if len(kept) >= k or len(nearest) < m:
-                        return kept[:k]
-                    deeper = (3 * k * m) // (2 * max(1, len(kept)))
-                    if not kept or deeper > GRAPH_FILTER_MAX:
-                        break
-                    m = max(deeper, 2 * m)
+                nearest = shared.search(conn, query, within, m)
+                listed = json.dumps([h[0] for h in nearest])
+                meets = {
+                    r[0]
+                    for r in conn.execute(
+                        f"SELECT rowid FROM items WHERE rowid IN (SELECT value FROM json_each(?)) AND {scoped}",
+                        [listed, *inside_params, *test_params],
+                    )
+                }
+                kept = [h for h in nearest if h[0] in meets]
+                if len(kept) >= k or len(nearest) < m:
+                    return kept[:k]
             try:  # the ranking read down, the filter tested in SQL on each window of it
                 return shared.search(conn, query, within, k, test=(scoped, [*inside_params, *test_params]))
             except TooSelective:  # few rows meet it: read those first, rank only them
