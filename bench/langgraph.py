@@ -10,13 +10,17 @@ requests in the same run, timed call by call and interleaved in blocks (``_util.
 busy machine slows both alike. Reported: p50 latency of each and the ratio memlane / LangGraph (below 1.0:
 memlane is faster) for ``put`` (one new item), ``batch`` puts of 25 new items (indexed, and with
 ``index=False``: no embedding on either side, and no full-text entry in memlane), ``get``, ``search``
-with a filter (equality and ``$gte``), ``search`` newest first without a filter, vector ``search`` (a query),
-and ``list_namespaces``.
+with a filter (equality and ``$gte``) in one namespace, and a selective one (kind and score: 1 item in 100) over
+all 50, ``search`` newest first without a filter, vector ``search`` (a query) alone and with each filter over
+all namespaces, and ``list_namespaces``. For every search, the hits of each request are counted on both sides:
+memlane must never return fewer than LangGraph (``--searches-only`` times the searches alone).
 
 LangGraph's ``SqliteStore`` does vector search through the ``sqlite-vec`` extension, which needs
-``sqlite3`` extension loading; when this Python lacks it, the SQLite rows compare everything but vector search
-and memlane's vector search is reported alone. PostgreSQL comes from ``$MEMLANE_TEST_PG_URL`` or a pgserver
-started here (as the tests do); LangGraph's ``PostgresStore`` uses pgvector.
+``sqlite3`` extension loading; when this Python lacks it, LangGraph's store gets a ``pysqlite3`` connection
+(``pysqlite3-binary``, in the dev extra: its own, newer SQLite; memlane keeps this Python's), and without that
+either the SQLite rows compare everything but vector search and memlane's vector search is reported alone.
+PostgreSQL comes from ``$MEMLANE_TEST_PG_URL`` or a pgserver started here (as the tests do); LangGraph's
+``PostgresStore`` uses pgvector.
 """
 
 from __future__ import annotations
@@ -69,16 +73,39 @@ def item(i: int, rng: random.Random) -> tuple[tuple[str, ...], str, dict[str, An
     return ("users", f"u{i % NAMESPACES}", "memories"), f"m{i}", value
 
 
-def sqlite_vec_loads() -> bool:
-    conn = sqlite3.connect(":memory:")
+def _sqlite_module() -> Any:
+    """A ``sqlite3`` that loads extensions: this Python's, else ``pysqlite3`` (the dev extra) when installed."""
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
     try:
-        conn.enable_load_extension(True)  # type: ignore[attr-defined]
+        import pysqlite3.dbapi2 as lite  # type: ignore[import-not-found]
+    except ImportError:
+        return sqlite3
+    return lite
+
+
+def sqlite_vec_loads() -> bool:
+    conn = _sqlite_module().connect(":memory:")
+    try:
+        conn.enable_load_extension(True)
         import sqlite_vec  # type: ignore[import-not-found]
 
         sqlite_vec.load(conn)
         return True
     except Exception:
         return False
+    finally:
+        conn.close()
+
+
+@contextmanager
+def langgraph_sqlite(path: str, index: Any) -> Iterator[Any]:
+    """LangGraph's ``SqliteStore`` on a connection of :func:`_sqlite_module` (as its ``from_conn_string`` opens it)."""
+    from langgraph.store.sqlite import SqliteStore
+
+    conn = _sqlite_module().connect(path, check_same_thread=False, isolation_level=None)
+    try:
+        yield SqliteStore(conn, index=index)
     finally:
         conn.close()
 
@@ -115,21 +142,31 @@ def postgres_urls() -> Iterator[tuple[str, str]]:
             server.cleanup()
 
 
-def run(backend: str, n: int, queries: int, stack: ExitStack) -> dict[str, Any]:
+def _counted(fn: Callable[..., Any], hits: dict[int, int]) -> Callable[..., Any]:
+    """``fn`` taking the request's number first, recording how many results each request got."""
+
+    def call(j: int, *args: Any) -> Any:
+        out = fn(*args)
+        if isinstance(out, list):
+            hits[j] = len(out)
+        return out
+
+    return call
+
+
+def run(backend: str, n: int, queries: int, stack: ExitStack, searches_only: bool = False) -> dict[str, Any]:
     rng = random.Random(7)
     index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
     directory = stack.enter_context(tempfile.TemporaryDirectory())
     theirs_index: dict[str, Any] | None = index
     opener: Callable[[], AbstractContextManager[Any]]
     if backend == "sqlite":
-        from langgraph.store.sqlite import SqliteStore
-
         if not sqlite_vec_loads():
             theirs_index = None
         ours = stack.enter_context(MemlaneStore.from_conn_string(os.path.join(directory, "m.db"), index=index))
 
         def opener() -> AbstractContextManager[Any]:
-            return SqliteStore.from_conn_string(os.path.join(directory, "lg.db"), index=theirs_index)  # type: ignore[arg-type]
+            return langgraph_sqlite(os.path.join(directory, "lg.db"), theirs_index)
     else:
         from langgraph.store.postgres import PostgresStore
 
@@ -183,14 +220,36 @@ def run(backend: str, n: int, queries: int, stack: ExitStack) -> dict[str, Any]:
         ),
     }
     vector_args = [(("users",), t) for t in texts]
+    # a selective filter over every namespace (kind and score: 1 item in 100), alone and with a query (#37)
+    selective = [{"kind": KINDS[s % 5], "score": s} for s in (rng.randrange(100) for _ in range(queries))]
+    ops["search, selective filter, all namespaces"] = subjects(
+        lambda s: lambda p, f: s.search(p, filter=f, limit=10), [(("users",), f) for f in selective]
+    )
     if theirs_index is not None:
         ops["search, vector"] = subjects(lambda s: lambda p, q: s.search(p, query=q, limit=10), vector_args)
+        for label, fs in (("filter", filters), ("selective filter", selective)):
+            ops[f"search, vector + {label}, all namespaces"] = subjects(
+                lambda s: lambda p, q, where: s.search(p, query=q, filter=where, limit=10),
+                [(("users",), t, each) for t, each in zip(texts, fs, strict=True)],
+            )
+    if searches_only:
+        ops = {name: subject for name, subject in ops.items() if name.startswith("search")}
     rows = []
     for name, subject in ops.items():
-        timed = time_calls_interleaved(subject, rounds=4, warmup=min(20, queries // 10))
+        hits: dict[str, dict[int, int]] = {who: {} for who in subject}
+        counted = {
+            who: (_counted(fn, hits[who]), [(j, *a) for j, a in enumerate(args)]) for who, (fn, args) in subject.items()
+        }
+        timed = time_calls_interleaved(counted, rounds=4, warmup=min(20, queries // 10))
         ours_p50 = summarize(timed["memlane"]).p50_us
         theirs_p50 = summarize(timed["langgraph"]).p50_us
-        rows.append({"op": name, "memlane_p50_us": ours_p50, "langgraph_p50_us": theirs_p50})
+        row = {"op": name, "memlane_p50_us": ours_p50, "langgraph_p50_us": theirs_p50}
+        if name.startswith("search"):  # the hits of each request: memlane must never find fewer
+            ours_hits, theirs_hits = hits["memlane"], hits["langgraph"]
+            row["memlane_hits"] = sum(ours_hits.values())
+            row["langgraph_hits"] = sum(theirs_hits.values())
+            row["memlane_fewer"] = sum(1 for j, h in ours_hits.items() if h < theirs_hits[j])
+        rows.append(row)
     if theirs_index is None:
         timed = time_calls_interleaved(
             {"memlane": (lambda p, q: ours.search(p, query=q, limit=10), vector_args)}, rounds=4, warmup=20
@@ -204,22 +263,27 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=5000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--searches-only", action="store_true", help="time the searches only (#37's filters)")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     results = []
     for backend in ["sqlite", "postgres"] if args.backend == "both" else [args.backend]:
         with ExitStack() as stack:
-            result = run(backend, args.n, args.queries, stack)
+            result = run(backend, args.n, args.queries, stack, args.searches_only)
         results.append(result)
         table = []
         for row in result["rows"]:
             theirs = row.get("langgraph_p50_us")
             ratio = f"{row['memlane_p50_us'] / theirs:.2f}" if theirs else "n/a"
+            found = f"{row['memlane_hits']} / {row['langgraph_hits']}" if "memlane_hits" in row else ""
+            fewer = str(row["memlane_fewer"]) if "memlane_fewer" in row else ""
             table.append(
-                [row["op"], f"{row['memlane_p50_us']:.0f}", "n/a" if theirs is None else f"{theirs:.0f}", ratio]
-            )
+                [row["op"], f"{row['memlane_p50_us']:.0f}", "n/a" if theirs is None else f"{theirs:.0f}", ratio,
+                 found, fewer]
+            )  # fmt: skip
         title = f"{backend}: {args.n} items, {args.queries} requests per op (p50 us; ratio < 1: memlane faster)"
-        print(format_table(["op", "memlane", "langgraph", "ratio"], table, title=title))
+        print(format_table(["op", "memlane", "langgraph", "ratio", "hits (memlane / langgraph)", "memlane fewer"],
+                           table, title=title))  # fmt: skip
         if not result["langgraph_vectors"]:
             print("  LangGraph's SqliteStore: no vector search here (sqlite-vec needs extension loading)")
         print()
