@@ -3,7 +3,9 @@
 Usage::
 
     python bench/search.py [--n 100000] [--n 1000000] [--backend sqlite|postgres|both] [--queries 300]
-                           [--reuse DIR] [--build-only] [--serve-workers 1,2,4] [--json OUT]
+                           [--reuse DIR] [--build-only] [--pg-build indexer|bulk] [--serve-workers 1,2,4]
+                           [--json OUT]
+    python bench/search.py --verify-bulk [--n 20000]
     python bench/search.py --common [--n 100000] [--queries 200] [--backend sqlite|postgres|both]
 
 Data: items of 10-30 words drawn with Zipf weights from a 5,000-word
@@ -18,7 +20,10 @@ word.
 
 Per backend and N, the store is built once with ``put_many`` and the
 write-behind indexer (``--reuse DIR`` keeps it, a pgserver data directory for
-PostgreSQL, and later runs reuse it; ``--build-only`` stops there), then:
+PostgreSQL, and later runs reuse it; ``--build-only`` stops there). On
+PostgreSQL ``--pg-build bulk`` makes the same store sooner (:func:`bulk_build`:
+the vectors by COPY, the HNSW index once, with the store's own DDL), and
+``--verify-bulk`` checks that it is the same store. Then:
 
 * the first search after a start: a fresh process opens the store and searches
   (hybrid in one process, vector-only in another);
@@ -589,9 +594,13 @@ def _store_state(url: str) -> dict[str, Any]:
         indexes = conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'item_vectors' ORDER BY indexname"
         ).fetchall()
+        items = conn.execute(
+            "SELECT md5(string_agg(concat_ws('|', namespace, key, version, indexed, text, value, tsv::text), "
+            "E'\\n' ORDER BY namespace, key)) FROM items"
+        ).fetchone()
         marks = conn.execute("SELECT count(*) FROM item_pending").fetchone()
         embedder = conn.execute("SELECT value FROM meta WHERE name = 'embedder'").fetchone()
-    return {"vectors": vectors, "indexes": indexes, "marks": marks, "embedder": embedder}
+    return {"vectors": vectors, "indexes": indexes, "items": items, "marks": marks, "embedder": embedder}
 
 
 def verify_bulk(admin_url: str, n: int, seed: int, namespaces: int, queries: int, batch: int) -> list[str]:
@@ -614,7 +623,7 @@ def verify_bulk(admin_url: str, n: int, seed: int, namespaces: int, queries: int
         states = {way: _store_state(p.url) for way, p in places.items()}
         problems = [
             f"{what} differ: indexer {states['indexer'][what]!r:.300} vs bulk {states['bulk'][what]!r:.300}"
-            for what in ("indexes", "marks", "embedder")
+            for what in ("indexes", "items", "marks", "embedder")
             if states["indexer"][what] != states["bulk"][what]
         ]
         vi, vb = states["indexer"]["vectors"], states["bulk"]["vectors"]
@@ -677,10 +686,21 @@ def verify_bulk(admin_url: str, n: int, seed: int, namespaces: int, queries: int
                 verdicts[search] = "vector: graphs differ"
             elif channels == ("lexical", "vector") and verdicts[(q, ("vector",), prefix)] != "identical":
                 verdicts[search] = "hybrid: follows its vector list"
+            elif channels == ("lexical",) and not prefix and all(w in STOP_WORDS["nltk"] for w in rank.terms(q)):
+                # seen once at 20k ("how before the"): the items are identical (checked above) and each store
+                # answers it the same every time, so the nomination of only-common words depends on the
+                # store's physical state or statistics, not on its vectors: reported, not a failure of the build
+                verdicts[search] = "lexical, only stop words: other nomination"
             else:
                 verdicts[search] = "differs"
                 unequal.append((search, hits_i, hits_b, scores_i, scores_b))
-        kinds = ("identical", "equal scores", "vector: graphs differ", "hybrid: follows its vector list")
+        kinds = (
+            "identical",
+            "equal scores",
+            "vector: graphs differ",
+            "hybrid: follows its vector list",
+            "lexical, only stop words: other nomination",
+        )
         counts = {v: list(verdicts.values()).count(v) for v in kinds}
         mean = {way: {k: round(sum(v) / len(v), 4) for k, v in r.items()} for way, r in recalls.items()}
         progress(f"  searches: {counts}, {len(unequal)} otherwise; vector recall@10 (indexer, bulk): {mean}")
