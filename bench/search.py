@@ -474,7 +474,7 @@ def _copy_rows(refs: Sequence[int], versions: Sequence[int], blobs: Sequence[byt
 
 
 def bulk_build(place: Place, corpus: ScaleCorpus, args: argparse.Namespace) -> dict[str, Any]:
-    """PostgreSQL in stages: items through ``put_many``, vectors in one COPY, the HNSW index built once.
+    """PostgreSQL in stages: items through ``put_many``, vectors by binary COPY, the HNSW index built once.
 
     The store ends as the write-behind indexer leaves it, only sooner (its
     per-row inserts into a live HNSW graph ran at ~93 items/s here):
