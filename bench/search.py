@@ -1337,7 +1337,7 @@ def verify_main(args: argparse.Namespace) -> int:
                     print(f"  - {p}", flush=True)
             else:
                 print(
-                    f"postgres N={n:,}: bulk build = indexer build (vectors, index definition, marks, embedder, "
+                    f"postgres N={n:,}: bulk build = indexer build (vectors, index definition, items, marks, embedder, "
                     f"top 10 of {3 * 3 * min(args.queries, 100)} searches; {took:,.0f} s)",
                     flush=True,
                 )
