@@ -259,9 +259,12 @@ def sweep_mode(args: argparse.Namespace) -> int:
     print("|---|---|---|---|---|---|---|---|")
     want = vi.GRAPH_CANDIDATES
     for spec in args.graphs.split(","):
+        saved = spec.endswith(".graph")  # a graph an earlier sweep saved (keys: rows)
         if spec == "current":
             assert gen.graph is not None, "the generation has no graph it can search"
-            spec = ":".join(map(str, gen.graph_params or ()))
+            spec = "memlane's fold: " + ":".join(map(str, gen.graph_params or ()))
+            kind, conn, add, shards = "", 0, 0, 0
+        elif saved:
             kind, conn, add, shards = "", 0, 0, 0
         else:
             kind, conn, add, *rest = spec.split(":")
@@ -279,6 +282,8 @@ def sweep_mode(args: argparse.Namespace) -> int:
             paths.append(path)
             del g
         build_s = time.perf_counter() - t
+        if saved:
+            paths = [spec]
         size = sum(os.path.getsize(p) for p in paths) if paths else gen.graph_size
         graphs = [Index.restore(p, view=True) for p in paths] if paths else [gen.graph]
         by_ref = not paths  # the fold's graph is keyed by ref, the sweep's by row
@@ -303,7 +308,7 @@ def sweep_mode(args: argparse.Namespace) -> int:
                 lat.append((time.perf_counter() - t) * 1000)
             r = np.array(rec)
             print(
-                f"| {spec} | {f'{build_s:.0f}' if paths else 'the fold'} | {size / 2**20:.0f} | {ef:,} | "
+                f"| {spec} | {f'{build_s:.0f}' if paths and not saved else '-'} | {size / 2**20:.0f} | {ef:,} | "
                 f"{r.mean():.3f} | {r.min():.1f} | {int((r < 0.8).sum())} | {pct(lat, 50):.1f} / {pct(lat, 99):.1f} |",
                 flush=True,
             )

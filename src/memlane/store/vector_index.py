@@ -38,6 +38,11 @@ and the next fold rewrites it. Scores outside [-1, 1] (garbage written into
 the matrix) condemn the generation the same way. The matrix has a checksum per
 block of rows, too costly for a search to read but checked by a fold before it
 copies rows, so damage is never carried into the next generation.
+
+Another version's graph: the header records the graph's scalar kind, connectivity and expansion_add. A
+generation whose graph was built with others (or a format-2 one, which did not record them) is sound: its matrix
+is searched, exactly, but its graph is not, until the indexer's next fold (due at once) builds a new one, copying
+the matrix's rows.
 """
 
 from __future__ import annotations
@@ -78,12 +83,18 @@ SEARCH_FOLD_FACTOR = 4  # a search folds itself when the delta is this many time
 GRAPH_MIN = 50_000  # rows in the index before an HNSW graph is built (below, an exact scan costs < 5 ms)
 APPROX_MIN = 50_000  # rows in a search's scope before it asks the graph rather than scanning exactly
 APPROX_SHARE = 0.5  # ... and the share of the index the scope covers (smaller scopes are scanned exactly)
-# The graph (measured in docs/benchmarks.md, "Vector index choice (#36)"): int8 entries (a third of f32's file,
-# twice its build rate) are only a candidate generator, every candidate is re-scored from the f32 matrix
+# The graph (docs/benchmarks.md, "Vector recall at 1M (#36)"; recall@10 on bench/search.py's natural questions at
+# expansion_search 2,048, every candidate re-scored from the f32 matrix). Its three build parameters are recorded
+# in each generation's header: a graph built with others is not searched and the next fold rebuilds it once.
+# int8 entries: the scalar kind does not limit recall (100k, 32 / 128: i8 0.940, f16 0.936, f32 0.937), and int8
+# has the smallest file and the fastest build (f16: 1.6x the file, 2.3x the build time).
 GRAPH_DTYPE = "i8"
+# The links do: 32 / 128 found 0.940 at 100k and 0.885 at 1M; 64 / 256 finds 0.964 and 0.941, for a graph file
+# 1.4x as large (87 against 63 MiB at 100k, mapped and shared) and a build about 1.3x as long (1M: 688 against
+# 551 s on 2 cores); searches cost about 1.3x (100k, same run).
 GRAPH_CONNECTIVITY = 64
 GRAPH_EXPANSION_ADD = 256
-# recall@10 at 100k: 0.96 on bench/vector_index.py's queries, 0.93 on bench/search.py's (docs/benchmarks.md)
+# 64 / 256 at 100k: 0.953 at 1,024, 0.964 at 2,048, 0.976 at 4,096 (each doubling about doubles the search)
 GRAPH_EXPANSION_SEARCH = 2048
 GRAPH_CANDIDATES = 256  # the graph's nearest a search re-scores exactly from the matrix (at least 4 x k)
 GRAPH_CRC_BYTES = 1 << 20
