@@ -94,7 +94,7 @@ GRAPH_DTYPE = "i8"
 # 551 s on 2 cores); searches cost about 1.3x (100k, same run).
 GRAPH_CONNECTIVITY = 64
 GRAPH_EXPANSION_ADD = 256
-# 64 / 256 at 100k: 0.953 at 1,024, 0.964 at 2,048, 0.976 at 4,096 (each doubling about doubles the search)
+# 64 / 256 at 100k: 0.953 at 1,024, 0.964 at 2,048, 0.976 at 4,096, each doubling about 1.6x the search time
 GRAPH_EXPANSION_SEARCH = 2048
 GRAPH_CANDIDATES = 256  # the graph's nearest a search re-scores exactly from the matrix (at least 4 x k)
 GRAPH_CRC_BYTES = 1 << 20
