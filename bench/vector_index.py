@@ -218,6 +218,103 @@ def store_mode(args: argparse.Namespace) -> int:
     return 0
 
 
+def sweep_mode(args: argparse.Namespace) -> int:
+    """Graphs of each ``--graphs`` setting over a built store's index matrix, on ``bench/search.py``'s questions.
+
+    Each setting ``KIND:CONNECTIVITY:EXPANSION_ADD[:sSHARDS]`` (or ``current``: the generation's own graph, as
+    the fold built it with ``vector_index.graph_params()``) is built afresh over the matrix of the store's
+    current generation (``--threads`` threads; ``sN``: N graphs over contiguous slices of the rows, each
+    searched and the candidates pooled, like restarts from N entry points), saved under ``--save``, reopened
+    memory-mapped (``view=True``, as a search opens it), then searched at each ``--ef``: the graph's
+    ``GRAPH_CANDIDATES`` nearest re-scored exactly from the matrix, as ``SharedVectors._approximate`` does.
+    recall@10 is counted as ``bench/search.py`` counts it (a row tying the exact 10th score is found) on its
+    first ``--recall-queries`` natural questions; latency (graph search + re-scoring, one thread) on
+    ``--queries`` of them.
+    """
+    from usearch.index import Index
+
+    import search as scale
+    from memlane.store import vector_index as vi
+
+    gen = vi.open_current(vi.directory_for(args.sweep))
+    assert gen is not None, f"no index beside {args.sweep}: fold it first"
+    matrix = np.asarray(gen.matrix)
+    rows = np.arange(gen.count, dtype=np.uint64)  # keys are rows here (memlane keys by ref: the same graph)
+    corpus = scale.ScaleCorpus(args.seed, 1000)
+    questions = corpus.questions(max(args.queries, args.recall_queries) + 60)
+    qv = scale.FakeVectors().matrix(questions).astype(np.float32)
+    nrec = args.recall_queries
+    truth = []
+    for lo in range(0, nrec, 25):  # one pass over the matrix per 25 questions
+        s = qv[lo : min(nrec, lo + 25)] @ matrix.T
+        for row in s:
+            best = np.argpartition(-row, 9)[:10]
+            truth.append((float(row[best].min()), row))
+    os.makedirs(args.save, exist_ok=True)
+    print(f"{gen.count:,} x {gen.dim} from {args.sweep}; load {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        "| graph (kind, connectivity, expansion_add) | build s | file MiB | expansion_search | recall@10 | worst "
+        "| below 0.8 | p50 / p99 ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    want = vi.GRAPH_CANDIDATES
+    for spec in args.graphs.split(","):
+        saved = spec.endswith(".graph")  # a graph an earlier sweep saved (keys: rows)
+        if spec == "current":
+            assert gen.graph is not None, "the generation has no graph it can search"
+            spec = "memlane's fold: " + ":".join(map(str, gen.graph_params or ()))
+            kind, conn, add, shards = "", 0, 0, 0
+        elif saved:
+            kind, conn, add, shards = "", 0, 0, 0
+        else:
+            kind, conn, add, *rest = spec.split(":")
+            shards = int(rest[0][1:]) if rest else 1
+        bounds = np.linspace(0, gen.count, shards + 1).astype(np.int64)
+        t = time.perf_counter()
+        paths = []
+        for j in range(shards):
+            g = Index(ndim=gen.dim, metric="ip", dtype=kind, connectivity=int(conn), expansion_add=int(add))
+            for lo in range(int(bounds[j]), int(bounds[j + 1]), 65536):
+                hi = min(int(bounds[j + 1]), lo + 65536)
+                g.add(rows[lo:hi], np.ascontiguousarray(matrix[lo:hi]), threads=args.threads)
+            path = os.path.join(args.save, f"{spec.replace(':', '-')}-{j}.graph")
+            g.save(path)
+            paths.append(path)
+            del g
+        build_s = time.perf_counter() - t
+        if saved:
+            paths = [spec]
+        size = sum(os.path.getsize(p) for p in paths) if paths else gen.graph_size
+        graphs = [Index.restore(p, view=True) for p in paths] if paths else [gen.graph]
+        by_ref = not paths  # the fold's graph is keyed by ref, the sweep's by row
+
+        def nearest(q: np.ndarray, graphs: list[Any] = graphs, by_ref: bool = by_ref) -> np.ndarray:
+            keys = np.concatenate([np.asarray(g.search(q, want, threads=1).keys, dtype=np.int64) for g in graphs])
+            rows = gen.positions(keys) if by_ref else keys
+            return rows[np.argsort(-(matrix[rows] @ q), kind="stable")[:10]]
+
+        for ef in [int(e) for e in args.ef.split(",")]:
+            for g in graphs:
+                g.expansion_search = ef
+
+            rec = []
+            for j in range(nrec):
+                tenth, scores = truth[j]
+                rec.append(min(10, int(np.sum(scores[nearest(qv[j])] >= tenth - 1e-6))) / 10)
+            lat = []
+            for q in qv[: args.queries]:
+                t = time.perf_counter()
+                nearest(q)
+                lat.append((time.perf_counter() - t) * 1000)
+            r = np.array(rec)
+            print(
+                f"| {spec} | {f'{build_s:.0f}' if paths and not saved else '-'} | {size / 2**20:.0f} | {ef:,} | "
+                f"{r.mean():.3f} | {r.min():.1f} | {int((r < 0.8).sum())} | {pct(lat, 50):.1f} / {pct(lat, 99):.1f} |",
+                flush=True,
+            )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
@@ -230,7 +327,14 @@ def main() -> int:
     ap.add_argument("--ef", default="64,128,256", help="ef_search values")
     ap.add_argument("--rerank", action="store_true", help="also: usearch's top ef re-scored exactly")
     ap.add_argument("--store", type=int, default=0, help="measure memlane's index on a store of this many items")
+    ap.add_argument("--sweep", metavar="DB", help="graph settings over this built store's index (see sweep_mode)")
+    ap.add_argument("--graphs", default="i8:32:128,f16:32:128,f32:32:128", help="KIND:CONNECTIVITY:EXPANSION_ADD,...")
+    ap.add_argument("--recall-queries", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=20240607, help="bench/search.py's seed (its questions)")
+    ap.add_argument("--save", default=os.path.join(tempfile.gettempdir(), "memlane-graphs"))
     args = ap.parse_args()
+    if args.sweep:
+        return sweep_mode(args)
     if args.store:
         return store_mode(args)
     libs = args.libs.split(",")

@@ -310,6 +310,84 @@ def test_approximate_recall_on_neighbourhoods(tmp_path: Path, monkeypatch: pytes
         mem.close()
 
 
+# format 2's header: the graph's parameters were not recorded
+_HEAD_FORMAT_2 = "<8sIIQqqQQQIQI"
+
+
+def _as_format_2(folder: str) -> None:
+    """Rewrite the current generation's header as format 2 wrote it (no graph parameters), checksum and all."""
+    import struct
+    import zlib
+
+    name = vi.current_name(folder)
+    assert name is not None
+    with open(os.path.join(folder, name + ".vec"), "r+b") as f:
+        head = f.read(vi.HEADER_BYTES)
+        fields = list(vi._HEAD.unpack(head[: vi._HEAD.size]))
+        fields[1] = 2
+        old = struct.pack(_HEAD_FORMAT_2, *fields[:12])
+        f.seek(0)
+        f.write((old + struct.pack("<I", zlib.crc32(old))).ljust(vi.HEADER_BYTES, b"\0"))
+
+
+@pytest.mark.skipif(not vi.graphs_available(), reason="usearch is not installed")
+@pytest.mark.parametrize("other", ["scalar kind", "connectivity", "expansion_add", "format 2: none recorded"])
+def test_an_index_built_with_other_graph_parameters_is_rebuilt_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other: str
+) -> None:
+    """A graph built with other parameters (an older version's) is not searched: exact until the next fold
+    rebuilds it, once, with the matrix's rows kept."""
+    monkeypatch.setattr(vi, "FOLD_MIN", 8)
+    monkeypatch.setattr(vi, "GRAPH_MIN", 64)
+    monkeypatch.setattr(vi, "APPROX_MIN", 64)
+    ours = (vi.GRAPH_DTYPE, vi.GRAPH_CONNECTIVITY, vi.GRAPH_EXPANSION_ADD)
+    if other == "scalar kind":
+        monkeypatch.setattr(vi, "GRAPH_DTYPE", "f32" if vi.GRAPH_DTYPE != "f32" else "f16")
+    elif other == "connectivity":
+        monkeypatch.setattr(vi, "GRAPH_CONNECTIVITY", vi.GRAPH_CONNECTIVITY // 2)
+    elif other == "expansion_add":
+        monkeypatch.setattr(vi, "GRAPH_EXPANSION_ADD", vi.GRAPH_EXPANSION_ADD // 2)
+    table = _table(400, dim=16)
+    path = str(tmp_path / "m.db")
+    folder = vi.directory_for(path)
+    mem = _filled(path, table, 300)
+    try:
+        vi.fold(path, min_delta=0, blocking=True, rebuild=True)
+        built = vi.open_current(folder)
+        assert built is not None and built.graph is not None  # searched by the version that built it
+        built.close()
+        built_name = vi.current_name(folder)
+        if other.startswith("format 2"):
+            _as_format_2(folder)
+        monkeypatch.setattr(vi, "GRAPH_DTYPE", ours[0])
+        monkeypatch.setattr(vi, "GRAPH_CONNECTIVITY", ours[1])
+        monkeypatch.setattr(vi, "GRAPH_EXPANSION_ADD", ours[2])
+
+        stale = vi.open_current(folder)
+        assert stale is not None and stale.count == 300 and stale.graph is None
+        stale.close()
+        for row in (0, 7, 150, 299):
+            q = table[row].tolist()
+            _same(mem.store.vector(q, [()], 10), _exact(path, q, [()], 10))
+        shared = mem.store._vectors  # type: ignore[attr-defined]
+        assert shared.approximate_searches == 0 and shared.exact_searches >= 4
+        assert vi.current_name(folder) == built_name  # a search does not rebuild a graph (minutes at scale)
+
+        # the indexer's next fold (no new rows) rebuilds it; the one after has nothing to do
+        assert mem.store.fold_vectors()
+        assert not mem.store.fold_vectors()
+        fresh = vi.open_current(folder)
+        assert fresh is not None and fresh.graph is not None and fresh.graph_params == ours
+        assert fresh.graph.dtype.name.lower() == vi.GRAPH_DTYPE and fresh.graph.connectivity == vi.GRAPH_CONNECTIVITY
+        fresh.close()
+        for row in (3, 42):
+            q = table[row].tolist()
+            _same(mem.store.vector(q, [()], 10), _exact(path, q, [()], 10))
+        assert shared.approximate_searches >= 2
+    finally:
+        mem.close()
+
+
 _CHILD = textwrap.dedent(
     """
     import json, os, sys

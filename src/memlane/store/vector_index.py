@@ -38,6 +38,11 @@ and the next fold rewrites it. Scores outside [-1, 1] (garbage written into
 the matrix) condemn the generation the same way. The matrix has a checksum per
 block of rows, too costly for a search to read but checked by a fold before it
 copies rows, so damage is never carried into the next generation.
+
+Another version's graph: the header records the graph's scalar kind, connectivity and expansion_add. A
+generation whose graph was built with others (or a format-2 one, which did not record them) is sound: its matrix
+is searched, exactly, but its graph is not, until the indexer's next fold (due at once) builds a new one, copying
+the matrix's rows.
 """
 
 from __future__ import annotations
@@ -60,12 +65,15 @@ import numpy as np
 
 from ..values.vectors import DTYPE, VectorCache
 
-FORMAT = 2  # 2: a checksum per block of matrix rows
+FORMAT = 3  # 2: a checksum per block of matrix rows; 3: the graph's parameters in the header
+READABLE = (2, 3)  # format 2 is read, its graph (parameters unknown) not searched: the next fold rebuilds it
 MAGIC = b"MLVECIX1"
 TRAILER = b"MLVECEND"
 HEADER_BYTES = 4096
-# magic, format, dim, count, seq, deletes, namespaces, namespace bytes, file size, meta crc, graph size, graph crc
-_HEAD = struct.Struct("<8sIIQqqQQQIQI")
+# magic, format, dim, count, seq, deletes, namespaces, namespace bytes, file size, meta crc, graph size, graph crc,
+# and from format 3 the graph's scalar kind, connectivity and expansion_add
+_HEAD_2 = struct.Struct("<8sIIQqqQQQIQI")
+_HEAD = struct.Struct(_HEAD_2.format + "8sII")
 _ALIGN = 64
 MATRIX_BLOCK = 1024  # rows per matrix checksum (the format's: changing it needs a new FORMAT)
 
@@ -75,12 +83,18 @@ SEARCH_FOLD_FACTOR = 4  # a search folds itself when the delta is this many time
 GRAPH_MIN = 50_000  # rows in the index before an HNSW graph is built (below, an exact scan costs < 5 ms)
 APPROX_MIN = 50_000  # rows in a search's scope before it asks the graph rather than scanning exactly
 APPROX_SHARE = 0.5  # ... and the share of the index the scope covers (smaller scopes are scanned exactly)
-# The graph (measured in docs/benchmarks.md, "Vector index choice (#36)"): int8 entries (a third of f32's file,
-# twice its build rate) are only a candidate generator, every candidate is re-scored from the f32 matrix
+# The graph (docs/benchmarks.md, "Vector recall at 1M (#36)"; recall@10 on bench/search.py's natural questions at
+# expansion_search 2,048, every candidate re-scored from the f32 matrix). Its three build parameters are recorded
+# in each generation's header: a graph built with others is not searched and the next fold rebuilds it once.
+# int8 entries: the scalar kind does not limit recall (100k, 32 / 128: i8 0.940, f16 0.936, f32 0.937), and int8
+# has the smallest file and the fastest build (f16: 1.6x the file, 2.3x the build time).
 GRAPH_DTYPE = "i8"
-GRAPH_CONNECTIVITY = 32
-GRAPH_EXPANSION_ADD = 128
-# recall@10 at 100k: 0.96 on bench/vector_index.py's queries, 0.93 on bench/search.py's (docs/benchmarks.md)
+# The links do: 32 / 128 found 0.940 at 100k and 0.885 at 1M; 64 / 256 finds 0.964 and 0.941, for a graph file
+# 1.4x as large (87 against 63 MiB at 100k, mapped and shared) and a build about 1.3x as long (1M: 688 against
+# 551 s on 2 cores); searches cost about 1.3x (100k, same run).
+GRAPH_CONNECTIVITY = 64
+GRAPH_EXPANSION_ADD = 256
+# 64 / 256 at 100k: 0.953 at 1,024, 0.964 at 2,048, 0.976 at 4,096, each doubling about 1.6x the search time
 GRAPH_EXPANSION_SEARCH = 2048
 GRAPH_CANDIDATES = 256  # the graph's nearest a search re-scores exactly from the matrix (at least 4 x k)
 GRAPH_CRC_BYTES = 1 << 20
@@ -169,6 +183,29 @@ def _meta_crc(buf: Any, sections: dict[str, tuple[int, int]]) -> int:
     return crc
 
 
+def graph_params() -> tuple[str, int, int]:
+    """The graph this version builds: ``(scalar kind, connectivity, expansion_add)``; another is rebuilt once."""
+    return (GRAPH_DTYPE, GRAPH_CONNECTIVITY, GRAPH_EXPANSION_ADD)
+
+
+def _unpack_head(head: bytes) -> tuple[tuple[Any, ...], tuple[str, int, int] | None] | None:
+    """The header's first twelve fields and the graph's parameters (``None``: not recorded, format 2), or
+    ``None`` when it is not a readable format (the checksum follows the fields: checked by the caller)."""
+    if len(head) < 12 or head[:8] != MAGIC:
+        return None
+    fmt = struct.unpack_from("<I", head, 8)[0]
+    if fmt not in READABLE:
+        return None
+    layout = _HEAD if fmt == FORMAT else _HEAD_2
+    if len(head) < layout.size:
+        return None
+    fields = layout.unpack_from(head)
+    if fmt != FORMAT:
+        return fields, None
+    kind, connectivity, expansion_add = fields[12:]
+    return fields[:12], (kind.rstrip(b"\0").decode("ascii", "replace"), connectivity, expansion_add)
+
+
 def _file_crc(path: str, limit: int = GRAPH_CRC_BYTES) -> int:
     with open(path, "rb") as f:
         return zlib.crc32(f.read(limit))
@@ -199,11 +236,13 @@ class Generation:
         self._fd = fd
         buf = self._map
         head = bytes(buf[: _HEAD.size + 4])
-        fields = _HEAD.unpack(head[: _HEAD.size])
+        unpacked = _unpack_head(head)
+        if unpacked is None:
+            raise CorruptIndex(f"{path}: not a memlane vector index of format {' or '.join(map(str, READABLE))}")
+        fields, params = unpacked
         (magic, fmt, dim, count, seq, deletes, n_ns, ns_bytes, size, meta_crc, graph_size, graph_crc) = fields
-        if magic != MAGIC or fmt != FORMAT:
-            raise CorruptIndex(f"{path}: not a memlane vector index of format {FORMAT}")
-        if struct.unpack("<I", head[_HEAD.size :])[0] != zlib.crc32(head[: _HEAD.size]):
+        head_size = _HEAD.size if params is not None else _HEAD_2.size
+        if struct.unpack_from("<I", head, head_size)[0] != zlib.crc32(head[:head_size]):
             raise CorruptIndex(f"{path}: header checksum mismatch")
         sections, expected = _layout(count, dim, n_ns, ns_bytes)
         if size != expected or st.st_size != expected:
@@ -233,8 +272,12 @@ class Generation:
             raise CorruptIndex(f"{path}: namespace table of the wrong length")
         self.graph: Any = None
         self.graph_size = graph_size
+        self.graph_params = params if graph_size else None
         self.graph_path = path[: -len(".vec")] + ".graph"
-        if with_graph and graph_size:
+        # a graph built with other parameters (by another version) is not searched: the scans stay exact
+        # (over the mapped matrix) until the indexer's next fold rebuilds it with this version's
+        self.graph_current = not graph_size or params == graph_params()
+        if with_graph and graph_size and self.graph_current:
             self.graph = _open_graph(self.graph_path, graph_size, graph_crc, dim)
 
     def intact(self) -> bool:
@@ -411,18 +454,20 @@ def fold(
             conn.close()
 
 
-def _peek(folder: str) -> tuple[int, int, int, int] | None:
-    """``(seq, count, deletes, graph size)`` from the current generation's header, unchecked (one page)."""
+def _peek(folder: str) -> tuple[int, int, int, int, bool] | None:
+    """``(seq, count, deletes, graph size, graph current)`` from the current generation's header, unchecked."""
     name = current_name(folder)
     if name is None:
         return None
     try:
         with open(os.path.join(folder, name + ".vec"), "rb") as f:
-            head = f.read(_HEAD.size)
-        fields = _HEAD.unpack(head)
-    except (OSError, struct.error):
+            unpacked = _unpack_head(f.read(_HEAD.size))
+    except OSError:
         return None
-    return (fields[4], fields[3], fields[5], fields[10]) if fields[0] == MAGIC else None
+    if unpacked is None:
+        return None
+    fields, params = unpacked
+    return (fields[4], fields[3], fields[5], fields[10], not fields[10] or params == graph_params())
 
 
 def graphs_available() -> bool:
@@ -434,8 +479,9 @@ def graphs_available() -> bool:
     return True
 
 
-def _graph_missing(count: int, graph_size: int) -> bool:
-    return count >= GRAPH_MIN and not graph_size and graphs_available()
+def _graph_wanted(count: int, graph_size: int, current: bool) -> bool:
+    """Whether a fold should build a graph: none yet, or one built with other parameters."""
+    return count >= GRAPH_MIN and (not graph_size or not current) and graphs_available()
 
 
 # folder -> (the generation file, its stamp, whether it passed its checks): _due checks each file once
@@ -470,8 +516,8 @@ def _sound(folder: str) -> bool:
 def _due(db_path: str, folder: str, min_delta: int | None, graph: bool) -> bool:
     """Whether a fold would publish, judged without the lock (after every batch: reads a generation once)."""
     head = _peek(folder)
-    seq, count, deletes, graph_size = (0, 0, 0, 0) if head is None else head
-    if head is not None and graph and _graph_missing(count, graph_size):
+    seq, count, deletes, graph_size, current = (0, 0, 0, 0, True) if head is None else head
+    if head is not None and graph and _graph_wanted(count, graph_size, current):
         return True
     if head is not None and not _sound(folder):
         return True
@@ -511,7 +557,7 @@ def _fold_locked(conn: sqlite3.Connection, folder: str, min_delta: int | None, r
     if old is not None:
         newer = conn.execute("SELECT count(*) FROM item_vectors WHERE seq > ?", (old.seq,)).fetchone()[0]
         wanted = fold_size(old.count) if min_delta is None else min_delta
-        no_graph = graph and _graph_missing(old.count, old.graph_size)
+        no_graph = graph and _graph_wanted(old.count, old.graph_size, old.graph_current)
         if newer < max(1, wanted) and deletes - old.deletes <= max(FOLD_MIN, old.count // 8) and not no_graph:
             return False
     rows = conn.execute(
@@ -660,9 +706,11 @@ def _write_generation(
             graph_size, graph_crc = (
                 _write_graph(tmp + ".graph", buf, sections, count, dim, refs, seqs, old) if graph else (0, 0)
             )
+            kind, connectivity, expansion_add = graph_params() if graph_size else ("", 0, 0)
             head = _HEAD.pack(
                 MAGIC, FORMAT, dim, count, seq, deletes, len(names), len(ns_blob), size,
                 _meta_crc(buf, sections), graph_size, graph_crc,
+                kind.encode("ascii"), connectivity, expansion_add,
             )  # fmt: skip
             buf[: len(head) + 4] = head + struct.pack("<I", zlib.crc32(head))
             buf[size - len(TRAILER) : size] = TRAILER
@@ -739,7 +787,7 @@ def _write_graph(
         return 0, 0
     matrix = np.frombuffer(buf, dtype="<f4", count=count * dim, offset=sections["matrix"][0]).reshape(count, dim)
     graph = None
-    if old is not None and old.graph_size and os.path.exists(old.graph_path):
+    if old is not None and old.graph_size and old.graph_current and os.path.exists(old.graph_path):
         try:
             graph = Index.restore(old.graph_path)  # a private copy, extended below
         except Exception:  # noqa: BLE001 - unreadable: build anew
@@ -760,13 +808,8 @@ def _write_graph(
     else:
         graph = None
     if graph is None:
-        graph = Index(
-            ndim=dim,
-            metric="ip",
-            dtype=GRAPH_DTYPE,
-            connectivity=GRAPH_CONNECTIVITY,
-            expansion_add=GRAPH_EXPANSION_ADD,
-        )
+        kind, connectivity, expansion_add = graph_params()
+        graph = Index(ndim=dim, metric="ip", dtype=kind, connectivity=connectivity, expansion_add=expansion_add)
         for lo in range(0, count, 65536):
             hi = min(count, lo + 65536)
             graph.add(refs[lo:hi].astype(np.uint64), np.ascontiguousarray(matrix[lo:hi]), threads=_threads())
