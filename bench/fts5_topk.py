@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from memlane.store.sqlite import _B, _K1, _MARK, _SEEK, ADDRESS_WEIGHT, _quoted, _sizes
+from memlane.store.sqlite import _B, _K1, _MARK, _SEEK, ADDRESS_WEIGHT, _quoted, _sizes, varints
 
 # tried while the words it must score (the rarest) hold at most this share
 # of all the query's postings, else FTS5's own statement scores them all at about the same cost (at 1M rows, "of
@@ -38,23 +38,7 @@ _BOUND_MARGIN = 1e-9
 _WALK_PER_SEEK = 150
 
 
-def _varints(blob: bytes) -> list[int]:
-    """The varints of an FTS5 record (SQLite's encoding: 7 bits a byte, high first, a 9th byte of 8)."""
-    out: list[int] = []
-    i = 0
-    while i < len(blob):
-        value = 0
-        for j in range(9):
-            byte = blob[i]
-            i += 1
-            if j == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if not byte & 0x80:
-                break
-        out.append(value)
-    return out
+_varints = varints  # the store's own reader of FTS5 records
 
 
 def _fts_totals(conn: sqlite3.Connection) -> tuple[int, float] | None:

@@ -413,9 +413,10 @@ def _scope_rows(conn: sqlite3.Connection, inside: str, params: Sequence[Any], li
     )
 
 
-def _sizes(blob: bytes) -> int:
-    """The tokens of a row in all columns: FTS5's docsize record, one varint per column."""
-    total = i = 0
+def varints(blob: bytes) -> list[int]:
+    """The varints of an FTS5 record (SQLite's encoding: 7 bits a byte, high first, a 9th byte of 8)."""
+    out: list[int] = []
+    i = 0
     while i < len(blob):
         value = 0
         for j in range(9):
@@ -427,8 +428,13 @@ def _sizes(blob: bytes) -> int:
             value = (value << 7) | (byte & 0x7F)
             if not byte & 0x80:
                 break
-        total += value
-    return total
+        out.append(value)
+    return out
+
+
+def _sizes(blob: bytes) -> int:
+    """The tokens of a row in all columns: FTS5's docsize record, one varint per column."""
+    return sum(varints(blob))
 
 
 def _scope_match(within: Within) -> str | None:
