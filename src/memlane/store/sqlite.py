@@ -577,6 +577,67 @@ def _within_scope(match: str, scope_match: str | None) -> str:
     return match if scope_match is None else f"({match}) AND ({scope_match})"
 
 
+# a filtered lexical search reads the index's ranking in windows (_lexical_windows): the first of this many rows
+# per hit asked, the next at least LEXICAL_WINDOW_GROWTH times as far or as far as the share of rows meeting the
+# filter so far says k would take, times LEXICAL_WINDOW_MARGIN; a window reaching LEXICAL_WINDOW_SHARE of the
+# matches gives way to the joined statement (each window ranks every match again: bench/filter.py)
+LEXICAL_WINDOW_FIRST = 16
+LEXICAL_WINDOW_GROWTH = 4
+LEXICAL_WINDOW_MARGIN = 2
+LEXICAL_WINDOW_SHARE = 0.5
+
+
+def _lexical_joined(
+    conn: sqlite3.Connection, match: str, rank: str, order: str, inside: str, params: Sequence[Any], k: int
+) -> builtins.list[tuple[str, float, int]]:
+    """The top ``k`` of the rows matching ``match`` and meeting ``inside``: every match joined and tested, then cut."""
+    return conn.execute(
+        f"SELECT items.id, {rank}, items.version FROM items_fts "
+        f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
+        # ties newest first, as the unscoped statement breaks them: a scope never reorders
+        f"ORDER BY {order} LIMIT ?",
+        (match, *params, k),
+    ).fetchall()
+
+
+def _lexical_windows(
+    conn: sqlite3.Connection, match: str, inside: str, params: Sequence[Any], k: int
+) -> builtins.list[tuple[str, float, int]]:
+    """``_lexical_joined``'s answer by BM25 (bit for bit), read from the index's own ranking in growing windows.
+
+    The index ranks its matches alone (``bm25, rowid DESC``: a total order, the
+    same in every statement of one snapshot); each window's rows are joined and
+    tested against ``inside`` in one statement, and the rows meeting it, in that
+    order, are the joined statement's. It stops at ``k`` such rows or at the
+    last match. When a window fails, the next is sized from the share of rows
+    that met ``inside`` so far; when it would reach ``LEXICAL_WINDOW_SHARE`` of
+    the matches, the joined statement answers instead (it tests each match once).
+    """
+    bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
+    window = (
+        f"SELECT f.rowid, items.id, f.score, items.version FROM (SELECT rowid, {bm25} AS score FROM items_fts "
+        f"WHERE items_fts MATCH ? ORDER BY {bm25}, items_fts.rowid DESC LIMIT ? OFFSET ?) AS f "
+        f"LEFT JOIN items ON items.rowid = f.rowid AND {inside} ORDER BY f.score, f.rowid DESC"
+    )
+    found: builtins.list[tuple[str, float, int]] = []
+    start, end = 0, max(1, LEXICAL_WINDOW_FIRST * k)
+    matches: int | None = None
+    while True:
+        rows = conn.execute(window, (match, end - start, start, *params)).fetchall()
+        found += [(item_id, score, version) for _, item_id, score, version in rows if item_id is not None]
+        if len(found) >= k or len(rows) < end - start:
+            return found[:k]
+        if matches is None:
+            matches = int(
+                conn.execute("SELECT count(*) FROM items_fts WHERE items_fts MATCH ?", (match,)).fetchone()[0]
+            )
+        # the rows read so far, over the share of them that met ``inside``, times LEXICAL_WINDOW_MARGIN
+        need = end * k * LEXICAL_WINDOW_MARGIN // max(1, len(found))
+        start, end = end, max(end * LEXICAL_WINDOW_GROWTH, need)
+        if end >= LEXICAL_WINDOW_SHARE * matches:
+            return _lexical_joined(conn, match, bm25, f"{bm25}, items_fts.rowid DESC", inside, params, k)
+
+
 def _in_scope_count(
     conn: sqlite3.Connection, term: str, inside: str, params: Sequence[Any], scope_match: str | None, limit: int
 ) -> int:
@@ -1533,14 +1594,12 @@ class SqliteStore(Store):
                     match = _within_scope(match, scope_match)
                 else:
                     rank, order = bm25, f"{bm25}, items_fts.rowid DESC"
-                if inside:
-                    sql = (
-                        f"SELECT items.id, {rank}, items.version FROM items_fts "
-                        f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
-                        # ties newest first, as the unscoped statement breaks them: a scope never reorders
-                        f"ORDER BY {order} LIMIT ?"
-                    )
-                    params: tuple[Any, ...] = (match, *inside_params, k)
+                if where and not common:
+                    # ranked by the index alone in windows, each window's rows tested in one statement: the cost
+                    # follows the rows read, not every match (the joined statement below tests them all)
+                    rows = _lexical_windows(conn, match, inside, inside_params, k)
+                elif inside:
+                    rows = _lexical_joined(conn, match, rank, order, inside, inside_params, k)
                 else:
                     # rank the index alone, then read id and version of the top k (one statement, one snapshot)
                     sql = (
@@ -1548,8 +1607,7 @@ class SqliteStore(Store):
                         f"FROM items_fts WHERE items_fts MATCH ? ORDER BY {order} LIMIT ?) AS f "
                         "JOIN items ON items.rowid = f.rowid ORDER BY f.score, f.rowid DESC"
                     )
-                    params = (match, k)
-                rows = conn.execute(sql, params).fetchall()
+                    rows = conn.execute(sql, (match, k)).fetchall()
                 dropped = [t for t in asked if t not in terms]
                 if where and dropped and len(rows) < k:
                     # the common terms left out: the items meeting ``where`` may hold only them (their IDF is near
