@@ -87,7 +87,8 @@ def _inside(within: Any, where: Any) -> tuple[str, list[Any]]:
     where=wheres,
     first=st.integers(1, 3),
     growth=st.integers(2, 3),
-    share=st.sampled_from([0.0, 0.5, float("inf")]),
+    most=st.sampled_from([0, 6, float("inf")]),
+    margin=st.sampled_from([0, 0, 3]),
     cap=st.sampled_from([2000, 4]),
 )
 def test_windows_return_the_joined_statements_answer(
@@ -101,12 +102,14 @@ def test_windows_return_the_joined_statements_answer(
     where: Any,
     first: int,
     growth: int,
-    share: float,
+    most: float,
+    margin: int,
     cap: int,
 ) -> None:
     """``lexical`` with windows (tiny, so several are walked) against ``lexical`` running the joined statement.
 
-    ``share`` 0 falls back to the joined statement after the first window, infinity never does. ``cap`` small
+    ``most`` 0 leaves every search to the joined statement, 6 after a window or two, infinity never; ``margin`` 0
+    sizes the first window by ``first`` alone, 3 by the sampled share of rows meeting the filter too. ``cap`` small
     makes words common (left out of the query, then asked for when the filter leaves fewer than ``k``).
     """
     # every scope ranked by FTS5's statement, as a scope of thousands of rows is (not from its own rows)
@@ -114,7 +117,8 @@ def test_windows_return_the_joined_statements_answer(
     monkeypatch.setattr(sqlite, "LEXICAL_CAP", cap)
     monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_FIRST", first)
     monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_GROWTH", growth)
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_SHARE", share)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MAX", most)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MARGIN", margin)
     conditions = where_rules.conditions(where)
     with memlane.open(str(tmp_path / f"w{abs(hash((tuple(terms), k, first)))}.db"), embedder=None) as mem:
         mem.clear("team")
@@ -154,7 +158,8 @@ def test_every_window_walked_keeps_the_answer(
     """The windows alone, walked to the last match if need be (no fallback), on the store's own connection."""
     monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_FIRST", first)
     monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_GROWTH", growth)
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_SHARE", float("inf"))
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MAX", float("inf"))
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MARGIN", 0)
     with memlane.open(str(tmp_path / f"e{abs(hash((tuple(terms), k, first)))}.db"), embedder=None) as mem:
         mem.clear("team")
         mem.clear("other")
@@ -170,7 +175,8 @@ def test_every_window_walked_keeps_the_answer(
 def test_a_selective_filter_walks_several_windows_and_finds_k(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """One row in ten meets the filter, the first window holds two rows: the windows go on until k are found."""
     monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_FIRST", 1)
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_SHARE", float("inf"))
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MAX", float("inf"))
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MARGIN", 0)
     statements: list[str] = []
     with memlane.open(str(tmp_path / "s.db"), embedder=None) as mem:
         mem.put_many(

@@ -577,14 +577,16 @@ def _within_scope(match: str, scope_match: str | None) -> str:
     return match if scope_match is None else f"({match}) AND ({scope_match})"
 
 
-# a filtered lexical search reads the index's ranking in windows (_lexical_windows): the first of this many rows
-# per hit asked, the next at least LEXICAL_WINDOW_GROWTH times as far or as far as the share of rows meeting the
-# filter so far says k would take, times LEXICAL_WINDOW_MARGIN; a window reaching LEXICAL_WINDOW_SHARE of the
-# matches gives way to the joined statement (each window ranks every match again: bench/filter.py)
-LEXICAL_WINDOW_FIRST = 16
+# a filtered lexical search reads the index's ranking in windows (_lexical_windows): the first as long as the share
+# of LEXICAL_WINDOW_SAMPLE rows across the store meeting the filter says k hits take, times LEXICAL_WINDOW_MARGIN,
+# and at least LEXICAL_WINDOW_FIRST rows per hit; each next one LEXICAL_WINDOW_GROWTH times as far. A window past
+# LEXICAL_WINDOW_MAX rows gives way to the joined statement: each window ranks every match again, so a selective
+# filter is cheaper tested on every match once (bench/filter.py: docs/benchmarks.md, "Filtered search at scale")
+LEXICAL_WINDOW_FIRST = 4
 LEXICAL_WINDOW_GROWTH = 4
 LEXICAL_WINDOW_MARGIN = 2
-LEXICAL_WINDOW_SHARE = 0.5
+LEXICAL_WINDOW_SAMPLE = 128
+LEXICAL_WINDOW_MAX = 2048
 
 
 def _lexical_joined(
@@ -600,6 +602,19 @@ def _lexical_joined(
     ).fetchall()
 
 
+def _meeting_share(conn: sqlite3.Connection, inside: str, params: Sequence[Any]) -> float:
+    """The share of ``LEXICAL_WINDOW_SAMPLE`` rows spread evenly over the store's rowids that meet ``inside``."""
+    last = conn.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
+    if last <= 0 or LEXICAL_WINDOW_SAMPLE <= 0:
+        return 1.0
+    step = max(1, last // LEXICAL_WINDOW_SAMPLE)
+    seen, meeting = conn.execute(
+        f"SELECT count(*), coalesce(sum({inside}), 0) FROM items WHERE items.rowid IN (SELECT value FROM json_each(?))",
+        (*params, json.dumps(builtins.list(range(1 + step // 2, last + 1, step)))),
+    ).fetchone()
+    return meeting / seen if seen else 1.0
+
+
 def _lexical_windows(
     conn: sqlite3.Connection, match: str, inside: str, params: Sequence[Any], k: int
 ) -> builtins.list[tuple[str, float, int]]:
@@ -609,9 +624,9 @@ def _lexical_windows(
     same in every statement of one snapshot); each window's rows are joined and
     tested against ``inside`` in one statement, and the rows meeting it, in that
     order, are the joined statement's. It stops at ``k`` such rows or at the
-    last match. When a window fails, the next is sized from the share of rows
-    that met ``inside`` so far; when it would reach ``LEXICAL_WINDOW_SHARE`` of
-    the matches, the joined statement answers instead (it tests each match once).
+    last match, or gives way to the joined statement past ``LEXICAL_WINDOW_MAX``
+    rows (sizes: see ``LEXICAL_WINDOW_FIRST``). Only the cost depends on the
+    sample of the share meeting ``inside``, never the answer.
     """
     bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
     window = (
@@ -619,23 +634,18 @@ def _lexical_windows(
         f"WHERE items_fts MATCH ? ORDER BY {bm25}, items_fts.rowid DESC LIMIT ? OFFSET ?) AS f "
         f"LEFT JOIN items ON items.rowid = f.rowid AND {inside} ORDER BY f.score, f.rowid DESC"
     )
+    share = _meeting_share(conn, inside, params) if LEXICAL_WINDOW_MARGIN > 0 else 1.0
+    # none of the sample meets it: the joined statement (below) at once
+    end = max(LEXICAL_WINDOW_FIRST * k, math.ceil(LEXICAL_WINDOW_MARGIN * k / share), 1) if share > 0 else None
     found: builtins.list[tuple[str, float, int]] = []
-    start, end = 0, max(1, LEXICAL_WINDOW_FIRST * k)
-    matches: int | None = None
-    while True:
+    start = 0
+    while end is not None and end <= LEXICAL_WINDOW_MAX:
         rows = conn.execute(window, (match, end - start, start, *params)).fetchall()
         found += [(item_id, score, version) for _, item_id, score, version in rows if item_id is not None]
         if len(found) >= k or len(rows) < end - start:
             return found[:k]
-        if matches is None:
-            matches = int(
-                conn.execute("SELECT count(*) FROM items_fts WHERE items_fts MATCH ?", (match,)).fetchone()[0]
-            )
-        # the rows read so far, over the share of them that met ``inside``, times LEXICAL_WINDOW_MARGIN
-        need = end * k * LEXICAL_WINDOW_MARGIN // max(1, len(found))
-        start, end = end, max(end * LEXICAL_WINDOW_GROWTH, need)
-        if end >= LEXICAL_WINDOW_SHARE * matches:
-            return _lexical_joined(conn, match, bm25, f"{bm25}, items_fts.rowid DESC", inside, params, k)
+        start, end = end, end * LEXICAL_WINDOW_GROWTH
+    return _lexical_joined(conn, match, bm25, f"{bm25}, items_fts.rowid DESC", inside, params, k)
 
 
 def _in_scope_count(
