@@ -583,6 +583,77 @@ def _within_scope(match: str, scope_match: str | None) -> str:
     return match if scope_match is None else f"({match}) AND ({scope_match})"
 
 
+# a filtered lexical search reads the index's ranking in windows (_lexical_windows): the first as long as the share
+# of LEXICAL_WINDOW_SAMPLE rows across the store meeting the filter says k hits take, times LEXICAL_WINDOW_MARGIN,
+# and at least LEXICAL_WINDOW_FIRST rows per hit; each next one LEXICAL_WINDOW_GROWTH times as far. A window past
+# LEXICAL_WINDOW_MAX rows gives way to the joined statement: each window ranks every match again, so a selective
+# filter is cheaper tested on every match once (bench/filter.py: docs/benchmarks.md, "Filtered search at scale")
+LEXICAL_WINDOW_FIRST = 4
+LEXICAL_WINDOW_GROWTH = 4
+LEXICAL_WINDOW_MARGIN = 2
+LEXICAL_WINDOW_SAMPLE = 128
+LEXICAL_WINDOW_MAX = 2048
+
+
+def _lexical_joined(
+    conn: sqlite3.Connection, match: str, rank: str, order: str, inside: str, params: Sequence[Any], k: int
+) -> builtins.list[tuple[str, float, int]]:
+    """The top ``k`` of the rows matching ``match`` and meeting ``inside``: every match joined and tested, then cut."""
+    return conn.execute(
+        f"SELECT items.id, {rank}, items.version FROM items_fts "
+        f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
+        # ties newest first, as the unscoped statement breaks them: a scope never reorders
+        f"ORDER BY {order} LIMIT ?",
+        (match, *params, k),
+    ).fetchall()
+
+
+def _meeting_share(conn: sqlite3.Connection, inside: str, params: Sequence[Any]) -> float:
+    """The share of ``LEXICAL_WINDOW_SAMPLE`` rows spread evenly over the store's rowids that meet ``inside``."""
+    last = conn.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
+    if last <= 0 or LEXICAL_WINDOW_SAMPLE <= 0:
+        return 1.0
+    step = max(1, last // LEXICAL_WINDOW_SAMPLE)
+    seen, meeting = conn.execute(
+        f"SELECT count(*), coalesce(sum({inside}), 0) FROM items WHERE items.rowid IN (SELECT value FROM json_each(?))",
+        (*params, json.dumps(builtins.list(range(1 + step // 2, last + 1, step)))),
+    ).fetchone()
+    return meeting / seen if seen else 1.0
+
+
+def _lexical_windows(
+    conn: sqlite3.Connection, match: str, inside: str, params: Sequence[Any], k: int
+) -> builtins.list[tuple[str, float, int]]:
+    """``_lexical_joined``'s answer by BM25 (bit for bit), read from the index's own ranking in growing windows.
+
+    The index ranks its matches alone (``bm25, rowid DESC``: a total order, the
+    same in every statement of one snapshot); each window's rows are joined and
+    tested against ``inside`` in one statement, and the rows meeting it, in that
+    order, are the joined statement's. It stops at ``k`` such rows or at the
+    last match, or gives way to the joined statement past ``LEXICAL_WINDOW_MAX``
+    rows (sizes: see ``LEXICAL_WINDOW_FIRST``). Only the cost depends on the
+    sample of the share meeting ``inside``, never the answer.
+    """
+    bm25 = f"bm25(items_fts, 1.0, {ADDRESS_WEIGHT})"
+    window = (
+        f"SELECT f.rowid, items.id, f.score, items.version FROM (SELECT rowid, {bm25} AS score FROM items_fts "
+        f"WHERE items_fts MATCH ? ORDER BY {bm25}, items_fts.rowid DESC LIMIT ? OFFSET ?) AS f "
+        f"LEFT JOIN items ON items.rowid = f.rowid AND {inside} ORDER BY f.score, f.rowid DESC"
+    )
+    share = _meeting_share(conn, inside, params) if LEXICAL_WINDOW_MARGIN > 0 else 1.0
+    # none of the sample meets it: the joined statement (below) at once
+    end = max(LEXICAL_WINDOW_FIRST * k, math.ceil(LEXICAL_WINDOW_MARGIN * k / share), 1) if share > 0 else None
+    found: builtins.list[tuple[str, float, int]] = []
+    start = 0
+    while end is not None and end <= LEXICAL_WINDOW_MAX:
+        rows = conn.execute(window, (match, end - start, start, *params)).fetchall()
+        found += [(item_id, score, version) for _, item_id, score, version in rows if item_id is not None]
+        if len(found) >= k or len(rows) < end - start:
+            return found[:k]
+        start, end = end, end * LEXICAL_WINDOW_GROWTH
+    return _lexical_joined(conn, match, bm25, f"{bm25}, items_fts.rowid DESC", inside, params, k)
+
+
 def _in_scope_count(
     conn: sqlite3.Connection, term: str, inside: str, params: Sequence[Any], scope_match: str | None, limit: int
 ) -> int:
@@ -1539,14 +1610,12 @@ class SqliteStore(Store):
                     match = _within_scope(match, scope_match)
                 else:
                     rank, order = bm25, f"{bm25}, items_fts.rowid DESC"
-                if inside:
-                    sql = (
-                        f"SELECT items.id, {rank}, items.version FROM items_fts "
-                        f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
-                        # ties newest first, as the unscoped statement breaks them: a scope never reorders
-                        f"ORDER BY {order} LIMIT ?"
-                    )
-                    params: tuple[Any, ...] = (match, *inside_params, k)
+                if where and not common:
+                    # ranked by the index alone in windows, each window's rows tested in one statement: the cost
+                    # follows the rows read, not every match (the joined statement below tests them all)
+                    rows = _lexical_windows(conn, match, inside, inside_params, k)
+                elif inside:
+                    rows = _lexical_joined(conn, match, rank, order, inside, inside_params, k)
                 else:
                     # rank the index alone, then read id and version of the top k (one statement, one snapshot)
                     sql = (
@@ -1554,8 +1623,7 @@ class SqliteStore(Store):
                         f"FROM items_fts WHERE items_fts MATCH ? ORDER BY {order} LIMIT ?) AS f "
                         "JOIN items ON items.rowid = f.rowid ORDER BY f.score, f.rowid DESC"
                     )
-                    params = (match, k)
-                rows = conn.execute(sql, params).fetchall()
+                    rows = conn.execute(sql, (match, k)).fetchall()
                 dropped = [t for t in asked if t not in terms]
                 if where and dropped and len(rows) < k:
                     # the common terms left out: the items meeting ``where`` may hold only them (their IDF is near

@@ -1,0 +1,197 @@
+"""A filtered lexical search read in windows of the index's ranking (issue #37): the joined statement's answer.
+
+``SqliteStore.lexical`` with a ``where`` ranks ``items_fts`` alone and tests
+each window's rows against the scope and the filter, instead of joining and
+testing every match before the top k is cut. What it returns must be, bit for
+bit, what the joined statement returns: the same ids in the same order (ties
+newest first), the same scores and versions, with filters that few or many rows
+meet, in scopes, with words in every row, over several windows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import memlane
+from memlane.store import _common as c
+from memlane.store import sqlite, where_sql
+from memlane.values import where as where_rules
+
+SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+WORDS = ["apple", "berry", "cherry", "date", "elder", "fig"]
+BM25 = f"bm25(items_fts, 1.0, {sqlite.ADDRESS_WEIGHT})"
+
+# a row: some words (or one word said again and again) and a metadata value the filters test
+rows_st = st.lists(
+    st.tuples(
+        st.one_of(
+            st.lists(st.sampled_from(WORDS), min_size=0, max_size=6),
+            st.tuples(st.sampled_from(WORDS), st.integers(1, 4)).map(lambda wn: [wn[0]] * wn[1]),
+        ),
+        st.integers(0, 9),
+    ),
+    min_size=1,
+    max_size=50,
+)
+# "every" is in every row; the filters meet none, few, many or all rows
+queries = st.lists(st.sampled_from([*WORDS, "every", "absent"]), min_size=1, max_size=4, unique=True)
+wheres = st.one_of(
+    st.integers(0, 10).map(lambda t: {"metadata.m": {"$lt": t}}),
+    st.integers(0, 9).map(lambda t: {"metadata.m": t}),
+    st.integers(0, 9).map(lambda t: {"metadata.m": {"$gte": t}}),
+)
+scopes = st.sampled_from([[()], [("team",)], [("team", "a")], [("team", "a"), ("other",)]])
+
+
+def _load(mem: memlane.Memory, rows: list[tuple[list[str], int]], copies: int) -> None:
+    items = []
+    for i, (words, m) in enumerate(rows):
+        text = " ".join(["every", *words])
+        namespace = ("team/a", "team/b", "other")[i % 3]
+        # copies: the same text again under other keys (equal scores: ties, broken newest first)
+        for j in range(1 + (copies if i % 3 == 0 else 0)):
+            items.append({"namespace": namespace, "key": f"k{i}.{j}", "value": text, "metadata": {"m": m}})
+    mem.put_many(items)
+
+
+def _joined_as_before(
+    conn: Any, match: str, inside: str, params: Sequence[Any], k: int
+) -> list[tuple[str, float, int]]:
+    """The statement a filtered search ran before windows (written out here, not taken from the store)."""
+    return conn.execute(
+        f"SELECT items.id, {BM25}, items.version FROM items_fts "
+        f"JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH ? AND {inside} "
+        f"ORDER BY {BM25}, items_fts.rowid DESC LIMIT ?",
+        (match, *params, k),
+    ).fetchall()
+
+
+def _inside(within: Any, where: Any) -> tuple[str, list[Any]]:
+    inside, params = c.within_filter(within, column="items.namespace")
+    test, test_params = where_sql.sqlite_sql(list(where_rules.conditions(where)))
+    return (f"{inside} AND {test}" if inside else test), [*params, *test_params]
+
+
+@SETTINGS
+@given(
+    rows=rows_st,
+    copies=st.integers(0, 3),
+    terms=queries,
+    k=st.integers(1, 8),
+    within=scopes,
+    where=wheres,
+    first=st.integers(1, 3),
+    growth=st.integers(2, 3),
+    most=st.sampled_from([0, 6, float("inf")]),
+    margin=st.sampled_from([0, 0, 3]),
+    cap=st.sampled_from([2000, 4]),
+)
+def test_windows_return_the_joined_statements_answer(
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    rows: list[tuple[list[str], int]],
+    copies: int,
+    terms: list[str],
+    k: int,
+    within: Any,
+    where: Any,
+    first: int,
+    growth: int,
+    most: float,
+    margin: int,
+    cap: int,
+) -> None:
+    """``lexical`` with windows (tiny, so several are walked) against ``lexical`` running the joined statement.
+
+    ``most`` 0 leaves every search to the joined statement, 6 after a window or two, infinity never; ``margin`` 0
+    sizes the first window by ``first`` alone, 3 by the sampled share of rows meeting the filter too. ``cap`` small
+    makes words common (left out of the query, then asked for when the filter leaves fewer than ``k``).
+    """
+    # every scope ranked by FTS5's statement, as a scope of thousands of rows is (not from its own rows)
+    monkeypatch.setattr(sqlite, "SCOPE_DRIVEN_ROWS", 0)
+    monkeypatch.setattr(sqlite, "LEXICAL_CAP", cap)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_FIRST", first)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_GROWTH", growth)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MAX", most)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MARGIN", margin)
+    conditions = where_rules.conditions(where)
+    with memlane.open(str(tmp_path / f"w{abs(hash((tuple(terms), k, first)))}.db"), embedder=None) as mem:
+        mem.clear("team")
+        mem.clear("other")
+        _load(mem, rows, copies)
+        store: Any = mem.store
+        windowed = store.lexical(terms, within, k, conditions)
+        with monkeypatch.context() as m:
+            m.setattr(sqlite, "_lexical_windows", _joined_as_before)
+            before = store.lexical(terms, within, k, conditions)
+        assert windowed == before
+
+
+@SETTINGS
+@given(
+    rows=rows_st,
+    copies=st.integers(0, 3),
+    terms=queries,
+    k=st.integers(1, 8),
+    within=scopes,
+    where=wheres,
+    first=st.integers(1, 3),
+    growth=st.integers(2, 3),
+)
+def test_every_window_walked_keeps_the_answer(
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    rows: list[tuple[list[str], int]],
+    copies: int,
+    terms: list[str],
+    k: int,
+    within: Any,
+    where: Any,
+    first: int,
+    growth: int,
+) -> None:
+    """The windows alone, walked to the last match if need be (no fallback), on the store's own connection."""
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_FIRST", first)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_GROWTH", growth)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MAX", float("inf"))
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MARGIN", 0)
+    with memlane.open(str(tmp_path / f"e{abs(hash((tuple(terms), k, first)))}.db"), embedder=None) as mem:
+        mem.clear("team")
+        mem.clear("other")
+        _load(mem, rows, copies)
+        conn = mem.store._conn  # type: ignore[attr-defined]
+        inside, params = _inside(within, where)
+        match = " OR ".join(sqlite._quoted(t) for t in terms)
+        assert sqlite._lexical_windows(conn, match, inside, params, k) == _joined_as_before(
+            conn, match, inside, params, k
+        )
+
+
+def test_a_selective_filter_walks_several_windows_and_finds_k(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One row in ten meets the filter, the first window holds two rows: the windows go on until k are found."""
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_FIRST", 1)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MAX", float("inf"))
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MARGIN", 0)
+    statements: list[str] = []
+    with memlane.open(str(tmp_path / "s.db"), embedder=None) as mem:
+        mem.put_many(
+            [
+                {"namespace": "n", "key": f"k{i}", "value": "apple " * (1 + i % 5), "metadata": {"m": i % 10}}
+                for i in range(300)
+            ]
+        )
+        conn = mem.store._conn  # type: ignore[attr-defined]
+        conn.set_trace_callback(statements.append)
+        try:
+            hits = mem.store.lexical(["apple"], [()], 2, where_rules.conditions({"metadata.m": 0}))
+        finally:
+            conn.set_trace_callback(None)
+        inside, params = _inside([()], {"metadata.m": 0})
+        assert hits == [(i, -s, v) for i, s, v in _joined_as_before(conn, '"apple"', inside, params, 2)]
+        assert len(hits) == 2
+        assert sum("LEFT JOIN items ON items.rowid = f.rowid" in s for s in statements) >= 3
