@@ -10,17 +10,17 @@ order each their own way).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+
+from benchmods import bench_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_bulk_build_is_the_indexers_store(postgres) -> None:
     pytest.importorskip("numpy")
-    sys.path.insert(0, str(ROOT / "bench"))
-    from search import verify_bulk
+    verify_bulk = bench_module("search").verify_bulk
 
     assert verify_bulk(postgres.admin_url, n=500, seed=11, namespaces=20, queries=15, batch=100) == []

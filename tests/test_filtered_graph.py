@@ -6,12 +6,12 @@ half of them cost the exact scan (50 ms) where the search without it asked the g
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 import memlane
+from benchmods import bench_module
 from memlane.store import vector_index as vi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +28,7 @@ def test_a_broad_filter_asks_the_graph_and_a_selective_one_still_finds_k(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("usearch")
-    sys.path.insert(0, str(ROOT / "bench"))
-    from search import Corpus
+    Corpus = bench_module("search").Corpus
 
     monkeypatch.setattr(vi, "GRAPH_MIN", 2000)
     monkeypatch.setattr(vi, "APPROX_MIN", 2000)

@@ -11,8 +11,6 @@ scope, with words in every row.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,12 +18,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import memlane
+from benchmods import bench_module
 from memlane.store import _common as c
 from memlane.store import sqlite, where_sql
 from memlane.values import where as where_rules
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import fts5_topk  # noqa: E402
+fts5_topk = bench_module("fts5_topk")
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 # "every" is in every row (IDF at FTS5's floor); the others are drawn, the last ones rarely

@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memlane
+from benchmods import bench_module
 from memlane.store import vector_index as vi
 from memlane.store.sqlite import SqliteStore
 
@@ -279,8 +280,7 @@ def test_damaged_index_never_returns_a_deleted_or_forbidden_item(tmp_path: Path,
 
 def test_approximate_recall_on_neighbourhoods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("usearch")
-    sys.path.insert(0, str(ROOT / "bench"))
-    from search import Corpus
+    Corpus = bench_module("search").Corpus
 
     monkeypatch.setattr(vi, "GRAPH_MIN", 2000)
     monkeypatch.setattr(vi, "APPROX_MIN", 2000)
