@@ -1046,6 +1046,7 @@ class Memory:
             vector_scores=[n[1] for n in profile],
             vector_ids=[n[0] for n in profile],
             scale=self._scale_for_relevance() if "vector" in nominations and embedding is None else None,
+            names=rank.names(query),
         )
 
         def accept(hit: Hit) -> bool:

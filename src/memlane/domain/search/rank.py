@@ -30,20 +30,13 @@ _WORD_OR_STOP = re.compile(r"\w+|[.?!]", re.UNICODE)
 MAX_TERMS = 64
 
 
-class Terms(list[str]):
-    """A query's searched words (a plain list of them), with the ones the query writes as names (:func:`names`)."""
-
-    names: frozenset[str] = frozenset()
-
-
-def terms(query: str) -> Terms:
+def terms(query: str) -> list[str]:
     """Plain lowercase word tokens of a query, de-duplicated, in order, without stop words.
 
     Only word characters survive, so quotes, ``AND``/``NEAR`` operators, ``*``
     and parentheses can never be parsed as index syntax: a backend quotes each
     term and ORs them. English stop words are dropped unless the query has
-    nothing else (``"who is it"`` still searches for its words). The result's
-    ``names`` are the words it writes as names (:func:`names`).
+    nothing else (``"who is it"`` still searches for its words).
     """
     seen: dict[str, None] = {}
     for tok in _WORD.findall(query.lower()):
@@ -52,9 +45,7 @@ def terms(query: str) -> Terms:
             if len(seen) >= MAX_TERMS:
                 break
     content = [t for t in seen if t not in ENGLISH]
-    out = Terms(content or list(seen))
-    out.names = names(query) & frozenset(out)
-    return out
+    return content or list(seen)
 
 
 def names(query: str) -> frozenset[str]:

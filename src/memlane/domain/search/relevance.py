@@ -69,7 +69,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
@@ -414,6 +414,9 @@ class Judge:
         scale: the embedder's :class:`Scale`, read onto the reference scale
             before the decision; ``None`` reads similarities as they are,
             with the noise level of ``embedder_name``.
+        names: the words the query writes as names
+            (:func:`memlane.domain.search.rank.names`): a name no item in scope
+            holds needs evidence of its own (:meth:`unanswered_names`).
     """
 
     def __init__(
@@ -426,13 +429,13 @@ class Judge:
         vector_scores: Sequence[float] = (),
         vector_ids: Sequence[str] = (),
         scale: Scale | None = None,
+        names: Collection[str] = (),
     ) -> None:
         self._counts = counts
         # a query of stop words only is searched by them (rank.terms), so they are its content then
         self.content = content_terms(terms) or list(terms)
-        # the content words the query writes as names (rank.terms gives them; a plain list of words has none)
-        written_as_names: frozenset[str] = getattr(terms, "names", frozenset())
-        self.names = [w for w in self.content if w in written_as_names]
+        # the content words the query writes as names (rank.names)
+        self.names = [w for w in self.content if w in names]
         self.scale = scale
         self.noise = REFERENCE_NOISE if scale is not None else noise_level(embedder_name)
         self.vector_ran = vector_ran
