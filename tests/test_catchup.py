@@ -39,9 +39,9 @@ class Counting(FakeEmbedder):
         self.lock = threading.Lock()
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        from memlane.domain.search.relevance import REFERENCE_TEXTS
+        from memlane.domain.search.relevance import CALIBRATION_TEXTS
 
-        mine = [t for t in texts if t not in REFERENCE_TEXTS]  # the embedder's scale, measured once, is not an item
+        mine = [t for t in texts if t not in CALIBRATION_TEXTS]  # the embedder's scale, measured once, is not an item
         with self.lock:
             if mine or not texts:
                 self.texts.extend(mine)

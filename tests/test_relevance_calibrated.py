@@ -98,20 +98,29 @@ def test_the_scale_reads_a_shifted_embedder_as_the_one_it_moves() -> None:
 
 
 class Planted:
-    """A caller's embedder that places chosen texts: the query and a decoy together, the answer far away."""
+    """A caller's embedder that places chosen texts: the query and a decoy together, the answer far away.
+
+    It is trusted fully (each calibration text and its paraphrase share a direction of their own), so its
+    vector is weighed in full against the words.
+    """
 
     name = "planted"
-    dimension = 3
+    dimension = 3 + len(relevance.REFERENCE_TEXTS)
 
     def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
         out = []
+        pairs = len(relevance.REFERENCE_TEXTS)
         for text in texts:
-            if "deploy" in text.lower() and "friday" in text.lower():
-                out.append([0.0, 1.0, 0.0])  # the only note holding the word: far from the query
+            vec = [0.0] * self.dimension
+            if text in relevance.CALIBRATION_TEXTS:
+                vec[3 + relevance.CALIBRATION_TEXTS.index(text) % pairs] = 1.0
+            elif "deploy" in text.lower() and "friday" in text.lower():
+                vec[1] = 1.0  # the only note holding the word: far from the query
             elif text.lower().startswith("deploy") or "release train" in text.lower():
-                out.append([1.0, 0.0, 0.0])  # the query and the near decoy
+                vec[0] = 1.0  # the query and the near decoy
             else:
-                out.append([0.6, 0.0, 0.8])
+                vec[0], vec[2] = 0.6, 0.8
+            out.append(vec)
         return out
 
 

@@ -229,7 +229,9 @@ def test_an_answer_whose_hits_stay_only_as_context_has_nothing_relevant_and_is_n
 ) -> None:
     """Every hit reaches the companion probability and none the threshold: with the decision on, the answer
     drops them all (counted below the floor), is not truncated, and says why without inventing absent words."""
-    monkeypatch.setattr(relevance, "VECTOR_MODEL", relevance.Model(0.0, {}, threshold=0.9, companion=0.2))
+    flat = relevance.Model(0.0, {}, threshold=0.9, companion=0.2)
+    monkeypatch.setattr(relevance, "VECTOR_MODEL", flat)
+    monkeypatch.setattr(relevance, "LEXICAL_MODEL", flat)  # the store's `fake` embedder is judged on its words
     with _notes_store(tmp_path) as mem:
         kept = mem.search("harbour crane", limit=3)
         assert len(kept.hits) == 3 and kept.truncated and all(h.relevance == 0.5 for h in kept.hits)

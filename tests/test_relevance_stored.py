@@ -39,7 +39,7 @@ _PROCESS = textwrap.dedent(
             self.reference_texts = 0
 
         def embed_batch(self, texts):
-            self.reference_texts += sum(t in relevance.REFERENCE_TEXTS for t in texts)
+            self.reference_texts += sum(t in relevance.CALIBRATION_TEXTS for t in texts)
             return self.inner.embed_batch(texts)
 
     url, how, version = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -69,14 +69,14 @@ def _process(url: str, how: str = "function", version: str = "1") -> dict[str, A
 def test_two_processes_agree_and_the_second_measures_nothing(store_url: str) -> None:
     first = _process(store_url)
     second = _process(store_url)
-    assert first["embedded"] == len(relevance.REFERENCE_TEXTS)
+    assert first["embedded"] == len(relevance.CALIBRATION_TEXTS)
     assert second["embedded"] == 0
     assert (second["mean"], second["spread"]) == (first["mean"], first["spread"])
 
 
 def test_an_embedder_of_another_version_is_measured_anew(store_url: str) -> None:
     _process(store_url, version="1")
-    assert _process(store_url, version="2")["embedded"] == len(relevance.REFERENCE_TEXTS)
+    assert _process(store_url, version="2")["embedded"] == len(relevance.CALIBRATION_TEXTS)
     assert _process(store_url, version="2")["embedded"] == 0
     assert _process(store_url, version="1")["embedded"] == 0  # each version's scale is kept under its own key
 
@@ -85,7 +85,7 @@ def test_a_recall_in_a_second_process_reads_the_scale_the_first_stored(tmp_path:
     url = str(tmp_path / "m.db")
     first = _process(url, "recall")
     second = _process(url, "recall")
-    assert first["embedded"] == len(relevance.REFERENCE_TEXTS)
+    assert first["embedded"] == len(relevance.CALIBRATION_TEXTS)
     assert second["embedded"] == 0 and (second["mean"], second["spread"]) == (first["mean"], first["spread"])
 
 
@@ -121,9 +121,7 @@ def test_a_spec_or_dimension_of_its_own_has_its_own_scale() -> None:
     meta = _Meta()
     small, large = _Counting(FakeEmbedder(64)), _Counting(FakeEmbedder(384), spec="fake:384")
     assert relevance.scale_key(small) != relevance.scale_key(large)
-    assert relevance.stored_scale(meta, small) == relevance.measure_scale(
-        FakeEmbedder(64).embed_batch(list(relevance.REFERENCE_TEXTS))
-    )
+    assert relevance.stored_scale(meta, small) == relevance.calibrate(FakeEmbedder(64))
     relevance.stored_scale(meta, large)
     assert (small.calls, large.calls) == (1, 1) and len(meta.values) == 2
     relevance.stored_scale(meta, _Counting(FakeEmbedder(64)))
@@ -146,7 +144,7 @@ def test_a_scale_kept_from_other_reference_texts_or_unreadable_is_measured_again
 def test_a_store_that_may_not_be_written_still_gets_the_scale() -> None:
     embedder = _Counting(FakeEmbedder(64))
     scale = relevance.stored_scale(_Meta(writable=False), embedder)
-    assert scale == relevance.measure_scale(FakeEmbedder(64).embed_batch(list(relevance.REFERENCE_TEXTS)))
+    assert scale == relevance.calibrate(FakeEmbedder(64))
 
 
 def test_an_embedder_that_fails_has_no_scale_and_nothing_is_kept() -> None:

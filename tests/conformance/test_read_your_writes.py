@@ -211,8 +211,8 @@ def test_searches_of_two_memories_embed_each_waiting_item_once(backend: str, sto
         for t in threads:
             t.join(WAIT_S)
         assert all(env.hits[0].key == "k7" and env.pending_vectors == 0 for env in results)
-        # (the embedder's relevance scale is measured once per memory on relevance.REFERENCE_TEXTS: not items)
-        stored = sorted(t for t in texts if t != "7 note waiting" and t not in relevance.REFERENCE_TEXTS)
+        # (the embedder's relevance scale is measured once per memory on relevance.CALIBRATION_TEXTS: not items)
+        stored = sorted(t for t in texts if t != "7 note waiting" and t not in relevance.CALIBRATION_TEXTS)
         assert stored == sorted(f"waiting note {i}" for i in range(60))  # each embedded exactly once
 
 

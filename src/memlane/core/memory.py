@@ -969,7 +969,8 @@ class Memory:
             candidate_k: candidates each channel nominates (default ``max(50, 2*limit)``).
             embedding: a query vector to use instead of embedding ``query``.
             rrf_k: the RRF constant ``k`` in ``1/(k + rank)`` (default 10).
-            weights: per-channel RRF weights (default lexical 1.0, vector 0.5).
+            weights: per-channel RRF weights (default lexical 1.0, vector 0.5 times
+                how far the embedder is trusted: ``relevance.Scale.trust``).
             floor: apply the relevance decision: drop the hits it judges not
                 relevant (counted in ``below_floor``; see :mod:`memlane.domain.search.relevance`).
             min_score: also drop hits whose fused score is below this.
@@ -989,7 +990,7 @@ class Memory:
         k = v.limit(candidate_k, "candidate_k", maximum=10_000) if candidate_k is not None else max(50, 2 * limit)
         rrf_k = v.limit(rrf_k, "rrf_k", maximum=100_000)
         wanted = _channels(channels)
-        weights = _weights(weights)
+        given_weights, weights = weights, _weights(weights)
         query_vector = None if embedding is None else _embedding(embedding, self._embedder)
         min_score = _min_score(min_score)
         within = self._within(prefix)
@@ -1034,6 +1035,11 @@ class Memory:
                 notes.extend(mismatch)
             timings["vector_ms"] = _ms(t)
         t = time.perf_counter()
+        scale = self._scale_for_relevance() if "vector" in nominations and embedding is None else None
+        if scale is not None and given_weights is None and len(nominations) > 1:
+            # an embedder whose vectors cannot tell related texts from unrelated ones ranks by noise: by default its
+            # channel weighs as far as it is trusted (relevance.Scale.trust), the words lead
+            weights["vector"] *= max(scale.trust, relevance.FUSION_TRUST_FLOOR)
         fused = rank.fuse(nominations, rrf_k=rrf_k, weights=weights)
         timings["fuse_ms"] = _ms(t)
         t = time.perf_counter()
@@ -1045,7 +1051,7 @@ class Memory:
             vector_ran="vector" in nominations,
             vector_scores=[n[1] for n in profile],
             vector_ids=[n[0] for n in profile],
-            scale=self._scale_for_relevance() if "vector" in nominations and embedding is None else None,
+            scale=scale,
             names=rank.names(query),
         )
 

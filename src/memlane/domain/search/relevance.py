@@ -34,6 +34,13 @@ A logistic model (:data:`VECTOR_MODEL` when the vector channel ran,
 :data:`LEXICAL_MODEL` otherwise) turns the evidence into a probability of
 relevance; a hit is relevant when it reaches the model's threshold, or when
 it holds every content word of the query (whatever its vector says).
+With the vector channel, the two models are blended by how far the store's
+embedder can be trusted (:attr:`Scale.trust`, measured once per store on
+:data:`REFERENCE_PARAPHRASES`): an embedder that puts paraphrases no nearer
+than unrelated texts (word hashing) is judged on its words alone, one that
+separates them as MiniLM does by the vector model, one between by a blend of
+the two on the log-odds scale (:meth:`Model.blend`). Its ``standout`` counts
+for a name (below) in the same measure.
 
 One rule stands beside the model: **a name the scope never mentions**. A
 query that writes a word as a name (a capital inside a sentence:
@@ -130,6 +137,57 @@ REFERENCE_TEXTS: tuple[str, ...] = (
     "The violinist tuned her instrument before the concert.",
     "Vaccines train the immune system to recognise a pathogen.",
 )
+# Does the embedder place related texts nearer than unrelated ones at all? Each of these says what the reference text
+# of the same position says, in other words (no content word shared with it). Where an embedder puts these pairs,
+# against where it puts unrelated texts, is how far its vectors can be trusted as evidence (Scale.trust): a model of
+# meaning (MiniLM) puts them 6.4 spreads above unrelated pairs; word hashing (the `fake` test embedder, hashed
+# character trigrams) 0.4-0.7, because the pairs share no words. Measured in the same batch as REFERENCE_TEXTS.
+REFERENCE_PARAPHRASES: tuple[str, ...] = (
+    "We have a dinner reservation for a couple at that pasta restaurant at the end of the week.",
+    "Accounting expects the three-month summary document in a few days.",
+    "The kitten always pushes cups onto the floor when I cook.",
+    "Our walk climbed the mountain path, and we pitched a tent near the water.",
+    "Releasing the software broke since the schema change took too long.",
+    "Every night after work, she takes lessons on a string instrument.",
+    "These vegetable plants must get plenty of direct light to grow.",
+    "Rail service to the terminal for flights departs three times an hour.",
+    "His favourite drink is a strong black brew, unsweetened.",
+    "The apartment owner will charge us more for housing starting in spring.",
+    "The gallery just opened a show of woodblock art from Tokyo.",
+    "Don't forget to extend the vehicle's coverage policy so it stays valid.",
+    "The children made a fortress out of sand by the sea, with a ditch around it.",
+    "How amino acid chains take their shape is driven by water-repelling forces.",
+    "The football game ended level at zero, so it was decided by shootout.",
+    "Nuts and seafood give me a bad reaction, so I avoid them.",
+    "My latest mobile takes nicer pictures, though its charge runs out sooner.",
+    "My grandmother's cooking instructions call for a soured dairy drink rather than the regular kind.",
+    "The panel delayed its ballot to a later meeting.",
+    "Bad weather caused an electricity outage throughout the area during the night.",
+    "On Saturdays and Sundays he helps out unpaid at the pet rescue.",
+    "The bill shows an incorrect location for payment.",
+    "The biggest planet is orbited by many satellites.",
+    "The baby's room got a soft mint colour on its walls.",
+    "Students can study later at the book lending building during test season.",
+    "Jogging long distances leaves my leg joint sore.",
+    "The young company got early funding from a couple of private backers.",
+    "Price increases eased again, continuing a trend that began last year.",
+    "The local bread shop offers tangy loaves at the weekend.",
+    "Could you keep my plants from drying out during my trip?",
+    "Ahead of the performance, the fiddle player adjusted the strings.",
+    "Immunisation teaches the body's defences to spot germs.",
+)
+# what a store's embedder is asked once (stored_scale): the unrelated texts, then their paraphrases
+CALIBRATION_TEXTS: tuple[str, ...] = REFERENCE_TEXTS + REFERENCE_PARAPHRASES
+# Trust in an embedder's vectors (Scale.trust) from its separation d' = (related - mean) / spread, where related is
+# the mean cosine of REFERENCE_PARAPHRASES to their texts: none at TRUST_NONE spreads or less (paraphrases no nearer
+# than chance pairs: word hashing scores 0.4-0.7), full from TRUST_FULL (MiniLM 6.4, and an embedder moved to
+# another scale keeps its separation: shifted MiniLM 6.4), linear between.
+TRUST_NONE = 1.0
+TRUST_FULL = 4.0
+# the vector channel's fusion weight is multiplied by trust, but never by less than this: with an untrusted embedder
+# its nominations still break the lexical channel's ties and follow its hits, and a search of that channel alone
+# keeps its order
+FUSION_TRUST_FLOOR = 0.1
 # MiniLM's scale on REFERENCE_TEXTS (`bench/relevance.py scale`): the scale the coefficients below were fitted on
 REFERENCE_SCALE_MEAN = 0.041402
 REFERENCE_SCALE_SPREAD = 0.081204
@@ -139,29 +197,65 @@ REFERENCE_NOISE = 0.15
 
 @dataclass(frozen=True, slots=True)
 class Scale:
-    """Where an embedder puts unrelated texts: the mean and spread of its cosines over REFERENCE_TEXTS' pairs."""
+    """Where an embedder puts unrelated texts (the mean and spread of its cosines over REFERENCE_TEXTS' pairs), and
+    related ones (``related``: the mean cosine of each reference text to its paraphrase, ``None`` when not measured)."""
 
     mean: float
     spread: float
+    related: float | None = None
 
     def read(self, similarity: float) -> float:
         """``similarity`` on the reference scale (MiniLM's), at most 1."""
         spread = max(self.spread, 1e-3)
         return min(1.0, REFERENCE_SCALE_MEAN + (similarity - self.mean) * REFERENCE_SCALE_SPREAD / spread)
 
+    @property
+    def separation(self) -> float | None:
+        """How many spreads above unrelated pairs the embedder puts paraphrases (``None``: not measured)."""
+        if self.related is None:
+            return None
+        return (self.related - self.mean) / max(self.spread, 1e-3)
 
-def measure_scale(vectors: Sequence[Sequence[float]]) -> Scale:
-    """The :class:`Scale` of an embedder from its vectors of :data:`REFERENCE_TEXTS` (any unit vectors)."""
+    @property
+    def trust(self) -> float:
+        """How far its vectors count as evidence, 0 to 1 (see :data:`TRUST_NONE`, :data:`TRUST_FULL`); 1 when
+        the separation was not measured."""
+        separation = self.separation
+        if separation is None:
+            return 1.0
+        return max(0.0, min(1.0, (separation - TRUST_NONE) / (TRUST_FULL - TRUST_NONE)))
+
+
+def _units(vectors: Sequence[Sequence[float]]) -> list[list[float]]:
     units = []
     for vec in vectors:
         norm = math.sqrt(sum(x * x for x in vec)) or 1.0
         units.append([x / norm for x in vec])
-    sims = [sum(a * b for a, b in zip(u, w, strict=False)) for i, u in enumerate(units) for w in units[i + 1 :]]
+    return units
+
+
+def _cosine(u: Sequence[float], w: Sequence[float]) -> float:
+    return sum(a * b for a, b in zip(u, w, strict=False))
+
+
+def measure_scale(vectors: Sequence[Sequence[float]], paraphrases: Sequence[Sequence[float]] = ()) -> Scale:
+    """The :class:`Scale` of an embedder from its vectors of :data:`REFERENCE_TEXTS` and, for ``related``, of
+    :data:`REFERENCE_PARAPHRASES` in the same order (any vectors: they are normalised here)."""
+    units = _units(vectors)
+    sims = [_cosine(u, w) for i, u in enumerate(units) for w in units[i + 1 :]]
     if not sims:
         return Scale(REFERENCE_SCALE_MEAN, REFERENCE_SCALE_SPREAD)
     mean = sum(sims) / len(sims)
     spread = math.sqrt(sum((x - mean) ** 2 for x in sims) / len(sims))
-    return Scale(round(mean, 6), round(spread, 6))
+    pairs = [_cosine(u, p) for u, p in zip(units, _units(paraphrases), strict=False)]
+    related = round(sum(pairs) / len(pairs), 6) if pairs else None
+    return Scale(round(mean, 6), round(spread, 6), related)
+
+
+def calibrate(embedder: Any) -> Scale:
+    """``embedder``'s :class:`Scale`, measured on one batch of :data:`CALIBRATION_TEXTS`."""
+    vectors = embedder.embed_batch(list(CALIBRATION_TEXTS))
+    return measure_scale(vectors[: len(REFERENCE_TEXTS)], vectors[len(REFERENCE_TEXTS) :])
 
 
 class Meta(Protocol):
@@ -173,7 +267,7 @@ class Meta(Protocol):
 
 
 # what a stored scale was measured on: other reference texts (a later release) make it stale
-_REFERENCE_DIGEST = hashlib.sha256("\n".join(REFERENCE_TEXTS).encode()).hexdigest()[:16]
+_REFERENCE_DIGEST = hashlib.sha256("\n".join(CALIBRATION_TEXTS).encode()).hexdigest()[:16]
 
 
 def scale_key(embedder: Any) -> str:
@@ -194,7 +288,7 @@ def stored_scale(meta: Meta, embedder: Any) -> Scale | None:
     """``embedder``'s :class:`Scale` as the store keeps it; measured and stored at the first need.
 
     Measured once per store, embedder spec and version, and reference texts
-    (one batch of :data:`REFERENCE_TEXTS`), then read by every process that
+    (one batch of :data:`CALIBRATION_TEXTS`), then read by every process that
     opens the store. A store that may not be written (a read-only role) keeps
     nothing: the scale is measured and used. An embedder that fails here
     gives ``None`` (its name's noise level is read instead; the query's own
@@ -206,12 +300,18 @@ def stored_scale(meta: Meta, embedder: Any) -> Scale | None:
         with contextlib.suppress(ValueError, KeyError, TypeError):
             kept = json.loads(raw)
             if kept["reference"] == _REFERENCE_DIGEST:
-                return Scale(float(kept["mean"]), float(kept["spread"]))
+                return Scale(float(kept["mean"]), float(kept["spread"]), float(kept["related"]))
     try:
-        scale = measure_scale(embedder.embed_batch(list(REFERENCE_TEXTS)))
+        scale = calibrate(embedder)
     except Exception:  # the query's embedding will say what is wrong with the embedder
         return None
-    value = {"reference": _REFERENCE_DIGEST, "mean": scale.mean, "spread": scale.spread, "name": embedder.name}
+    value = {
+        "reference": _REFERENCE_DIGEST,
+        "mean": scale.mean,
+        "spread": scale.spread,
+        "related": scale.related,
+        "name": embedder.name,
+    }
     with contextlib.suppress(StoreError):  # a store this role may not write: measured again by the next process
         meta.set_meta(key, json.dumps(value, sort_keys=True))
     return scale
@@ -265,6 +365,35 @@ class Model:
         """The probability of relevance this model gives the evidence."""
         z = self.bias + sum(w * evidence.get(name, 0.0) for name, w in self.weights.items())
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+    def blend(self, other: Model, share: float) -> Model:
+        """This model weighed ``share`` against ``other`` (``1 - share``), on the log-odds scale.
+
+        The blend's log-odds are the weighted sum of the two models' (so are its
+        thresholds'), so a hit passes it when its margins over the two thresholds,
+        so weighed, sum to at least 0. ``share`` 1 is this model, 0 ``other``.
+        """
+        if share >= 1.0:
+            return self
+        if share <= 0.0:
+            return other
+        names = dict.fromkeys([*self.weights, *other.weights])
+        return Model(
+            bias=share * self.bias + (1 - share) * other.bias,
+            weights={n: share * self.weights.get(n, 0.0) + (1 - share) * other.weights.get(n, 0.0) for n in names},
+            threshold=_mix(self.threshold, other.threshold, share),
+            companion=_mix(self.companion, other.companion, share),
+        )
+
+
+def _logit(p: float) -> float:
+    p = max(1e-9, min(1 - 1e-9, p))
+    return math.log(p / (1 - p))
+
+
+def _mix(p: float, q: float, share: float) -> float:
+    """``p`` and ``q`` mixed ``share`` to ``1 - share`` on the log-odds scale."""
+    return 1.0 / (1.0 + math.exp(-(share * _logit(p) + (1 - share) * _logit(q))))
 
 
 # Fitted by `bench/relevance.py fit` (docs/benchmarks.md, "Relevance decision"): weighted logistic regression
@@ -412,8 +541,9 @@ class Judge:
             hit among them is judged on its similarity there, whether or not
             the vector channel nominated it for ranking.
         scale: the embedder's :class:`Scale`, read onto the reference scale
-            before the decision; ``None`` reads similarities as they are,
-            with the noise level of ``embedder_name``.
+            before the decision, and its ``trust`` weighing the vector model
+            against the lexical one; ``None`` reads similarities as they are,
+            with the noise level of ``embedder_name``, at full trust.
         names: the words the query writes as names
             (:func:`memlane.domain.search.rank.names`): a name no item in scope
             holds needs evidence of its own (:meth:`unanswered_names`).
@@ -443,7 +573,10 @@ class Judge:
         self._profile = dict(zip(vector_ids, profile, strict=False))
         self.vector_floor = min(profile, default=None)
         self.vector_mean = sum(profile) / len(profile) if profile else None
-        self.model = VECTOR_MODEL if vector_ran else LEXICAL_MODEL
+        # an embedder whose vectors barely tell related texts from unrelated ones is weighed accordingly: its
+        # similarity is noise, and noise must not outvote the words (Scale.trust)
+        self.trust = 1.0 if scale is None else scale.trust
+        self.model = VECTOR_MODEL.blend(LEXICAL_MODEL, self.trust) if vector_ran else LEXICAL_MODEL
         self._scope: tuple[int, dict[str, int]] | None = None
         self._weights: tuple[dict[str, float], float, float, list[str]] | None = None
 
@@ -480,7 +613,7 @@ class Judge:
             return []  # too few items to tell a rare word or a standing-out vector: the model decides alone
         if set(self.names) & set(self.held(hit)) or evidence.get("rarity", 0.0) >= NAME_RARITY:
             return []
-        if self.vector_ran and evidence.get("standout", 0.0) >= NAME_STANDOUT:
+        if self.vector_ran and self.trust * evidence.get("standout", 0.0) >= NAME_STANDOUT:
             return []
         return missing
 
@@ -563,8 +696,17 @@ class Judge:
         return Verdict(relevant, round(p, 4), self._why(hit, p, relevant, unanswered))
 
     def keeps(self, hit: Hit) -> bool:
-        """Whether a judged hit may stay in an answer that holds a relevant hit (see :meth:`settle`)."""
-        return bool(hit.relevant) or (hit.relevance is not None and hit.relevance >= self.model.companion)
+        """Whether a judged hit may stay in an answer that holds a relevant hit (see :meth:`settle`).
+
+        A hit that holds none of the query's content words is context only by
+        its vector: judged on words alone (no vector channel, or an embedder
+        not trusted at all) it has no evidence, whatever the model's bias gives.
+        """
+        if hit.relevant:
+            return True
+        if hit.relevance is None or hit.relevance < self.model.companion:
+            return False
+        return (self.vector_ran and self.trust > 0.0) or bool(self.held(hit))
 
     def settle(self, hits: Sequence[Hit], *, drop: bool, found: bool | None = None) -> tuple[list[Hit], int]:
         """The decision on a whole answer: its judged hits, and how many were dropped.
@@ -605,6 +747,12 @@ class Judge:
                 parts.append(f"similarity {sim:.2f}{read} (noise {self.noise:.2f})")
             else:
                 parts.append("not among the query's nearest vectors")
+            if self.trust < 1.0 and self.scale is not None:
+                parts.append(
+                    f"vectors weighed {self.trust:.2f}: this embedder puts paraphrases "
+                    f"{self.scale.separation or 0.0:.1f} spreads above unrelated texts "
+                    f"(full weight from {TRUST_FULL:.0f})"
+                )
         held = self.held(hit)
         if self.content:
             parts.append(
