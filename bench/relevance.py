@@ -29,8 +29,10 @@ Usage::
 Embedders (``--embedder``; ``probe`` takes several, comma-separated): ``minilm``
 (the default), ``shifted:NAME`` (NAME's vectors plus one shared direction, so
 different texts score 0.7-0.85 cosine, as older API embedders do), ``fake``,
-``none`` (lexical only: a base install), and ``trigram`` (a caller's own
-embedder, written here as a caller writes one: hashed character trigrams).
+``none`` (lexical only: a base install), ``trigram`` (a caller's own
+embedder, written here as a caller writes one: hashed character trigrams), and
+``noisy:NAME[:LEVEL]`` (NAME's vectors plus a fixed random vector per text,
+LEVEL times as long, default 1.0: a weaker model of meaning, trusted in part).
 
 Sets (see docs/benchmarks.md, "Relevance decision"):
 
@@ -145,6 +147,28 @@ class Trigram:
         return out
 
 
+class Noisy:
+    """NAME's vectors plus a random vector fixed per text: what they say is still there, under noise."""
+
+    def __init__(self, inner: Any, level: float = 1.0) -> None:
+        self.inner, self.level = inner, level
+        self.name = f"noisy-{inner.name}-{level:g}"
+        self.dimension = inner.dimension
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        import hashlib
+
+        import numpy as np
+
+        vecs = np.asarray(self.inner.embed_batch(texts), dtype=np.float64)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        for row, text in zip(vecs, texts, strict=True):
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+            noise = np.random.default_rng(seed).standard_normal(self.dimension)
+            row += self.level * noise / np.linalg.norm(noise)
+        return (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).tolist()  # type: ignore[no-any-return]
+
+
 def make_embedder(spec: str) -> Any:
     """An embedder from a bench spec (see the module docstring): a name memlane knows, or one of the above."""
     from memlane.domain.search.embedders import resolve_embedder
@@ -155,6 +179,9 @@ def make_embedder(spec: str) -> Any:
         return Shifted(resolve_embedder(spec.split(":", 1)[1]))
     if spec == "trigram":
         return Trigram()
+    if spec.startswith("noisy:"):
+        name, _, level = spec.split(":", 1)[1].partition(":")
+        return Noisy(resolve_embedder(name), float(level or 1.0))
     return spec
 
 
