@@ -6,6 +6,7 @@ import pytest
 
 import memlane
 from memlane import EmbedderMismatchError, ValidationError
+from memlane.domain.search import relevance
 from memlane.domain.search.embedders import FakeEmbedder
 
 from .indexed import indexed
@@ -48,7 +49,9 @@ def test_hybrid_reports_both_channels(kb):
     top = env.hits[0]
     assert top.key == "backups"
     assert set(top.ranks) == {"lexical", "vector"}
-    weights = {"lexical": 1.0, "vector": 0.5}  # the defaults
+    # the defaults: the vector channel weighs 0.5 times its embedder's trust, and `fake` (hashed words) is not trusted
+    weights = env.params["weights"]
+    assert weights == {"lexical": 1.0, "vector": 0.5 * relevance.FUSION_TRUST_FLOOR}
     expected = sum(weights[ch] / (10 + r) for ch, r in top.ranks.items())
     assert top.score == pytest.approx(expected)
     assert -1.0 <= top.channel_scores["vector"] <= 1.0
