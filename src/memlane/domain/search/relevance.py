@@ -335,6 +335,8 @@ HEAD_K = 20
 # A name the scope never mentions (module docstring): a hit answers it only holding a word at least this rare in the
 # scope (rarity 0.5: (1 + df)^2 <= 1 + N, a word fewer than about sqrt(N) items hold) ...
 NAME_RARITY = 0.5
+# ... together with at least this share of the query's other content words
+NAME_SHARE = 0.5
 # ... or standing this far out of the query's profile on the reference scale: above the best standout of all but one
 # of the 512 questions asked where nothing answers them in the fitting data (LoCoMo conv-26, 30, 41 asked in another
 # conversation and the paraphrase development set's unrelated questions: 99th percentile 0.21, 99.5th 0.24, the one
@@ -578,6 +580,8 @@ class Judge:
         self.trust = 1.0 if scale is None else scale.trust
         self.model = VECTOR_MODEL.blend(LEXICAL_MODEL, self.trust) if vector_ran else LEXICAL_MODEL
         self._scope: tuple[int, dict[str, int]] | None = None
+        # the hits refused for a name the scope never mentions: no context either
+        self._nameless: set[str] = set()
         self._weights: tuple[dict[str, float], float, float, list[str]] | None = None
 
     def scope(self) -> tuple[int, dict[str, int]]:
@@ -611,7 +615,13 @@ class Judge:
         missing = self.missing_names()
         if not missing or self.scope()[0] < IDF_MIN_ROWS:
             return []  # too few items to tell a rare word or a standing-out vector: the model decides alone
-        if set(self.names) & set(self.held(hit)) or evidence.get("rarity", 0.0) >= NAME_RARITY:
+        held = set(self.held(hit))
+        if set(self.names) & held:
+            return []
+        others = [w for w in self.content if w not in missing]
+        if evidence.get("rarity", 0.0) >= NAME_RARITY and (
+            not others or sum(w in held for w in others) / len(others) >= NAME_SHARE
+        ):
             return []
         if self.vector_ran and self.trust * evidence.get("standout", 0.0) >= NAME_STANDOUT:
             return []
@@ -685,15 +695,17 @@ class Judge:
         A hit whose text holds every content word of the query is relevant
         whatever its vector says; otherwise the model's probability decides.
         Either way, a hit with no evidence for a name of the query that the
-        scope never mentions is not (:meth:`unanswered_names`).
+        scope never mentions is not (:meth:`unanswered_names`), nor is it
+        context for another hit (:meth:`keeps`).
         """
         evidence = self.evidence(hit)
         p = self.model.probability(evidence)
         relevant = p >= self.model.threshold or self.holds_all(hit)
-        unanswered = self.unanswered_names(hit, evidence) if relevant else []
-        if unanswered:
-            relevant = False
-        return Verdict(relevant, round(p, 4), self._why(hit, p, relevant, unanswered))
+        unanswered = self.unanswered_names(hit, evidence)
+        if unanswered:  # no answer, and no context for one either (keeps)
+            self._nameless.add(hit.item.id)
+        refused = unanswered if relevant else []
+        return Verdict(relevant and not refused, round(p, 4), self._why(hit, p, relevant and not refused, refused))
 
     def keeps(self, hit: Hit) -> bool:
         """Whether a judged hit may stay in an answer that holds a relevant hit (see :meth:`settle`).
@@ -701,10 +713,11 @@ class Judge:
         A hit that holds none of the query's content words is context only by
         its vector: judged on words alone (no vector channel, or an embedder
         not trusted at all) it has no evidence, whatever the model's bias gives.
+        Nor is a hit with no evidence for a name the scope never mentions.
         """
         if hit.relevant:
             return True
-        if hit.relevance is None or hit.relevance < self.model.companion:
+        if hit.relevance is None or hit.relevance < self.model.companion or hit.item.id in self._nameless:
             return False
         return (self.vector_ran and self.trust > 0.0) or bool(self.held(hit))
 
