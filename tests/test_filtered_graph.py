@@ -60,10 +60,13 @@ def test_a_broad_filter_asks_the_graph_and_a_selective_one_still_finds_k(graph_c
             found += len(set(ids) & set(_exact_filtered(c, q, share, 10)))
         assert c.shared.approximate_searches - before == len(queries)
         assert found / (10 * len(queries)) >= 0.9  # the graph's recall, as without a filter
-    # a selective filter (1 %): too few of the graph's nearest meet it; the exact answer, k of them
+    # a selective filter (1 %, 60 items) at k = 50: the graph's candidates will not hold k of them; the exact
+    # answer, k of them
     for q in queries[:10]:
-        got = [g[0] for g in c.mem.store.vector(q, [()], 10, _below(1))]
-        assert got == _exact_filtered(c, q, 1, 10)
+        before = _paths(c)
+        got = [g[0] for g in c.mem.store.vector(q, [()], 50, _below(1))]
+        assert _paths(c)[0] == before[0] and _paths(c)[1] > before[1]
+        assert got == _exact_filtered(c, q, 1, 50)
 
 
 def test_a_filter_a_tenth_meet_is_answered_by_the_graphs_windows(graph_corpus: GraphCorpus) -> None:
@@ -82,7 +85,7 @@ def test_a_filter_a_tenth_meet_is_answered_by_the_graphs_windows(graph_corpus: G
         assert len(ids) == k and _meeting(c, ids, share) == set(ids)
         found += len(set(ids) & set(_exact_filtered(c, q, share, k)))
     assert short_at_256 >= 0.9 * len(questions)  # the case: the graph's first candidates hold too few
-    assert found / (k * len(questions)) >= 0.95
+    assert found / (k * len(questions)) >= 0.95  # 1.0 on this corpus (the beam is a third of it)
 
 
 def test_filtered_graph_answers_see_writes_deletes_and_scopes(graph_corpus: GraphCorpus) -> None:
