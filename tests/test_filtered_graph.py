@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 import graphcorpus
 from graphcorpus import GraphCorpus
 from memlane.store import vector_index as vi
@@ -113,3 +116,35 @@ def test_filtered_graph_answers_see_writes_deletes_and_scopes(graph_corpus: Grap
         assert len(set(ids) & set(_exact_filtered(c, q, share, k, within))) >= 0.9 * k
     small = [("bench", "ns00003")]  # 300 rows: scanned exactly
     assert [g[0] for g in store.vector(q, small, k, _below(share))] == _exact_filtered(c, q, share, k, small)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    share=st.integers(1, 100),
+    k=st.integers(1, 120),
+    scope=st.sampled_from(["all", "half", "three quarters", "a tenth"]),
+    question=st.integers(0, 59),
+)
+def test_every_filtered_answer_is_full_meets_the_filter_and_is_ranked(
+    graph_corpus: GraphCorpus, share: int, k: int, scope: str, question: int
+) -> None:
+    """At any share and k, through whichever path answers: min(k, matching) hits, each meeting the filter inside
+    the scope, best first; the exact path's answer is the exact one."""
+    c = graph_corpus
+    within = {
+        "all": [()],
+        "half": [("bench", f"ns{i:05d}") for i in range(10)],
+        "three quarters": [("bench", f"ns{i:05d}") for i in range(5, 20)],
+        "a tenth": [("bench", "ns00001"), ("bench", "ns00007")],  # below APPROX_SHARE: scanned exactly
+    }[scope]
+    q = c.questions[question]
+    want = _exact_filtered(c, q, share, 10**6, within)
+    before = _paths(c)
+    got = c.mem.store.vector(q, within, k, _below(share))
+    ids = [g[0] for g in got]
+    assert len(ids) == len(set(ids)) == min(k, len(want))
+    assert set(ids) <= set(want)  # inside the scope and meeting the filter
+    scores = [g[1] for g in got]
+    assert scores == sorted(scores, reverse=True)
+    if _paths(c)[0] == before[0]:  # not the graph: exactly the exact answer
+        assert ids == want[:k]
