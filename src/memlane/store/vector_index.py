@@ -103,8 +103,8 @@ GRAPH_CANDIDATES = 256  # the graph's nearest a search re-scores exactly from th
 GRAPH_FILTER_CANDIDATES = GRAPH_EXPANSION_SEARCH
 GRAPH_CRC_BYTES = 1 << 20
 # rows gathered and scored in one product: from about 1,500 rows (384 dimensions) numpy's BLAS spreads a product
-# over threads, which on a busy 2-core machine cost 10x (2,048 rows: 4.4 ms in one product, 0.3 ms in pieces of
-# 512) and leave spinning threads that slow what follows
+# over threads, which on a busy 2-core machine cost 10x (2,048 rows: 4.4 ms in one product, 0.3 ms in pieces)
+# and leave spinning threads that slow what follows
 SCORE_ROWS = 1024
 _SCORE_LIMIT = 1.001  # cosines of unit vectors; beyond this the matrix is garbage
 
