@@ -25,7 +25,8 @@ its hits are counted against ``min(limit, relevant)``, where relevant is the ite
 are candidates (for the lexical channel: hold a query term or address word, exact words in Python, so a lower
 bound of what the stemmed index matches; for vector and hybrid: every item meeting it); and each hit must meet
 the filter. "short" is the searches that found fewer than that (the goal: none), "wrong" the hits that do
-not meet the filter.
+not meet the filter. On SQLite, "SQL/search" is the statements one search ran on the store's connection
+(its trace callback; warm-up questions not counted). ``--channels vector`` times that channel alone.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,19 +110,28 @@ def relevant_counts(items: Items, questions: list[str]) -> dict[tuple[str, str],
 
 
 def measure(
-    mem: Any, items: Items, questions: list[str], vectors: list[list[float]], rounds: int, warmup: int
+    mem: Any,
+    items: Items,
+    questions: list[str],
+    vectors: list[list[float]],
+    rounds: int,
+    warmup: int,
+    channels: Sequence[str] = tuple(CHANNELS),
 ) -> tuple[dict[str, Any], list[list[Any]]]:
     """Time every channel without a filter and with each one; count short pages and wrong hits."""
     checked = set(questions[warmup:])
     lexical_need = relevant_counts(items, sorted(checked))
+    statements = _statement_counter(mem)
     result: dict[str, Any] = {}
     rows: list[list[Any]] = []
     for channel, chosen in CHANNELS.items():
+        if channel not in channels:
+            continue
         subjects: dict[str, Any] = {}
         checks: dict[str, dict[str, int]] = {}
         for f in [None, *items.filters]:
             name = "none" if f is None else f.name
-            tally = checks.setdefault(name, {"searches": 0, "short": 0, "wrong": 0, "hits": 0})
+            tally = checks.setdefault(name, {"searches": 0, "short": 0, "wrong": 0, "hits": 0, "calls": 0, "sql": 0})
             everyone = LIMIT if f is None else min(LIMIT, int(f.mask.sum()))
 
             def call(
@@ -134,10 +144,13 @@ def measure(
                 lexical: bool = channel == "lexical",
                 chosen: tuple[str, ...] = chosen,
             ) -> None:
+                before = statements[0]
                 env = mem.search(q, limit=LIMIT, channels=chosen, embedding=vec, where=None if f is None else f.where)
-                if f is None:
-                    return
                 if q not in checked:  # a warm-up question
+                    return
+                tally["calls"] += 1
+                tally["sql"] += statements[0] - before
+                if f is None:
                     return
                 need = lexical_need[(q, name)] if lexical else everyone
                 tally["searches"] += 1
@@ -158,11 +171,28 @@ def measure(
                 "ratio": round(s.p50_us / base, 2),
                 **t,
             }
+            if statements[1]:
+                per[name]["statements_per_search"] = round(t["sql"] / max(1, t["calls"]), 1)
             shown = f"{t['short']}/{t['searches']}" if name != "none" else ""
             rows.append([channel, name, per[name]["p50_ms"], per[name]["p99_ms"], per[name]["ratio"], shown,
-                         t["wrong"] if name != "none" else ""])  # fmt: skip
+                         t["wrong"] if name != "none" else "", per[name].get("statements_per_search", "")])  # fmt: skip
         result[channel] = per
     return result, rows
+
+
+def _statement_counter(mem: Any) -> list[int]:
+    """``[statements run so far, 1]`` on a SQLite store's connection (counted by its trace callback), else
+    ``[0, 0]``."""
+    counter = [0, 0]
+    conn = getattr(mem.store, "_conn", None)
+    if isinstance(conn, sqlite3.Connection):
+        counter[1] = 1
+
+        def seen(_: str) -> None:
+            counter[0] += 1
+
+        conn.set_trace_callback(seen)
+    return counter
 
 
 # -- the synthetic store (metadata.bucket) ----------------------------------------------------------------
@@ -195,7 +225,7 @@ def synthetic(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         queries = corpus.queries("natural", args.queries + args.warmup)
         vectors = [v.tolist() for v in embedder.embed_batch(queries)]
         mem.search("warm", channels=("vector",), embedding=vectors[0], limit=10)  # loads the vector cache
-        res, rows_out = measure(mem, Items(words, filters), queries, vectors, args.rounds, args.warmup)
+        res, rows_out = measure(mem, Items(words, filters), queries, vectors, args.rounds, args.warmup, args.channels)
         mem.close()
     title = f"synthetic SQLite store, N={n:,}, metadata.bucket filters, limit 10, {args.queries} queries"
     return {"store": "synthetic", "n": n, "channels": res}, _table(rows_out, title)
@@ -281,7 +311,7 @@ def run_kept(label: str, url: str, rows: Iterator[tuple[str, str, str, str]], n:
     try:
         load_start = machine_info()["loadavg_1_5_15"]
         progress(f"{label}: timing {args.queries} questions x {1 + len(items.filters)} subjects x 3 channels")
-        res, rows_out = measure(mem, items, questions, vectors, args.rounds, args.warmup)
+        res, rows_out = measure(mem, items, questions, vectors, args.rounds, args.warmup, args.channels)
     finally:
         mem.close()
     load_end = machine_info()["loadavg_1_5_15"]
@@ -292,6 +322,63 @@ def run_kept(label: str, url: str, rows: Iterator[tuple[str, str, str, str]], n:
     out = {"store": label, "n": n, "load_start": load_start, "load_end": load_end, "channels": res}
     out["filters"] = {f.name: {"where": f.where, "matching": int(f.mask.sum())} for f in items.filters}
     return out, _table(rows_out, title)
+
+
+def vector_probe(path: str, n: int, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """The store's filtered vector nomination alone (``SqliteStore.vector``, ``k`` = ``--probe-k``): p50, the
+    statements it runs, which path answered (the graph, or the exact ranking of the index), and its recall
+    against the exact filtered answer (a second store on the file with the shared index off: every vector ranked).
+    """
+    import os
+    import statistics
+
+    from memlane.store.sqlite import SqliteStore
+    from memlane.values import where as where_rules
+
+    items = kept_items(sqlite_rows(path), n)
+    k = args.probe_k
+    vectors = FakeVectors().matrix(ScaleCorpus(args.seed, args.namespaces).questions(args.queries)).astype(np.float32)
+    store = SqliteStore(path, read_only=True)
+    saved = os.environ.get("MEMLANE_VECTOR_INDEX")
+    os.environ["MEMLANE_VECTOR_INDEX"] = "0"  # read when a store first searches
+    exact = SqliteStore(path, read_only=True)
+    exact.vector(vectors[0].tolist(), [()], 1)
+    if saved is None:
+        del os.environ["MEMLANE_VECTOR_INDEX"]
+    else:
+        os.environ["MEMLANE_VECTOR_INDEX"] = saved
+    statements = [0]
+    store._conn.set_trace_callback(lambda _: statements.__setitem__(0, statements[0] + 1))
+    store.vector(vectors[0].tolist(), [()], k)  # opens the shared index
+    shared = store._vectors
+    rows, out = [], {}
+    try:
+        for f in [None, *items.filters]:
+            name = "none" if f is None else f.name
+            conditions = [] if f is None else where_rules.conditions(f.where)
+            times, sql, graph, recall = [], 0, 0, 0.0
+            for v in vectors:  # timed first, all of them, then the exact answers (their scans disturb the timing)
+                q, before, answered = v.tolist(), statements[0], shared.approximate_searches
+                t0 = time.perf_counter()
+                store.vector(q, [()], k, conditions)
+                times.append(time.perf_counter() - t0)
+                sql += statements[0] - before
+                graph += shared.approximate_searches - answered
+            for v in vectors:
+                got = {h[0] for h in store.vector(v.tolist(), [()], k, conditions)}
+                want = {h[0] for h in exact.vector(v.tolist(), [()], k, conditions)}
+                recall += len(got & want) / max(1, len(want))
+            p50 = statistics.median(times) * 1000
+            out[name] = {"p50_ms": round(p50, 2), "statements": sql / len(vectors), "graph": graph,
+                         "recall": round(recall / len(vectors), 3)}  # fmt: skip
+            rows.append([name, round(p50, 2), round(p50 / out["none"]["p50_ms"], 2), round(sql / len(vectors), 1),
+                         f"{graph}/{len(vectors)}", round(recall / len(vectors), 3)])  # fmt: skip
+    finally:
+        store.close()
+        exact.close()
+    headers = ["filter", "p50 ms", "p50 / none", "SQL/search", "graph answered", f"recall@{k}"]
+    title = f"SQLite store.vector, N={n:,}, unscoped, k={k}, {len(vectors)} questions"
+    return {"store": "SQLite store.vector", "n": n, "k": k, "filters": out}, format_table(headers, rows, title=title)
 
 
 def sqlite_rows(path: str) -> Iterator[tuple[str, str, str, str]]:
@@ -318,7 +405,7 @@ def postgres_rows(url: str) -> Iterator[tuple[str, str, str, str]]:
 
 
 def _table(rows: list[list[Any]], title: str) -> str:
-    headers = ["channel", "filter", "p50 ms", "p99 ms", "p50 / none", "short/checked", "wrong hits"]
+    headers = ["channel", "filter", "p50 ms", "p99 ms", "p50 / none", "short/checked", "wrong hits", "SQL/search"]
     return format_table(headers, rows, title=title)
 
 
@@ -335,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="7 (synthetic) or 20240607 (kept stores)")
     parser.add_argument("--namespaces", type=int, default=1000)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--probe-k", type=int, default=0, help="with --sqlite: the store's vector call alone, this k")
+    parser.add_argument("--channels", nargs="+", choices=list(CHANNELS), default=list(CHANNELS))
     args = parser.parse_args(argv)
     info = machine_info()
     print(f"machine: {info['cpu_model']}, {info['cpu_usable']} usable CPUs; SQLite {info['sqlite']}; "
@@ -349,7 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     args.seed = 20240607 if args.seed is None else args.seed
     for path in args.sqlite:
         n = int(re.search(r"search-(\d+)-", Path(path).name).group(1))  # type: ignore[union-attr]
-        res, table = run_kept("SQLite", path, sqlite_rows(path), n, args, read_only=True)
+        if args.probe_k:
+            res, table = vector_probe(path, n, args)
+        else:
+            res, table = run_kept("SQLite", path, sqlite_rows(path), n, args, read_only=True)
         runs.append(res)
         print(table + "\n", flush=True)
     if args.postgres:

@@ -439,3 +439,30 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: i
     monkeypatch.delenv("MEMLANE_DB", raising=False)
     monkeypatch.delenv("MEMLANE_EMBEDDER", raising=False)
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def graph_corpus_template(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The 6,000-item corpus with its HNSW graph (tests/graphcorpus.py), built once per test process."""
+    pytest.importorskip("usearch")
+    import graphcorpus
+    from memlane.store import vector_index as vi
+
+    folder = str(tmp_path_factory.mktemp("graph-corpus"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vi, "GRAPH_MIN", graphcorpus.GRAPH_AT)
+        graphcorpus.build(folder)
+    return folder
+
+
+@pytest.fixture
+def graph_corpus(graph_corpus_template: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A copy of that corpus for one test, opened, with the graph asked at its size (``APPROX_MIN``)."""
+    import graphcorpus
+    from memlane.store import vector_index as vi
+
+    monkeypatch.setattr(vi, "GRAPH_MIN", graphcorpus.GRAPH_AT)
+    monkeypatch.setattr(vi, "APPROX_MIN", graphcorpus.GRAPH_AT)
+    opened = graphcorpus.open_copy(graph_corpus_template, str(tmp_path))
+    yield opened
+    opened.mem.close()

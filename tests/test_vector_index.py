@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memlane
-from benchmods import bench_module
+from graphcorpus import GraphCorpus
 from memlane.store import vector_index as vi
 from memlane.store.sqlite import SqliteStore
 
@@ -278,36 +278,18 @@ def test_damaged_index_never_returns_a_deleted_or_forbidden_item(tmp_path: Path,
         mem.close()
 
 
-def test_approximate_recall_on_neighbourhoods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("usearch")
-    Corpus = bench_module("search").Corpus
-
-    monkeypatch.setattr(vi, "GRAPH_MIN", 2000)
-    monkeypatch.setattr(vi, "APPROX_MIN", 2000)
-    n = 6000
-    corpus = Corpus(seed=5, namespaces=20)
-    path = str(tmp_path / "m.db")
-    mem = memlane.open(path, embedder="fake:64", indexing="sync")
-    try:
-        for start in range(0, n, 1000):
-            mem.put_many(corpus.batch(start, start + 1000))
-        assert mem.store.fold_vectors(min_delta=1)
-        gen = vi.open_current(vi.directory_for(path))
-        assert gen is not None and gen.graph is not None and gen.count == n
-        queries = mem.embedder.embed_batch(corpus.queries("natural", 60))  # type: ignore[union-attr]
-        hits = 0
-        for q in queries:
-            got = {g[0] for g in mem.store.vector(q, [()], 10)}
-            hits += len(got & {g[0] for g in _exact(path, q, [()], 10)})
-        shared = mem.store._vectors  # type: ignore[attr-defined]
-        assert shared.approximate_searches == len(queries)
-        assert hits / (10 * len(queries)) >= 0.9
-        # a small scope is scanned exactly: nothing lost to the graph
-        for q in queries[:10]:
-            _same(mem.store.vector(q, [("bench", "ns00003")], 10), _exact(path, q, [("bench", "ns00003")], 10))
-        assert shared.approximate_searches == len(queries)
-    finally:
-        mem.close()
+def test_approximate_recall_on_neighbourhoods(graph_corpus: GraphCorpus) -> None:
+    c = graph_corpus
+    hits = 0
+    for q in c.questions:
+        got = {g[0] for g in c.mem.store.vector(q, [()], 10)}
+        hits += len(got & {g[0] for g in _exact(c.path, q, [()], 10)})
+    assert c.shared.approximate_searches == len(c.questions)
+    assert hits / (10 * len(c.questions)) >= 0.9
+    # a small scope is scanned exactly: nothing lost to the graph
+    for q in c.questions[:10]:
+        _same(c.mem.store.vector(q, [("bench", "ns00003")], 10), _exact(c.path, q, [("bench", "ns00003")], 10))
+    assert c.shared.approximate_searches == len(c.questions)
 
 
 # format 2's header: the graph's parameters were not recorded

@@ -1793,35 +1793,19 @@ class SqliteStore(Store):
         import numpy as np
 
         from . import where_sql
-        from .vector_index import GRAPH_CANDIDATES, TooSelective
+        from .vector_index import TooSelective
 
         conn = self._conn
         conn.execute("BEGIN")  # one snapshot: the delta, the re-checks and the filter agree
         try:
             seen = (conn.execute("PRAGMA data_version").fetchone()[0], self._own_writes)
-            gen = shared.refresh(conn, len(query), seen)
+            shared.refresh(conn, len(query), seen)
             if not where:
                 return shared.search(conn, query, within, k)
             inside, inside_params = c.within_filter(within, column="items.namespace")
             test, test_params = where_sql.sqlite_sql(builtins.list(where))
             scoped = f"{inside + ' AND ' if inside else ''}{test}"
-            if gen is not None and gen.graph is not None:
-                # a filter many items meet: the graph's nearest hold k of them (the approximation a search without
-                # a filter makes), tested in one statement; the exact scan below costs 5x the graph at 1M items
-                m = max(GRAPH_CANDIDATES, k)
-                nearest = shared.search(conn, query, within, m)
-                listed = json.dumps([h[0] for h in nearest])
-                meets = {
-                    r[0]
-                    for r in conn.execute(
-                        f"SELECT rowid FROM items WHERE rowid IN (SELECT value FROM json_each(?)) AND {scoped}",
-                        [listed, *inside_params, *test_params],
-                    )
-                }
-                kept = [h for h in nearest if h[0] in meets]
-                if len(kept) >= k or len(nearest) < m:
-                    return kept[:k]
-            try:  # the ranking read down, the filter tested in SQL on each window of it
+            try:  # the ranking (the graph's candidates first, where it is asked) read down, each window tested
                 return shared.search(conn, query, within, k, test=(scoped, [*inside_params, *test_params]))
             except TooSelective:  # few rows meet it: read those first, rank only them
                 pass
