@@ -335,8 +335,6 @@ HEAD_K = 20
 # A name the scope never mentions (module docstring): a hit answers it only holding a word at least this rare in the
 # scope (rarity 0.5: (1 + df)^2 <= 1 + N, a word fewer than about sqrt(N) items hold) ...
 NAME_RARITY = 0.5
-# ... together with at least this share of the query's other content words
-NAME_SHARE = 0.5
 # ... or standing this far out of the query's profile on the reference scale: above the best standout of all but one
 # of the 512 questions asked where nothing answers them in the fitting data (LoCoMo conv-26, 30, 41 asked in another
 # conversation and the paraphrase development set's unrelated questions: 99th percentile 0.21, 99.5th 0.24, the one
@@ -615,13 +613,7 @@ class Judge:
         missing = self.missing_names()
         if not missing or self.scope()[0] < IDF_MIN_ROWS:
             return []  # too few items to tell a rare word or a standing-out vector: the model decides alone
-        held = set(self.held(hit))
-        if set(self.names) & held:
-            return []
-        others = [w for w in self.content if w not in missing]
-        if evidence.get("rarity", 0.0) >= NAME_RARITY and (
-            not others or sum(w in held for w in others) / len(others) >= NAME_SHARE
-        ):
+        if set(self.names) & set(self.held(hit)) or evidence.get("rarity", 0.0) >= NAME_RARITY:
             return []
         if self.vector_ran and self.trust * evidence.get("standout", 0.0) >= NAME_STANDOUT:
             return []
