@@ -158,33 +158,3 @@ def test_a_name_said_in_other_words_is_still_found(tmp_path: Path) -> None:
             mem.put("me", f"chore{i}", chore)
         env = mem.recall("Am I visiting Iceland soon?", namespace_prefix="me")
         assert env.status == "found" and env.hits[0].key == "travel", [(h.key, h.why) for h in env.hits]
-
-
-def _judged(judge: relevance.Judge, ident: str, matched: list[str]) -> Any:
-    from memlane.values.model import Hit, Item
-
-    item = Item(ident, ("chat",), ident, "v", "string", "v", {}, None, None, None, None, 1)  # type: ignore[arg-type]
-    hit = Hit(item, 0.5, {"lexical": 1}, {}, matched, None)
-    verdict = judge.judge(hit)
-    hit.relevant, hit.relevance, hit.why = verdict.relevant, verdict.probability, verdict.why
-    return hit
-
-
-def test_a_hit_refused_for_a_name_is_no_context_beside_one_that_answers_for_it() -> None:
-    """The name rule's refusal holds for the whole answer: beside a hit with evidence for the name, another about the
-    same activity with none (here its words alone would pass as context) is dropped, not kept as context."""
-    question = "When did Maya go hiking on the trail with the kayak?"
-    docs = {"hiking": 70, "trail": 70, "kayak": 2}
-    judge = relevance.Judge(
-        lambda words, limit: (300, {w: docs.get(w, 0) for w in words}),
-        rank.terms(question),
-        None,
-        vector_ran=False,
-        names=rank.names(question),
-    )
-    answers = _judged(judge, "a", ["hiking", "trail", "kayak"])  # a word rare in the scope, and the rest
-    other = _judged(judge, "b", ["hiking", "trail"])  # the same activity, nothing for Maya
-    assert answers.relevant and not other.relevant and "maya" in (other.why or "")
-    assert other.relevance is not None and other.relevance >= judge.model.companion
-    kept, dropped = judge.settle([answers, other], drop=True)
-    assert [h.item.id for h in kept] == ["a"] and dropped == 1

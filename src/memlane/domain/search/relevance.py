@@ -578,8 +578,6 @@ class Judge:
         self.trust = 1.0 if scale is None else scale.trust
         self.model = VECTOR_MODEL.blend(LEXICAL_MODEL, self.trust) if vector_ran else LEXICAL_MODEL
         self._scope: tuple[int, dict[str, int]] | None = None
-        # the hits refused for a name the scope never mentions: no context either
-        self._nameless: set[str] = set()
         self._weights: tuple[dict[str, float], float, float, list[str]] | None = None
 
     def scope(self) -> tuple[int, dict[str, int]]:
@@ -687,17 +685,15 @@ class Judge:
         A hit whose text holds every content word of the query is relevant
         whatever its vector says; otherwise the model's probability decides.
         Either way, a hit with no evidence for a name of the query that the
-        scope never mentions is not (:meth:`unanswered_names`), nor is it
-        context for another hit (:meth:`keeps`).
+        scope never mentions is not (:meth:`unanswered_names`).
         """
         evidence = self.evidence(hit)
         p = self.model.probability(evidence)
         relevant = p >= self.model.threshold or self.holds_all(hit)
-        unanswered = self.unanswered_names(hit, evidence)
-        if unanswered:  # no answer, and no context for one either (keeps)
-            self._nameless.add(hit.item.id)
-        refused = unanswered if relevant else []
-        return Verdict(relevant and not refused, round(p, 4), self._why(hit, p, relevant and not refused, refused))
+        unanswered = self.unanswered_names(hit, evidence) if relevant else []
+        if unanswered:
+            relevant = False
+        return Verdict(relevant, round(p, 4), self._why(hit, p, relevant, unanswered))
 
     def keeps(self, hit: Hit) -> bool:
         """Whether a judged hit may stay in an answer that holds a relevant hit (see :meth:`settle`).
@@ -705,11 +701,10 @@ class Judge:
         A hit that holds none of the query's content words is context only by
         its vector: judged on words alone (no vector channel, or an embedder
         not trusted at all) it has no evidence, whatever the model's bias gives.
-        Nor is a hit with no evidence for a name the scope never mentions.
         """
         if hit.relevant:
             return True
-        if hit.relevance is None or hit.relevance < self.model.companion or hit.item.id in self._nameless:
+        if hit.relevance is None or hit.relevance < self.model.companion:
             return False
         return (self.vector_ran and self.trust > 0.0) or bool(self.held(hit))
 
