@@ -187,3 +187,33 @@ def test_with_words_only_a_hit_holding_no_query_word_is_not_kept_as_context(tmp_
         mem.put(("lisbon",), "tea", "Green tea every morning.")
         env = mem.recall("when is the Lisbon trip?", mode="lexical")
         assert [h.key for h in env.hits] == ["trip"], [(h.key, h.why) for h in mem.search("lisbon trip").hits]
+
+
+class Handmade:
+    """A test double as callers write them: vectors for its own test's texts, one point for every other text."""
+
+    name = "handmade"
+    dimension = 3
+    KNOWN = {"cat": [1.0, 0.0, 0.0], "feline": [0.95, 0.3, 0.0], "tax": [0.0, 1.0, 0.0]}
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for text in texts:
+            known = [vec for word, vec in self.KNOWN.items() if word in text.lower()]
+            out.append(known[0] if known else [0.0, 0.0, 1.0])
+        return out
+
+
+def test_an_embedder_that_puts_every_calibration_text_at_one_point_is_read_as_it_is(tmp_path: Path) -> None:
+    """Nothing to measure (every reference text and paraphrase at one point): no scale, full trust, its own
+    similarities; so the double's "feline" finds its "cat" note, as its author meant."""
+    assert relevance.calibrate(Handmade()).spread < relevance.MIN_SPREAD
+    with memlane.open(str(tmp_path / "m.db"), embedder=Handmade(), indexing="sync") as mem:
+        mem.put("pets", "cat", "Our cat sleeps on the radiator all afternoon.")
+        mem.put("pets", "tax", "The tax return is due at the end of January.")
+        for i in range(25):
+            mem.put("pets", f"n{i}", f"Note {i} about the weekly shopping list.")
+        assert relevance.stored_scale(mem.store, Handmade()) is None
+        env = mem.recall("anything about a feline?")
+        assert [h.key for h in env.hits][:1] == ["cat"], [(h.key, h.why) for h in mem.search("feline").hits[:3]]
+        assert mem.search("feline").params["weights"] == {"lexical": 1.0, "vector": 0.5}

@@ -184,6 +184,9 @@ CALIBRATION_TEXTS: tuple[str, ...] = REFERENCE_TEXTS + REFERENCE_PARAPHRASES
 # another scale keeps its separation: shifted MiniLM 6.4), linear between.
 TRUST_NONE = 1.0
 TRUST_FULL = 4.0
+# an embedder whose cosines over REFERENCE_TEXTS' pairs spread less than this (or that puts most of them at one
+# point, measure_scale) has no scale to measure
+MIN_SPREAD = 1e-4
 # the vector channel's fusion weight is multiplied by trust, but never by less than this: with an untrusted embedder
 # its nominations still break the lexical channel's ties and follow its hits, and a search of that channel alone
 # keeps its order
@@ -240,13 +243,16 @@ def _cosine(u: Sequence[float], w: Sequence[float]) -> float:
 
 def measure_scale(vectors: Sequence[Sequence[float]], paraphrases: Sequence[Sequence[float]] = ()) -> Scale:
     """The :class:`Scale` of an embedder from its vectors of :data:`REFERENCE_TEXTS` and, for ``related``, of
-    :data:`REFERENCE_PARAPHRASES` in the same order (any vectors: they are normalised here)."""
+    :data:`REFERENCE_PARAPHRASES` in the same order (any vectors: they are normalised here). An embedder that puts
+    most of the reference texts at one point has spread 0: nothing to measure."""
     units = _units(vectors)
     sims = [_cosine(u, w) for i, u in enumerate(units) for w in units[i + 1 :]]
     if not sims:
         return Scale(REFERENCE_SCALE_MEAN, REFERENCE_SCALE_SPREAD)
     mean = sum(sims) / len(sims)
     spread = math.sqrt(sum((x - mean) ** 2 for x in sims) / len(sims))
+    if 2 * sum(x > 1.0 - 1e-6 for x in sims) > len(sims):
+        spread = 0.0  # most of them at one point: the embedder does not know these texts, there is no scale
     pairs = [_cosine(u, p) for u, p in zip(units, _units(paraphrases), strict=False)]
     related = round(sum(pairs) / len(pairs), 6) if pairs else None
     return Scale(round(mean, 6), round(spread, 6), related)
@@ -290,9 +296,11 @@ def stored_scale(meta: Meta, embedder: Any) -> Scale | None:
     Measured once per store, embedder spec and version, and reference texts
     (one batch of :data:`CALIBRATION_TEXTS`), then read by every process that
     opens the store. A store that may not be written (a read-only role) keeps
-    nothing: the scale is measured and used. An embedder that fails here
-    gives ``None`` (its name's noise level is read instead; the query's own
-    embedding fails too).
+    nothing: the scale is measured and used. An embedder that fails here, or
+    gives every calibration text the same vector (spread under
+    :data:`MIN_SPREAD`), gives ``None``: its similarities are read as they
+    are, with its name's noise level, at full trust (the query's own
+    embedding fails too, for one that failed).
     """
     key = scale_key(embedder)
     raw = meta.get_meta(key)
@@ -300,7 +308,7 @@ def stored_scale(meta: Meta, embedder: Any) -> Scale | None:
         with contextlib.suppress(ValueError, KeyError, TypeError):
             kept = json.loads(raw)
             if kept["reference"] == _REFERENCE_DIGEST:
-                return Scale(float(kept["mean"]), float(kept["spread"]), float(kept["related"]))
+                return _measured(Scale(float(kept["mean"]), float(kept["spread"]), float(kept["related"])))
     try:
         scale = calibrate(embedder)
     except Exception:  # the query's embedding will say what is wrong with the embedder
@@ -314,7 +322,14 @@ def stored_scale(meta: Meta, embedder: Any) -> Scale | None:
     }
     with contextlib.suppress(StoreError):  # a store this role may not write: measured again by the next process
         meta.set_meta(key, json.dumps(value, sort_keys=True))
-    return scale
+    return _measured(scale)
+
+
+def _measured(scale: Scale) -> Scale | None:
+    # An embedder that gives every calibration text the same vector (a test double that knows only its own test's
+    # texts and maps the rest to one point) has no scale to measure: its similarities are read as they are, with
+    # its name's noise level, at full trust, as before the scale existed
+    return scale if scale.spread >= MIN_SPREAD else None
 
 
 # rows of the scope counted at most, and rows counted per word at most: the counts cost a search about 0.3 ms at
