@@ -120,3 +120,12 @@ def test_query_help_lists_the_subcommands() -> None:
     assert result.exit_code == 0
     for sub in ("sql", "describe", "save", "run", "saved", "delete"):
         assert sub in result.stdout
+
+
+def test_saved_queries_listing_shows_the_statement_and_a_query_without_parameters(filled: Path) -> None:
+    sql = "SELECT namespace, key FROM items WHERE namespace LIKE 'user/%' ORDER BY key DESC"
+    assert len(sql) == 80  # the longest the listing shows whole
+    saved = ok(filled, "query", "save", "users", sql, "-d", "every user item")
+    assert saved.stdout == "Saved query 'users' (no parameters)\n"
+    listed = ok(filled, "query", "saved").stdout
+    assert sql in listed and "every user item" in listed
