@@ -165,3 +165,19 @@ def test_room_list_shows_every_room_past_one_page(db: Path) -> None:
             access.create_room(f"r{n:05d}")
     listed = json.loads(ok(db, "room", "list", "--json"))
     assert [r["name"] for r in listed] == [f"r{n:05d}" for n in range(10_001)]
+
+
+@pytest.mark.parametrize(
+    ("path", "summary"),
+    [
+        ("agent create", "Create an agent and print its token"),
+        ("agent log", "Show the access log"),
+        ("room add", "Add an agent to a room"),
+        ("grant", "Give an agent read or write"),
+    ],
+)
+def test_each_owner_command_says_what_it_does_then_an_example_of_itself(path: str, summary: str) -> None:
+    shown = run(*path.split(), "--help").stdout
+    said, example = shown.split("Example:")
+    assert summary in " ".join(said.split())
+    assert " ".join(example.split()).startswith(f"memlane {path} ")

@@ -4,6 +4,7 @@ leaves the value as it was. Checked on answers of a real memory, with a hypothes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from typing import Any
@@ -17,8 +18,11 @@ from memlane.values.model import Envelope, Stats, Version
 from memlane.values.query import QueryPlan, SavedQuery
 
 
-def _json_ready(d: dict[str, Any]) -> dict[str, Any]:
-    again = json.loads(json.dumps(d))  # the standard encoder: no datetime, no tuple passes unnoticed
+def _json_ready(d: dict[str, Any], value: Any) -> dict[str, Any]:
+    """``d`` (``value.to_dict()``) read back from the standard encoder (no datetime or tuple passes unnoticed),
+    after checking it names every field of ``value``, in order, even those that are ``None``."""
+    assert list(d) == [f.name for f in dataclasses.fields(value)]
+    again = json.loads(json.dumps(d))
     assert again == d
     return again  # type: ignore[no-any-return]
 
@@ -39,14 +43,14 @@ def test_versions_stats_and_envelopes(tmp_path: Any, steps: list[str], namespace
         versions = mem.history(namespace, "k")
         assert versions
         for version in versions:
-            d = _json_ready(version.to_dict())
+            d = _json_ready(version.to_dict(), version)
             assert d["namespace"] == namespace.split("/") and isinstance(d["changed_at"], str)
             assert Version.from_dict(d) == version
         stats = mem.stats()
-        assert Stats.from_dict(_json_ready(stats.to_dict())) == stats
+        assert Stats.from_dict(_json_ready(stats.to_dict(), stats)) == stats
         found = mem.search("apple", namespace_prefix=namespace.split("/")[0])
         assert found.hits
-        d = _json_ready(found.to_dict())
+        d = _json_ready(found.to_dict(), found)
         assert all(isinstance(h, dict) for h in d["hits"])
         assert Envelope.from_dict(d).to_dict() == d
 
@@ -58,7 +62,7 @@ def test_access_changes(tmp_path: Any) -> None:
         access.create_room("eng")
         access.add_member("eng", "kim")
         access.grant("kim", "project/x", "read")
-        changes = [_json_ready(c.to_dict()) for c in access.history()]
+        changes = [_json_ready(c.to_dict(), c) for c in access.history()]
     assert [c["action"] for c in changes] == ["create_agent", "create_room", "add_member", "grant"]
     assert changes[-1]["prefix"] == "project/x" and changes[-1]["mode"] == "read"
     assert all(isinstance(c["at"], str) and c["at"].endswith("+00:00") for c in changes)
@@ -69,13 +73,12 @@ def test_query_plans_and_saved_queries(tmp_path: Any) -> None:
         mem.put("a", "k", "v")
         sql = "SELECT namespace FROM items WHERE key = :key"
         for plan in (mem.explain_query(sql, {"key": "k"}), mem.explain_query("DELETE FROM items")):
-            d = _json_ready(plan.to_dict())
-            assert QueryPlan.from_dict(d) == plan
+            assert QueryPlan.from_dict(_json_ready(plan.to_dict(), plan)) == plan
+            d = plan.to_dict()
             for name in ("views", "functions", "parameters", "plan"):
                 d[name].append("changed")  # the dict's lists are its own
-            assert QueryPlan.from_dict(plan.to_dict()) == plan and plan.to_dict() != d
+            assert plan.to_dict() != d
         saved = mem.save_query("by-key", sql, "one key")
-        d = _json_ready(saved.to_dict())
-        assert SavedQuery.from_dict(d) == saved == mem.saved_queries()[0]
-        d["parameters"].append("changed")
+        assert SavedQuery.from_dict(_json_ready(saved.to_dict(), saved)) == saved == mem.saved_queries()[0]
+        saved.to_dict()["parameters"].append("changed")
         assert saved.parameters == [":key"]
