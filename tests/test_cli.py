@@ -336,6 +336,16 @@ def test_cleanup_removes_expired(db: Path) -> None:
     after = as_json(db, "stats")
     assert (after["active_items"], after["expired_items"]) == (1, 0)
     assert ok(db, "cleanup").stdout == "Removed 0 expired items\n"
+    ok(db, "set", "user/1", "again", "1", "--ttl", "0.3")
+    time.sleep(0.6)
+    assert ok(db, "cleanup").stdout == "Removed 1 expired item\n"
+
+
+def test_index_says_what_it_embedded_and_what_is_missing(db: Path) -> None:
+    ok(db, "set", "user/1", "a", "apple pie")
+    ok(db, "set", "user/1", "b", "pear tart")
+    assert as_json(db, "index") == {"embedded": 0, "vectors": 2, "vectors_missing": 0}
+    assert ok(db, "index").stdout == "Embedded 0 items; 2 vectors, 0 missing\n"
 
 
 def test_stats(db: Path) -> None:
