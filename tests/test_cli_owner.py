@@ -181,3 +181,10 @@ def test_each_owner_command_says_what_it_does_then_an_example_of_itself(path: st
     said, example = shown.split("Example:")
     assert summary in " ".join(said.split())
     assert " ".join(example.split()).startswith(f"memlane {path} ")
+
+
+def test_empty_listings_still_show_their_columns(db: Path) -> None:
+    ok(db, "migrate")
+    assert ok(db, "agent", "list").split()[:4] == ["agent", "admin", "rooms", "grants"]
+    assert ok(db, "room", "list").split()[:2] == ["room", "members"]
+    assert ok(db, "agent", "log").split()[:3] == ["#", "at", "by"]

@@ -657,3 +657,22 @@ def test_every_operation_command_is_made_from_the_table() -> None:
         filled = {"time", "messages", "text", "claims", "params", "key", "chooser"}  # from the command's own options
         assert {p.name for p in spec.params()} - filled <= offered, path
     assert commands.PUT.args == ("namespace", "key", "value")
+
+
+def test_a_tables_header_marks_lay_out_its_columns() -> None:
+    """``=`` a name column (whole, folded only when nothing else can give), ``@`` a time (at least a date wide),
+    ``>`` right-justified, ``!`` not wrapped, nothing: left-justified and wrapping."""
+    from memlane.cli.base import _NAME, _table
+
+    row = ("k", "2026-01-01", "1.0", "t", "1", "x")
+    columns = _table(["=key", "@updated", ">score", "!type", "!>v", "text"], [row])
+    laid = {c.header: (c.justify, c.no_wrap, c.overflow, c.min_width) for c in columns.columns}
+    assert laid == {
+        "key": ("left", True, "fold", _NAME),
+        "updated": ("left", False, "ellipsis", 10),
+        "score": ("right", False, "ellipsis", None),
+        "type": ("left", True, "ellipsis", None),
+        "v": ("right", True, "ellipsis", None),
+        "text": ("left", False, "ellipsis", None),
+    }
+    assert [c._cells for c in columns.columns] == [[cell] for cell in row]
