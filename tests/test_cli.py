@@ -892,3 +892,19 @@ def test_set_no_index_keeps_the_item_out_of_search_and_in_every_keyed_read(db: P
     assert "--no-index" in ok(db, "set", "--help").stdout
     assert "indexed" not in as_json(db, "set", "cache/web", "page.home", "quokka again", "--index")
     assert sorted(h["key"] for h in as_json(db, "search", "quokka")["hits"]) == ["page.home", "page.other"]
+
+
+@pytest.mark.parametrize(
+    ("command", "summary"),
+    [
+        (["get"], "The item at an address, value and details; exit code 1 when there is none."),
+        (["note"], "Store a value under a generated key (a note: searchable, still addressable)."),
+        (["delete"], "Delete one item (kept in history); exit code 1 when there is none."),
+        (["query", "sql"], "Run one read-only SELECT over the memory_v1 views"),
+    ],
+)
+def test_a_command_for_people_says_its_own_summary_first(command: list[str], summary: str) -> None:
+    """Where a command declares a summary of its own (the operation's is worded for the wire), its help starts
+    with it."""
+    shown = CliRunner().invoke(cli.app, [*command, "--help"], env={"COLUMNS": "200"}).stdout
+    assert summary in " ".join(shown.split("Example:")[0].split())
