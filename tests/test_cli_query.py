@@ -129,3 +129,16 @@ def test_saved_queries_listing_shows_the_statement_and_a_query_without_parameter
     assert saved.stdout == "Saved query 'users' (no parameters)\n"
     listed = ok(filled, "query", "saved").stdout
     assert sql in listed and "every user item" in listed
+
+
+def test_csv_writes_null_as_an_empty_cell_and_numbers_as_json(filled: Path) -> None:
+    text = ok(
+        filled,
+        "query",
+        "SELECT key, NULL AS empty, version, 1.5 AS half FROM items WHERE namespace = 'user/1'",
+        "--csv",
+    ).stdout
+    assert list(csv.reader(io.StringIO(text))) == [
+        ["key", "empty", "version", "half"],
+        ["preferences.ui.theme", "", "1", "1.5"],
+    ]
