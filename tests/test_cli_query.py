@@ -142,3 +142,11 @@ def test_csv_writes_null_as_an_empty_cell_and_numbers_as_json(filled: Path) -> N
         ["key", "empty", "version", "half"],
         ["preferences.ui.theme", "", "1", "1.5"],
     ]
+
+
+def test_parameters_may_come_before_the_statement_but_not_mixed(filled: Path) -> None:
+    sql = "SELECT namespace FROM items WHERE key = :key ORDER BY namespace"
+    before = ok(filled, "query", "-p", "key=preferences.ui.theme", sql, "--json").stdout
+    assert json.loads(before)["rows"] == [["user/1"], ["user/2"]]
+    mixed = run(filled, "query", sql, "-p", "key=preferences.ui.theme", "-p", "dark")
+    assert mixed.exit_code == 2 and "NAME=VALUE for every --param or bare values for every one" in mixed.stderr
