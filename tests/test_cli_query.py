@@ -148,5 +148,7 @@ def test_parameters_may_come_before_the_statement_but_not_mixed(filled: Path) ->
     sql = "SELECT namespace FROM items WHERE key = :key ORDER BY namespace"
     before = ok(filled, "query", "-p", "key=preferences.ui.theme", sql, "--json").stdout
     assert json.loads(before)["rows"] == [["user/1"], ["user/2"]]
+    # a value before the statement is the option's, even when it is a subcommand's name
+    assert json.loads(ok(filled, "query", "-p", "saved", "SELECT ? AS word", "--json").stdout)["rows"] == [["saved"]]
     mixed = run(filled, "query", sql, "-p", "key=preferences.ui.theme", "-p", "dark")
     assert mixed.exit_code == 2 and "NAME=VALUE for every --param or bare values for every one" in mixed.stderr
