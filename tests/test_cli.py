@@ -540,6 +540,8 @@ def test_recall_keyed_is_newest_first_with_score_0(db: Path) -> None:
     assert envelope["operation"] == "recall" and envelope["params"]["mode"] == "keyed"
     assert [h["value"] for h in envelope["hits"]] == ["blue", "light", "dark"]
     assert {h["score"] for h in envelope["hits"]} == {0.0}
+    header = next(line for line in ok(db, "recall", "--key", "prefs.theme").stdout.splitlines() if "namespace" in line)
+    assert "updated" in header and "score" not in header.split()  # keyed: when each was written, not a score
     assert envelope["counts"] == {"keyed": 3} and envelope["truncated"] is False
     scoped = as_json(db, "recall", "theme?", "--key", "prefs.theme", "--prefix", "user", "--limit", "1")
     assert [h["value"] for h in scoped["hits"]] == ["light"] and scoped["truncated"] is True
@@ -908,3 +910,8 @@ def test_a_command_for_people_says_its_own_summary_first(command: list[str], sum
     with it."""
     shown = CliRunner().invoke(cli.app, [*command, "--help"], env={"COLUMNS": "200"}).stdout
     assert summary in " ".join(shown.split("Example:")[0].split())
+
+
+def test_namespaces_of_an_empty_store_says_so(db: Path) -> None:
+    ok(db, "migrate")
+    assert ok(db, "namespaces").stdout == "No namespaces.\n"
