@@ -97,7 +97,9 @@ def test_claims_from_a_jsonl_file(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     lines = '{"text": "Kim owns payments", "speaker": "Dana"}\n\n{"text": "Payments ship in May"}\n'
     assert ok(db, "claim", "add-many", "team", "-", input=lines).stdout.strip() == "Recorded 2 claims"
-    assert "Payments ship in May" in ok(db, "claim", "context", "payments").stdout
+    said = ok(db, "claim", "context", "payments").stdout
+    rows = {line.split()[1]: line.split() for line in said.splitlines() if line.split()[:1] in (["1"], ["2"])}
+    assert rows["Payments"][-2] == "?" and rows["Kim"][-2] == "Dana"  # said by: a claim without a speaker is "?"
     bad = run(db, "claim", "add-many", "team", "-", input='{"text": "ok"}\nnot json\n')
     assert bad.exit_code == 2 and bad.stderr.startswith("Error: line 2")
 
