@@ -915,3 +915,14 @@ def test_a_command_for_people_says_its_own_summary_first(command: list[str], sum
 def test_namespaces_of_an_empty_store_says_so(db: Path) -> None:
     ok(db, "migrate")
     assert ok(db, "namespaces").stdout == "No namespaces.\n"
+
+
+def test_a_short_answer_names_the_items_the_vector_channel_could_not_see(db: Path) -> None:
+    """An item written without an embedder has no vector: a search that finds fewer hits than its limit says how
+    many the vector channel could not see; one that filled its limit, or searched no vectors, says nothing."""
+    ok(db, "put", "n", "k1", "apple pie", "--embedder", "none")
+    ok(db, "put", "n", "k2", "apple tart")
+    said = "Note: 1 item has no vector yet, so the vector channel could not find them; `memlane index` embeds them"
+    assert said in ok(db, "search", "apple").stdout
+    assert "no vector yet" not in ok(db, "search", "apple", "--limit", "1").stdout
+    assert "no vector yet" not in ok(db, "search", "apple", "--channels", "lexical").stdout
