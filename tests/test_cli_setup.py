@@ -676,3 +676,29 @@ def test_a_tables_header_marks_lay_out_its_columns() -> None:
         "text": ("left", False, "ellipsis", None),
     }
     assert [c._cells for c in columns.columns] == [[cell] for cell in row]
+
+
+def test_serve_on_port_0_says_the_port_the_system_chose_and_answers_there(tmp_path: Path) -> None:
+    env = {**os.environ, "MEMLANE_EMBEDDER": "none"}
+    server = subprocess.Popen(
+        [str(MEMLANE), "serve", "--db", str(tmp_path / "m.db"), "--port", "0", "--workers", "1"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stderr is not None
+        for line in server.stderr:
+            if "serving" in line:
+                break
+        else:
+            pytest.fail("memlane serve --port 0 ended without saying it was serving")
+        port = int(line.split("http://127.0.0.1:")[1].split()[0])
+        assert port > 0
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+            conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
