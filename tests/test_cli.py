@@ -336,6 +336,16 @@ def test_cleanup_removes_expired(db: Path) -> None:
     after = as_json(db, "stats")
     assert (after["active_items"], after["expired_items"]) == (1, 0)
     assert ok(db, "cleanup").stdout == "Removed 0 expired items\n"
+    ok(db, "set", "user/1", "again", "1", "--ttl", "0.3")
+    time.sleep(0.6)
+    assert ok(db, "cleanup").stdout == "Removed 1 expired item\n"
+
+
+def test_index_says_what_it_embedded_and_what_is_missing(db: Path) -> None:
+    ok(db, "set", "user/1", "a", "apple pie")
+    ok(db, "set", "user/1", "b", "pear tart")
+    assert as_json(db, "index") == {"embedded": 0, "vectors": 2, "vectors_missing": 0}
+    assert ok(db, "index").stdout == "Embedded 0 items; 2 vectors, 0 missing\n"
 
 
 def test_stats(db: Path) -> None:
@@ -530,6 +540,8 @@ def test_recall_keyed_is_newest_first_with_score_0(db: Path) -> None:
     assert envelope["operation"] == "recall" and envelope["params"]["mode"] == "keyed"
     assert [h["value"] for h in envelope["hits"]] == ["blue", "light", "dark"]
     assert {h["score"] for h in envelope["hits"]} == {0.0}
+    header = next(line for line in ok(db, "recall", "--key", "prefs.theme").stdout.splitlines() if "namespace" in line)
+    assert "updated" in header and "score" not in header.split()  # keyed: when each was written, not a score
     assert envelope["counts"] == {"keyed": 3} and envelope["truncated"] is False
     scoped = as_json(db, "recall", "theme?", "--key", "prefs.theme", "--prefix", "user", "--limit", "1")
     assert [h["value"] for h in scoped["hits"]] == ["light"] and scoped["truncated"] is True
@@ -882,3 +894,35 @@ def test_set_no_index_keeps_the_item_out_of_search_and_in_every_keyed_read(db: P
     assert "--no-index" in ok(db, "set", "--help").stdout
     assert "indexed" not in as_json(db, "set", "cache/web", "page.home", "quokka again", "--index")
     assert sorted(h["key"] for h in as_json(db, "search", "quokka")["hits"]) == ["page.home", "page.other"]
+
+
+@pytest.mark.parametrize(
+    ("command", "summary"),
+    [
+        (["get"], "The item at an address, value and details; exit code 1 when there is none."),
+        (["note"], "Store a value under a generated key (a note: searchable, still addressable)."),
+        (["delete"], "Delete one item (kept in history); exit code 1 when there is none."),
+        (["query", "sql"], "Run one read-only SELECT over the memory_v1 views"),
+    ],
+)
+def test_a_command_for_people_says_its_own_summary_first(command: list[str], summary: str) -> None:
+    """Where a command declares a summary of its own (the operation's is worded for the wire), its help starts
+    with it."""
+    shown = CliRunner().invoke(cli.app, [*command, "--help"], env={"COLUMNS": "200"}).stdout
+    assert summary in " ".join(shown.split("Example:")[0].split())
+
+
+def test_namespaces_of_an_empty_store_says_so(db: Path) -> None:
+    ok(db, "migrate")
+    assert ok(db, "namespaces").stdout == "No namespaces.\n"
+
+
+def test_a_short_answer_names_the_items_the_vector_channel_could_not_see(db: Path) -> None:
+    """An item written without an embedder has no vector: a search that finds fewer hits than its limit says how
+    many the vector channel could not see; one that filled its limit, or searched no vectors, says nothing."""
+    ok(db, "put", "n", "k1", "apple pie", "--embedder", "none")
+    ok(db, "put", "n", "k2", "apple tart")
+    said = "Note: 1 item has no vector yet, so the vector channel could not find them; `memlane index` embeds them"
+    assert said in ok(db, "search", "apple").stdout
+    assert "no vector yet" not in ok(db, "search", "apple", "--limit", "1").stdout
+    assert "no vector yet" not in ok(db, "search", "apple", "--channels", "lexical").stdout

@@ -97,6 +97,28 @@ def test_claims_from_a_jsonl_file(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     lines = '{"text": "Kim owns payments", "speaker": "Dana"}\n\n{"text": "Payments ship in May"}\n'
     assert ok(db, "claim", "add-many", "team", "-", input=lines).stdout.strip() == "Recorded 2 claims"
-    assert "Payments ship in May" in ok(db, "claim", "context", "payments").stdout
+    said = ok(db, "claim", "context", "payments").stdout
+    rows = {line.split()[1]: line.split() for line in said.splitlines() if line.split()[:1] in (["1"], ["2"])}
+    assert rows["Payments"][-2] == "?" and rows["Kim"][-2] == "Dana"  # said by: a claim without a speaker is "?"
     bad = run(db, "claim", "add-many", "team", "-", input='{"text": "ok"}\nnot json\n')
     assert bad.exit_code == 2 and bad.stderr.startswith("Error: line 2")
+
+
+def test_lookup_renders_each_record_by_its_kind(tmp_path: Path) -> None:
+    """``lookup`` shows an entity as the entity table, a fact as the facts table (its text, validity and id), a
+    claim field by field, and says which ids it did not find (with --current: or are not current)."""
+    db = tmp_path / "m.db"
+    ravi = js(db, "entity", "add", "team", "Ravi", "--kind", "person", "--alias", "RK")["id"]
+    proj = js(db, "entity", "add", "team", "Billing", "--kind", "project")["id"]
+    fact = js(db, "fact", "assert", "team", ravi, "works on", proj, "--valid-from", "2026-01-02T00:00:00Z")
+    claim = js(db, "claim", "add", "team", "The cutover moves to April", "--speaker", "Dana")
+    shown = ok(db, "lookup", ravi, fact["id"], claim["id"]).stdout
+    entity_header = next(line for line in shown.splitlines() if "aliases" in line)
+    assert entity_header.split() == ["id", "name", "kind", "namespace", "aliases", "profile"]
+    fact_header = next(line for line in shown.splitlines() if "evidence" in line)
+    assert fact_header.split()[:2] == ["fact", "valid"] and fact["id"] in shown
+    assert "Ravi works on Billing" in shown and "2026-01-02 00:00:00 → …" in shown
+    assert "speaker" in shown and "Dana" in shown and "The cutover moves to April" in shown
+    js(db, "claim", "supersede", claim["id"])
+    assert ok(db, "lookup", "--current", claim["id"]).stdout == f"{claim['id']}: not found or not current\n"
+    assert ok(db, "lookup", "fact_" + "0" * 32).stdout == f"fact_{'0' * 32}: not found\n"

@@ -120,3 +120,35 @@ def test_query_help_lists_the_subcommands() -> None:
     assert result.exit_code == 0
     for sub in ("sql", "describe", "save", "run", "saved", "delete"):
         assert sub in result.stdout
+
+
+def test_saved_queries_listing_shows_the_statement_and_a_query_without_parameters(filled: Path) -> None:
+    sql = "SELECT namespace, key FROM items WHERE namespace LIKE 'user/%' ORDER BY key DESC"
+    assert len(sql) == 80  # the longest the listing shows whole
+    saved = ok(filled, "query", "save", "users", sql, "-d", "every user item")
+    assert saved.stdout == "Saved query 'users' (no parameters)\n"
+    listed = ok(filled, "query", "saved").stdout
+    assert sql in listed and "every user item" in listed
+
+
+def test_csv_writes_null_as_an_empty_cell_and_numbers_as_json(filled: Path) -> None:
+    text = ok(
+        filled,
+        "query",
+        "SELECT key, NULL AS empty, version, 1.5 AS half FROM items WHERE namespace = 'user/1'",
+        "--csv",
+    ).stdout
+    assert list(csv.reader(io.StringIO(text))) == [
+        ["key", "empty", "version", "half"],
+        ["preferences.ui.theme", "", "1", "1.5"],
+    ]
+
+
+def test_parameters_may_come_before_the_statement_but_not_mixed(filled: Path) -> None:
+    sql = "SELECT namespace FROM items WHERE key = :key ORDER BY namespace"
+    before = ok(filled, "query", "-p", "key=preferences.ui.theme", sql, "--json").stdout
+    assert json.loads(before)["rows"] == [["user/1"], ["user/2"]]
+    # a value before the statement is the option's, even when it is a subcommand's name
+    assert json.loads(ok(filled, "query", "-p", "saved", "SELECT ? AS word", "--json").stdout)["rows"] == [["saved"]]
+    mixed = run(filled, "query", sql, "-p", "key=preferences.ui.theme", "-p", "dark")
+    assert mixed.exit_code == 2 and "NAME=VALUE for every --param or bare values for every one" in mixed.stderr

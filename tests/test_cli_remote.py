@@ -174,4 +174,5 @@ def test_an_import_over_the_services_body_cap_says_to_split_the_file_or_import_l
     said = refused.stderr
     assert said.startswith("Error: ") and said.count("\n") == 1, said
     assert "one request" in said and "split" in said and "--db" in said, said
+    assert "request: " not in said, said  # the service's field name ("request") is not echoed before its message
     assert "Traceback" not in refused.output

@@ -42,6 +42,9 @@ def test_set_list_cleanup_clear(db: Path) -> None:
     assert out.stdout == "Retention for counters: keep the newest 2 versions of history\n"
     out = ok(db, "retention", "set", "", "--keep-versions", "1", "--keep-days", "30")
     assert out.stdout == "Retention for (every namespace): keep the newest 1 version and 30 days of history\n"
+    out = ok(db, "retention", "set", "daily", "--keep-days", "1")
+    assert out.stdout == "Retention for daily: keep 1 day of history\n"
+    ok(db, "retention", "clear", "daily")
     rules = as_json(db, "retention", "list")["rules"]  # the HTTP body
     assert [(r["prefix"], r["keep_versions"], r["keep_days"]) for r in rules] == [
         ("", 1, 30.0),

@@ -657,3 +657,48 @@ def test_every_operation_command_is_made_from_the_table() -> None:
         filled = {"time", "messages", "text", "claims", "params", "key", "chooser"}  # from the command's own options
         assert {p.name for p in spec.params()} - filled <= offered, path
     assert commands.PUT.args == ("namespace", "key", "value")
+
+
+def test_a_tables_header_marks_lay_out_its_columns() -> None:
+    """``=`` a name column (whole, folded only when nothing else can give), ``@`` a time (at least a date wide),
+    ``>`` right-justified, ``!`` not wrapped, nothing: left-justified and wrapping."""
+    from memlane.cli.base import _NAME, _table
+
+    row = ("k", "2026-01-01", "1.0", "t", "1", "x")
+    columns = _table(["=key", "@updated", ">score", "!type", "!>v", "text"], [row])
+    laid = {c.header: (c.justify, c.no_wrap, c.overflow, c.min_width) for c in columns.columns}
+    assert laid == {
+        "key": ("left", True, "fold", _NAME),
+        "updated": ("left", False, "ellipsis", 10),
+        "score": ("right", False, "ellipsis", None),
+        "type": ("left", True, "ellipsis", None),
+        "v": ("right", True, "ellipsis", None),
+        "text": ("left", False, "ellipsis", None),
+    }
+    assert [c._cells for c in columns.columns] == [[cell] for cell in row]
+
+
+def test_serve_on_port_0_says_the_port_the_system_chose_and_answers_there(tmp_path: Path) -> None:
+    env = {**os.environ, "MEMLANE_EMBEDDER": "none"}
+    server = subprocess.Popen(
+        [str(MEMLANE), "serve", "--db", str(tmp_path / "m.db"), "--port", "0", "--workers", "1"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stderr is not None
+        for line in server.stderr:
+            if "serving" in line:
+                break
+        else:
+            pytest.fail("memlane serve --port 0 ended without saying it was serving")
+        port = int(line.split("http://127.0.0.1:")[1].split()[0])
+        assert port > 0
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+            conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)

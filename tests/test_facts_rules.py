@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -2109,3 +2110,22 @@ def test_dropping_the_facts_vectors_twice_is_harmless(tmp_path) -> None:
         mem._facts.drop_vectors()
         mem._facts.drop_vectors()
         assert mem.stats().vectors == 0
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(segments=st.lists(st.sampled_from(["Team", "ACME", "acme", "Ünï", "x-Y_z"]), min_size=1, max_size=3))
+def test_the_facts_layer_keeps_a_namespace_exactly_as_written(store, segments):
+    """Entities, facts and documents are stored under the namespace as written, case and all: they read back
+    under it and are found under its own prefix (and not under a prefix that differs only in case)."""
+    mem, _ = store
+    ns = "/".join(segments)
+    name = f"Ravi {uuid.uuid4().hex[:8]}"  # one store for every example: a name of its own
+    ravi = mem.add_entity(ns, name)
+    proj = mem.add_entity(ns, "Billing")
+    fact = mem.assert_fact(ns, ravi.id, "works on", proj.id)
+    doc = mem.add_document(ns, "notes", "Ravi works on billing.")
+    assert ravi.namespace == fact.namespace == doc.namespace == tuple(segments)
+    assert mem.resolve_entity(name, namespace_prefix=ns).status == "resolved"
+    assert [r.namespace for r in mem.lookup([ravi.id, fact.id])] == [tuple(segments)] * 2
+    if segments[0] != segments[0].swapcase():
+        assert mem.resolve_entity(name, namespace_prefix=segments[0].swapcase()).status != "resolved"

@@ -192,6 +192,8 @@ def test_a_group_suggests_its_own_commands_not_the_roots_aliases(tmp_path: Path)
     done = run_cli(tmp_path, "retention", "sett")
     assert "Did you mean 'set'?" in done.stderr
     assert cli.nearest_commands("xyzzy", ["put", "get"]) == []
+    assert cli.nearest_commands("clea", ["put", "clear", "cleanup", "get"]) == ["clear", "cleanup"]  # the two nearest
+    assert len(cli.nearest_commands("lst", ["list", "last", "lost", "put"])) == 2  # three as near: two named
 
 
 def test_a_namespace_written_the_way_other_tools_do_gets_a_hint(tmp_path: Path) -> None:

@@ -372,3 +372,45 @@ def test_the_search_catch_up_bound_is_checked_and_read_from_the_environment(monk
     monkeypatch.setenv("MEMLANE_SEARCH_EMBED_MS", "soon")
     with pytest.raises(ValidationError, match="MEMLANE_SEARCH_EMBED_MS"):
         memlane.CatchUp.from_env()
+
+
+# -- the indexer keeps the SQLite store's shared vector index folded ---------------------------------------------
+
+
+def _generation(path: Path, seconds: float = 10.0) -> str | None:
+    """The shared vector index's current generation of the store at ``path``, waiting up to ``seconds`` for one
+    (the indexer folds after its batch, in its own thread)."""
+    from memlane.store.vector_index import current_name, directory_for
+
+    deadline = time.monotonic() + seconds
+    while (name := current_name(directory_for(str(path)))) is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # polling another thread's file, not ordering events
+    return name
+
+
+def test_the_indexer_folds_vectors_stored_before_it_started(tmp_path: Path) -> None:
+    """A store whose vectors were all written before (synchronously, with no indexer): the background indexer's
+    first batch finds no marks, yet folds what waits into the shared index."""
+    from memlane.store.vector_index import FOLD_MIN
+
+    path = tmp_path / "behind.db"
+    with memlane.open(str(path), embedder="fake", indexing="sync") as mem:
+        mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"apple {i}"} for i in range(FOLD_MIN + 10)])
+    assert _generation(path, 0) is None
+    with memlane.open(str(path), embedder="fake", indexing="background") as mem:
+        mem.start_indexing()
+        assert _generation(path) is not None
+
+
+def test_the_indexer_folds_once_enough_vectors_wait_whatever_batch_brings_them(tmp_path: Path) -> None:
+    """Writes indexed behind, many batches of them: the fold that publishes a generation comes after a later
+    batch (the first one brings too few vectors to fold)."""
+    from memlane.store.vector_index import FOLD_MIN
+
+    path = tmp_path / "written.db"
+    with memlane.open(str(path), embedder="fake", indexing="background") as mem:
+        mem.start_indexing()
+        for chunk in range(FOLD_MIN // 100 + 1):
+            mem.put_many([{"namespace": "n", "key": f"k{chunk}.{i}", "value": f"apple {i}"} for i in range(100)])
+        assert mem.wait_indexed(60)
+        assert _generation(path) is not None

@@ -98,3 +98,18 @@ def test_items_differ_when_any_field_does():
     assert item != base and (item == object()) is False
     with pytest.raises(TypeError):
         hash(item)
+
+
+def test_every_field_of_an_item_is_documented_and_assigned_in_place():
+    """Each of ``Item.FIELDS`` is a documented property (help() and the API reference read it); assigning one
+    changes that field only, and a time assigned as a datetime reads back as that datetime."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    fields = ("i", ("n",), "k", 1, "number", "1", {}, None, now, now, None, 1)
+    for name in Item.FIELDS:
+        doc = getattr(Item, name).__doc__
+        assert isinstance(getattr(Item, name), property) and doc and doc.strip(), name
+    for name in Item.FIELDS:
+        item = Item(**dict(zip(Item.FIELDS, fields, strict=True)))
+        new = now.replace(year=2027) if name.endswith("_at") else ("m",) if name == "namespace" else "changed"
+        setattr(item, name, new)
+        assert {n: getattr(item, n) for n in Item.FIELDS} == dict(zip(Item.FIELDS, fields, strict=True)) | {name: new}

@@ -458,3 +458,25 @@ def test_async_store_over_a_memory(mem: Any) -> None:
 
     (got, found), namespaces = asyncio.run(run())
     assert got.value == {"n": 1} and keys(found) == ["k"] and namespaces == [("a", "b")]
+
+
+def test_a_store_closes_the_memory_only_when_it_opened_it(tmp_path: Any) -> None:
+    """``MemlaneStore(memory)`` and its async twin leave the caller's memory open when they close;
+    ``from_conn_string`` opened its memory, so its store closes it on exit (both stores)."""
+    with memlane.open(str(tmp_path / "given.db"), embedder=None) as mem:
+        for kind in (MemlaneStore, AsyncMemlaneStore):
+            kind(mem).close()
+            mem.put("still", "open", kind.__name__)  # the memory is the caller's: still usable
+    with MemlaneStore.from_conn_string(str(tmp_path / "opened.db")) as store:
+        opened = store.memory
+        store.put(("a",), "k", {"v": 1})
+    with pytest.raises(memlane.MemlaneError):
+        opened.put("a", "k", "after the store closed")
+
+    async def run() -> Any:
+        async with AsyncMemlaneStore.from_conn_string(str(tmp_path / "opened-async.db")) as store:
+            await store.aput(("a",), "k", {"v": 1})
+            return store.memory
+
+    with pytest.raises(memlane.MemlaneError):
+        asyncio.run(run()).put("a", "k", "after the store closed")

@@ -10,6 +10,7 @@ meet, in scopes, with words in every row, over several windows.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -195,3 +196,144 @@ def test_a_selective_filter_walks_several_windows_and_finds_k(tmp_path: Any, mon
         assert hits == [(i, -s, v) for i, s, v in _joined_as_before(conn, '"apple"', inside, params, 2)]
         assert len(hits) == 2
         assert sum("LEFT JOIN items ON items.rowid = f.rowid" in s for s in statements) >= 3
+
+
+# -- the windows' sizes: the cost plan the defaults were tuned for (bench/filter.py; docs/benchmarks.md) ----------
+
+_WINDOW = re.compile(r"LEFT JOIN items ON items\.rowid = f\.rowid")
+_LIMIT = re.compile(r"LIMIT (\d+) OFFSET (\d+)\) AS f")
+
+
+def _plan(mem: memlane.Memory, where: Any, k: int) -> tuple[list[Any], list[tuple[str, ...]]]:
+    """The hits of a filtered search for ``apple`` over the whole store, and the statements it ran in order:
+    ``("window", limit, offset)`` for each window read, ``("joined",)`` for the joined statement."""
+    statements: list[str] = []
+    conn = mem.store._conn  # type: ignore[attr-defined]
+    conn.set_trace_callback(statements.append)  # bound values expanded: the LIMIT and OFFSET of each window
+    try:
+        hits = mem.store.lexical(["apple"], [()], k, where_rules.conditions(where))
+    finally:
+        conn.set_trace_callback(None)
+    plan: list[tuple[str, ...]] = []
+    for sql in statements:
+        if _WINDOW.search(sql):
+            found = _LIMIT.search(sql)
+            assert found is not None, sql
+            plan.append(("window", found.group(1), found.group(2)))
+        elif "JOIN items ON items.rowid = items_fts.rowid WHERE items_fts MATCH" in sql:
+            plan.append(("joined",))
+    inside, params = _inside([()], where)
+    assert hits == [(i, -s, v) for i, s, v in _joined_as_before(conn, '"apple"', inside, params, k)]
+    return hits, plan
+
+
+def _apples(mem: memlane.Memory, meets: Any, n: int) -> None:
+    """``n`` rows of the same text (equal scores: ranked newest first), rowids 1..n; row ``r`` has ``m`` 0 when
+    ``meets(r)``, else 1."""
+    mem.put_many(
+        [
+            {"namespace": "n", "key": f"k{r}", "value": "apple", "metadata": {"m": 0 if meets(r) else 1}}
+            for r in range(1, n + 1)
+        ]
+    )
+    rowids = mem.store._conn.execute("SELECT min(rowid), max(rowid), count(*) FROM items").fetchone()  # type: ignore[attr-defined]
+    assert tuple(rowids) == (1, n, n)
+
+
+def test_the_first_window_is_four_rows_a_hit_when_every_row_meets_the_filter(tmp_path: Any) -> None:
+    """A filter every sampled row meets: one window of ``LEXICAL_WINDOW_FIRST`` (4) rows per hit, then done."""
+    with memlane.open(str(tmp_path / "all.db"), embedder=None) as mem:
+        _apples(mem, lambda r: True, 300)
+        hits, plan = _plan(mem, {"metadata.m": 0}, 3)
+        assert len(hits) == 3 and plan == [("window", "12", "0")]
+
+
+def test_windows_follow_the_sampled_share_then_grow_fourfold_then_give_way_to_the_joined_statement(
+    tmp_path: Any,
+) -> None:
+    """Rowids 1-128 of 1024 meet the filter: the 128 sampled rows (every 8th, from 5) say 1/8, so the first window
+    is 2 (``LEXICAL_WINDOW_MARGIN``) x 3 hits x 8 = 48 rows; the matching rows rank last (newest first), so the
+    windows grow 4x (48, 192, 768) until the next would end past 2048 rows, and the joined statement answers."""
+    with memlane.open(str(tmp_path / "eighth.db"), embedder=None) as mem:
+        _apples(mem, lambda r: r <= 128, 1024)
+        hits, plan = _plan(mem, {"metadata.m": 0}, 3)
+        assert len(hits) == 3
+        assert plan == [("window", "48", "0"), ("window", "144", "48"), ("window", "576", "192"), ("joined",)]
+
+
+@pytest.mark.parametrize(
+    ("n", "meets", "windows"),
+    [
+        (100, lambda r: r % 2 == 1, True),  # under 128 rows every row is sampled: half of them meet
+        (100, lambda r: r == 100, True),  # the last row is sampled too
+        (100, lambda r: False, False),  # none meets: the joined statement at once
+        (1, lambda r: False, False),  # one row that does not meet
+    ],
+)
+def test_a_small_store_is_sampled_whole(tmp_path: Any, n: int, meets: Any, windows: bool) -> None:
+    """Below ``LEXICAL_WINDOW_SAMPLE`` rows the sample is every row: a filter any row meets is read in windows,
+    one no row meets goes to the joined statement without reading a window."""
+    with memlane.open(str(tmp_path / "small.db"), embedder=None) as mem:
+        _apples(mem, meets, n)
+        _, plan = _plan(mem, {"metadata.m": 0}, 2)
+        assert plan[0][0] == ("window" if windows else "joined"), plan
+
+
+def test_a_sample_of_deleted_rows_says_nothing_and_windows_are_read(tmp_path: Any) -> None:
+    """Every sampled rowid deleted: no share is known, so the filter is taken as met by all (windows, not the
+    joined statement at once)."""
+    with memlane.open(str(tmp_path / "gaps.db"), embedder=None) as mem:
+        _apples(mem, lambda r: r % 8 != 5, 1024)
+        for r in range(5, 1025, 8):
+            assert mem.delete("n", f"k{r}")
+        _, plan = _plan(mem, {"metadata.m": 0}, 2)
+        assert plan == [("window", "8", "0")]
+
+
+def test_the_windows_stop_as_soon_as_k_rows_meet_the_filter(tmp_path: Any) -> None:
+    """Every 4th row meets (the sample says half: every 2nd row is sampled): the first window, 12 rows for 3 hits,
+    holds exactly 3 rows that meet, and no further window is read."""
+    with memlane.open(str(tmp_path / "exact.db"), embedder=None) as mem:
+        _apples(mem, lambda r: r % 4 == 0, 300)
+        hits, plan = _plan(mem, {"metadata.m": 0}, 3)
+        assert len(hits) == 3 and plan == [("window", "12", "0")]
+
+
+def test_a_window_ending_at_the_largest_size_is_still_read(tmp_path: Any) -> None:
+    """The windows for 2 hits are 8, 32, 128, 512 and 2048 rows long (ending there): the last ends at
+    ``LEXICAL_WINDOW_MAX`` and is read. The rows meeting the filter (the even ones: every sampled row) rank below
+    the 900 odd ones, so only that last window finds them."""
+    with memlane.open(str(tmp_path / "max.db"), embedder=None) as mem:
+        mem.put_many(
+            [
+                {
+                    "namespace": "n",
+                    "key": f"k{r}",
+                    "metadata": {"m": 0 if r % 2 == 0 else 1},
+                    "value": "apple and a much longer text ranked below" if r % 2 == 0 else "apple",
+                }
+                for r in range(1, 1801)
+            ]
+        )
+        hits, plan = _plan(mem, {"metadata.m": 0}, 2)
+        assert len(hits) == 2
+        assert [int(w[1]) + int(w[2]) for w in plan if w[0] == "window"] == [8, 32, 128, 512, 2048]
+        assert ("joined",) not in plan
+
+
+def test_a_filtered_search_whose_words_are_in_every_row_is_newest_first_with_score_zero(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Words in every row (common: BM25 cannot tell the rows apart) are not ranked in windows: the rows meeting the
+    filter come newest first, each with score 0, whatever their lengths."""
+    monkeypatch.setattr(sqlite, "LEXICAL_CAP", 4)
+    with memlane.open(str(tmp_path / "common.db"), embedder=None) as mem:
+        written = mem.put_many(
+            [
+                {"namespace": "n", "key": f"k{r}", "value": "apple " + "pear " * (r % 5), "metadata": {"m": r % 2}}
+                for r in range(1, 21)
+            ]
+        )
+        hits = mem.store.lexical(["apple"], [()], 3, where_rules.conditions({"metadata.m": 0}))
+        newest = [i.id for i in reversed(written) if i.metadata["m"] == 0][:3]
+        assert [(h[0], h[1]) for h in hits] == [(i, 0.0) for i in newest]
