@@ -9,6 +9,7 @@ typer's CliRunner, or the console script in a subprocess.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import os
@@ -360,14 +361,12 @@ def test_serve_on_a_taken_port_says_so_before_anything_else(tmp_path: Path) -> N
     assert not db.exists()  # nothing was created, no admin token was made and lost
 
 
-def test_serve_accepts_a_request_the_moment_it_says_serving(tmp_path: Path) -> None:
-    """ "serving at" is a promise: a request sent as soon as the line appears is answered, not refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+@contextlib.contextmanager
+def _serving(tmp_path: Path, *options: str) -> Iterator[str]:
+    """``memlane serve`` with ``options`` (words only), yielding the line it says it is serving on; stopped after."""
     env = {**os.environ, "MEMLANE_EMBEDDER": "none"}
     server = subprocess.Popen(
-        [str(MEMLANE), "serve", "--db", str(tmp_path / "m.db"), "--port", str(port)],
+        [str(MEMLANE), "serve", "--db", str(tmp_path / "m.db"), *options],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -379,17 +378,31 @@ def test_serve_accepts_a_request_the_moment_it_says_serving(tmp_path: Path) -> N
             if "serving" in line:
                 break
         else:
-            pytest.fail("memlane serve ended without saying it was serving")
-        # at once, no retry: the connection must not be refused
-        with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
-            conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            answer = b""
-            while chunk := conn.recv(65536):
-                answer += chunk
-        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+            pytest.fail(f"memlane serve {' '.join(options)} ended without saying it was serving")
+        yield line
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def _health(port: int) -> bytes:
+    # at once, no retry: the connection must not be refused
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+        conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_serve_accepts_a_request_the_moment_it_says_serving(tmp_path: Path) -> None:
+    """ "serving at" is a promise: a request sent as soon as the line appears is answered, not refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with _serving(tmp_path, "--port", str(port)):
+        answer = _health(port)
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
 
 
 # -- 5. --version, help, tables, the demo --------------------------------------------------------
@@ -679,26 +692,7 @@ def test_a_tables_header_marks_lay_out_its_columns() -> None:
 
 
 def test_serve_on_port_0_says_the_port_the_system_chose_and_answers_there(tmp_path: Path) -> None:
-    env = {**os.environ, "MEMLANE_EMBEDDER": "none"}
-    server = subprocess.Popen(
-        [str(MEMLANE), "serve", "--db", str(tmp_path / "m.db"), "--port", "0", "--workers", "1"],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
-        assert server.stderr is not None
-        for line in server.stderr:
-            if "serving" in line:
-                break
-        else:
-            pytest.fail("memlane serve --port 0 ended without saying it was serving")
+    with _serving(tmp_path, "--port", "0", "--workers", "1") as line:
         port = int(line.split("http://127.0.0.1:")[1].split()[0])
         assert port > 0
-        with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
-            conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            assert conn.recv(65536).startswith(b"HTTP/1.1 200")
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+        assert _health(port).startswith(b"HTTP/1.1 200")
