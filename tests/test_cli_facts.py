@@ -122,3 +122,13 @@ def test_lookup_renders_each_record_by_its_kind(tmp_path: Path) -> None:
     js(db, "claim", "supersede", claim["id"])
     assert ok(db, "lookup", "--current", claim["id"]).stdout == f"{claim['id']}: not found or not current\n"
     assert ok(db, "lookup", "fact_" + "0" * 32).stdout == f"fact_{'0' * 32}: not found\n"
+
+
+def test_a_retracted_fact_says_when_it_was_retracted(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    ravi = js(db, "entity", "add", "team", "Ravi")["id"]
+    fact = js(db, "fact", "assert", "team", ravi, "likes", "tea", "--string")
+    assert "retracted" not in ok(db, "lookup", fact["id"]).stdout
+    retracted = js(db, "fact", "retract", fact["id"])
+    shown = ok(db, "lookup", fact["id"]).stdout
+    assert f"(retracted {retracted['retracted_at'][:10]}" in shown, shown

@@ -361,6 +361,18 @@ def test_serve_on_a_taken_port_says_so_before_anything_else(tmp_path: Path) -> N
     assert not db.exists()  # nothing was created, no admin token was made and lost
 
 
+def test_a_taken_last_port_suggests_a_port_that_exists(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        try:
+            taken.bind(("127.0.0.1", 65535))
+        except OSError:
+            pytest.skip("port 65535 is in use on this machine")
+        taken.listen(1)
+        done = memlane_script("serve", "--db", str(tmp_path / "m.db"), "--port", "65535")
+    line = one_line_error(done, 1)
+    assert "is taken" in line and "e.g. --port 8420" in line and "65536" not in line
+
+
 @contextlib.contextmanager
 def _serving(tmp_path: Path, *options: str) -> Iterator[str]:
     """``memlane serve`` with ``options`` (words only), yielding the line it says it is serving on; stopped after."""

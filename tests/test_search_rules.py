@@ -548,7 +548,9 @@ def test_cache_search_matches_numpy_brute_force(batches, query, prefix, k):
     everything = _search_reference(batches, query, prefix, 10**6)
     expected = _search_reference(batches, query, prefix, k)
     assert all(type(r) is int and type(s) is float and type(v) is int for r, s, v in got)
-    assert len(cache) == len({r for batch in batches for r, _, _, vec in batch if len(vec) == DIM})
+    held = {r for batch in batches for r, _, _, vec in batch if len(vec) == DIM}
+    assert len(cache) == len(held)
+    assert sorted(cache.refs.tolist()) == sorted(held)  # the rows held, each once (the index masks by them)
     if k <= 0 or k >= len(everything):
         assert got == expected  # the whole set, best first, ties by ref
         return
