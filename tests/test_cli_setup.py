@@ -161,6 +161,17 @@ def test_every_module_the_cli_maps_names_a_real_extra() -> None:
         assert third_party <= set(cli.EXTRAS), (module, third_party - set(cli.EXTRAS))
 
 
+@pytest.mark.parametrize(
+    ("module", "extra"),
+    [("psycopg", "postgres"), ("psycopg_pool", "postgres"), ("psycopg_binary", "postgres"), ("numpy", "vectors"),
+     ("onnxruntime", "vectors"), ("uvicorn", "server"), ("mcp", "server")],
+)  # fmt: skip
+def test_each_optional_module_names_its_extra(module: str, extra: str) -> None:
+    said = cli.base._missing_extra(ImportError(f"No module named {module!r}", name=f"{module}.sub"))
+    assert said is not None and said.endswith(f"pip install 'memlane[{extra}]'"), said
+    assert cli.base._missing_extra(ImportError("No module named 'leftpad'", name="leftpad")) is None
+
+
 def test_an_import_error_of_memlane_itself_is_not_called_a_missing_extra(tmp_path: Path) -> None:
     done = without("memlane.server", "serve", "--db", str(tmp_path / "m.db"))
     assert done.returncode != 0 and "pip install" not in done.stderr  # a real bug keeps its traceback
