@@ -124,7 +124,9 @@ def test_a_spec_or_dimension_of_its_own_has_its_own_scale() -> None:
     assert relevance.stored_scale(meta, small) == relevance.calibrate(FakeEmbedder(64))
     relevance.stored_scale(meta, large)
     assert (small.calls, large.calls) == (1, 1) and len(meta.values) == 2
-    relevance.stored_scale(meta, _Counting(FakeEmbedder(64)))
+    again = _Counting(FakeEmbedder(64))
+    assert relevance.stored_scale(meta, again) == relevance.calibrate(FakeEmbedder(64))  # read back whole
+    assert again.calls == 0
     relevance.stored_scale(meta, large)
     assert large.calls == 1
 

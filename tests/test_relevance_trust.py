@@ -12,13 +12,14 @@ import math
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memlane
-from memlane.domain.search import relevance
+from memlane.domain.search import rank, relevance
 from memlane.domain.search.embedders import FakeEmbedder
 
 SLOW = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -217,3 +218,40 @@ def test_an_embedder_that_puts_every_calibration_text_at_one_point_is_read_as_it
         env = mem.recall("anything about a feline?")
         assert [h.key for h in env.hits][:1] == ["cat"], [(h.key, h.why) for h in mem.search("feline").hits[:3]]
         assert mem.search("feline").params["weights"] == {"lexical": 1.0, "vector": 0.5}
+
+
+@pytest.mark.parametrize(("related", "trust"), [(0.1, 0.0), (0.2, 1 / 3), (0.35, 2.5 / 3), (0.5, 1.0)])
+def test_trust_rises_linearly_between_its_two_separations(related: float, trust: float) -> None:
+    # unrelated pairs at 0.0 +- 0.1: separations 1, 2, 3.5 and 5 spreads
+    scale = relevance.Scale(0.0, 0.1, related)
+    assert scale.trust == pytest.approx(trust)
+
+
+def _name_judge(scale: relevance.Scale) -> tuple[relevance.Judge, Any]:
+    from memlane.values.model import Hit, Item
+
+    question = "When did Maya go hiking?"
+    docs = {"hiking": 70}
+    judge = relevance.Judge(
+        lambda words, limit: (300, {w: docs.get(w, 0) for w in words}),
+        rank.terms(question),
+        "minilm",
+        vector_ran=True,
+        vector_scores=[0.9] + [0.1] * 49,
+        vector_ids=["a"] + [f"o{i}" for i in range(49)],
+        scale=scale,
+        names=rank.names(question),
+    )
+    item = Item("a", ("chat",), "a", "v", "string", "v", {}, None, None, None, None, 1)  # type: ignore[arg-type]
+    return judge, Hit(item, 0.5, {"vector": 1}, {}, ["hiking"], 0.9)
+
+
+def test_a_vector_standing_out_answers_for_a_name_only_as_far_as_the_embedder_is_trusted() -> None:
+    """The same hit standing far out of the query's profile: evidence for "Maya" from a trusted embedder, none from
+    one whose vectors are noise."""
+    mean, spread = relevance.REFERENCE_SCALE_MEAN, relevance.REFERENCE_SCALE_SPREAD
+    judge, hit = _name_judge(relevance.Scale(mean, spread, mean + 5 * spread))
+    assert judge.evidence(hit)["standout"] >= relevance.NAME_STANDOUT
+    assert judge.unanswered_names(hit, judge.evidence(hit)) == []
+    judge, hit = _name_judge(relevance.Scale(mean, spread, mean))  # trust 0
+    assert judge.unanswered_names(hit, judge.evidence(hit)) == ["maya"]
