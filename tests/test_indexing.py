@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import memlane
+from memlane.domain.search import relevance
 from memlane.domain.search.embedders import FakeEmbedder
 from memlane.values.errors import ValidationError
 
@@ -39,6 +40,8 @@ class GatedEmbedder(FakeEmbedder):
         self.permits = threading.Semaphore(0)
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        if tuple(texts) == relevance.CALIBRATION_TEXTS:  # the relevance scale, measured once: not an item's
+            return super().embed_batch(texts)
         self.calls += 1
         self.texts.extend(texts)
         self.entered.release()
@@ -219,11 +222,14 @@ CHILD = textwrap.dedent(
     import json, sys
     import memlane
     from memlane.domain.search.embedders import FakeEmbedder
+    from memlane.domain.search.relevance import CALIBRATION_TEXTS
 
     class Counting(FakeEmbedder):
         texts = []
 
         def embed_batch(self, texts):
+            if tuple(texts) == CALIBRATION_TEXTS:  # the relevance scale, measured once: not an item's
+                return super().embed_batch(texts)
             Counting.texts.extend(texts)
             if mode == "hang":
                 print("entered", flush=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -214,7 +215,8 @@ def test_an_embedder_that_puts_every_calibration_text_at_one_point_is_read_as_it
         mem.put("pets", "tax", "The tax return is due at the end of January.")
         for i in range(25):
             mem.put("pets", f"n{i}", f"Note {i} about the weekly shopping list.")
-        assert relevance.stored_scale(mem.store, Handmade()) is None
+        kept = relevance.stored_scale(mem.store, Handmade())
+        assert kept is not None and not kept.measured and kept.trust == 1.0
         env = mem.recall("anything about a feline?")
         assert [h.key for h in env.hits][:1] == ["cat"], [(h.key, h.why) for h in mem.search("feline").hits[:3]]
         assert mem.search("feline").params["weights"] == {"lexical": 1.0, "vector": 0.5}
@@ -255,3 +257,49 @@ def test_a_vector_standing_out_answers_for_a_name_only_as_far_as_the_embedder_is
     assert judge.unanswered_names(hit, judge.evidence(hit)) == []
     judge, hit = _name_judge(relevance.Scale(mean, spread, mean))  # trust 0
     assert judge.unanswered_names(hit, judge.evidence(hit)) == ["maya"]
+
+
+class Flaky:
+    """A remote embedder whose first large batch fails (a rate limit, a timeout), as the scale's batch may."""
+
+    name = "flaky"
+    dimension = 64
+
+    def __init__(self) -> None:
+        self.inner, self.failures = FakeEmbedder(64), 1
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        if len(texts) >= len(relevance.CALIBRATION_TEXTS) and self.failures:
+            self.failures -= 1
+            raise TimeoutError("the embedding service timed out")
+        return self.inner.embed_batch(texts)
+
+
+def test_a_scale_that_failed_to_be_measured_is_measured_again_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memlane.core import memory
+
+    monkeypatch.setattr(memory, "SCALE_RETRY_S", 1.0)
+    embedder = Flaky()
+    with memlane.open(str(tmp_path / "m.db"), embedder=embedder, indexing="sync") as mem:
+        mem.put("notes", "keys", "The spare keys are in the blue bowl.")
+        key = relevance.scale_key(embedder)
+        assert mem.search("keys").hits and mem.store.get_meta(key) is None  # failed: searched unscaled
+        mem.search("keys")
+        assert mem.store.get_meta(key) is None  # not asked again at once
+        time.sleep(1.1)
+        mem.search("keys")  # asked again, kept
+        assert mem.store.get_meta(key) is not None and mem._scale_for_relevance() is not None
+
+
+def test_the_indexer_measures_the_scale_so_a_search_only_reads_it(tmp_path: Path) -> None:
+    embedder = Flaky()
+    embedder.failures = 0
+    with memlane.open(str(tmp_path / "m.db"), embedder=embedder, indexing="background") as mem:
+        mem.put("notes", "keys", "The spare keys are in the blue bowl.")
+        assert mem.wait_indexed(timeout=60)
+        deadline = time.monotonic() + 30
+        while mem.store.get_meta(relevance.scale_key(embedder)) is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # no search: only the indexer, after its batch, can have measured it
+        assert mem.store.get_meta(relevance.scale_key(embedder)) is not None

@@ -81,6 +81,9 @@ NO_EMBEDDER = "none"  # open(embedder="none"): lexical only, as embedder=None an
 # with these it beats lexical on LoCoMo and SciFact alike.
 DEFAULT_WEIGHTS = {"lexical": 1.0, "vector": 0.5}
 DEFAULT_RRF_K = 10
+# an embedder that failed to measure its relevance scale is asked again after this many seconds (meanwhile its
+# similarities are read unscaled); a few per hour at most, whatever the search rate
+SCALE_RETRY_S = 30.0
 INDEXING = ("background", "sync", "external")
 
 
@@ -286,7 +289,8 @@ class Memory:
         # shared by an agent's copy (AgentView copies this object): one thread per memory
         self._indexer = Indexer(self)
         # (embedder, its relevance scale): measured at the first vector search, again when the embedder changes
-        self._relevance_scale: tuple[Embedder, relevance.Scale | None] | None = None
+        # (embedder, its relevance scale or None when measuring failed, when a failed one is tried again)
+        self._relevance_scale: tuple[Embedder, relevance.Scale | None, float] | None = None
         # set on an agent's copy (memlane.core.access.AgentView): every read is narrowed to it in SQL
         self._scope: Scope | None = None
         # recalls answered (no store keeps them), shared by the agents' copies; see activity()
@@ -1103,13 +1107,17 @@ class Memory:
     def _scale_for_relevance(self) -> relevance.Scale | None:
         """The embedder's :class:`~memlane.domain.search.relevance.Scale`: kept in the store's meta per embedder
         spec and version (:func:`~memlane.domain.search.relevance.stored_scale`), measured by the first process that
-        needs it, read by every other; looked up again after ``reindex`` changes the embedder."""
+        needs it, read by every other; looked up again after ``reindex`` changes the embedder. An embedder that
+        failed to measure it (a remote one down, a batch refused) is asked again after ``SCALE_RETRY_S``, not
+        held unscaled for the life of the process."""
         embedder = self._embedder
         if embedder is None:
             return None
         cached = self._relevance_scale
-        if cached is None or cached[0] is not embedder:
-            self._relevance_scale = cached = (embedder, relevance.stored_scale(self._store, embedder))
+        now = time.monotonic()
+        if cached is None or cached[0] is not embedder or (cached[1] is None and now >= cached[2]):
+            scale = relevance.stored_scale(self._store, embedder)
+            self._relevance_scale = cached = (embedder, scale, now + SCALE_RETRY_S)
         return cached[1]
 
     def _head_found(

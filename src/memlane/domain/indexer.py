@@ -101,6 +101,7 @@ class Indexer:
         self._scanned = False
         self._folded = False  # one look at the index after the first (even empty) batch: a store opened behind
         self._held_still_until = 0.0  # see HELD_STILL_S
+        self._scaled = False  # the embedder's relevance scale measured (or read) after a batch: see drain_batch
         self.error: BaseException | None = None  # the thread's last failure, cleared by a batch that works
 
     @property
@@ -128,6 +129,10 @@ class Indexer:
             self._finish(claimed)
         if claimed or not self._folded:
             self._fold()
+        if claimed and not self._scaled:
+            # the embedder's relevance scale, measured here (once per indexer, kept in the store's meta) rather
+            # than by the first search that needs it, which then only reads it
+            self._scaled = self._mem._scale_for_relevance() is not None
         return len(claimed)
 
     def _fold(self) -> None:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..store.base import Store
     from ..values.model import Item, Namespace, Page
     from .search.embedders import Embedder
+    from .search.relevance import Scale
 
 
 class Core(Protocol):
@@ -35,6 +36,8 @@ class Core(Protocol):
     def _embed(self, texts: Sequence[str]) -> list[bytes]: ...
 
     def _embed_query(self, query: str) -> list[float]: ...
+
+    def _scale_for_relevance(self) -> Scale | None: ...
 
 
 class Reader(Protocol):

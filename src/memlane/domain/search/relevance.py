@@ -213,9 +213,15 @@ class Scale:
         return min(1.0, REFERENCE_SCALE_MEAN + (similarity - self.mean) * REFERENCE_SCALE_SPREAD / spread)
 
     @property
+    def measured(self) -> bool:
+        """Whether there is a scale at all: an embedder that puts (most of) the reference texts at one point (a
+        test double that knows only its own test's texts) has none, and is read as it is, at full trust."""
+        return self.spread >= MIN_SPREAD
+
+    @property
     def separation(self) -> float | None:
         """How many spreads above unrelated pairs the embedder puts paraphrases (``None``: not measured)."""
-        if self.related is None:
+        if self.related is None or not self.measured:
             return None
         return (self.related - self.mean) / max(self.spread, 1e-3)
 
@@ -296,11 +302,10 @@ def stored_scale(meta: Meta, embedder: Any) -> Scale | None:
     Measured once per store, embedder spec and version, and reference texts
     (one batch of :data:`CALIBRATION_TEXTS`), then read by every process that
     opens the store. A store that may not be written (a read-only role) keeps
-    nothing: the scale is measured and used. An embedder that fails here, or
-    gives every calibration text the same vector (spread under
-    :data:`MIN_SPREAD`), gives ``None``: its similarities are read as they
-    are, with its name's noise level, at full trust (the query's own
-    embedding fails too, for one that failed).
+    nothing: the scale is measured and used. An embedder that fails here
+    gives ``None``, and nothing is kept: measured again at the next need.
+    One that puts the reference texts at one point gives a scale that is not
+    :attr:`~Scale.measured`, kept like any other.
     """
     key = scale_key(embedder)
     raw = meta.get_meta(key)
@@ -308,7 +313,7 @@ def stored_scale(meta: Meta, embedder: Any) -> Scale | None:
         with contextlib.suppress(ValueError, KeyError, TypeError):
             kept = json.loads(raw)
             if kept["reference"] == _REFERENCE_DIGEST:
-                return _measured(Scale(float(kept["mean"]), float(kept["spread"]), float(kept["related"])))
+                return Scale(float(kept["mean"]), float(kept["spread"]), float(kept["related"]))
     try:
         scale = calibrate(embedder)
     except Exception:  # the query's embedding will say what is wrong with the embedder
@@ -322,14 +327,7 @@ def stored_scale(meta: Meta, embedder: Any) -> Scale | None:
     }
     with contextlib.suppress(StoreError):  # a store this role may not write: measured again by the next process
         meta.set_meta(key, json.dumps(value, sort_keys=True))
-    return _measured(scale)
-
-
-def _measured(scale: Scale) -> Scale | None:
-    # An embedder that gives every calibration text the same vector (a test double that knows only its own test's
-    # texts and maps the rest to one point) has no scale to measure: its similarities are read as they are, with
-    # its name's noise level, at full trust, as before the scale existed
-    return scale if scale.spread >= MIN_SPREAD else None
+    return scale
 
 
 # rows of the scope counted at most, and rows counted per word at most: the counts cost a search about 0.3 ms at
@@ -581,8 +579,9 @@ class Judge:
         self.content = content_terms(terms) or list(terms)
         # the content words the query writes as names (rank.names)
         self.names = [w for w in self.content if w in names]
-        self.scale = scale
-        self.noise = REFERENCE_NOISE if scale is not None else noise_level(embedder_name)
+        # an embedder with no measurable scale is read as it is, with its name's noise level, at full trust
+        self.scale = scale if scale is not None and scale.measured else None
+        self.noise = REFERENCE_NOISE if self.scale is not None else noise_level(embedder_name)
         self.vector_ran = vector_ran
         profile = list(vector_scores)[:PROFILE_K]
         self._profile = dict(zip(vector_ids, profile, strict=False))
@@ -590,7 +589,7 @@ class Judge:
         self.vector_mean = sum(profile) / len(profile) if profile else None
         # an embedder whose vectors barely tell related texts from unrelated ones is weighed accordingly: its
         # similarity is noise, and noise must not outvote the words (Scale.trust)
-        self.trust = 1.0 if scale is None else scale.trust
+        self.trust = 1.0 if self.scale is None else self.scale.trust
         self.model = VECTOR_MODEL.blend(LEXICAL_MODEL, self.trust) if vector_ran else LEXICAL_MODEL
         self._scope: tuple[int, dict[str, int]] | None = None
         self._weights: tuple[dict[str, float], float, float, list[str]] | None = None
