@@ -10,8 +10,9 @@ meet, in scopes, with words in every row, over several windows.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -72,6 +73,37 @@ def _joined_as_before(
     ).fetchall()
 
 
+# one filtered search over a store of ``rows`` (each ``copies`` times more under other keys), with window sizes
+A_SEARCH = {
+    "rows": rows_st,
+    "copies": st.integers(0, 3),
+    "terms": queries,
+    "k": st.integers(1, 8),
+    "within": scopes,
+    "where": wheres,
+    "first": st.integers(1, 3),
+    "growth": st.integers(2, 3),
+}
+
+
+def _windows(monkeypatch: pytest.MonkeyPatch, *, first: int, growth: int, most: float, margin: int) -> None:
+    """The window sizes a test runs with (see ``sqlite.LEXICAL_WINDOW_FIRST``)."""
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_FIRST", first)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_GROWTH", growth)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MAX", most)
+    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MARGIN", margin)
+
+
+@contextlib.contextmanager
+def _loaded(path: Any, rows: list[tuple[list[str], int]], copies: int) -> Iterator[Any]:
+    """A words-only memory at ``path`` holding ``rows`` (what an earlier example left there cleared first)."""
+    with memlane.open(str(path), embedder=None) as mem:
+        mem.clear("team")
+        mem.clear("other")
+        _load(mem, rows, copies)
+        yield mem
+
+
 def _inside(within: Any, where: Any) -> tuple[str, list[Any]]:
     inside, params = c.within_filter(within, column="items.namespace")
     test, test_params = where_sql.sqlite_sql(list(where_rules.conditions(where)))
@@ -80,14 +112,7 @@ def _inside(within: Any, where: Any) -> tuple[str, list[Any]]:
 
 @SETTINGS
 @given(
-    rows=rows_st,
-    copies=st.integers(0, 3),
-    terms=queries,
-    k=st.integers(1, 8),
-    within=scopes,
-    where=wheres,
-    first=st.integers(1, 3),
-    growth=st.integers(2, 3),
+    **A_SEARCH,
     most=st.sampled_from([0, 6, float("inf")]),
     margin=st.sampled_from([0, 0, 3]),
     cap=st.sampled_from([2000, 4]),
@@ -116,15 +141,9 @@ def test_windows_return_the_joined_statements_answer(
     # every scope ranked by FTS5's statement, as a scope of thousands of rows is (not from its own rows)
     monkeypatch.setattr(sqlite, "SCOPE_DRIVEN_ROWS", 0)
     monkeypatch.setattr(sqlite, "LEXICAL_CAP", cap)
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_FIRST", first)
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_GROWTH", growth)
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MAX", most)
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MARGIN", margin)
+    _windows(monkeypatch, first=first, growth=growth, most=most, margin=margin)
     conditions = where_rules.conditions(where)
-    with memlane.open(str(tmp_path / f"w{abs(hash((tuple(terms), k, first)))}.db"), embedder=None) as mem:
-        mem.clear("team")
-        mem.clear("other")
-        _load(mem, rows, copies)
+    with _loaded(tmp_path / f"w{abs(hash((tuple(terms), k, first)))}.db", rows, copies) as mem:
         store: Any = mem.store
         windowed = store.lexical(terms, within, k, conditions)
         with monkeypatch.context() as m:
@@ -134,16 +153,7 @@ def test_windows_return_the_joined_statements_answer(
 
 
 @SETTINGS
-@given(
-    rows=rows_st,
-    copies=st.integers(0, 3),
-    terms=queries,
-    k=st.integers(1, 8),
-    within=scopes,
-    where=wheres,
-    first=st.integers(1, 3),
-    growth=st.integers(2, 3),
-)
+@given(**A_SEARCH)
 def test_every_window_walked_keeps_the_answer(
     tmp_path: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -157,14 +167,8 @@ def test_every_window_walked_keeps_the_answer(
     growth: int,
 ) -> None:
     """The windows alone, walked to the last match if need be (no fallback), on the store's own connection."""
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_FIRST", first)
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_GROWTH", growth)
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MAX", float("inf"))
-    monkeypatch.setattr(sqlite, "LEXICAL_WINDOW_MARGIN", 0)
-    with memlane.open(str(tmp_path / f"e{abs(hash((tuple(terms), k, first)))}.db"), embedder=None) as mem:
-        mem.clear("team")
-        mem.clear("other")
-        _load(mem, rows, copies)
+    _windows(monkeypatch, first=first, growth=growth, most=float("inf"), margin=0)
+    with _loaded(tmp_path / f"e{abs(hash((tuple(terms), k, first)))}.db", rows, copies) as mem:
         conn = mem.store._conn  # type: ignore[attr-defined]
         inside, params = _inside(within, where)
         match = " OR ".join(sqlite._quoted(t) for t in terms)
