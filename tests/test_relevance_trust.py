@@ -303,3 +303,27 @@ def test_the_indexer_measures_the_scale_so_a_search_only_reads_it(tmp_path: Path
         while mem.store.get_meta(relevance.scale_key(embedder)) is None and time.monotonic() < deadline:
             time.sleep(0.02)  # no search: only the indexer, after its batch, can have measured it
         assert mem.store.get_meta(relevance.scale_key(embedder)) is not None
+
+
+def test_a_store_failing_as_the_indexer_measures_the_scale_leaves_its_batch_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scale is extra work after a stored batch: a store that fails there does not fail `index()`, whose
+    items are already indexed; a later search measures the scale itself."""
+    from memlane.values.errors import StoreUnavailableError
+
+    with memlane.open(str(tmp_path / "m.db"), embedder="fake", indexing="external") as mem:
+        mem.put_many([{"namespace": "n", "key": f"k{i}", "value": f"note {i} about keys"} for i in range(5)])
+
+        read = mem.store.get_meta
+
+        def gone(name: str) -> str | None:  # the database lost just as the scale is looked up
+            if name.startswith("relevance_scale:"):
+                raise StoreUnavailableError("the database cannot be reached")
+            return read(name)
+
+        monkeypatch.setattr(mem.store, "get_meta", gone)
+        assert mem.index() == 5
+        monkeypatch.undo()
+        assert mem.stats().vectors_missing == 0
+        assert mem.search("keys").hits and mem.store.get_meta(relevance.scale_key(mem.embedder)) is not None

@@ -16,6 +16,7 @@ keeps their embedding calls apart.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..store.base import EVERYTHING, Within
-from ..values.errors import ValidationError
+from ..values.errors import StoreError, ValidationError
 
 if TYPE_CHECKING:
     from .ports import Core
@@ -131,8 +132,10 @@ class Indexer:
             self._fold()
         if claimed and not self._scaled:
             # the embedder's relevance scale, measured here (once per indexer, kept in the store's meta) rather
-            # than by the first search that needs it, which then only reads it
-            self._scaled = self._mem._scale_for_relevance() is not None
+            # than by the first search that needs it, which then only reads it; a store that fails here is the
+            # next claim's to report (the batch is stored), and a search measures the scale itself
+            with contextlib.suppress(StoreError):
+                self._scaled = self._mem._scale_for_relevance() is not None
         return len(claimed)
 
     def _fold(self) -> None:
