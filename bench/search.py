@@ -397,6 +397,16 @@ class Place:
             return int(row[0])
 
 
+def _write_items(mem: Any, corpus: ScaleCorpus, n: int, batch: int) -> float:
+    """``put_many`` the corpus's first ``n`` items in batches of ``batch``, saying how far it got; the seconds."""
+    t0 = time.perf_counter()
+    for start in range(0, n, batch):
+        mem.put_many(corpus.batch(start, min(n, start + batch)))
+        if start and start % (20 * batch) == 0:
+            progress(f"  {start:,} written, {time.perf_counter() - t0:,.0f} s")
+    return time.perf_counter() - t0
+
+
 def build(place: Place, corpus: ScaleCorpus, args: argparse.Namespace) -> dict[str, Any]:
     """``put_many`` every item with the write-behind indexer on, then wait until every vector is in."""
     n = place.n
@@ -404,11 +414,7 @@ def build(place: Place, corpus: ScaleCorpus, args: argparse.Namespace) -> dict[s
     progress(f"{place.backend} N={n:,}: put_many in batches of {args.batch:,} (the indexer embeds behind)")
     mem = memlane.open(place.url, embedder=FakeVectors())
     t0 = time.perf_counter()
-    for start in range(0, n, args.batch):
-        mem.put_many(corpus.batch(start, min(n, start + args.batch)))
-        if start and start % (20 * args.batch) == 0:
-            progress(f"  {start:,} written, {time.perf_counter() - t0:,.0f} s")
-    write_s = time.perf_counter() - t0
+    write_s = _write_items(mem, corpus, n, args.batch)
     progress(f"  written in {write_s:,.1f} s; waiting for the indexer")
     mem.wait_indexed()
     total_s = time.perf_counter() - t0
@@ -501,11 +507,7 @@ def bulk_build(place: Place, corpus: ScaleCorpus, args: argparse.Namespace) -> d
     mem = memlane.open(place.url, embedder=FakeVectors(), indexing="external")
     store: Any = mem.store
     t0 = time.perf_counter()
-    for start in range(0, n, args.batch):
-        mem.put_many(corpus.batch(start, min(n, start + args.batch)))
-        if start and start % (20 * args.batch) == 0:
-            progress(f"  {start:,} written, {time.perf_counter() - t0:,.0f} s")
-    items_s = time.perf_counter() - t0
+    items_s = _write_items(mem, corpus, n, args.batch)
     out.update(items_seconds=round(items_s, 1), write_seconds=round(items_s, 1), write_items_per_s=round(n / items_s))
     progress(f"  items in {items_s:,.1f} s ({n / items_s:,.0f} items/s)")
 
