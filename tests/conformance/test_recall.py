@@ -28,7 +28,8 @@ class CountingEmbedder(FakeEmbedder):
     def embed_batch(self, texts):  # type: ignore[no-untyped-def]
         if self.broken:
             raise AssertionError("the embedder must not be called")
-        self.calls.append(len(texts))
+        if tuple(texts) != relevance.CALIBRATION_TEXTS:  # the relevance scale's batch, once: not the items'
+            self.calls.append(len(texts))
         return super().embed_batch(texts)
 
 
